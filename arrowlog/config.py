@@ -1,0 +1,95 @@
+"""Typed, frozen configuration. Every knob a user can set lives here once, with its
+default and its reason."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from arrowlog.errors import InvalidConfigError
+
+#: Largest encoded segment a topic accepts by default. A segment is one PUT; S3
+#: allows 5 GiB, but big segments make reads coarse and retries expensive.
+DEFAULT_MAX_BATCH_BYTES = 64 * 1024 * 1024
+#: Segments per checkpoint by default. The tail a reader lists on open is at most
+#: about this long, and it must fit in one LIST page (1,000 keys).
+DEFAULT_CHECKPOINT_INTERVAL = 100
+MAX_CHECKPOINT_INTERVAL = 900
+#: Offsets are signed 64-bit, as in Kafka.
+MAX_OFFSET = 2**63 - 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, bounded by a deadline.
+
+    Attributes:
+        initial_backoff: first sleep ceiling, seconds.
+        max_backoff: largest sleep ceiling, seconds.
+        deadline: give up after this many seconds in total.
+    """
+
+    initial_backoff: float = 0.02
+    max_backoff: float = 1.0
+    deadline: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.initial_backoff <= self.max_backoff:
+            raise InvalidConfigError("RetryPolicy needs 0 < initial_backoff <= max_backoff")
+        if self.deadline <= 0:
+            raise InvalidConfigError("RetryPolicy.deadline must be > 0")
+
+    def sleeps(self) -> Iterator[float]:
+        """Sleep before each retry; stops when the next sleep would pass the
+        deadline. Full jitter keeps many writers that failed together from
+        retrying together."""
+        give_up = time.monotonic() + self.deadline
+        ceiling = self.initial_backoff
+        rng = random.Random()
+        while True:
+            pause = rng.uniform(0, ceiling)
+            if time.monotonic() + pause > give_up:
+                return
+            yield pause
+            ceiling = min(ceiling * 2, self.max_backoff)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicConfig:
+    """Per-topic settings, stored with the topic so every client agrees on them.
+
+    Attributes:
+        max_batch_bytes: largest encoded segment accepted.
+        checkpoint_interval: a checkpoint is written every this many segments.
+    """
+
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
+
+    def __post_init__(self) -> None:
+        if not 1024 <= self.max_batch_bytes <= 5 * 1024**3:
+            raise InvalidConfigError("max_batch_bytes must be between 1 KiB and 5 GiB")
+        if not 1 <= self.checkpoint_interval <= MAX_CHECKPOINT_INTERVAL:
+            raise InvalidConfigError(
+                f"checkpoint_interval must be between 1 and {MAX_CHECKPOINT_INTERVAL}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogConfig:
+    """Client-side settings of one connection.
+
+    Attributes:
+        retry: how transient store failures are retried.
+        read_ahead: segments fetched ahead of the reader, in parallel. Memory use
+            of a streaming read is bounded by about this many segments.
+    """
+
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    read_ahead: int = 4
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.read_ahead <= 64:
+            raise InvalidConfigError("read_ahead must be between 1 and 64")

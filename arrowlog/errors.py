@@ -1,0 +1,122 @@
+"""The one error hierarchy of arrowlog.
+
+Every error a user can see is an :class:`ArrowLogError`. Each class says whether
+retrying the same call may succeed (``retriable``); names follow Kafka's error
+codes where one exists, so that users who know Kafka know what happened.
+
+Storage-level "missing" and "already exists" stay the built-in
+:class:`FileNotFoundError` and :class:`FileExistsError`: every backend maps its own
+variants onto those two in one place (``arrowlog.storage``).
+"""
+
+from __future__ import annotations
+
+
+class ArrowLogError(Exception):
+    """Base class of every arrowlog error."""
+
+    retriable: bool = False
+
+
+# --- configuration and input -------------------------------------------------------
+
+
+class InvalidNameError(ArrowLogError, ValueError):
+    """A topic name, partition or object key is not allowed (it could escape the
+    root prefix or collide with arrowlog's internal objects)."""
+
+
+class InvalidConfigError(ArrowLogError, ValueError):
+    """A configuration value or option is out of range or of the wrong kind."""
+
+
+class UnsupportedStoreError(ArrowLogError):
+    """The store cannot give the guarantees arrowlog relies on (atomic
+    put-if-absent), or the URL names no known store."""
+
+
+class TopicExistsError(ArrowLogError):
+    """``create_topic`` found a topic of that name already."""
+
+
+class UnknownTopicOrPartitionError(ArrowLogError):
+    """The topic does not exist, or it has no such partition."""
+
+
+class SchemaMismatchError(ArrowLogError):
+    """A batch's schema differs from its topic's schema. Nothing was written."""
+
+
+class InvalidBatchError(ArrowLogError):
+    """A batch is empty, too large, or not a record batch. Nothing was written."""
+
+
+class RecordBatchTooLargeError(InvalidBatchError):
+    """A batch's encoded segment exceeds the topic's ``max_batch_bytes``."""
+
+
+class OffsetOutOfRangeError(ArrowLogError):
+    """A read asked for offsets below the log start or beyond the log end."""
+
+
+# --- the log protocol --------------------------------------------------------------
+
+
+class OffsetMismatchError(ArrowLogError):
+    """An append with an ``expected_offset`` (KIP-27) did not land there because
+    the log ends elsewhere. Nothing was written; ``log_end_offset`` is the end the
+    log really has, so a loader can resume from it."""
+
+    def __init__(self, message: str, *, expected_offset: int, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.expected_offset = expected_offset
+        self.log_end_offset = log_end_offset
+
+
+class CorruptSegmentError(ArrowLogError):
+    """A stored object is not a valid arrowlog segment (bad checksum, truncated,
+    unparsable). ``key`` names the object; it is never skipped silently."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+class CorruptCheckpointError(CorruptSegmentError):
+    """A checkpoint object is unreadable or inconsistent with the log."""
+
+
+# --- the store ---------------------------------------------------------------------
+
+
+class StoreError(ArrowLogError):
+    """The object store failed a request."""
+
+
+class TransientStoreError(StoreError):
+    """A request failed in a way that may pass on retry (throttling, 5xx, timeout,
+    connection reset).
+
+    ``maybe_applied`` tells whether the store may have carried out the request
+    anyway (a lost reply). A write that failed that way must be resolved by reading
+    back, never by a blind retry.
+    """
+
+    retriable = True
+
+    def __init__(self, message: str, *, maybe_applied: bool) -> None:
+        super().__init__(message)
+        self.maybe_applied = maybe_applied
+
+
+class AppendOutcomeUnknownError(StoreError):
+    """An append's last attempt may or may not have landed, and the deadline ran
+    out before reading back could tell. Do not retry blindly: reopen the partition
+    and look at what sits at ``offset`` (an expected-offset append is safe to
+    retry as is: it lands at most once)."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset

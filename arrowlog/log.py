@@ -1,0 +1,206 @@
+"""The entry point: a connection to one arrowlog root in one store."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+
+from arrowlog.config import LogConfig, TopicConfig
+from arrowlog.errors import InvalidConfigError, TopicExistsError, UnknownTopicOrPartitionError
+from arrowlog.partition import AppendResult, PartitionLog
+from arrowlog.storage import Store
+from arrowlog.storage.url import open_store
+from arrowlog.topic import TOPICS_PREFIX, Topic, check_topic_name, topic_key
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """What ``describe_topic`` says of one partition."""
+
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    segments: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    topic: Topic
+    partitions: tuple[PartitionInfo, ...]
+
+
+def connect(
+    url: str | Store,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    config: LogConfig | None = None,
+    allow_unsafe_store: bool = False,
+) -> ArrowLog:
+    """Connect to the arrowlog root at ``url``.
+
+    Args:
+        url: ``memory://``, ``file:///dir`` or a plain path, ``s3://bucket/prefix``;
+            or an already opened :class:`~arrowlog.storage.Store`.
+        storage_options: passed to the backend (for S3: ``key``, ``secret``,
+            ``endpoint_url``, ``client_kwargs``; for a directory: ``fsync``).
+        config: client settings (retries, read-ahead).
+        allow_unsafe_store: accept a store whose put-if-absent is not atomic.
+
+    Raises:
+        UnsupportedStoreError: the store cannot do atomic put-if-absent and
+            ``allow_unsafe_store`` is False, or the URL names no known store.
+    """
+    if isinstance(url, str):
+        store = open_store(url, storage_options, allow_unsafe_store=allow_unsafe_store)
+    else:
+        store = url
+        if not store.atomic_put_if_absent and not allow_unsafe_store:
+            from arrowlog.errors import UnsupportedStoreError
+
+            raise UnsupportedStoreError(
+                f"{store.url} has no atomic put-if-absent; pass allow_unsafe_store=True to use it anyway"
+            )
+    return ArrowLog(store, config=config or LogConfig())
+
+
+class ArrowLog:
+    """Topics and partitions under one root. Thread-safe."""
+
+    def __init__(self, store: Store, *, config: LogConfig) -> None:
+        self._store = store
+        self._config = config
+        self._topics: dict[str, Topic] = {}
+        self._partitions: dict[tuple[str, int], PartitionLog] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def __enter__(self) -> ArrowLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._store.close()
+
+    # --- topics -------------------------------------------------------------------
+
+    def create_topic(
+        self, name: str, schema: pa.Schema, partitions: int = 1, *, config: TopicConfig | None = None
+    ) -> Topic:
+        """Create a topic. Exactly one of several concurrent creators succeeds.
+
+        Raises:
+            InvalidNameError: the name is not allowed.
+            InvalidConfigError: bad schema, partition count or config.
+            TopicExistsError: the topic exists already.
+        """
+        if config is not None and not isinstance(config, TopicConfig):
+            raise InvalidConfigError("config must be a TopicConfig")
+        topic = Topic(name=name, schema=schema, partitions=partitions, config=config or TopicConfig())
+        try:
+            self._store.put_if_absent(topic_key(name), topic.to_json())
+        except FileExistsError:
+            raise TopicExistsError(f"topic {name!r} already exists") from None
+        with self._lock:
+            self._topics[name] = topic
+        return topic
+
+    def topic(self, name: str) -> Topic:
+        """The stored definition of a topic (cached: topics are immutable).
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic.
+        """
+        check_topic_name(name)
+        with self._lock:
+            cached = self._topics.get(name)
+        if cached is not None:
+            return cached
+        try:
+            topic = Topic.from_json(self._store.get(topic_key(name)))
+        except FileNotFoundError:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}") from None
+        with self._lock:
+            return self._topics.setdefault(name, topic)
+
+    def list_topics(self) -> list[str]:
+        names = []
+        for info in self._store.list(TOPICS_PREFIX):
+            name = info.key[len(TOPICS_PREFIX):]
+            if name.endswith(".json") and "/" not in name:
+                names.append(name[: -len(".json")])
+        return names
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        topic = self.topic(name)
+        infos = []
+        for p in range(topic.partitions):
+            log = self.partition(name, p)
+            end = log.end_offset()
+            infos.append(PartitionInfo(p, log.start_offset(), end, len(log.segments(end=end))))
+        return TopicDescription(topic, tuple(infos))
+
+    # --- partitions ---------------------------------------------------------------
+
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        """The (cached) log of one partition.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic or partition.
+        """
+        t = self.topic(topic)
+        t.check_partition(partition)
+        with self._lock:
+            log = self._partitions.get((topic, partition))
+            if log is None:
+                log = PartitionLog(self._store, t, partition, self._config)
+                self._partitions[(topic, partition)] = log
+            return log
+
+    def append(
+        self,
+        topic: str,
+        batch: pa.RecordBatch | pa.Table,
+        *,
+        partition: int = 0,
+        expected_offset: int | None = None,
+    ) -> AppendResult:
+        """Append one batch as one segment; see :meth:`PartitionLog.append`."""
+        return self.partition(topic, partition).append(batch, expected_offset=expected_offset)
+
+    def read(
+        self, topic: str, partition: int = 0, start: int | None = None, end: int | None = None
+    ) -> pa.Table:
+        """Offsets ``[start, end)`` of one partition as a table."""
+        return self.partition(topic, partition).read(start, end)
+
+    def iter_batches(
+        self, topic: str, partition: int = 0, start: int | None = None, end: int | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """Offsets ``[start, end)`` as a stream of record batches."""
+        return self.partition(topic, partition).iter_batches(start, end)
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """High watermark of every partition."""
+        t = self.topic(topic)
+        return {p: self.partition(topic, p).end_offset() for p in range(t.partitions)}
+
+    def start_offsets(self, topic: str) -> dict[int, int]:
+        """Log start offset of every partition."""
+        t = self.topic(topic)
+        return {p: self.partition(topic, p).start_offset() for p in range(t.partitions)}

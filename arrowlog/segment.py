@@ -1,0 +1,219 @@
+"""The on-store format of one segment: an Arrow IPC file holding one record batch.
+
+A segment is a plain Arrow IPC file (``pyarrow.ipc.open_file`` reads it), with
+arrowlog's header in the schema's custom metadata:
+
+``arrowlog.header``
+    compact JSON: format version, base offset, record count, producer id, epoch,
+    base sequence, transactional and control flags, transactional id, append
+    timestamp (ms) and the append id that lets a writer recognise its own write
+    after a lost reply.
+``arrowlog.header_crc32c``
+    CRC32C of the header JSON, so that the header can be trusted from the first
+    few KiB of the object alone (opening a partition reads only that much of the
+    last segment).
+``arrowlog.crc32c``
+    CRC32C of the whole file, computed with this value's 8 hex digits replaced by
+    ``-`` (the value sits twice in the file, in the schema message and in the
+    footer's copy of the schema; both are replaced). Every byte flip and every
+    truncation is detected, padding and footer included.
+
+The CRC is checked before pyarrow parses the body, so corrupt bytes never reach
+the IPC reader.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import asdict, dataclass
+
+import crc32c
+import pyarrow as pa
+
+from arrowlog.errors import CorruptSegmentError
+
+FORMAT_VERSION = 1
+HEADER_KEY = b"arrowlog.header"
+HEADER_CRC_KEY = b"arrowlog.header_crc32c"
+CRC_KEY = b"arrowlog.crc32c"
+_CRC_TAG = b"arrowlog-crc32c:"
+_CRC_PLACEHOLDER = b"--------"
+_CRC_VALUE = re.compile(re.escape(_CRC_TAG) + rb"([0-9a-f]{8}|-{8})")
+_MAGIC = b"ARROW1"
+_CONTINUATION = 0xFFFFFFFF
+# Enough for the schema message of any ordinary topic; larger schemas cost one more
+# ranged read.
+HEAD_BYTES = 16 * 1024
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SegmentHeader:
+    """What a segment says about itself. Offsets ``[base_offset, next_offset)``."""
+
+    base_offset: int
+    record_count: int
+    timestamp_ms: int
+    append_id: str
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    transactional: bool = False
+    control: bool = False
+    transactional_id: str | None = None
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.record_count
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.record_count - 1
+
+    def to_json(self) -> bytes:
+        fields = {"v": FORMAT_VERSION, **asdict(self)}
+        return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes, *, key: str) -> SegmentHeader:
+        try:
+            fields = json.loads(raw)
+            version = fields.pop("v")
+            if version != FORMAT_VERSION:
+                raise CorruptSegmentError(f"unsupported segment format version {version}", key=key)
+            header = cls(**fields)
+        except CorruptSegmentError:
+            raise
+        except (ValueError, TypeError, KeyError) as e:
+            raise CorruptSegmentError(f"unreadable segment header: {e}", key=key) from e
+        if header.base_offset < 0 or header.record_count < 1:
+            raise CorruptSegmentError("segment header has impossible offsets", key=key)
+        return header
+
+
+def _hex(value: int) -> bytes:
+    return b"%08x" % value
+
+
+def encode_segment(batch: pa.RecordBatch, header: SegmentHeader) -> bytes:
+    """Serialise ``batch`` with ``header`` into the bytes of one segment."""
+    header_json = header.to_json()
+    metadata = dict(batch.schema.metadata or {})
+    metadata[HEADER_KEY] = header_json
+    metadata[HEADER_CRC_KEY] = _hex(crc32c.crc32c(header_json))
+    metadata[CRC_KEY] = _CRC_TAG + _CRC_PLACEHOLDER
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, batch.schema.with_metadata(metadata)) as writer:
+        writer.write_batch(batch)
+    data = bytearray(sink.getvalue().to_pybytes())
+    slots = _crc_slots(data, key="<new segment>")
+    crc = _file_crc(data, slots)
+    for start in slots:
+        data[start : start + 8] = _hex(crc)
+    return bytes(data)
+
+
+def _regions(data: bytes | bytearray, key: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The byte ranges of the schema message and of the footer, from the framing."""
+    n = len(data)
+    if n < 26 or data[:6] != _MAGIC or data[-6:] != _MAGIC:
+        raise CorruptSegmentError(f"not an Arrow IPC file ({n} bytes; truncated?)", key=key)
+    continuation, schema_len = struct.unpack_from("<Ii", data, 8)
+    (footer_len,) = struct.unpack_from("<i", data, n - 10)
+    schema_end = 16 + schema_len
+    footer_start = n - 10 - footer_len
+    if continuation != _CONTINUATION or schema_len <= 0 or footer_len <= 0:
+        raise CorruptSegmentError("bad IPC framing", key=key)
+    if not schema_end <= footer_start < n - 10:
+        raise CorruptSegmentError("bad IPC framing (overlapping regions)", key=key)
+    return (16, schema_end), (footer_start, n - 10)
+
+
+def _crc_slots(data: bytes | bytearray, key: str) -> tuple[int, int]:
+    slots = []
+    for lo, hi in _regions(data, key):
+        found = list(_CRC_VALUE.finditer(data, lo, hi))
+        if len(found) != 1:
+            raise CorruptSegmentError("checksum field missing or repeated", key=key)
+        slots.append(found[0].start(1))
+    if data[slots[0] : slots[0] + 8] != data[slots[1] : slots[1] + 8]:
+        raise CorruptSegmentError("checksum fields disagree", key=key)
+    return slots[0], slots[1]
+
+
+def _file_crc(data: bytes | bytearray, slots: tuple[int, int]) -> int:
+    view = memoryview(data)
+    a, b = slots
+    crc = crc32c.crc32c(view[:a])
+    crc = crc32c.crc32c(_CRC_PLACEHOLDER, crc)
+    crc = crc32c.crc32c(view[a + 8 : b], crc)
+    crc = crc32c.crc32c(_CRC_PLACEHOLDER, crc)
+    return int(crc32c.crc32c(view[b + 8 :], crc))
+
+
+def decode_segment(data: bytes, *, key: str) -> tuple[SegmentHeader, pa.RecordBatch]:
+    """Verify and parse a whole segment.
+
+    Raises:
+        CorruptSegmentError: the checksum does not match, the object is truncated
+            or not a segment.
+    """
+    slots = _crc_slots(data, key)
+    stored = bytes(data[slots[0] : slots[0] + 8])
+    if stored == _CRC_PLACEHOLDER or int(stored, 16) != _file_crc(data, slots):
+        raise CorruptSegmentError("checksum mismatch", key=key)
+    try:
+        reader = pa.ipc.open_file(pa.py_buffer(data))
+        if reader.num_record_batches != 1:
+            raise CorruptSegmentError(
+                f"a segment holds one record batch, found {reader.num_record_batches}", key=key
+            )
+        batch = reader.get_batch(0)
+    except pa.ArrowException as e:
+        raise CorruptSegmentError(f"unreadable Arrow IPC: {e}", key=key) from e
+    header = _header_from_metadata(batch.schema.metadata, key)
+    if header.record_count != batch.num_rows:
+        raise CorruptSegmentError(
+            f"header says {header.record_count} records, batch has {batch.num_rows}", key=key
+        )
+    return header, batch.replace_schema_metadata(_user_metadata(batch.schema.metadata))
+
+
+def read_header(head: bytes, *, key: str) -> SegmentHeader | int:
+    """The header from the first bytes of a segment, checked by its own CRC.
+
+    Returns the number of bytes needed instead, if ``head`` is too short to hold
+    the whole schema message.
+
+    Raises:
+        CorruptSegmentError: the bytes are not the start of a segment.
+    """
+    if len(head) < 16 or head[:6] != _MAGIC:
+        raise CorruptSegmentError("not an Arrow IPC file", key=key)
+    continuation, schema_len = struct.unpack_from("<Ii", head, 8)
+    if continuation != _CONTINUATION or schema_len <= 0:
+        raise CorruptSegmentError("bad IPC framing", key=key)
+    if len(head) < 16 + schema_len:
+        return 16 + schema_len
+    try:
+        schema = pa.ipc.read_schema(pa.py_buffer(head[8 : 16 + schema_len]))
+    except pa.ArrowException as e:
+        raise CorruptSegmentError(f"unreadable schema message: {e}", key=key) from e
+    return _header_from_metadata(schema.metadata, key)
+
+
+def _header_from_metadata(metadata: dict[bytes, bytes] | None, key: str) -> SegmentHeader:
+    metadata = metadata or {}
+    raw = metadata.get(HEADER_KEY)
+    crc = metadata.get(HEADER_CRC_KEY)
+    if raw is None or crc is None:
+        raise CorruptSegmentError("no arrowlog header: not a segment", key=key)
+    if crc != _hex(crc32c.crc32c(raw)):
+        raise CorruptSegmentError("header checksum mismatch", key=key)
+    return SegmentHeader.from_json(raw, key=key)
+
+
+def _user_metadata(metadata: dict[bytes, bytes] | None) -> dict[bytes, bytes] | None:
+    kept = {k: v for k, v in (metadata or {}).items() if not k.startswith(b"arrowlog.")}
+    return kept or None

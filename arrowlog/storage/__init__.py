@@ -1,0 +1,121 @@
+"""The object-store protocol that every other part of arrowlog stands on.
+
+A store is deliberately narrow: get, ranged get, head, put-if-absent, list (by
+prefix, after a key, with a limit) and delete. Every authoritative object arrowlog
+writes is written exactly once with put-if-absent, so compare-and-swap is never
+needed. Backends (memory, local directory, S3 through s3fs, and opt-in unsafe
+fsspec filesystems) all pass one shared test suite (``tests/storage``).
+
+Error contract, the same for every backend:
+
+- a missing object raises :class:`FileNotFoundError`;
+- put-if-absent on an existing key raises :class:`FileExistsError`;
+- a failure that may pass on retry raises
+  :class:`arrowlog.errors.TransientStoreError`, whose ``maybe_applied`` says
+  whether a write may have happened anyway (its reply lost);
+- anything else raises :class:`arrowlog.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from arrowlog.errors import InvalidNameError
+
+__all__ = ["ObjectInfo", "Store", "check_key"]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One stored object: its key (relative to the store's root) and size."""
+
+    key: str
+    size: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What arrowlog needs from an object store. Keys are ``/``-separated paths
+    relative to the store's root; :func:`check_key` says which are allowed."""
+
+    @property
+    def url(self) -> str:
+        """Where the store lives, without credentials."""
+        ...
+
+    @property
+    def atomic_put_if_absent(self) -> bool:
+        """True if two concurrent put-if-absent calls on one key can never both
+        succeed. arrowlog refuses stores where this is False unless opted in."""
+        ...
+
+    def get(self, key: str) -> bytes:
+        """The whole object. Raises FileNotFoundError."""
+        ...
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object, cut short at its end."""
+        ...
+
+    def head(self, key: str) -> ObjectInfo:
+        """The object's size. Raises FileNotFoundError."""
+        ...
+
+    def put_if_absent(self, key: str, data: bytes) -> None:
+        """Store ``data`` at ``key`` unless an object is there already, atomically:
+        readers see either nothing or the whole object. Raises FileExistsError."""
+        ...
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[ObjectInfo]:
+        """Objects whose key starts with ``prefix``, in ascending key order,
+        strictly after ``start_after``, at most ``limit`` of them."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the object; removing a missing object is not an error."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and threads."""
+        ...
+
+
+# A component is 1-255 characters of a conservative alphabet, never starting with a
+# dot: that rules out "." and "..", hidden temp files and anything a filesystem or
+# an S3 console would treat specially.
+_COMPONENT = re.compile(r"[A-Za-z0-9_=+-][A-Za-z0-9._=+-]{0,254}")
+MAX_KEY_LENGTH = 1024
+
+
+def check_key(key: str) -> str:
+    """Return ``key`` if it is a safe relative key, else raise InvalidNameError.
+
+    Raises:
+        InvalidNameError: the key is empty, absolute, too long, or has a component
+            that could escape the root (``..``) or is otherwise unsafe.
+    """
+    if not isinstance(key, str) or not key:
+        raise InvalidNameError(f"invalid object key {key!r}: must be a non-empty string")
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvalidNameError(f"invalid object key: longer than {MAX_KEY_LENGTH} characters")
+    for part in key.split("/"):
+        if not _COMPONENT.fullmatch(part):
+            raise InvalidNameError(
+                f"invalid object key {key!r}: component {part!r} is empty, starts with "
+                "a dot, or has characters outside [A-Za-z0-9._=+-]"
+            )
+    return key
+
+
+def check_prefix(prefix: str) -> str:
+    """Like :func:`check_key`, but allow the empty prefix and a trailing slash."""
+    if prefix == "":
+        return prefix
+    stripped = prefix[:-1] if prefix.endswith("/") else prefix
+    check_key(stripped)
+    return prefix

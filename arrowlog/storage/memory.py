@@ -1,0 +1,75 @@
+"""An in-process store: a real backend (it passes the shared suite), not a mock.
+Each ``memory://`` connection gets a fresh, empty store; share one by passing the
+store object itself to :func:`arrowlog.connect`."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterator
+
+from arrowlog.storage import ObjectInfo, check_key, check_prefix
+
+
+class MemoryStore:
+    """Objects in a dict, keys kept sorted for listing; thread-safe."""
+
+    def __init__(self, name: str = "") -> None:
+        self._name = name
+        self._objects: dict[str, bytes] = {}
+        self._keys: list[str] = []
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"memory://{self._name}"
+
+    @property
+    def atomic_put_if_absent(self) -> bool:
+        return True
+
+    def get(self, key: str) -> bytes:
+        check_key(key)
+        try:
+            return self._objects[key]
+        except KeyError:
+            raise FileNotFoundError(key) from None
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        return self.get(key)[start:end]
+
+    def head(self, key: str) -> ObjectInfo:
+        return ObjectInfo(key, len(self.get(key)))
+
+    def put_if_absent(self, key: str, data: bytes) -> None:
+        check_key(key)
+        value = bytes(data)
+        with self._lock:
+            if key in self._objects:
+                raise FileExistsError(key)
+            self._objects[key] = value
+            bisect.insort(self._keys, key)
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[ObjectInfo]:
+        check_prefix(prefix)
+        with self._lock:
+            lo = bisect.bisect_left(self._keys, prefix)
+            if start_after is not None:
+                lo = max(lo, bisect.bisect_right(self._keys, start_after))
+            found: list[ObjectInfo] = []
+            for key in self._keys[lo:]:
+                if not key.startswith(prefix) or (limit is not None and len(found) >= limit):
+                    break
+                found.append(ObjectInfo(key, len(self._objects[key])))
+        return iter(found)
+
+    def delete(self, key: str) -> None:
+        check_key(key)
+        with self._lock:
+            if self._objects.pop(key, None) is not None:
+                self._keys.pop(bisect.bisect_left(self._keys, key))
+
+    def close(self) -> None:
+        pass

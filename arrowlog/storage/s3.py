@@ -1,0 +1,207 @@
+"""S3 and S3-compatible servers (AWS, MinIO, SeaweedFS) through s3fs.
+
+s3fs provides the session, credentials, endpoint configuration and event loop;
+the requests themselves go straight to its aiobotocore client so that this module
+controls exactly which conditional header is sent and how each server's error is
+mapped (s3fs maps a failed ``If-None-Match`` to FileExistsError only when the
+server's XML names the condition, which SeaweedFS's does not).
+
+A put is always one single PUT: conditional multipart completion is not atomic on
+every server (measured on SeaweedFS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+import fsspec.asyn
+import s3fs
+from botocore.exceptions import BotoCoreError, ClientError
+
+from arrowlog.errors import StoreError, TransientStoreError, UnsupportedStoreError
+from arrowlog.storage import ObjectInfo, check_key, check_prefix
+
+T = TypeVar("T")
+
+# Codes after which the request certainly did not happen: the server refused it.
+_REFUSED_RETRIABLE = {"SlowDown", "ServiceUnavailable", "ConditionalRequestConflict",
+                      "RequestLimitExceeded", "Throttling", "TooManyRequests"}
+# Codes after which a write may have happened (the server failed mid-way).
+_AMBIGUOUS = {"InternalError", "RequestTimeout", "ServiceError"}
+_MISSING = {"NoSuchKey", "404", "NotFound"}
+
+
+class S3Store:
+    """Objects under ``s3://bucket/prefix``. ``storage_options`` go to
+    :class:`s3fs.S3FileSystem` (``key``, ``secret``, ``endpoint_url``,
+    ``client_kwargs``, ...)."""
+
+    def __init__(self, bucket: str, prefix: str, storage_options: dict[str, Any]) -> None:
+        if not bucket:
+            raise UnsupportedStoreError("an s3:// URL needs a bucket: s3://bucket/prefix")
+        self._bucket = bucket
+        self._prefix = prefix.strip("/")
+        if self._prefix:
+            check_key(self._prefix)
+        self._options = dict(storage_options)
+        # skip_instance_cache: never share a client (and its credentials) with
+        # another connection that happens to pass equal arguments (s3fs #284).
+        self._fs = s3fs.S3FileSystem(skip_instance_cache=True, **self._options)
+        self._client: Any = None
+
+    # Picklable, so that a store can be shipped to a Spark worker or a process pool;
+    # the client is rebuilt on the other side.
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (S3Store, (self._bucket, self._prefix, self._options))
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self._bucket}/{self._prefix}".rstrip("/")
+
+    @property
+    def atomic_put_if_absent(self) -> bool:
+        return True
+
+    def _full(self, key: str) -> str:
+        check_key(key)
+        return f"{self._prefix}/{key}" if self._prefix else key
+
+    def _run(self, make: Any) -> Any:
+        async def call() -> Any:
+            if self._client is None:
+                await self._fs.set_session()
+                self._client = await self._fs.get_s3(self._bucket)
+            return await make(self._client)
+
+        return _sync(self._fs.loop, call())
+
+    def get(self, key: str) -> bytes:
+        return self._get(key, None)
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        if end <= start:
+            self.head(key)
+            return b""
+        try:
+            return self._get(key, f"bytes={start}-{end - 1}")
+        except StoreError as e:
+            if "InvalidRange" in str(e):  # start at or beyond the end
+                return b""
+            raise
+
+    def _get(self, key: str, byte_range: str | None) -> bytes:
+        full = self._full(key)
+
+        async def call(client: Any) -> bytes:
+            kwargs: dict[str, Any] = {"Bucket": self._bucket, "Key": full}
+            if byte_range is not None:
+                kwargs["Range"] = byte_range
+            resp = await client.get_object(**kwargs)
+            async with resp["Body"] as body:
+                data: bytes = await body.read()
+            return data
+
+        try:
+            result: bytes = self._run(call)
+        except Exception as e:
+            raise _map_error(e, key, write=False) from e
+        return result
+
+    def head(self, key: str) -> ObjectInfo:
+        full = self._full(key)
+        try:
+            resp = self._run(lambda c: c.head_object(Bucket=self._bucket, Key=full))
+        except Exception as e:
+            raise _map_error(e, key, write=False) from e
+        return ObjectInfo(key, int(resp["ContentLength"]))
+
+    def put_if_absent(self, key: str, data: bytes) -> None:
+        full = self._full(key)
+        try:
+            self._run(
+                lambda c: c.put_object(Bucket=self._bucket, Key=full, Body=data, IfNoneMatch="*")
+            )
+        except Exception as e:
+            raise _map_error(e, key, write=True) from e
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[ObjectInfo]:
+        check_prefix(prefix)
+        base = f"{self._prefix}/" if self._prefix else ""
+        token: str | None = None
+        remaining = limit
+        after = base + start_after if start_after is not None else None
+        while remaining is None or remaining > 0:
+            kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": base + prefix}
+            if after is not None:
+                kwargs["StartAfter"] = after
+            if token is not None:
+                kwargs["ContinuationToken"] = token
+            if remaining is not None:
+                kwargs["MaxKeys"] = min(remaining, 1000)
+            try:
+                resp = self._run(lambda c, kw=kwargs: c.list_objects_v2(**kw))
+            except Exception as e:
+                raise _map_error(e, prefix, write=False) from e
+            for item in resp.get("Contents", []):
+                key = item["Key"][len(base):]
+                if start_after is not None and key <= start_after:
+                    continue  # some servers ignore StartAfter on continued pages
+                yield ObjectInfo(key, int(item["Size"]))
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+            if not resp.get("IsTruncated"):
+                return
+            token = resp.get("NextContinuationToken")
+
+    def delete(self, key: str) -> None:
+        full = self._full(key)
+        try:
+            self._run(lambda c: c.delete_object(Bucket=self._bucket, Key=full))
+        except Exception as e:
+            mapped = _map_error(e, key, write=True)
+            if not isinstance(mapped, FileNotFoundError):
+                raise mapped from e
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                _sync(self._fs.loop, client.close())
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+
+def _sync(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    result: T = fsspec.asyn.sync(loop, lambda: coro)
+    return result
+
+
+def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:
+    """One place that turns every S3 server's failure into arrowlog's contract."""
+    if isinstance(e, (FileNotFoundError, FileExistsError, StoreError)):
+        return e
+    if isinstance(e, ClientError):
+        err = e.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        message = f"{key}: {code or status} {err.get('Message', '')}".strip()
+        if code == "PreconditionFailed" or status == 412:
+            return FileExistsError(key)
+        if code in _MISSING or (status == 404 and code != "NoSuchBucket"):
+            return FileNotFoundError(key)
+        if code in _REFUSED_RETRIABLE or status in (429, 503):
+            return TransientStoreError(message, maybe_applied=False)
+        if code in _AMBIGUOUS or status >= 500:
+            return TransientStoreError(message, maybe_applied=write)
+        return StoreError(message)
+    if isinstance(e, (BotoCoreError, OSError, asyncio.TimeoutError)):
+        # Connection reset, read timeout, DNS: the request may have reached the
+        # server and been applied before the reply was lost.
+        return TransientStoreError(f"{key}: {type(e).__name__}: {e}", maybe_applied=write)
+    return StoreError(f"{key}: {type(e).__name__}: {e}")

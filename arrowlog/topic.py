@@ -1,0 +1,142 @@
+"""Topics: names, configuration, schema, and where their objects live.
+
+Bucket layout (keys relative to the root prefix)::
+
+    _arrowlog/topics/<topic>.json                          topic config + schema
+    <topic>/<partition>/segments/<base offset:020d>.arrow  one segment per batch
+    <topic>/<partition>/checkpoints/<inverted start:020d>.json
+
+Offsets are zero-padded so that a LIST returns segments in offset order.
+Checkpoint keys hold ``10**20 - 1 - window_start`` so that a LIST returns the
+newest checkpoint first, and a LIST starting after a key finds the checkpoint
+covering any offset in one request (S3 lists only in ascending order).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+
+import pyarrow as pa
+
+from arrowlog.config import TopicConfig
+from arrowlog.errors import InvalidConfigError, InvalidNameError, UnknownTopicOrPartitionError
+
+INTERNAL_PREFIX = "_arrowlog"
+TOPICS_PREFIX = f"{INTERNAL_PREFIX}/topics/"
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
+_SEGMENT_NAME = re.compile(r"(\d{20})\.arrow")
+_INVERT = 10**20 - 1
+MAX_PARTITIONS = 10_000
+
+
+def check_topic_name(name: str) -> str:
+    """Return ``name`` if it is a valid topic name.
+
+    Topic names are 1-249 characters of ``[A-Za-z0-9._-]`` (Kafka's alphabet)
+    starting with a letter or digit: a name can never be ``..``, contain a slash,
+    or start with ``_`` (reserved for arrowlog's own objects).
+
+    Raises:
+        InvalidNameError: the name is not allowed.
+    """
+    if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid topic name {name!r}: use 1-249 characters of [A-Za-z0-9._-], "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Topic:
+    """A topic as stored: immutable once created."""
+
+    name: str
+    schema: pa.Schema
+    partitions: int
+    config: TopicConfig = field(default_factory=TopicConfig)
+    created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def __post_init__(self) -> None:
+        check_topic_name(self.name)
+        if not isinstance(self.schema, pa.Schema):
+            raise InvalidConfigError("a topic's schema must be a pyarrow.Schema")
+        if len(self.schema) == 0:
+            raise InvalidConfigError("a topic's schema needs at least one field")
+        if isinstance(self.partitions, bool) or not isinstance(self.partitions, int):
+            raise InvalidConfigError("partitions must be an int")
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise InvalidConfigError(f"partitions must be between 1 and {MAX_PARTITIONS}")
+
+    def check_partition(self, partition: int) -> int:
+        """Raises:
+        UnknownTopicOrPartitionError: the topic has no such partition."""
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
+        if not 0 <= partition < self.partitions:
+            raise UnknownTopicOrPartitionError(
+                f"topic {self.name!r} has partitions 0..{self.partitions - 1}, not {partition}"
+            )
+        return partition
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "v": 1,
+                "name": self.name,
+                "partitions": self.partitions,
+                "config": asdict(self.config),
+                "created_ms": self.created_ms,
+                "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode(),
+            },
+            sort_keys=True,
+        ).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Topic:
+        fields = json.loads(raw)
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(fields["schema"])))
+        return cls(
+            name=fields["name"],
+            schema=schema,
+            partitions=fields["partitions"],
+            config=TopicConfig(**fields["config"]),
+            created_ms=fields["created_ms"],
+        )
+
+
+def topic_key(name: str) -> str:
+    return f"{TOPICS_PREFIX}{check_topic_name(name)}.json"
+
+
+def segment_prefix(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}/segments/"
+
+
+def segment_key(topic: str, partition: int, offset: int) -> str:
+    return f"{topic}/{partition}/segments/{offset:020d}.arrow"
+
+
+def parse_segment_key(key: str) -> int | None:
+    """The base offset named by a segment key, or None for any other object."""
+    match = _SEGMENT_NAME.fullmatch(key.rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
+
+
+def checkpoint_prefix(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}/checkpoints/"
+
+
+def checkpoint_key(topic: str, partition: int, window_start: int) -> str:
+    return f"{topic}/{partition}/checkpoints/{_INVERT - window_start:020d}.json"
+
+
+def parse_checkpoint_key(key: str) -> int | None:
+    name = key.rsplit("/", 1)[-1]
+    if len(name) != 25 or not name.endswith(".json") or not name[:20].isdigit():
+        return None
+    return _INVERT - int(name[:20])
