@@ -1,0 +1,1 @@
+"""Development infrastructure: a local S3 server for tests, benchmarks and manual use."""

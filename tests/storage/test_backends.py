@@ -1,0 +1,149 @@
+"""One suite that every store backend must pass: memory, local directory and a
+real S3 server (SeaweedFS over HTTP), races included."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from arrowlog.errors import InvalidNameError
+from arrowlog.storage import ObjectInfo, Store
+from tests.conftest import StoreSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_put_then_get_returns_the_same_bytes(store: Store) -> None:
+    data = bytes(range(256)) * 10
+    store.put_if_absent("a/b/obj", data)
+    assert store.get("a/b/obj") == data
+    assert store.head("a/b/obj") == ObjectInfo("a/b/obj", len(data))
+
+
+def test_missing_objects_raise_file_not_found(store: Store) -> None:
+    with pytest.raises(FileNotFoundError):
+        store.get("nothing/here")
+    with pytest.raises(FileNotFoundError):
+        store.head("nothing/here")
+    with pytest.raises(FileNotFoundError):
+        store.get_range("nothing/here", 0, 10)
+
+
+def test_put_if_absent_refuses_an_existing_key_and_keeps_the_first_object(store: Store) -> None:
+    store.put_if_absent("k", b"first")
+    with pytest.raises(FileExistsError):
+        store.put_if_absent("k", b"second, longer")
+    assert store.get("k") == b"first"
+
+
+def test_get_range(store: Store) -> None:
+    store.put_if_absent("r", b"0123456789")
+    assert store.get_range("r", 2, 5) == b"234"
+    assert store.get_range("r", 8, 100) == b"89"
+    assert store.get_range("r", 10, 20) == b""
+    assert store.get_range("r", 3, 3) == b""
+
+
+def test_a_large_object_round_trips_in_one_put(store: Store) -> None:
+    data = os.urandom(9 * 1024 * 1024)  # above s3fs's multipart threshold
+    store.put_if_absent("big", data)
+    assert store.get("big") == data
+    with pytest.raises(FileExistsError):
+        store.put_if_absent("big", b"x")
+
+
+def test_list_is_sorted_filtered_and_paged(store: Store) -> None:
+    for key in ["p/b", "p/a", "p/c/d", "p2/x", "q/y", "p/aa"]:
+        store.put_if_absent(key, key.encode())
+    assert [o.key for o in store.list("p/")] == ["p/a", "p/aa", "p/b", "p/c/d"]
+    assert [o.key for o in store.list("p/a")] == ["p/a", "p/aa"]
+    assert [o.key for o in store.list("p/", start_after="p/aa")] == ["p/b", "p/c/d"]
+    assert [o.key for o in store.list("p/", start_after="p/a", limit=2)] == ["p/aa", "p/b"]
+    assert [o.key for o in store.list("p/", limit=1)] == ["p/a"]
+    assert [o.key for o in store.list("nothing/")] == []
+    assert {o.key for o in store.list("")} >= {"p/a", "p2/x", "q/y"}
+    assert [o.size for o in store.list("p/c/")] == [len(b"p/c/d")]
+
+
+def test_list_pages_through_more_than_one_page(store: Store) -> None:
+    keys = [f"many/{i:05d}" for i in range(1205)]
+    for key in keys:
+        store.put_if_absent(key, b"")
+    assert [o.key for o in store.list("many/")] == keys
+    assert [o.key for o in store.list("many/", start_after=keys[1100], limit=50)] == keys[1101:1151]
+
+
+def test_delete_removes_and_tolerates_missing(store: Store) -> None:
+    store.put_if_absent("d", b"x")
+    store.delete("d")
+    with pytest.raises(FileNotFoundError):
+        store.get("d")
+    store.delete("d")
+    store.put_if_absent("d", b"again")
+    assert store.get("d") == b"again"
+
+
+@pytest.mark.parametrize(
+    "key", ["", "/abs", "a//b", "../up", "a/../b", "a/./b", ".hidden", "a/.tmp", "a\\b", "a/b/", "x\x00"]
+)
+def test_unsafe_keys_are_refused_and_nothing_is_written(store: Store, key: str) -> None:
+    with pytest.raises(InvalidNameError):
+        store.put_if_absent(key, b"x")
+    with pytest.raises(InvalidNameError):
+        store.get(key)
+    assert list(store.list("")) == []
+
+
+def test_threads_racing_on_one_key_have_exactly_one_winner(store: Store) -> None:
+    winners: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def race(i: int) -> None:
+        barrier.wait()
+        try:
+            store.put_if_absent("contended", str(i).encode())
+            winners.append(i)
+        except FileExistsError:
+            pass
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1
+    assert store.get("contended") == str(winners[0]).encode()
+
+
+@pytest.mark.slow
+def test_processes_racing_on_many_keys_have_exactly_one_winner_each(
+    shared_store_spec: StoreSpec,
+) -> None:
+    count = 60
+    start_at = time.time() + 3
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.workers", "put_race", *shared_store_spec.argv(),
+             "--writer", str(w), "--count", str(count), "--start-at", str(start_at)],
+            cwd=ROOT, stdout=subprocess.PIPE,
+        )  # fmt: skip
+        for w in range(4)
+    ]
+    won = {}
+    for w, proc in enumerate(procs):
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0
+        for key in json.loads(out):
+            assert key not in won, f"{key} won by both {won[key]} and {w}"
+            won[key] = w
+    assert len(won) == count
+    store = shared_store_spec.open()
+    for key, w in won.items():
+        assert store.get(key) == str(w).encode()

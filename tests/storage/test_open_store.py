@@ -1,0 +1,71 @@
+"""Choosing a store from a URL, and refusing stores that cannot keep the log safe."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import arrowlog
+from arrowlog.storage.fsspec_store import FsspecStore
+from arrowlog.storage.local import LocalStore
+from arrowlog.storage.memory import MemoryStore
+from arrowlog.storage.url import open_store
+
+
+def test_urls_pick_their_backends(tmp_path: Path) -> None:
+    assert isinstance(open_store("memory://"), MemoryStore)
+    assert isinstance(open_store(str(tmp_path / "a")), LocalStore)
+    local = open_store((tmp_path / "b").as_uri())
+    assert isinstance(local, LocalStore)
+    assert local.url == (tmp_path / "b").as_uri()
+
+
+def test_each_memory_connection_is_a_fresh_store() -> None:
+    a = arrowlog.connect("memory://x")
+    a.create_topic("t", pa.schema([("x", pa.int8())]))
+    assert arrowlog.connect("memory://x").list_topics() == []
+    assert arrowlog.connect(a.store).list_topics() == ["t"]
+
+
+def test_a_filesystem_without_atomic_put_if_absent_is_refused(tmp_path: Path) -> None:
+    # fsspec's own local filesystem does check-then-write: two writers can both win.
+    with pytest.raises(arrowlog.UnsupportedStoreError, match="atomic put-if-absent"):
+        arrowlog.connect(f"local://{tmp_path}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_explicit_opt_in_works_with_a_warning(tmp_path: Path) -> None:
+    with pytest.warns(UserWarning, match="without atomic put-if-absent"):
+        log = arrowlog.connect(f"local://{tmp_path}", allow_unsafe_store=True)
+    assert isinstance(log.store, FsspecStore)
+    schema = pa.schema([("x", pa.int64())])
+    log.create_topic("t", schema)
+    log.append("t", pa.record_batch({"x": [1, 2]}, schema=schema), expected_offset=0)
+    assert log.read("t")["x"].to_pylist() == [1, 2]
+
+
+def test_an_unsafe_store_object_is_refused_without_opt_in(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = open_store(f"local://{tmp_path}", allow_unsafe_store=True)
+    with pytest.raises(arrowlog.UnsupportedStoreError):
+        arrowlog.connect(store)
+
+
+def test_unknown_protocols_and_remote_file_urls_are_refused() -> None:
+    with pytest.raises(arrowlog.UnsupportedStoreError, match="unknown store protocol"):
+        arrowlog.connect("nosuchfs://x/y")
+    with pytest.raises(arrowlog.UnsupportedStoreError, match="local path"):
+        arrowlog.connect("file://otherhost/data")
+    with pytest.raises(arrowlog.UnsupportedStoreError, match="unknown storage options"):
+        open_store("/tmp/x", {"bogus": 1})
+    with pytest.raises(arrowlog.UnsupportedStoreError, match="needs a bucket"):
+        arrowlog.connect("s3:///prefix")
+
+
+def test_an_s3_root_prefix_that_escapes_is_refused() -> None:
+    with pytest.raises(arrowlog.InvalidNameError):
+        arrowlog.connect("s3://bucket/../other", {"anon": True})

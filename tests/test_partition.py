@@ -1,0 +1,251 @@
+"""The partition log on every backend: appends, expected offsets, reads,
+checkpoints, and bad input that must write nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+import pytest
+
+import arrowlog
+from arrowlog import ArrowLog, TopicConfig
+from arrowlog.segment import SegmentHeader, encode_segment
+from arrowlog.storage import Store
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+
+
+def batch(start: int, rows: int) -> pa.RecordBatch:
+    return pa.record_batch(
+        {"id": list(range(start, start + rows)), "name": [f"n{i}" for i in range(start, start + rows)]},
+        schema=SCHEMA,
+    )
+
+
+def snapshot(store: Store) -> dict[str, int]:
+    return {o.key: o.size for o in store.list("")}
+
+
+@pytest.fixture
+def log(make_log: Callable[..., ArrowLog]) -> ArrowLog:
+    log = make_log()
+    log.create_topic("events", SCHEMA, partitions=3, config=TopicConfig(checkpoint_interval=4))
+    return log
+
+
+# --- topics ---------------------------------------------------------------------
+
+
+def test_topics_are_created_once_listed_and_described(log: ArrowLog, make_log: Callable[..., ArrowLog]) -> None:
+    with pytest.raises(arrowlog.TopicExistsError):
+        log.create_topic("events", SCHEMA)
+    other = make_log()
+    other.create_topic("clicks", pa.schema([("x", pa.int8())]))
+    assert sorted(other.list_topics()) == ["clicks", "events"]
+    topic = other.topic("events")
+    assert topic.schema.equals(SCHEMA) and topic.partitions == 3
+    assert topic.config.checkpoint_interval == 4
+    log.append("events", batch(0, 5), partition=1)
+    desc = other.describe_topic("events")
+    assert [(p.partition, p.high_watermark, p.segments) for p in desc.partitions] == [(0, 0, 0), (1, 5, 1), (2, 0, 0)]
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "a/b", "../x", "_arrowlog", "_private", "-x", "a b", "é", "a" * 250, "x\n"]
+)
+def test_bad_topic_names_are_refused_and_write_nothing(log: ArrowLog, name: str) -> None:
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.InvalidNameError):
+        log.create_topic(name, SCHEMA)
+    assert snapshot(log.store) == before
+
+
+@pytest.mark.parametrize("partitions", [0, -1, 10_001, 1.5, True])
+def test_bad_partition_counts_are_refused(log: ArrowLog, partitions: object) -> None:
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.InvalidConfigError):
+        log.create_topic("t2", SCHEMA, partitions)  # type: ignore[arg-type]
+    assert snapshot(log.store) == before
+
+
+def test_unknown_topics_and_partitions(log: ArrowLog) -> None:
+    with pytest.raises(arrowlog.UnknownTopicOrPartitionError, match="unknown topic"):
+        log.append("nope", batch(0, 1))
+    for p in (3, -1):
+        with pytest.raises(arrowlog.UnknownTopicOrPartitionError, match="partitions 0..2"):
+            log.append("events", batch(0, 1), partition=p)
+
+
+# --- bad batches ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pa.record_batch({"id": [1], "name": ["a"]}),  # id nullable, topic says not null
+        pa.record_batch({"id": pa.array([1], pa.int32()), "name": ["a"]}),
+        pa.record_batch({"name": ["a"], "id": pa.array([1], pa.int64())}),
+        pa.record_batch({"id": pa.array([1], pa.int64())}),
+        pa.record_batch([pa.array([1]), pa.array(["a"]), pa.array([2])], names=["id", "name", "extra"]),
+    ],
+)
+def test_a_batch_of_another_schema_is_refused_and_writes_nothing(log: ArrowLog, bad: pa.RecordBatch) -> None:
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.SchemaMismatchError, match="events"):
+        log.append("events", bad)
+    assert snapshot(log.store) == before
+
+
+def test_empty_oversize_and_non_arrow_batches_are_refused(make_log: Callable[..., ArrowLog]) -> None:
+    log = make_log()
+    log.create_topic("small", SCHEMA, config=TopicConfig(max_batch_bytes=4096))
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.InvalidBatchError, match="empty"):
+        log.append("small", batch(0, 0))
+    with pytest.raises(arrowlog.InvalidBatchError, match="empty"):
+        log.append("small", pa.Table.from_batches([], schema=SCHEMA))
+    with pytest.raises(arrowlog.RecordBatchTooLargeError, match="max_batch_bytes"):
+        log.append("small", batch(0, 2000))
+    with pytest.raises(arrowlog.InvalidBatchError):
+        log.append("small", [{"id": 1, "name": "a"}])  # type: ignore[arg-type]
+    assert snapshot(log.store) == before
+    assert log.append("small", batch(0, 10)).base_offset == 0
+
+
+def test_a_table_is_appended_as_one_segment(log: ArrowLog) -> None:
+    table = pa.Table.from_batches([batch(0, 3), batch(3, 4)])
+    result = log.append("events", table)
+    assert (result.base_offset, result.record_count) == (0, 7)
+    assert len(log.partition("events", 0).segments()) == 1
+    assert log.read("events").equals(table.combine_chunks())
+
+
+# --- appends and expected offsets -----------------------------------------------
+
+
+def test_appends_get_contiguous_offsets(log: ArrowLog) -> None:
+    results = [log.append("events", batch(i * 10, 1 + i % 3)) for i in range(10)]
+    offset = 0
+    for r in results:
+        assert r.base_offset == offset
+        offset = r.next_offset
+    assert log.end_offsets("events") == {0: offset, 1: 0, 2: 0}
+
+
+def test_expected_offset_appends_land_exactly_there(log: ArrowLog) -> None:
+    offset = 0
+    for i in range(6):
+        r = log.append("events", batch(offset, 3), expected_offset=offset, partition=2)
+        assert r.base_offset == offset
+        offset = r.next_offset
+    assert log.read("events", 2)["id"].to_pylist() == list(range(18))
+
+
+@pytest.mark.parametrize("expected", [8, 100, 3, 0, 4, 5, -1])
+def test_a_wrong_expected_offset_raises_and_changes_nothing(log: ArrowLog, expected: int) -> None:
+    # The log holds [0, 3) and [3, 6): 8 and 100 are ahead of the end, 3 and 0 are
+    # behind it at segment boundaries, 4 and 5 are inside a segment.
+    log.append("events", batch(0, 3))
+    log.append("events", batch(3, 3))
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.OffsetMismatchError) as info:
+        log.append("events", batch(99, 2), expected_offset=expected)
+    assert info.value.log_end_offset == 6
+    assert snapshot(log.store) == before
+    assert log.read("events")["id"].to_pylist() == list(range(6))
+
+
+def test_a_stale_writer_appends_at_the_real_end_or_gets_a_mismatch(
+    log: ArrowLog, make_log: Callable[..., ArrowLog]
+) -> None:
+    stale = make_log()
+    assert stale.end_offsets("events")[0] == 0  # opens partition 0 at end 0
+    log.append("events", batch(0, 4))
+    with pytest.raises(arrowlog.OffsetMismatchError) as info:
+        stale.append("events", batch(100, 1), expected_offset=0)
+    assert info.value.log_end_offset == 4
+    stale_too = make_log()
+    stale_too.end_offsets("events")
+    log.append("events", batch(4, 2))
+    assert stale_too.append("events", batch(6, 1)).base_offset == 6  # lost the race, retried at the end
+    assert log.read("events")["id"].to_pylist() == list(range(7))
+
+
+# --- reads ----------------------------------------------------------------------
+
+
+def test_reads_of_any_range_across_segments_and_checkpoints(
+    log: ArrowLog, make_log: Callable[..., ArrowLog]
+) -> None:
+    sizes = [1, 4, 2, 7, 3, 1, 5, 2, 6, 1, 3, 2, 4, 1]  # 14 segments, 3 checkpoints of 4
+    offset = 0
+    for n in sizes:
+        log.append("events", batch(offset, n))
+        offset += n
+    total = offset
+    fresh = make_log()
+    for start, end in [(0, total), (0, 1), (5, 6), (4, 20), (13, 40), (total - 1, total), (7, 7), (0, None), (30, None)]:
+        want = list(range(start, total if end is None else end))
+        for reader in (log, fresh):
+            assert reader.read("events", 0, start, end)["id"].to_pylist() == want
+            streamed = [b["id"].to_pylist() for b in reader.iter_batches("events", 0, start, end)]
+            assert sum(streamed, []) == want
+    assert fresh.read("events", 0).num_rows == total
+
+
+@pytest.mark.parametrize("start,end", [(-1, 3), (0, 99), (5, 3), (20, 21)])
+def test_reads_outside_the_log_raise(log: ArrowLog, start: int, end: int) -> None:
+    log.append("events", batch(0, 10))
+    with pytest.raises(arrowlog.OffsetOutOfRangeError):
+        log.read("events", 0, start, end)
+
+
+def test_a_corrupt_segment_raises_naming_the_object(log: ArrowLog, make_log: Callable[..., ArrowLog]) -> None:
+    log.append("events", batch(0, 3))
+    log.append("events", batch(3, 3))
+    key = "events/0/segments/00000000000000000003.arrow"
+    data = bytearray(log.store.get(key))
+    data[len(data) // 2] ^= 0x10
+    log.store.delete(key)
+    log.store.put_if_absent(key, bytes(data))
+    with pytest.raises(arrowlog.CorruptSegmentError, match=key):
+        make_log().read("events", 0, 0, 6)
+    assert make_log().read("events", 0, 0, 3).num_rows == 3
+
+
+def test_a_truncated_last_segment_is_not_trusted_on_open(log: ArrowLog, make_log: Callable[..., ArrowLog]) -> None:
+    log.append("events", batch(0, 3))
+    key = "events/0/segments/00000000000000000000.arrow"
+    data = log.store.get(key)
+    log.store.delete(key)
+    log.store.put_if_absent(key, data[:40])
+    with pytest.raises(arrowlog.CorruptSegmentError, match=key):
+        make_log().end_offsets("events")
+
+
+def test_a_gap_in_the_chain_is_reported(log: ArrowLog, make_log: Callable[..., ArrowLog]) -> None:
+    orphan = encode_segment(batch(5, 1), SegmentHeader(base_offset=5, record_count=1, timestamp_ms=0, append_id="x"))
+    log.store.put_if_absent("events/1/segments/00000000000000000005.arrow", orphan)
+    with pytest.raises(arrowlog.CorruptSegmentError, match="chain broken"):
+        make_log().end_offsets("events")
+    log.append("events", batch(0, 3))
+    log.append("events", batch(3, 3))
+    log.store.delete("events/0/segments/00000000000000000003.arrow")
+    stray = encode_segment(batch(9, 2), SegmentHeader(base_offset=9, record_count=2, timestamp_ms=0, append_id="x"))
+    log.store.put_if_absent("events/0/segments/00000000000000000009.arrow", stray)
+    # Opening trusts the listing (reading every header would cost O(tail)); reading
+    # checks each segment against its neighbours and catches the hole.
+    with pytest.raises(arrowlog.CorruptSegmentError, match=r"00000000000000000000.arrow: segment holds \[0, 3\)"):
+        make_log().read("events", 0)
+
+
+# --- checkpoints and request counts ---------------------------------------------
+
+
+def test_checkpoints_are_written_every_interval(log: ArrowLog) -> None:
+    for i in range(9):
+        log.append("events", batch(i * 2, 2))
+    keys = [o.key for o in log.store.list("events/0/checkpoints/")]
+    assert len(keys) == 2  # windows [0, 8) and [8, 16); the 9th segment is tail
+    assert "events/0/checkpoints/99999999999999999999.json" in keys
