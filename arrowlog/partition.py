@@ -19,6 +19,7 @@ is in the log exactly once.
 from __future__ import annotations
 
 import bisect
+import collections
 import enum
 import threading
 import time
@@ -111,6 +112,9 @@ class PartitionLog:
         self._end = 0
         self._last_base: int | None = None
         self._last_checkpoint: Checkpoint | None = None
+        #: Counters since this object was made: appends, lost races (conflicts),
+        #: replies lost or failed writes resolved by reading back (ambiguous).
+        self.stats: collections.Counter[str] = collections.Counter()
 
     # --- state --------------------------------------------------------------------
 
@@ -134,9 +138,13 @@ class PartitionLog:
                     raise
                 time.sleep(pause)
 
-    def _ensure_open(self) -> None:
-        if not self._opened:
-            self._open()
+    def _ensure_open(self) -> bool:
+        """Open the partition if not yet open; True if it was opened just now
+        (and so is fresh: no need to list the tail again)."""
+        if self._opened:
+            return False
+        self._open()
+        return True
 
     def _open(self) -> None:
         """Read the newest checkpoint, then list the segments after it."""
@@ -203,8 +211,7 @@ class PartitionLog:
     def end_offset(self, *, refresh: bool = True) -> int:
         """The high watermark: the offset the next append lands at."""
         with self._lock:
-            self._ensure_open()
-            if refresh:
+            if not self._ensure_open() and refresh:
                 self._sync_tail()
             return self._end
 
@@ -283,10 +290,14 @@ class PartitionLog:
                     data = self._encode(batch, offset, append_id, identity)
                 owner, maybe_applied = self._try_put(offset, data, append_id)
                 uncertain = uncertain or maybe_applied
+                if maybe_applied:
+                    self.stats["ambiguous"] += 1
                 if owner is _Owner.OURS:
+                    self.stats["appends"] += 1
                     self._record_append(offset, batch.num_rows, len(data))
                     return AppendResult(self._topic.name, self._partition, offset, batch.num_rows)
                 if owner is _Owner.THEIRS:
+                    self.stats["conflicts"] += 1
                     self._sync_tail()
                     if expected_offset is not None:
                         self._check_expected(expected_offset)
@@ -407,8 +418,7 @@ class PartitionLog:
     # --- reads --------------------------------------------------------------------
 
     def _resolve_range(self, start: int | None, end: int | None) -> tuple[int, int]:
-        self._ensure_open()
-        if end is None or end > self._end:
+        if not self._ensure_open() and (end is None or end > self._end):
             self._sync_tail()
         start = self._log_start if start is None else start
         end = self._end if end is None else end

@@ -61,6 +61,7 @@ def append_race(args: argparse.Namespace) -> None:
             result = log.append(args.topic, race_batch(args.writer, seq), partition=0)
             out.write(json.dumps([args.writer, seq, result.base_offset, result.record_count]) + "\n")
             out.flush()
+    print(json.dumps(dict(log.partition(args.topic, 0).stats)), flush=True)
 
 
 def _wait_until(start_at: float) -> None:

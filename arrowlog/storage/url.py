@@ -38,7 +38,7 @@ def open_store(
         path = parts.path if scheme == "file" else url
         if scheme == "file" and parts.netloc not in ("", "localhost"):
             raise UnsupportedStoreError(f"file:// URLs must name a local path, got {url!r}")
-        fsync = bool(options.pop("fsync", True))
+        fsync = _as_bool(options.pop("fsync", True), "fsync")
         if options:
             raise UnsupportedStoreError(
                 f"unknown storage options for a local directory: {sorted(options)}"
@@ -68,3 +68,15 @@ def open_store(
     from arrowlog.storage.fsspec_store import FsspecStore
 
     return FsspecStore(scheme, parts.netloc + parts.path, options)
+
+
+def _as_bool(value: object, name: str) -> bool:
+    # Options may come from a command line or Spark as strings.
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise UnsupportedStoreError(f"storage option {name} must be true or false, got {value!r}")

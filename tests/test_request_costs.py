@@ -1,0 +1,81 @@
+"""What each operation costs in store requests, counted by an instrumented store."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import arrowlog
+from arrowlog import TopicConfig
+from arrowlog.storage import Store
+from arrowlog.storage.local import LocalStore
+from arrowlog.storage.memory import MemoryStore
+from arrowlog.storage.wrappers import CountingStore
+
+SCHEMA = pa.schema([("x", pa.int64())])
+
+
+def one(i: int) -> pa.RecordBatch:
+    return pa.record_batch({"x": [i, i]}, schema=SCHEMA)
+
+
+def test_a_steady_state_append_costs_exactly_one_request(store: Store) -> None:
+    counting = CountingStore(store)
+    log = arrowlog.connect(counting)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=10))
+    log.append("t", one(0))  # opens the partition
+    counting.reset()
+    for i in range(1, 9):
+        log.append("t", one(i))
+    assert counting.counts == {"put_if_absent": 8}
+    counting.reset()
+    log.append("t", one(9))  # completes a window: the segment, then its checkpoint
+    assert counting.counts == {"put_if_absent": 2}
+    counting.reset()
+    log.append("t", one(10), expected_offset=20)  # a right expected offset costs nothing more
+    assert counting.counts == {"put_if_absent": 1}
+
+
+def _log_with_segments(store: Store, segments: int) -> None:
+    log = arrowlog.connect(store)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=100))
+    part = log.partition("t", 0)
+    for i in range(segments):
+        part.append(one(i))
+
+
+def _open_cost(store: Store) -> tuple[dict[str, int], int]:
+    counting = CountingStore(store)
+    end = arrowlog.connect(counting).end_offsets("t")[0]
+    return dict(counting.counts), end
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["memory", "local"])
+def test_opening_a_partition_costs_the_same_for_any_history(backend: str, tmp_path: object) -> None:
+    costs = []
+    for segments in (1_037, 10_037):  # 37 segments of tail after the last checkpoint
+        store: Store = MemoryStore() if backend == "memory" else LocalStore(f"{tmp_path}/{segments}", fsync=False)
+        _log_with_segments(store, segments)
+        cost, end = _open_cost(store)
+        assert end == 2 * segments
+        costs.append(cost)
+    # topic config + newest checkpoint (GET), checkpoint list + tail list (LIST),
+    # the last segment's header (ranged GET): independent of the 10x longer history.
+    assert costs[0] == costs[1] == {"get": 2, "list": 2, "get_range": 1}
+
+
+@pytest.mark.slow
+def test_reading_old_offsets_costs_one_lookup_plus_the_segments() -> None:
+    store = MemoryStore()
+    _log_with_segments(store, 2_050)
+    counting = CountingStore(store)
+    log = arrowlog.connect(counting)
+    part = log.partition("t", 0)
+    part.end_offset()
+    counting.reset()
+    table = part.read(1_000, 1_010)  # offsets 1000..1009 = segments 500..504
+    assert table["x"].to_pylist() == [500, 500, 501, 501, 502, 502, 503, 503, 504, 504]
+    # one LIST to find the checkpoint covering offset 1000, one GET of it, and one
+    # GET per segment read
+    assert dict(counting.counts) == {"list": 1, "get": 1 + 5}
