@@ -112,8 +112,7 @@ def bulk_load(
             result = log.append(chunk, expected_offset=offset)
         except OffsetMismatchError as e:
             raise OffsetMismatchError(
-                f"another writer appended to {log.topic.name}/{log.partition} during the "
-                f"load: {e}",
+                f"another writer appended to {log.topic.name}/{log.partition} during the load: {e}",
                 expected_offset=e.expected_offset,
                 log_end_offset=e.log_end_offset,
             ) from e

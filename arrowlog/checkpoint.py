@@ -46,7 +46,7 @@ class Checkpoint:
         ).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes, *, key: str, start: int) -> Checkpoint:
+    def from_json(cls, raw: bytes | memoryview, *, key: str, start: int) -> Checkpoint:
         """Parse and check a checkpoint read from ``key``, whose name says it
         starts at ``start``.
 
@@ -54,7 +54,7 @@ class Checkpoint:
             CorruptCheckpointError: unreadable or inconsistent.
         """
         try:
-            fields = json.loads(raw)
+            fields = json.loads(bytes(raw))
             if fields.get("v") != CHECKPOINT_VERSION:
                 raise ValueError(f"unsupported checkpoint version {fields.get('v')}")
             cp = cls(

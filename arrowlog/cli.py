@@ -13,6 +13,7 @@ AWS environment variables, or ``--endpoint-url`` / ``--option key=value``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -87,7 +88,9 @@ def cmd_describe(args: argparse.Namespace) -> None:
     desc = _connect(args).describe_topic(args.name)
     out = {
         "topic": desc.topic.name,
-        "schema": [f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in desc.topic.schema],
+        "schema": [
+            f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in desc.topic.schema
+        ],
         "config": dataclasses.asdict(desc.topic.config),
         "partitions": [dataclasses.asdict(p) for p in desc.partitions],
     }
@@ -98,10 +101,8 @@ def cmd_load(args: argparse.Namespace) -> None:
     log = _connect(args)
     schema, batches = open_input(args.file)
     if args.create and args.topic not in log.list_topics():
-        try:
+        with contextlib.suppress(arrowlog.TopicExistsError):
             log.create_topic(args.topic, schema, args.partitions)
-        except arrowlog.TopicExistsError:
-            pass
     partition = log.partition(args.topic, args.partition)
     started = time.monotonic()
     result = bulk_load(
@@ -128,16 +129,10 @@ def cmd_read(args: argparse.Namespace) -> None:
         pq.write_table(table, args.output)
         print(f"wrote {table.num_rows:,} rows to {args.output}")
     else:
-        print(table.slice(0, args.limit).to_pandas().to_string() if _has_pandas() else table.slice(0, args.limit))
+        first = args.start if args.start is not None else 0
+        for offset, row in enumerate(table.slice(0, args.limit).to_pylist(), start=first):
+            print(f"{offset}\t{json.dumps(row, default=str)}")
         print(f"({table.num_rows:,} rows)")
-
-
-def _has_pandas() -> bool:
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def build_parser() -> argparse.ArgumentParser:

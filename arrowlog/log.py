@@ -11,7 +11,12 @@ from typing import Any
 import pyarrow as pa
 
 from arrowlog.config import LogConfig, TopicConfig
-from arrowlog.errors import InvalidConfigError, TopicExistsError, UnknownTopicOrPartitionError
+from arrowlog.errors import (
+    InvalidConfigError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+    UnsupportedStoreError,
+)
 from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
@@ -60,10 +65,9 @@ def connect(
     else:
         store = url
         if not store.atomic_put_if_absent and not allow_unsafe_store:
-            from arrowlog.errors import UnsupportedStoreError
-
             raise UnsupportedStoreError(
-                f"{store.url} has no atomic put-if-absent; pass allow_unsafe_store=True to use it anyway"
+                f"{store.url} has no atomic put-if-absent; "
+                "pass allow_unsafe_store=True to use it anyway"
             )
     return ArrowLog(store, config=config or LogConfig())
 
@@ -90,7 +94,10 @@ class ArrowLog:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -100,7 +107,12 @@ class ArrowLog:
     # --- topics -------------------------------------------------------------------
 
     def create_topic(
-        self, name: str, schema: pa.Schema, partitions: int = 1, *, config: TopicConfig | None = None
+        self,
+        name: str,
+        schema: pa.Schema,
+        partitions: int = 1,
+        *,
+        config: TopicConfig | None = None,
     ) -> Topic:
         """Create a topic. Exactly one of several concurrent creators succeeds.
 
@@ -111,7 +123,9 @@ class ArrowLog:
         """
         if config is not None and not isinstance(config, TopicConfig):
             raise InvalidConfigError("config must be a TopicConfig")
-        topic = Topic(name=name, schema=schema, partitions=partitions, config=config or TopicConfig())
+        topic = Topic(
+            name=name, schema=schema, partitions=partitions, config=config or TopicConfig()
+        )
         try:
             self._store.put_if_absent(topic_key(name), topic.to_json())
         except FileExistsError:
@@ -141,7 +155,7 @@ class ArrowLog:
     def list_topics(self) -> list[str]:
         names = []
         for info in self._store.list(TOPICS_PREFIX):
-            name = info.key[len(TOPICS_PREFIX):]
+            name = info.key[len(TOPICS_PREFIX) :]
             if name.endswith(".json") and "/" not in name:
                 names.append(name[: -len(".json")])
         return names

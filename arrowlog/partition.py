@@ -149,7 +149,9 @@ class PartitionLog:
     def _open(self) -> None:
         """Read the newest checkpoint, then list the segments after it."""
         newest = self._retry(
-            lambda: list(self._store.list(checkpoint_prefix(self._topic.name, self._partition), limit=1))
+            lambda: list(
+                self._store.list(checkpoint_prefix(self._topic.name, self._partition), limit=1)
+            )
         )
         self._tail = []
         self._last_checkpoint = None
@@ -177,7 +179,9 @@ class PartitionLog:
         after = None if self._last_base is None else self._key(self._last_base)
         prefix = segment_prefix(self._topic.name, self._partition)
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
-        new = [(base, info.size) for info in found if (base := parse_segment_key(info.key)) is not None]
+        new = [
+            (base, info.size) for info in found if (base := parse_segment_key(info.key)) is not None
+        ]
         if not new:
             return False
         if new[0][0] != self._end:
@@ -200,7 +204,8 @@ class PartitionLog:
         head = self._retry(lambda: self._store.get_range(key, 0, HEAD_BYTES))
         header = read_header(head, key=key)
         if isinstance(header, int):
-            head = self._retry(lambda: self._store.get_range(key, 0, header))
+            need = header
+            head = self._retry(lambda: self._store.get_range(key, 0, need))
             header = read_header(head, key=key)
             if isinstance(header, int):
                 raise CorruptSegmentError("segment truncated inside its schema", key=key)
@@ -233,9 +238,15 @@ class PartitionLog:
         """
         if isinstance(batch, pa.Table):
             batch = batch.combine_chunks()
-            batch = batch.to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], batch.schema)
+            batch = (
+                batch.to_batches()[0]
+                if batch.num_rows
+                else pa.RecordBatch.from_pylist([], batch.schema)
+            )
         if not isinstance(batch, pa.RecordBatch):
-            raise InvalidBatchError(f"expected a pyarrow RecordBatch or Table, got {type(batch).__name__}")
+            raise InvalidBatchError(
+                f"expected a pyarrow RecordBatch or Table, got {type(batch).__name__}"
+            )
         schema = self._topic.schema
         if not batch.schema.equals(schema, check_metadata=False):
             raise SchemaMismatchError(_describe_mismatch(self._topic.name, schema, batch.schema))
@@ -467,7 +478,9 @@ class PartitionLog:
             else:
                 cp = self._checkpoint_covering(start)
         while cp is not None:
-            yield from _window_refs(self._topic.name, self._partition, cp.bases, cp.sizes, cp.end, offset)
+            yield from _window_refs(
+                self._topic.name, self._partition, cp.bases, cp.sizes, cp.end, offset
+            )
             offset = cp.end
             if cp.end >= self._window_start:
                 break
@@ -475,7 +488,9 @@ class PartitionLog:
         bases = [b for b, _ in self._tail]
         sizes = [s for _, s in self._tail]
         if bases and offset < self._end:
-            yield from _window_refs(self._topic.name, self._partition, bases, sizes, self._end, offset)
+            yield from _window_refs(
+                self._topic.name, self._partition, bases, sizes, self._end, offset
+            )
 
     def _checkpoint_covering(self, offset: int) -> Checkpoint:
         # Checkpoint keys are inverted: the first key at or after checkpoint_key(offset)
@@ -540,7 +555,9 @@ class PartitionLog:
             )
         return header, batch
 
-    def iter_batches(self, start: int | None = None, end: int | None = None) -> Iterator[pa.RecordBatch]:
+    def iter_batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """Stream the records of ``[start, end)`` as record batches (control
         records left out)."""
         for header, batch in self.iter_segments(start, end):
@@ -553,8 +570,12 @@ class PartitionLog:
 
 
 def _window_refs(
-    topic: str, partition: int, bases: list[int] | tuple[int, ...], sizes: list[int] | tuple[int, ...],
-    end: int, offset: int,
+    topic: str,
+    partition: int,
+    bases: list[int] | tuple[int, ...],
+    sizes: list[int] | tuple[int, ...],
+    end: int,
+    offset: int,
 ) -> Iterator[SegmentRef]:
     first = max(0, bisect.bisect_right(bases, offset) - 1)
     for i in range(first, len(bases)):

@@ -114,7 +114,9 @@ def encode_segment(batch: pa.RecordBatch, header: SegmentHeader) -> bytes:
     return bytes(data)
 
 
-def _regions(data: bytes | bytearray, key: str) -> tuple[tuple[int, int], tuple[int, int]]:
+def _regions(
+    data: bytes | bytearray | memoryview, key: str
+) -> tuple[tuple[int, int], tuple[int, int]]:
     """The byte ranges of the schema message and of the footer, from the framing."""
     n = len(data)
     if n < 26 or data[:6] != _MAGIC or data[-6:] != _MAGIC:
@@ -130,7 +132,7 @@ def _regions(data: bytes | bytearray, key: str) -> tuple[tuple[int, int], tuple[
     return (16, schema_end), (footer_start, n - 10)
 
 
-def _crc_slots(data: bytes | bytearray, key: str) -> tuple[int, int]:
+def _crc_slots(data: bytes | bytearray | memoryview, key: str) -> tuple[int, int]:
     slots = []
     for lo, hi in _regions(data, key):
         found = list(_CRC_VALUE.finditer(data, lo, hi))
@@ -142,7 +144,7 @@ def _crc_slots(data: bytes | bytearray, key: str) -> tuple[int, int]:
     return slots[0], slots[1]
 
 
-def _file_crc(data: bytes | bytearray, slots: tuple[int, int]) -> int:
+def _file_crc(data: bytes | bytearray | memoryview, slots: tuple[int, int]) -> int:
     view = memoryview(data)
     a, b = slots
     crc = crc32c.crc32c(view[:a])
@@ -152,7 +154,7 @@ def _file_crc(data: bytes | bytearray, slots: tuple[int, int]) -> int:
     return int(crc32c.crc32c(view[b + 8 :], crc))
 
 
-def decode_segment(data: bytes, *, key: str) -> tuple[SegmentHeader, pa.RecordBatch]:
+def decode_segment(data: bytes | memoryview, *, key: str) -> tuple[SegmentHeader, pa.RecordBatch]:
     """Verify and parse a whole segment.
 
     Raises:
@@ -195,7 +197,7 @@ def read_header(head: bytes, *, key: str) -> SegmentHeader | int:
     if continuation != _CONTINUATION or schema_len <= 0:
         raise CorruptSegmentError("bad IPC framing", key=key)
     if len(head) < 16 + schema_len:
-        return 16 + schema_len
+        return int(16 + schema_len)
     try:
         schema = pa.ipc.read_schema(pa.py_buffer(head[8 : 16 + schema_len]))
     except pa.ArrowException as e:

@@ -97,8 +97,8 @@ class Topic:
         ).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> Topic:
-        fields = json.loads(raw)
+    def from_json(cls, raw: bytes | memoryview) -> Topic:
+        fields = json.loads(bytes(raw))
         schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(fields["schema"])))
         return cls(
             name=fields["name"],

@@ -91,7 +91,9 @@ def _ports(count: int) -> list[int]:
     return ports
 
 
-def start(workdir: Path | None = None, *, bucket: str = "arrowlog", timeout: float = 60) -> S3Server:
+def start(
+    workdir: Path | None = None, *, bucket: str = "arrowlog", timeout: float = 60
+) -> S3Server:
     """Start a single-node SeaweedFS with an S3 gateway and create ``bucket``."""
     import boto3
 
@@ -110,7 +112,9 @@ def start(workdir: Path | None = None, *, bucket: str = "arrowlog", timeout: flo
         proc = subprocess.Popen(
             cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    server = S3Server(endpoint=f"http://127.0.0.1:{s3}", bucket=bucket, process=proc, workdir=workdir)
+    server = S3Server(
+        endpoint=f"http://127.0.0.1:{s3}", bucket=bucket, process=proc, workdir=workdir
+    )
     client = boto3.client(
         "s3",
         endpoint_url=server.endpoint,
@@ -130,7 +134,9 @@ def start(workdir: Path | None = None, *, bucket: str = "arrowlog", timeout: flo
         except Exception:  # noqa: BLE001 - not up yet
             if time.monotonic() > give_up:
                 server.stop()
-                raise RuntimeError(f"SeaweedFS did not start in {timeout}s; see {workdir}/weed.out") from None
+                raise RuntimeError(
+                    f"SeaweedFS did not start in {timeout}s; see {workdir}/weed.out"
+                ) from None
             time.sleep(0.2)
     return server
 

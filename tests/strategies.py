@@ -22,7 +22,12 @@ _PRIMITIVES: list[tuple[pa.DataType, st.SearchStrategy[Any]]] = [
     (pa.binary(), st.binary(max_size=20)),
     (pa.date32(), st.dates(min_value=datetime.date(1, 1, 1))),
     (pa.timestamp("us", tz="UTC"), st.datetimes(timezones=st.just(datetime.timezone.utc))),
-    (pa.decimal128(12, 3), st.decimals(min_value=-(10**8), max_value=10**8, places=3, allow_nan=False, allow_infinity=False)),
+    (
+        pa.decimal128(12, 3),
+        st.decimals(
+            min_value=-(10**8), max_value=10**8, places=3, allow_nan=False, allow_infinity=False
+        ),
+    ),
 ]
 
 
@@ -31,7 +36,8 @@ def data_types(draw: st.DrawFn, depth: int = 2) -> tuple[pa.DataType, st.SearchS
     kinds = ["prim"] + (["list", "struct"] if depth > 0 else [])
     kind = draw(st.sampled_from(kinds))
     if kind == "prim":
-        return draw(st.sampled_from(_PRIMITIVES))
+        primitive: tuple[pa.DataType, st.SearchStrategy[Any]] = draw(st.sampled_from(_PRIMITIVES))
+        return primitive
     inner_type, inner_values = draw(data_types(depth - 1))
     if kind == "list":
         return pa.list_(inner_type), st.lists(st.one_of(st.none(), inner_values), max_size=4)
@@ -42,7 +48,7 @@ def data_types(draw: st.DrawFn, depth: int = 2) -> tuple[pa.DataType, st.SearchS
     )
 
 
-_NAMES = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+_NAMES = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12)
 
 
 @st.composite
@@ -60,6 +66,11 @@ def record_batches(draw: st.DrawFn, min_rows: int = 1, max_rows: int = 30) -> pa
             column = [None if v is None else decimal.Decimal(v) for v in column]
         arrays.append(pa.array(column, type=dtype))
         fields.append(pa.field(name, dtype, nullable=nullable))
-    metadata = draw(st.one_of(st.none(), st.dictionaries(st.binary(min_size=1, max_size=8), st.binary(max_size=8), max_size=2)))
-    schema = pa.schema(fields, metadata=metadata)
+    metadata = draw(
+        st.one_of(
+            st.none(),
+            st.dictionaries(st.binary(min_size=1, max_size=8), st.binary(max_size=8), max_size=2),
+        )
+    )
+    schema = pa.schema(fields, metadata=metadata)  # type: ignore[arg-type]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

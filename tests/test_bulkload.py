@@ -24,7 +24,13 @@ ROWS = 240_000
 
 def make_input(path: Path) -> pa.Table:
     ids = pa.array(range(ROWS), pa.int64())
-    table = pa.table({"id": ids, "label": pa.array([f"row-{i}" for i in range(ROWS)]), "v": pa.array([i * 0.5 for i in range(ROWS)])})
+    table = pa.table(
+        {
+            "id": ids,
+            "label": pa.array([f"row-{i}" for i in range(ROWS)]),
+            "v": pa.array([i * 0.5 for i in range(ROWS)]),
+        }
+    )
     pq.write_table(table, path, row_group_size=7_777)  # row groups unaligned with chunks
     return table
 
@@ -41,7 +47,9 @@ def loader(spec: StoreSpec, data: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_loader_killed_mid_load_resumes_exactly_once(shared_store_spec: StoreSpec, tmp_path: Path) -> None:
+def test_a_loader_killed_mid_load_resumes_exactly_once(
+    shared_store_spec: StoreSpec, tmp_path: Path
+) -> None:
     data = tmp_path / "input.parquet"
     table = make_input(data)
     env = dict(os.environ)
@@ -64,13 +72,27 @@ def test_a_loader_killed_mid_load_resumes_exactly_once(shared_store_spec: StoreS
         proc.wait()
         kills.append(end)
     assert kills == sorted(kills) and 0 < kills[0] < ROWS
-    final = subprocess.run(loader(shared_store_spec, data), cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    final = subprocess.run(
+        loader(shared_store_spec, data),
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     assert "already there" in final.stdout
     got = shared_store_spec.connect().read("bulk", 0)
     assert got.num_rows == ROWS
     assert got.equals(table.combine_chunks())
     # a rerun after completion writes nothing
-    again = subprocess.run(loader(shared_store_spec, data), cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    again = subprocess.run(
+        loader(shared_store_spec, data),
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     assert "0 rows written" in again.stdout
 
 
@@ -96,6 +118,11 @@ def test_a_load_refuses_a_log_that_does_not_hold_its_input() -> None:
     with pytest.raises(LoadMismatchError, match="not a rerun"):
         bulk_load(part, short_input, start_offset=0)
     assert part.end_offset() == 3
-    result = bulk_load(part, [pa.record_batch({"x": [1, 2, 3, 4, 5]}, schema=schema)], start_offset=0, rows_per_batch=1)
+    result = bulk_load(
+        part,
+        [pa.record_batch({"x": [1, 2, 3, 4, 5]}, schema=schema)],
+        start_offset=0,
+        rows_per_batch=1,
+    )
     assert (result.rows_skipped, result.rows_written, result.batches_written) == (3, 2, 2)
     assert part.read()["x"].to_pylist() == [1, 2, 3, 4, 5]

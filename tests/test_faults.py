@@ -22,7 +22,9 @@ FAST_RETRY = LogConfig(retry=RetryPolicy(initial_backoff=0.001, max_backoff=0.01
 
 
 @pytest.mark.parametrize("expected", [False, True], ids=["at-end", "expected-offset"])
-def test_lost_replies_failures_and_throttling_never_duplicate_or_lose(store: Store, expected: bool) -> None:
+def test_lost_replies_failures_and_throttling_never_duplicate_or_lose(
+    store: Store, expected: bool
+) -> None:
     faults = Faults(lose_ack=0.3, fail_before=0.1, slowdown=0.1, seed=7)
     faulty = FaultyStore(store, faults)
     setup = arrowlog.connect(store)
@@ -48,17 +50,19 @@ def test_a_store_that_never_answers_gives_an_unknown_outcome_not_a_success(store
     # Every request fails as if its reply were lost: writes may have happened,
     # and reading back cannot tell.
     part = PartitionLog(FaultyStore(store, Faults(fail_before=1.0)), topic, 0, config)
-    part._opened = True  # an empty partition known to end at 0  # noqa: SLF001
+    part._opened = True  # an empty partition known to end at 0
     with pytest.raises(arrowlog.AppendOutcomeUnknownError) as info:
         part.append(rows(1, 1))
     assert info.value.offset == 0 and info.value.retriable
 
 
-def test_throttling_until_the_deadline_is_a_retriable_error_that_wrote_nothing(store: Store) -> None:
+def test_throttling_until_the_deadline_is_a_retriable_error_that_wrote_nothing(
+    store: Store,
+) -> None:
     topic = arrowlog.connect(store).create_topic("t", SCHEMA)
     config = LogConfig(retry=RetryPolicy(initial_backoff=0.001, max_backoff=0.005, deadline=0.2))
     part = PartitionLog(FaultyStore(store, Faults(slowdown=1.0)), topic, 0, config)
-    part._opened = True  # noqa: SLF001
+    part._opened = True
     with pytest.raises(arrowlog.TransientStoreError) as info:
         part.append(rows(1, 1))
     assert info.value.retriable and not info.value.maybe_applied

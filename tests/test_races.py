@@ -4,6 +4,7 @@ at the offset it was told, also when a fifth of all replies are lost."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -28,11 +29,26 @@ def run_race(spec: StoreSpec, out: Path, *, lose_ack: float) -> Counter[str]:
     start_at = time.time() + 3  # every process has imported and connected by then
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.workers", "append_race", *spec.argv(),
-             "--writer", str(w), "--count", str(APPENDS), "--out", str(out),
-             "--start-at", str(start_at), "--lose-ack", str(lose_ack)],
-            cwd=ROOT, stdout=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tests.workers",
+                "append_race",
+                *spec.argv(),
+                "--writer",
+                str(w),
+                "--count",
+                str(APPENDS),
+                "--out",
+                str(out),
+                "--start-at",
+                str(start_at),
+                "--lose-ack",
+                str(lose_ack),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+        )
         for w in range(WRITERS)
     ]
     stats: Counter[str] = Counter()
@@ -53,7 +69,7 @@ def check_log(spec: StoreSpec, out: Path) -> None:
     total = sum(n for _, _, _, n in acked)
     # contiguous: each segment starts where the previous one ended, from 0 to N
     assert [s.base for s in segments] == sorted(off for _, _, off, _ in acked)
-    assert all(a.end == b.base for a, b in zip(segments, segments[1:]))
+    assert all(a.end == b.base for a, b in itertools.pairwise(segments))
     assert segments[0].base == 0 and segments[-1].end == total == part.end_offset()
 
     table = part.read()
@@ -69,7 +85,9 @@ def check_log(spec: StoreSpec, out: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lose_ack", [0.0, 0.2], ids=["clean", "lose-20pct-acks"])
-def test_concurrent_processes_append_exactly_once(shared_store_spec: StoreSpec, tmp_path: Path, lose_ack: float) -> None:
+def test_concurrent_processes_append_exactly_once(
+    shared_store_spec: StoreSpec, tmp_path: Path, lose_ack: float
+) -> None:
     out = tmp_path / "acked.jsonl"
     stats = run_race(shared_store_spec, out, lose_ack=lose_ack)
     check_log(shared_store_spec, out)

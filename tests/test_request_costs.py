@@ -55,7 +55,11 @@ def _open_cost(store: Store) -> tuple[dict[str, int], int]:
 def test_opening_a_partition_costs_the_same_for_any_history(backend: str, tmp_path: object) -> None:
     costs = []
     for segments in (1_037, 10_037):  # 37 segments of tail after the last checkpoint
-        store: Store = MemoryStore() if backend == "memory" else LocalStore(f"{tmp_path}/{segments}", fsync=False)
+        store: Store = (
+            MemoryStore()
+            if backend == "memory"
+            else LocalStore(f"{tmp_path}/{segments}", fsync=False)
+        )
         _log_with_segments(store, segments)
         cost, end = _open_cost(store)
         assert end == 2 * segments

@@ -41,13 +41,21 @@ def test_batches_round_trip_unchanged(batch: pa.RecordBatch, header: SegmentHead
     assert got_header == header
     assert got.equals(batch)
     assert got.schema.equals(batch.schema, check_metadata=True)
-    assert read_header(data[:HEAD_BYTES], key="k") in (header, 16 + int.from_bytes(data[12:16], "little"))
+    assert read_header(data[:HEAD_BYTES], key="k") in (
+        header,
+        16 + int.from_bytes(data[12:16], "little"),
+    )
     # A segment is a plain Arrow IPC file: pyarrow alone reads it.
     assert pa.ipc.open_file(pa.py_buffer(data)).get_batch(0).equals(batch)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batch=record_batches(max_rows=10), header=HEADERS, where=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
+@given(
+    batch=record_batches(max_rows=10),
+    header=HEADERS,
+    where=st.floats(0, 1, exclude_max=True),
+    bit=st.integers(0, 7),
+)
 def test_every_single_bit_flip_is_detected(
     batch: pa.RecordBatch, header: SegmentHeader, where: float, bit: int
 ) -> None:
@@ -59,7 +67,9 @@ def test_every_single_bit_flip_is_detected(
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=record_batches(max_rows=10), header=HEADERS, keep=st.floats(0, 1, exclude_max=True))
-def test_every_truncation_is_detected(batch: pa.RecordBatch, header: SegmentHeader, keep: float) -> None:
+def test_every_truncation_is_detected(
+    batch: pa.RecordBatch, header: SegmentHeader, keep: float
+) -> None:
     data = encode_segment(batch, _header_for(batch, header))
     with pytest.raises(CorruptSegmentError):
         decode_segment(data[: int(keep * len(data))], key="k")
@@ -74,16 +84,24 @@ def test_garbage_is_never_taken_for_a_segment(garbage: bytes) -> None:
 
 def test_the_error_names_the_object() -> None:
     batch = pa.record_batch({"x": [1, 2, 3]})
-    data = bytearray(encode_segment(batch, SegmentHeader(base_offset=0, record_count=3, timestamp_ms=0, append_id="a")))
+    data = bytearray(
+        encode_segment(
+            batch, SegmentHeader(base_offset=0, record_count=3, timestamp_ms=0, append_id="a")
+        )
+    )
     data[-30] ^= 0xFF
-    with pytest.raises(CorruptSegmentError, match="events/0/segments/00000000000000000000.arrow") as info:
+    with pytest.raises(
+        CorruptSegmentError, match=r"events/0/segments/00000000000000000000\.arrow"
+    ) as info:
         decode_segment(bytes(data), key="events/0/segments/00000000000000000000.arrow")
     assert info.value.key == "events/0/segments/00000000000000000000.arrow"
 
 
 def test_a_corrupt_header_is_caught_from_the_head_alone() -> None:
     batch = pa.record_batch({"x": [1]})
-    data = encode_segment(batch, SegmentHeader(base_offset=7, record_count=1, timestamp_ms=0, append_id="a"))
+    data = encode_segment(
+        batch, SegmentHeader(base_offset=7, record_count=1, timestamp_ms=0, append_id="a")
+    )
     at = data.index(b'"base_offset":7') + len('"base_offset":')
     forged = data[:at] + b"8" + data[at + 1 :]
     with pytest.raises(CorruptSegmentError, match="header checksum"):
@@ -92,7 +110,9 @@ def test_a_corrupt_header_is_caught_from_the_head_alone() -> None:
 
 def test_a_large_schema_needs_a_longer_head() -> None:
     batch = pa.record_batch({f"column_{i:04d}": [i] for i in range(800)})
-    data = encode_segment(batch, SegmentHeader(base_offset=0, record_count=1, timestamp_ms=0, append_id="a"))
+    data = encode_segment(
+        batch, SegmentHeader(base_offset=0, record_count=1, timestamp_ms=0, append_id="a")
+    )
     need = read_header(data[:HEAD_BYTES], key="k")
     assert isinstance(need, int) and need > HEAD_BYTES
     assert isinstance(read_header(data[:need], key="k"), SegmentHeader)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 import pyarrow as pa
@@ -24,7 +23,8 @@ RACE_SCHEMA = pa.schema([("writer", pa.int32()), ("seq", pa.int32()), ("row", pa
 def race_batch(writer: int, seq: int) -> pa.RecordBatch:
     rows = 1 + (writer * 7 + seq) % 5  # batches of 1..5 rows: segments of different sizes
     return pa.record_batch(
-        {"writer": [writer] * rows, "seq": [seq] * rows, "row": list(range(rows))}, schema=RACE_SCHEMA
+        {"writer": [writer] * rows, "seq": [seq] * rows, "row": list(range(rows))},
+        schema=RACE_SCHEMA,
     )
 
 
@@ -59,7 +59,9 @@ def append_race(args: argparse.Namespace) -> None:
     with open(args.out, "a") as out:
         for seq in range(args.count):
             result = log.append(args.topic, race_batch(args.writer, seq), partition=0)
-            out.write(json.dumps([args.writer, seq, result.base_offset, result.record_count]) + "\n")
+            out.write(
+                json.dumps([args.writer, seq, result.base_offset, result.record_count]) + "\n"
+            )
             out.flush()
     print(json.dumps(dict(log.partition(args.topic, 0).stats)), flush=True)
 
@@ -88,4 +90,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -9,13 +9,14 @@ passes ``allow_unsafe_store=True``, and warns when it does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import fsspec
 
 from arrowlog.errors import StoreError
-from arrowlog.storage import ObjectInfo, check_key, check_prefix
+from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
 
 
 class FsspecStore:
@@ -42,7 +43,7 @@ class FsspecStore:
         check_key(key)
         return f"{self._root}/{key}"
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str) -> Blob:
         try:
             data: bytes = self._fs.cat_file(self._path(key))
         except FileNotFoundError:
@@ -91,7 +92,7 @@ class FsspecStore:
         root = self._fs._strip_protocol(self._root).rstrip("/") + "/"
         items = []
         for path, info in found.items():
-            key = self._fs._strip_protocol(path)[len(root):]
+            key = self._fs._strip_protocol(path)[len(root) :]
             if info.get("type") != "file" or not key.startswith(prefix):
                 continue
             if any(part.startswith(".") for part in key.split("/")):
@@ -103,10 +104,8 @@ class FsspecStore:
         return iter(items[:limit] if limit is not None else items)
 
     def delete(self, key: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self._fs.rm_file(self._path(key))
-        except FileNotFoundError:
-            pass
 
     def close(self) -> None:
         pass

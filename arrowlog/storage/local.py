@@ -15,8 +15,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+
 from arrowlog.errors import StoreError
-from arrowlog.storage import ObjectInfo, check_key, check_prefix
+from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
 
 # Temporary files live here, inside the root (so ``link`` stays on one
 # filesystem) but outside the key space: keys never start with a dot.
@@ -51,12 +53,18 @@ class LocalStore:
         check_key(key)
         return self._root.joinpath(*key.split("/"))
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str) -> Blob:
         path = self._path(key)
         try:
-            return path.read_bytes()
+            with pa.OSFile(str(path), "rb") as f:
+                # Arrow exports signed chars; cast to bytes' unsigned view.
+                return memoryview(f.read_buffer()).cast("B")
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise FileNotFoundError(key) from None
+        except OSError:
+            if path.is_dir():  # pyarrow reports a directory as a plain OSError
+                raise FileNotFoundError(key) from None
+            raise
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         path = self._path(key)

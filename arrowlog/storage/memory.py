@@ -8,7 +8,7 @@ import bisect
 import threading
 from collections.abc import Iterator
 
-from arrowlog.storage import ObjectInfo, check_key, check_prefix
+from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
 
 
 class MemoryStore:
@@ -28,7 +28,7 @@ class MemoryStore:
     def atomic_put_if_absent(self) -> bool:
         return True
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str) -> Blob:
         check_key(key)
         try:
             return self._objects[key]
@@ -36,7 +36,11 @@ class MemoryStore:
             raise FileNotFoundError(key) from None
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
-        return self.get(key)[start:end]
+        check_key(key)
+        try:
+            return self._objects[key][start:end]
+        except KeyError:
+            raise FileNotFoundError(key) from None
 
     def head(self, key: str) -> ObjectInfo:
         return ObjectInfo(key, len(self.get(key)))

@@ -13,6 +13,7 @@ every server (measured on SeaweedFS).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -21,13 +22,19 @@ import s3fs
 from botocore.exceptions import BotoCoreError, ClientError
 
 from arrowlog.errors import StoreError, TransientStoreError, UnsupportedStoreError
-from arrowlog.storage import ObjectInfo, check_key, check_prefix
+from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
 
 T = TypeVar("T")
 
 # Codes after which the request certainly did not happen: the server refused it.
-_REFUSED_RETRIABLE = {"SlowDown", "ServiceUnavailable", "ConditionalRequestConflict",
-                      "RequestLimitExceeded", "Throttling", "TooManyRequests"}
+_REFUSED_RETRIABLE = {
+    "SlowDown",
+    "ServiceUnavailable",
+    "ConditionalRequestConflict",
+    "RequestLimitExceeded",
+    "Throttling",
+    "TooManyRequests",
+}
 # Codes after which a write may have happened (the server failed mid-way).
 _AMBIGUOUS = {"InternalError", "RequestTimeout", "ServiceError"}
 _MISSING = {"NoSuchKey", "404", "NotFound"}
@@ -77,7 +84,7 @@ class S3Store:
 
         return _sync(self._fs.loop, call())
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str) -> Blob:
         return self._get(key, None)
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
@@ -147,7 +154,7 @@ class S3Store:
             except Exception as e:
                 raise _map_error(e, prefix, write=False) from e
             for item in resp.get("Contents", []):
-                key = item["Key"][len(base):]
+                key = item["Key"][len(base) :]
                 if start_after is not None and key <= start_after:
                     continue  # some servers ignore StartAfter on continued pages
                 yield ObjectInfo(key, int(item["Size"]))
@@ -171,10 +178,8 @@ class S3Store:
     def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing is best effort
                 _sync(self._fs.loop, client.close())
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
 
 
 def _sync(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:

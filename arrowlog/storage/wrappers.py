@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from arrowlog.errors import InvalidConfigError, TransientStoreError
-from arrowlog.storage import ObjectInfo, Store
+from arrowlog.storage import Blob, ObjectInfo, Store
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +77,7 @@ class FaultyStore:
             self.injected["fail_before"] += 1
             raise TransientStoreError(f"{op} {key}: injected timeout", maybe_applied=write)
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str) -> Blob:
         self._before("get", key, write=False)
         return self.inner.get(key)
 
@@ -99,7 +99,9 @@ class FaultyStore:
                 raise
         if lose:
             self.injected["lose_ack"] += 1
-            raise TransientStoreError(f"put_if_absent {key}: injected lost reply", maybe_applied=True)
+            raise TransientStoreError(
+                f"put_if_absent {key}: injected lost reply", maybe_applied=True
+            )
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
@@ -144,7 +146,7 @@ class CountingStore:
         with self._lock:
             self.counts[op] += 1
 
-    def get(self, key: str) -> bytes:
+    def get(self, key: str) -> Blob:
         self._count("get")
         return self.inner.get(key)
 

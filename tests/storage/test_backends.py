@@ -91,7 +91,8 @@ def test_delete_removes_and_tolerates_missing(store: Store) -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["", "/abs", "a//b", "../up", "a/../b", "a/./b", ".hidden", "a/.tmp", "a\\b", "a/b/", "x\x00"]
+    "key",
+    ["", "/abs", "a//b", "../up", "a/../b", "a/./b", ".hidden", "a/.tmp", "a\\b", "a/b/", "x\x00"],
 )
 def test_unsafe_keys_are_refused_and_nothing_is_written(store: Store, key: str) -> None:
     with pytest.raises(InvalidNameError):
@@ -130,13 +131,25 @@ def test_processes_racing_on_many_keys_have_exactly_one_winner_each(
     start_at = time.time() + 3
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.workers", "put_race", *shared_store_spec.argv(),
-             "--writer", str(w), "--count", str(count), "--start-at", str(start_at)],
-            cwd=ROOT, stdout=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tests.workers",
+                "put_race",
+                *shared_store_spec.argv(),
+                "--writer",
+                str(w),
+                "--count",
+                str(count),
+                "--start-at",
+                str(start_at),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+        )
         for w in range(4)
     ]
-    won = {}
+    won: dict[str, int] = {}
     for w, proc in enumerate(procs):
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0
