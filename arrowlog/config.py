@@ -84,12 +84,15 @@ class LogConfig:
     Attributes:
         retry: how transient store failures are retried.
         read_ahead: segments fetched ahead of the reader, in parallel. Memory use
-            of a streaming read is bounded by about this many segments.
+            of a streaming read is bounded by about this many segments. None picks
+            by store: 1 for local and memory stores (already at memory speed;
+            threads only add overhead, measured), 8 for remote ones (one request's
+            latency hides behind the others').
     """
 
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    read_ahead: int = 4
+    read_ahead: int | None = None
 
     def __post_init__(self) -> None:
-        if not 1 <= self.read_ahead <= 64:
+        if self.read_ahead is not None and not 1 <= self.read_ahead <= 64:
             raise InvalidConfigError("read_ahead must be between 1 and 64")

@@ -343,7 +343,7 @@ class PartitionLog:
         offset: int,
         append_id: str,
         identity: dict[str, int | bool | str | None],
-    ) -> bytes:
+    ) -> memoryview:
         header = SegmentHeader(
             base_offset=offset,
             record_count=batch.num_rows,
@@ -360,7 +360,7 @@ class PartitionLog:
             )
         return data
 
-    def _try_put(self, offset: int, data: bytes, append_id: str) -> tuple[_Owner, bool]:
+    def _try_put(self, offset: int, data: memoryview, append_id: str) -> tuple[_Owner, bool]:
         """One put-if-absent attempt, and who holds the offset afterwards.
 
         Returns the owner (NOBODY means: try again) and whether this attempt
@@ -519,6 +519,8 @@ class PartitionLog:
         """
         start, end, refs = self._plan(start, end)
         ahead = self._config.read_ahead
+        if ahead is None:
+            ahead = 1 if self._store.url.startswith(("file:", "memory:")) else 8
         if ahead == 1:
             for ref in refs:
                 yield _cut(self._fetch(ref), ref, start, end)

@@ -96,8 +96,9 @@ def _hex(value: int) -> bytes:
     return b"%08x" % value
 
 
-def encode_segment(batch: pa.RecordBatch, header: SegmentHeader) -> bytes:
-    """Serialise ``batch`` with ``header`` into the bytes of one segment."""
+def encode_segment(batch: pa.RecordBatch, header: SegmentHeader) -> memoryview:
+    """Serialise ``batch`` with ``header`` into the bytes of one segment (a view of
+    Arrow-owned memory: the segment is written and checksummed without a copy)."""
     header_json = header.to_json()
     metadata = dict(batch.schema.metadata or {})
     metadata[HEADER_KEY] = header_json
@@ -106,12 +107,12 @@ def encode_segment(batch: pa.RecordBatch, header: SegmentHeader) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, batch.schema.with_metadata(metadata)) as writer:
         writer.write_batch(batch)
-    data = bytearray(sink.getvalue().to_pybytes())
+    data = memoryview(sink.getvalue()).cast("B")
     slots = _crc_slots(data, key="<new segment>")
     crc = _file_crc(data, slots)
     for start in slots:
         data[start : start + 8] = _hex(crc)
-    return bytes(data)
+    return data
 
 
 def _regions(
@@ -182,7 +183,7 @@ def decode_segment(data: bytes | memoryview, *, key: str) -> tuple[SegmentHeader
     return header, batch.replace_schema_metadata(_user_metadata(batch.schema.metadata))
 
 
-def read_header(head: bytes, *, key: str) -> SegmentHeader | int:
+def read_header(head: bytes | memoryview, *, key: str) -> SegmentHeader | int:
     """The header from the first bytes of a segment, checked by its own CRC.
 
     Returns the number of bytes needed instead, if ``head`` is too short to hold

@@ -99,8 +99,10 @@ def test_the_error_names_the_object() -> None:
 
 def test_a_corrupt_header_is_caught_from_the_head_alone() -> None:
     batch = pa.record_batch({"x": [1]})
-    data = encode_segment(
-        batch, SegmentHeader(base_offset=7, record_count=1, timestamp_ms=0, append_id="a")
+    data = bytes(
+        encode_segment(
+            batch, SegmentHeader(base_offset=7, record_count=1, timestamp_ms=0, append_id="a")
+        )
     )
     at = data.index(b'"base_offset":7') + len('"base_offset":')
     forged = data[:at] + b"8" + data[at + 1 :]

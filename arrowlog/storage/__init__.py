@@ -70,7 +70,7 @@ class Store(Protocol):
         """The object's size. Raises FileNotFoundError."""
         ...
 
-    def put_if_absent(self, key: str, data: bytes) -> None:
+    def put_if_absent(self, key: str, data: Blob) -> None:
         """Store ``data`` at ``key`` unless an object is there already, atomically:
         readers see either nothing or the whole object. Raises FileExistsError."""
         ...

@@ -66,14 +66,14 @@ class FsspecStore:
             raise FileNotFoundError(key)
         return ObjectInfo(key, int(info["size"]))
 
-    def put_if_absent(self, key: str, data: bytes) -> None:
+    def put_if_absent(self, key: str, data: Blob) -> None:
         path = self._path(key)
         parent = path.rsplit("/", 1)[0]
         try:
             self._fs.makedirs(parent, exist_ok=True)
             if self._fs.exists(path):
                 raise FileExistsError(key)
-            self._fs.pipe_file(path, data, mode="create")
+            self._fs.pipe_file(path, bytes(data), mode="create")
         except FileExistsError:
             raise FileExistsError(key) from None
         except OSError as e:

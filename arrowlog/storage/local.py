@@ -85,7 +85,7 @@ class LocalStore:
             raise FileNotFoundError(key)
         return ObjectInfo(key, st.st_size)
 
-    def put_if_absent(self, key: str, data: bytes) -> None:
+    def put_if_absent(self, key: str, data: Blob) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self._root / _TMP_DIR)

@@ -45,7 +45,7 @@ class MemoryStore:
     def head(self, key: str) -> ObjectInfo:
         return ObjectInfo(key, len(self.get(key)))
 
-    def put_if_absent(self, key: str, data: bytes) -> None:
+    def put_if_absent(self, key: str, data: Blob) -> None:
         check_key(key)
         value = bytes(data)
         with self._lock:

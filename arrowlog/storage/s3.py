@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -57,6 +58,7 @@ class S3Store:
         # another connection that happens to pass equal arguments (s3fs #284).
         self._fs = s3fs.S3FileSystem(skip_instance_cache=True, **self._options)
         self._client: Any = None
+        self._client_lock = threading.Lock()
 
     # Picklable, so that a store can be shipped to a Spark worker or a process pool;
     # the client is rebuilt on the other side.
@@ -76,13 +78,20 @@ class S3Store:
         return f"{self._prefix}/{key}" if self._prefix else key
 
     def _run(self, make: Any) -> Any:
+        if self._client is None:
+            # Parallel readers may all arrive here first: make exactly one client.
+            with self._client_lock:
+                if self._client is None:
+                    self._client = _sync(self._fs.loop, self._connect())
+
         async def call() -> Any:
-            if self._client is None:
-                await self._fs.set_session()
-                self._client = await self._fs.get_s3(self._bucket)
             return await make(self._client)
 
         return _sync(self._fs.loop, call())
+
+    async def _connect(self) -> Any:
+        await self._fs.set_session()
+        return await self._fs.get_s3(self._bucket)
 
     def get(self, key: str) -> Blob:
         return self._get(key, None)
@@ -124,11 +133,12 @@ class S3Store:
             raise _map_error(e, key, write=False) from e
         return ObjectInfo(key, int(resp["ContentLength"]))
 
-    def put_if_absent(self, key: str, data: bytes) -> None:
+    def put_if_absent(self, key: str, data: Blob) -> None:
         full = self._full(key)
+        body = data if isinstance(data, bytes) else bytes(data)
         try:
             self._run(
-                lambda c: c.put_object(Bucket=self._bucket, Key=full, Body=data, IfNoneMatch="*")
+                lambda c: c.put_object(Bucket=self._bucket, Key=full, Body=body, IfNoneMatch="*")
             )
         except Exception as e:
             raise _map_error(e, key, write=True) from e

@@ -89,7 +89,7 @@ class FaultyStore:
         self._before("head", key, write=False)
         return self.inner.head(key)
 
-    def put_if_absent(self, key: str, data: bytes) -> None:
+    def put_if_absent(self, key: str, data: Blob) -> None:
         self._before("put_if_absent", key, write=True)
         lose = self._draw() < self.faults.lose_ack
         try:
@@ -158,7 +158,7 @@ class CountingStore:
         self._count("head")
         return self.inner.head(key)
 
-    def put_if_absent(self, key: str, data: bytes) -> None:
+    def put_if_absent(self, key: str, data: Blob) -> None:
         self._count("put_if_absent")
         self.inner.put_if_absent(key, data)
 
