@@ -14,9 +14,9 @@ independent of the log's history.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from arrowlog import _checked_json
 from arrowlog.errors import CorruptCheckpointError
 
 CHECKPOINT_VERSION = 1
@@ -33,7 +33,7 @@ class Checkpoint:
     sizes: tuple[int, ...]
 
     def to_json(self) -> bytes:
-        return json.dumps(
+        return _checked_json.dump(
             {
                 "v": CHECKPOINT_VERSION,
                 "log_start": self.log_start,
@@ -41,9 +41,8 @@ class Checkpoint:
                 "end": self.end,
                 "bases": list(self.bases),
                 "sizes": list(self.sizes),
-            },
-            separators=(",", ":"),
-        ).encode()
+            }
+        )
 
     @classmethod
     def from_json(cls, raw: bytes | memoryview, *, key: str, start: int) -> Checkpoint:
@@ -53,8 +52,8 @@ class Checkpoint:
         Raises:
             CorruptCheckpointError: unreadable or inconsistent.
         """
+        fields = _checked_json.load(raw, key=key, error=CorruptCheckpointError)
         try:
-            fields = json.loads(bytes(raw))
             if fields.get("v") != CHECKPOINT_VERSION:
                 raise ValueError(f"unsupported checkpoint version {fields.get('v')}")
             cp = cls(

@@ -73,17 +73,21 @@ class OffsetMismatchError(ArrowLogError):
         self.log_end_offset = log_end_offset
 
 
-class CorruptSegmentError(ArrowLogError):
-    """A stored object is not a valid arrowlog segment (bad checksum, truncated,
-    unparsable). ``key`` names the object; it is never skipped silently."""
+class CorruptObjectError(ArrowLogError):
+    """A stored object fails its checksum, is truncated or unparsable. ``key``
+    names the object; it is never skipped silently."""
 
     def __init__(self, message: str, *, key: str) -> None:
         super().__init__(f"{key}: {message}")
         self.key = key
 
 
-class CorruptCheckpointError(CorruptSegmentError):
-    """A checkpoint object is unreadable or inconsistent with the log."""
+class CorruptSegmentError(CorruptObjectError):
+    """A segment is not a valid arrowlog segment, or does not fit the log."""
+
+
+class CorruptCheckpointError(CorruptObjectError):
+    """A checkpoint is unreadable or inconsistent with the log."""
 
 
 # --- the store ---------------------------------------------------------------------

@@ -146,7 +146,8 @@ class ArrowLog:
         if cached is not None:
             return cached
         try:
-            topic = Topic.from_json(self._store.get(topic_key(name)))
+            key = topic_key(name)
+            topic = Topic.from_json(self._store.get(key), key=key)
         except FileNotFoundError:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}") from None
         with self._lock:

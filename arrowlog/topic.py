@@ -15,15 +15,20 @@ covering any offset in one request (S3 lists only in ascending order).
 from __future__ import annotations
 
 import base64
-import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 
+from arrowlog import _checked_json
 from arrowlog.config import TopicConfig
-from arrowlog.errors import InvalidConfigError, InvalidNameError, UnknownTopicOrPartitionError
+from arrowlog.errors import (
+    CorruptObjectError,
+    InvalidConfigError,
+    InvalidNameError,
+    UnknownTopicOrPartitionError,
+)
 
 INTERNAL_PREFIX = "_arrowlog"
 TOPICS_PREFIX = f"{INTERNAL_PREFIX}/topics/"
@@ -84,7 +89,7 @@ class Topic:
         return partition
 
     def to_json(self) -> bytes:
-        return json.dumps(
+        return _checked_json.dump(
             {
                 "v": 1,
                 "name": self.name,
@@ -92,21 +97,25 @@ class Topic:
                 "config": asdict(self.config),
                 "created_ms": self.created_ms,
                 "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode(),
-            },
-            sort_keys=True,
-        ).encode()
+            }
+        )
 
     @classmethod
-    def from_json(cls, raw: bytes | memoryview) -> Topic:
-        fields = json.loads(bytes(raw))
-        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(fields["schema"])))
-        return cls(
-            name=fields["name"],
-            schema=schema,
-            partitions=fields["partitions"],
-            config=TopicConfig(**fields["config"]),
-            created_ms=fields["created_ms"],
-        )
+    def from_json(cls, raw: bytes | memoryview, *, key: str) -> Topic:
+        """Raises:
+        CorruptObjectError: the stored topic fails its checksum or is unreadable."""
+        fields = _checked_json.load(raw, key=key, error=CorruptObjectError)
+        try:
+            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(fields["schema"])))
+            return cls(
+                name=fields["name"],
+                schema=schema,
+                partitions=fields["partitions"],
+                config=TopicConfig(**fields["config"]),
+                created_ms=fields["created_ms"],
+            )
+        except (ValueError, TypeError, KeyError, pa.ArrowException) as e:
+            raise CorruptObjectError(f"unreadable topic: {e}", key=key) from e
 
 
 def topic_key(name: str) -> str:

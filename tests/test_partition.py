@@ -294,3 +294,28 @@ def test_checkpoints_are_written_every_interval(log: ArrowLog) -> None:
     keys = [o.key for o in log.store.list("events/0/checkpoints/")]
     assert len(keys) == 2  # windows [0, 8) and [8, 16); the 9th segment is tail
     assert "events/0/checkpoints/99999999999999999999.json" in keys
+
+
+def test_a_checkpoint_with_a_flipped_digit_is_never_trusted(
+    log: ArrowLog, make_log: Callable[..., ArrowLog]
+) -> None:
+    for i in range(5):
+        log.append("events", batch(i * 2, 2))
+    key = "events/0/checkpoints/99999999999999999999.json"
+    raw = bytes(log.store.get(key))
+    assert b'"end":8' in raw
+    log.store.delete(key)
+    log.store.put_if_absent(key, raw.replace(b'"end":8', b'"end":9'))
+    with pytest.raises(arrowlog.CorruptCheckpointError, match="checksum"):
+        make_log().end_offsets("events")
+
+
+def test_a_corrupt_topic_config_is_reported(
+    log: ArrowLog, make_log: Callable[..., ArrowLog]
+) -> None:
+    key = "_arrowlog/topics/events.json"
+    raw = bytes(log.store.get(key))
+    log.store.delete(key)
+    log.store.put_if_absent(key, raw.replace(b'"partitions":3', b'"partitions":4'))
+    with pytest.raises(arrowlog.CorruptObjectError, match=r"events\.json: checksum mismatch"):
+        make_log().topic("events")
