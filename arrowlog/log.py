@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -206,8 +206,9 @@ class ArrowLog:
 
     def iter_batches(
         self, topic: str, partition: int = 0, start: int | None = None, end: int | None = None
-    ) -> Iterator[pa.RecordBatch]:
-        """Offsets ``[start, end)`` as a stream of record batches."""
+    ) -> Generator[pa.RecordBatch, None, None]:
+        """Offsets ``[start, end)`` as a stream of record batches; ``close()`` it
+        to stop early."""
         return self.partition(topic, partition).iter_batches(start, end)
 
     def end_offsets(self, topic: str) -> dict[int, int]:

@@ -24,7 +24,7 @@ import enum
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -44,7 +44,15 @@ from arrowlog.errors import (
     SchemaMismatchError,
     TransientStoreError,
 )
-from arrowlog.segment import HEAD_BYTES, SegmentHeader, decode_segment, encode_segment, read_header
+from arrowlog.segment import (
+    HEAD_BYTES,
+    PLAIN_APPEND,
+    SegmentHeader,
+    WriterIdentity,
+    decode_segment,
+    encode_segment,
+    read_header,
+)
 from arrowlog.storage import Store
 from arrowlog.topic import (
     Topic,
@@ -259,7 +267,7 @@ class PartitionLog:
         batch: pa.RecordBatch | pa.Table,
         *,
         expected_offset: int | None = None,
-        **identity: int | bool | str | None,
+        identity: WriterIdentity = PLAIN_APPEND,
     ) -> AppendResult:
         """Append ``batch`` at the log end, or exactly at ``expected_offset``.
 
@@ -342,14 +350,14 @@ class PartitionLog:
         batch: pa.RecordBatch,
         offset: int,
         append_id: str,
-        identity: dict[str, int | bool | str | None],
+        identity: WriterIdentity,
     ) -> memoryview:
-        header = SegmentHeader(
+        header = SegmentHeader.for_append(
             base_offset=offset,
             record_count=batch.num_rows,
             timestamp_ms=int(time.time() * 1000),
             append_id=append_id,
-            **identity,  # type: ignore[arg-type]
+            identity=identity,
         )
         data = encode_segment(batch, header)
         limit = self._topic.config.max_batch_bytes
@@ -508,7 +516,7 @@ class PartitionLog:
 
     def iter_segments(
         self, start: int | None = None, end: int | None = None
-    ) -> Iterator[tuple[SegmentHeader, pa.RecordBatch]]:
+    ) -> Generator[tuple[SegmentHeader, pa.RecordBatch], None, None]:
         """Stream ``(header, batch)`` for offsets ``[start, end)``: each batch is
         the part of its segment inside the range. Up to ``read_ahead`` segments
         are fetched in parallel; memory stays bounded however long the range.
@@ -559,7 +567,7 @@ class PartitionLog:
 
     def iter_batches(
         self, start: int | None = None, end: int | None = None
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, None]:
         """Stream the records of ``[start, end)`` as record batches (control
         records left out)."""
         for header, batch in self.iter_segments(start, end):

@@ -49,6 +49,21 @@ HEAD_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class WriterIdentity:
+    """Who wrote a batch, and in what role; defaults describe a plain append."""
+
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    transactional: bool = False
+    control: bool = False
+    transactional_id: str | None = None
+
+
+PLAIN_APPEND = WriterIdentity()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SegmentHeader:
     """What a segment says about itself. Offsets ``[base_offset, next_offset)``."""
 
@@ -62,6 +77,24 @@ class SegmentHeader:
     transactional: bool = False
     control: bool = False
     transactional_id: str | None = None
+
+    @classmethod
+    def for_append(
+        cls, *, base_offset: int, record_count: int, timestamp_ms: int, append_id: str,
+        identity: WriterIdentity,
+    ) -> SegmentHeader:  # fmt: skip
+        return cls(
+            base_offset=base_offset,
+            record_count=record_count,
+            timestamp_ms=timestamp_ms,
+            append_id=append_id,
+            producer_id=identity.producer_id,
+            producer_epoch=identity.producer_epoch,
+            base_sequence=identity.base_sequence,
+            transactional=identity.transactional,
+            control=identity.control,
+            transactional_id=identity.transactional_id,
+        )
 
     @property
     def next_offset(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ import pytest
 
 import arrowlog
 from arrowlog import ArrowLog, TopicConfig
-from arrowlog.segment import SegmentHeader, encode_segment
+from arrowlog.segment import SegmentHeader, WriterIdentity, encode_segment
 from arrowlog.storage import Store
 
 FIELDS: list[pa.Field[Any]] = [
@@ -319,3 +320,58 @@ def test_a_corrupt_topic_config_is_reported(
     log.store.put_if_absent(key, raw.replace(b'"partitions":3', b'"partitions":4'))
     with pytest.raises(arrowlog.CorruptObjectError, match=r"events\.json: checksum mismatch"):
         make_log().topic("events")
+
+
+def test_the_writer_identity_is_stored_in_each_segment(log: ArrowLog) -> None:
+    who = WriterIdentity(
+        producer_id=42,
+        producer_epoch=3,
+        base_sequence=17,
+        transactional=True,
+        transactional_id="etl.0",
+    )
+    log.partition("events", 0).append(batch(0, 2), identity=who)
+    log.append("events", batch(2, 1))
+    headers = [h for h, _ in log.partition("events", 0).iter_segments()]
+    assert (headers[0].producer_id, headers[0].producer_epoch, headers[0].base_sequence) == (
+        42,
+        3,
+        17,
+    )
+    assert headers[0].transactional and headers[0].transactional_id == "etl.0"
+    assert headers[1].producer_id == -1 and not headers[1].transactional
+    assert headers[0].timestamp_ms <= headers[1].timestamp_ms
+
+
+@pytest.mark.parametrize("read_ahead", [1, 3, 8])
+def test_streaming_reads_in_parallel_keep_order_and_can_stop_early(
+    log: ArrowLog, make_log: Callable[..., ArrowLog], read_ahead: int
+) -> None:
+    for i in range(20):
+        log.append("events", batch(i * 3, 3))
+    reader = make_log(config=arrowlog.LogConfig(read_ahead=read_ahead))
+    ids = [v for b in reader.iter_batches("events", 0, 4, 50) for v in b["id"].to_pylist()]
+    assert ids == list(range(4, 50))
+    stream = reader.iter_batches("events", 0)
+    assert next(stream)["id"].to_pylist() == [0, 1, 2]
+    stream.close()  # abandons the read-ahead without leaking or failing
+
+
+def test_streaming_a_long_range_keeps_memory_flat(tmp_path: Path) -> None:
+    # The local store reads into Arrow's memory pool, so the pool's allocation is
+    # what a streaming reader holds.
+    log = arrowlog.connect(str(tmp_path), {"fsync": False})
+    log.create_topic("big", SCHEMA)
+    rows = 20_000  # about 400 KB per segment
+    for i in range(60):
+        log.append("big", batch(i * rows, rows))
+    segment = max(ref.size for ref in log.partition("big", 0).segments())
+    base = pa.total_allocated_bytes()
+    peak = 0
+    seen = 0
+    for b in arrowlog.connect(str(tmp_path)).iter_batches("big", 0):
+        seen += b.num_rows
+        peak = max(peak, pa.total_allocated_bytes() - base)
+        del b
+    assert seen == 60 * rows
+    assert peak < 3 * segment, f"streaming held {peak} bytes; one segment is {segment}"
