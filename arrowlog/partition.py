@@ -352,7 +352,7 @@ class PartitionLog:
         append_id: str,
         identity: WriterIdentity,
     ) -> memoryview:
-        header = SegmentHeader.for_append(
+        header = SegmentHeader(
             base_offset=offset,
             record_count=batch.num_rows,
             timestamp_ms=int(time.time() * 1000),
@@ -571,7 +571,7 @@ class PartitionLog:
         """Stream the records of ``[start, end)`` as record batches (control
         records left out)."""
         for header, batch in self.iter_segments(start, end):
-            if not header.control:
+            if not header.identity.control:
                 yield batch
 
     def read(self, start: int | None = None, end: int | None = None) -> pa.Table:

@@ -61,6 +61,7 @@ class WriterIdentity:
 
 
 PLAIN_APPEND = WriterIdentity()
+_IDENTITY_FIELDS = tuple(WriterIdentity.__dataclass_fields__)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -71,30 +72,7 @@ class SegmentHeader:
     record_count: int
     timestamp_ms: int
     append_id: str
-    producer_id: int = -1
-    producer_epoch: int = -1
-    base_sequence: int = -1
-    transactional: bool = False
-    control: bool = False
-    transactional_id: str | None = None
-
-    @classmethod
-    def for_append(
-        cls, *, base_offset: int, record_count: int, timestamp_ms: int, append_id: str,
-        identity: WriterIdentity,
-    ) -> SegmentHeader:  # fmt: skip
-        return cls(
-            base_offset=base_offset,
-            record_count=record_count,
-            timestamp_ms=timestamp_ms,
-            append_id=append_id,
-            producer_id=identity.producer_id,
-            producer_epoch=identity.producer_epoch,
-            base_sequence=identity.base_sequence,
-            transactional=identity.transactional,
-            control=identity.control,
-            transactional_id=identity.transactional_id,
-        )
+    identity: WriterIdentity = PLAIN_APPEND
 
     @property
     def next_offset(self) -> int:
@@ -105,7 +83,15 @@ class SegmentHeader:
         return self.base_offset + self.record_count - 1
 
     def to_json(self) -> bytes:
-        fields = {"v": FORMAT_VERSION, **asdict(self)}
+        # One flat JSON object: the identity's fields sit beside the offsets.
+        fields = {
+            "v": FORMAT_VERSION,
+            "base_offset": self.base_offset,
+            "record_count": self.record_count,
+            "timestamp_ms": self.timestamp_ms,
+            "append_id": self.append_id,
+            **asdict(self.identity),
+        }
         return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
@@ -115,7 +101,8 @@ class SegmentHeader:
             version = fields.pop("v")
             if version != FORMAT_VERSION:
                 raise CorruptSegmentError(f"unsupported segment format version {version}", key=key)
-            header = cls(**fields)
+            identity = {f: fields.pop(f) for f in _IDENTITY_FIELDS if f in fields}
+            header = cls(**fields, identity=WriterIdentity(**identity))
         except CorruptSegmentError:
             raise
         except (ValueError, TypeError, KeyError) as e:

@@ -333,13 +333,8 @@ def test_the_writer_identity_is_stored_in_each_segment(log: ArrowLog) -> None:
     log.partition("events", 0).append(batch(0, 2), identity=who)
     log.append("events", batch(2, 1))
     headers = [h for h, _ in log.partition("events", 0).iter_segments()]
-    assert (headers[0].producer_id, headers[0].producer_epoch, headers[0].base_sequence) == (
-        42,
-        3,
-        17,
-    )
-    assert headers[0].transactional and headers[0].transactional_id == "etl.0"
-    assert headers[1].producer_id == -1 and not headers[1].transactional
+    assert headers[0].identity == who
+    assert headers[1].identity == WriterIdentity()
     assert headers[0].timestamp_ms <= headers[1].timestamp_ms
 
 

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arrowlog.errors import CorruptSegmentError
-from arrowlog.segment import HEAD_BYTES, SegmentHeader, decode_segment, encode_segment, read_header
+from arrowlog.segment import (
+    HEAD_BYTES,
+    SegmentHeader,
+    WriterIdentity,
+    decode_segment,
+    encode_segment,
+    read_header,
+)
 from tests.strategies import record_batches
 
-HEADERS = st.builds(
-    SegmentHeader,
-    base_offset=st.integers(0, 2**63 - 10**6),
-    record_count=st.just(1),
-    timestamp_ms=st.integers(0, 2**45),
-    append_id=st.uuids().map(lambda u: u.hex),
+IDENTITIES = st.builds(
+    WriterIdentity,
     producer_id=st.integers(-1, 2**63 - 1),
     producer_epoch=st.integers(-1, 2**15),
     base_sequence=st.integers(-1, 2**31 - 1),
@@ -24,12 +29,18 @@ HEADERS = st.builds(
     control=st.booleans(),
     transactional_id=st.one_of(st.none(), st.text(max_size=30)),
 )
+HEADERS = st.builds(
+    SegmentHeader,
+    base_offset=st.integers(0, 2**63 - 10**6),
+    record_count=st.just(1),
+    timestamp_ms=st.integers(0, 2**45),
+    append_id=st.uuids().map(lambda u: u.hex),
+    identity=IDENTITIES,
+)
 
 
 def _header_for(batch: pa.RecordBatch, header: SegmentHeader) -> SegmentHeader:
-    fields = {f: getattr(header, f) for f in SegmentHeader.__dataclass_fields__}
-    fields["record_count"] = batch.num_rows
-    return SegmentHeader(**fields)
+    return dataclasses.replace(header, record_count=batch.num_rows)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
