@@ -1,46 +1,180 @@
-"""Checkpoints: the segment index of a partition, in windows.
+"""Checkpoints: a partition's segment index, producer state and open
+transactions, in windows.
 
 A checkpoint covers a *window* of exactly ``checkpoint_interval`` consecutive
 segments, starting where the previous window ended (the first starts at the log
-start). Windows are therefore a pure function of the log, so any two writers
-that write the same checkpoint write the same facts, and put-if-absent lets one
-of them win harmlessly.
+start). Windows are a pure function of the log, so any two writers that write the
+same checkpoint write the same facts, and put-if-absent lets one of them win
+harmlessly.
 
-Each checkpoint lists its segments' base offsets and sizes; the count of each
-segment follows from the next base (the last one's from ``end``). Opening a
-partition reads the newest checkpoint and lists the segments after it: a cost
-independent of the log's history.
+Each checkpoint holds, for its window, a summary of every segment's header (base,
+size, producer id, epoch, sequence, flags, transactional id, timestamp), and the
+partition state at the window's end: the latest batch of every producer (the
+single-batch window of the producer-state proposal) and the transactions that
+have data but no marker yet. Opening a partition reads the newest checkpoint and
+the segments after it: a cost independent of the log's history.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from arrowlog import _checked_json
 from arrowlog.errors import CorruptCheckpointError
+from arrowlog.segment import SegmentHeader
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+
+
+class Decision(enum.Enum):
+    """What the coordinator log says of one transaction."""
+
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    UNDECIDED = "undecided"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSummary:
+    """The header facts of one segment that the index keeps."""
+
+    base: int
+    size: int
+    record_count: int
+    timestamp_ms: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    transactional: bool = False
+    control_type: str | None = None
+    transactional_id: str | None = None
+
+    @property
+    def end(self) -> int:
+        return self.base + self.record_count
+
+    @property
+    def control(self) -> bool:
+        return self.control_type is not None
+
+    @classmethod
+    def of(cls, header: SegmentHeader, size: int) -> SegmentSummary:
+        who = header.identity
+        return cls(
+            base=header.base_offset,
+            size=size,
+            record_count=header.record_count,
+            timestamp_ms=header.timestamp_ms,
+            producer_id=who.producer_id,
+            producer_epoch=who.producer_epoch,
+            base_sequence=who.base_sequence,
+            transactional=who.transactional,
+            control_type=who.control_type,
+            transactional_id=who.transactional_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerEntry:
+    """The latest batch of one producer in one partition."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    base_offset: int
+    timestamp_ms: int
+
+    @property
+    def last_sequence(self) -> int:
+        return self.base_sequence + self.record_count - 1
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTxn:
+    """A transaction with data in the partition and no marker (yet)."""
+
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str
+    first_offset: int
+
+
+@dataclass
+class PartitionState:
+    """Producer state and open transactions, advanced segment by segment."""
+
+    producers: dict[int, ProducerEntry] = field(default_factory=dict)
+    open_txns: dict[tuple[int, int], OpenTxn] = field(default_factory=dict)
+
+    def copy(self) -> PartitionState:
+        return PartitionState(dict(self.producers), dict(self.open_txns))
+
+    def apply(self, s: SegmentSummary) -> None:
+        if s.producer_id < 0:
+            return
+        key = (s.producer_id, s.producer_epoch)
+        if s.control:
+            self.open_txns.pop(key, None)
+            return
+        self.producers[s.producer_id] = ProducerEntry(
+            s.producer_id, s.producer_epoch, s.base_sequence, s.record_count, s.base, s.timestamp_ms
+        )
+        if s.transactional and key not in self.open_txns:
+            self.open_txns[key] = OpenTxn(
+                s.producer_id, s.producer_epoch, s.transactional_id or "", s.base
+            )
+
+    def forget_decided(self, decide: Callable[[OpenTxn], Decision]) -> None:
+        """Drop open transactions the coordinator has decided: they no longer hold
+        the LSO back, and a late marker for them is a no-op."""
+        for key, txn in list(self.open_txns.items()):
+            if decide(txn) is not Decision.UNDECIDED:
+                del self.open_txns[key]
+
+    def forget_producers_before(self, timestamp_ms: int) -> None:
+        """Producer state expires (Kafka: producer.id.expiration.ms) so that the
+        snapshot does not grow with every producer session ever seen."""
+        for pid, entry in list(self.producers.items()):
+            if entry.timestamp_ms < timestamp_ms:
+                del self.producers[pid]
+
+
+_SUMMARY_FIELDS = list(SegmentSummary.__dataclass_fields__)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Checkpoint:
-    """Segments with bases ``bases`` covering offsets ``[start, end)``."""
+    """The window ``[start, end)`` and the partition state at ``end``."""
 
     log_start: int
     start: int
     end: int
-    bases: tuple[int, ...]
-    sizes: tuple[int, ...]
+    segments: tuple[SegmentSummary, ...]
+    state: PartitionState
+
+    @property
+    def bases(self) -> tuple[int, ...]:
+        return tuple(s.base for s in self.segments)
 
     def to_json(self) -> bytes:
+        columns = {name: [getattr(s, name) for s in self.segments] for name in _SUMMARY_FIELDS}
         return _checked_json.dump(
             {
                 "v": CHECKPOINT_VERSION,
                 "log_start": self.log_start,
                 "start": self.start,
                 "end": self.end,
-                "bases": list(self.bases),
-                "sizes": list(self.sizes),
+                "segments": columns,
+                "producers": [list(_entry_row(e)) for e in self.state.producers.values()],
+                "open_txns": [
+                    [t.producer_id, t.producer_epoch, t.transactional_id, t.first_offset]
+                    for t in self.state.open_txns.values()
+                ],
             }
         )
 
@@ -50,29 +184,55 @@ class Checkpoint:
         starts at ``start``.
 
         Raises:
-            CorruptCheckpointError: unreadable or inconsistent.
+            CorruptCheckpointError: unreadable, checksum mismatch, or inconsistent.
         """
         fields = _checked_json.load(raw, key=key, error=CorruptCheckpointError)
         try:
             if fields.get("v") != CHECKPOINT_VERSION:
                 raise ValueError(f"unsupported checkpoint version {fields.get('v')}")
+            columns: dict[str, list[Any]] = fields["segments"]
+            rows = zip(*(columns[name] for name in _SUMMARY_FIELDS), strict=True)
+            segments = tuple(SegmentSummary(*row) for row in rows)
+            state = PartitionState(
+                {row[0]: ProducerEntry(*row) for row in fields["producers"]},
+                {(r[0], r[1]): OpenTxn(*r) for r in fields["open_txns"]},
+            )
             cp = cls(
                 log_start=int(fields["log_start"]),
                 start=int(fields["start"]),
                 end=int(fields["end"]),
-                bases=tuple(int(b) for b in fields["bases"]),
-                sizes=tuple(int(s) for s in fields["sizes"]),
+                segments=segments,
+                state=state,
             )
         except (ValueError, TypeError, KeyError) as e:
             raise CorruptCheckpointError(f"unreadable checkpoint: {e}", key=key) from e
-        ordered = all(a < b for a, b in zip(cp.bases, cp.bases[1:], strict=False))
-        if (
-            cp.start != start
-            or not cp.bases
-            or cp.bases[0] != cp.start
-            or len(cp.bases) != len(cp.sizes)
-            or not ordered
-            or cp.end <= cp.bases[-1]
-        ):
+        chained = all(a.end == b.base for a, b in itertools.pairwise(segments))
+        if cp.start != start or not segments or segments[0].base != start or not chained:
             raise CorruptCheckpointError("checkpoint contradicts its own key or offsets", key=key)
+        if segments[-1].end != cp.end:
+            raise CorruptCheckpointError("checkpoint window does not end at its end", key=key)
         return cp
+
+
+def _entry_row(e: ProducerEntry) -> tuple[int, ...]:
+    return (e.producer_id, e.producer_epoch, e.base_sequence, e.record_count, e.base_offset,
+            e.timestamp_ms)  # fmt: skip
+
+
+def advance(state: PartitionState, summaries: Iterable[SegmentSummary]) -> PartitionState:
+    """A copy of ``state`` with ``summaries`` applied in order."""
+    out = state.copy()
+    for s in summaries:
+        out.apply(s)
+    return out
+
+
+__all__ = [
+    "Checkpoint",
+    "Decision",
+    "OpenTxn",
+    "PartitionState",
+    "ProducerEntry",
+    "SegmentSummary",
+    "advance",
+]

@@ -124,3 +124,48 @@ class AppendOutcomeUnknownError(StoreError):
     def __init__(self, message: str, *, offset: int) -> None:
         super().__init__(message)
         self.offset = offset
+
+
+# --- producers and transactions (KIP-98) -------------------------------------------
+
+
+class ProducerFencedError(ArrowLogError):
+    """A newer instance with the same transactional id has initialised (or the
+    transaction was expired): this producer can never write a coordinator entry
+    again. Fatal: close the producer."""
+
+
+class OutOfOrderSequenceError(ArrowLogError):
+    """A batch's sequence number leaves a gap after the producer's last batch in
+    that partition: data would be lost. Fatal. Nothing was written."""
+
+
+class DuplicateSequenceError(ArrowLogError):
+    """A batch's sequence number is older than the producer's latest batch in that
+    partition: it was written before. Nothing was written. (A retry of the latest
+    batch itself is not an error: it returns the original offset.)"""
+
+
+class InvalidTxnStateError(ArrowLogError):
+    """The call is not allowed in the producer's current transaction state (commit
+    without begin, send after a fatal error, begin twice, ...). Nothing was
+    written."""
+
+
+class TransactionTimeoutError(ArrowLogError):
+    """The transaction ran longer than its timeout and was (or may be) expired and
+    aborted by another client. Abort it and start again."""
+
+    retriable = True
+
+
+class InvalidTransactionTimeoutError(InvalidConfigError):
+    """A producer asked for a transaction timeout above the topic's or the log's
+    maximum."""
+
+
+class ConcurrentTransactionsError(ArrowLogError):
+    """Another client changed the transactional id's coordinator log at the same
+    moment (for example while expiring a transaction). Retry the call."""
+
+    retriable = True

@@ -31,15 +31,27 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from arrowlog.checkpoint import Checkpoint
+from arrowlog.checkpoint import (
+    Checkpoint,
+    Decision,
+    OpenTxn,
+    PartitionState,
+    ProducerEntry,
+    SegmentSummary,
+    advance,
+)
 from arrowlog.config import MAX_OFFSET, LogConfig
+from arrowlog.control import ControlType, marker_batch
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
     CorruptCheckpointError,
     CorruptSegmentError,
+    DuplicateSequenceError,
     InvalidBatchError,
     OffsetMismatchError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
     RecordBatchTooLargeError,
     SchemaMismatchError,
     TransientStoreError,
@@ -65,6 +77,10 @@ from arrowlog.topic import (
 )
 
 T = TypeVar("T")
+
+#: How long a producer's latest batch is remembered after it was written (Kafka's
+#: producer.id.expiration.ms is a day; transactional ids live 7 days).
+PRODUCER_STATE_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,25 +117,45 @@ class _Owner(enum.Enum):
 
 class PartitionLog:
     """Appends to and reads from one partition. Thread-safe; one instance per
-    partition per process is enough (``ArrowLog.partition`` caches them)."""
+    partition per process is enough (``ArrowLog.partition`` caches them).
 
-    def __init__(self, store: Store, topic: Topic, partition: int, config: LogConfig) -> None:
+    ``decide`` (given by the ArrowLog) asks the coordinator log how a transaction
+    ended; checkpoints use it to drop decided transactions from their open set.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        topic: Topic,
+        partition: int,
+        config: LogConfig,
+        *,
+        decide: Callable[[OpenTxn], Decision] | None = None,
+    ) -> None:
         self._store = store
         self._topic = topic
         self._partition = topic.check_partition(partition)
         self._config = config
+        self._decide = decide
         self._interval = topic.config.checkpoint_interval
         self._lock = threading.RLock()
         self._opened = False
         self._log_start = 0
         # Everything known about the log since the newest known checkpoint: the
-        # next checkpoint window starts at _window_start; _tail holds (base, size)
-        # of every segment from there to _end, in order.
+        # next checkpoint window starts at _window_start, where the partition state
+        # was _base_state; _tail holds (base, size) of every segment from there to
+        # _end, in order; _summaries the headers read or written of those segments.
         self._window_start = 0
+        self._base_state = PartitionState()
         self._tail: list[tuple[int, int]] = []
+        self._summaries: dict[int, SegmentSummary] = {}
         self._end = 0
         self._last_base: int | None = None
         self._last_checkpoint: Checkpoint | None = None
+        # The latest batch of each producer that wrote through this object, and the
+        # producers whose last append ended with an unknown outcome.
+        self._own: dict[int, ProducerEntry] = {}
+        self._in_doubt: set[int] = set()
         #: Counters since this object was made: appends, lost races (conflicts),
         #: replies lost or failed writes resolved by reading back (ambiguous).
         self.stats: collections.Counter[str] = collections.Counter()
@@ -156,14 +192,13 @@ class PartitionLog:
 
     def _open(self) -> None:
         """Read the newest checkpoint, then list the segments after it."""
-        newest = self._retry(
-            lambda: list(
-                self._store.list(checkpoint_prefix(self._topic.name, self._partition), limit=1)
-            )
-        )
+        prefix = checkpoint_prefix(self._topic.name, self._partition)
+        newest = self._retry(lambda: list(self._store.list(prefix, limit=1)))
         self._tail = []
+        self._summaries = {}
         self._last_checkpoint = None
         self._last_base = None
+        self._base_state = PartitionState()
         self._window_start = self._end = self._log_start = 0
         if newest:
             start = parse_checkpoint_key(newest[0].key)
@@ -173,7 +208,8 @@ class PartitionLog:
             self._last_checkpoint = cp
             self._log_start = cp.log_start
             self._window_start = self._end = cp.end
-            self._last_base = cp.bases[-1]
+            self._base_state = cp.state.copy()
+            self._last_base = cp.segments[-1].base
         self._opened = True
         self._sync_tail()
 
@@ -187,9 +223,7 @@ class PartitionLog:
         after = None if self._last_base is None else self._key(self._last_base)
         prefix = segment_prefix(self._topic.name, self._partition)
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
-        new = [
-            (base, info.size) for info in found if (base := parse_segment_key(info.key)) is not None
-        ]
+        new = [(b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None]
         if not new:
             return False
         if new[0][0] != self._end:
@@ -197,9 +231,10 @@ class PartitionLog:
                 f"log chain broken: expected the next segment at offset {self._end}",
                 key=self._key(new[0][0]),
             )
-        last_base = new[-1][0]
+        last_base, last_size = new[-1]
         header = self._read_header(last_base)
         self._tail.extend(new)
+        self._summaries[last_base] = SegmentSummary.of(header, last_size)
         self._end = header.next_offset
         self._last_base = last_base
         return True
@@ -221,6 +256,28 @@ class PartitionLog:
             raise CorruptSegmentError(f"segment says it starts at {header.base_offset}", key=key)
         return header
 
+    def _tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:
+        """Summaries of the tail segments (the first ``upto``), reading the headers
+        not yet known, in parallel."""
+        wanted = self._tail if upto is None else self._tail[:upto]
+        missing = [(b, size) for b, size in wanted if b not in self._summaries]
+        if missing:
+            with ThreadPoolExecutor(max_workers=8, thread_name_prefix="arrowlog-head") as pool:
+                headers = list(pool.map(lambda item: self._read_header(item[0]), missing))
+            for (base, size), header in zip(missing, headers, strict=True):
+                self._summaries[base] = SegmentSummary.of(header, size)
+        nexts = [b for b, _ in self._tail[1:]] + [self._end]
+        result = []
+        for (base, _), nxt in zip(wanted, nexts, strict=False):
+            summary = self._summaries[base]
+            if summary.end != nxt:
+                raise CorruptSegmentError(
+                    f"segment holds [{base}, {summary.end}) but the next one starts at {nxt}",
+                    key=self._key(base),
+                )
+            result.append(summary)
+        return result
+
     def end_offset(self, *, refresh: bool = True) -> int:
         """The high watermark: the offset the next append lands at."""
         with self._lock:
@@ -234,6 +291,14 @@ class PartitionLog:
             self._ensure_open()
             return self._log_start
 
+    def state(self, *, refresh: bool = True) -> tuple[int, PartitionState]:
+        """The high watermark and the partition state there: the latest batch of
+        every producer, and the transactions with data but no marker."""
+        with self._lock:
+            if not self._ensure_open() and refresh:
+                self._sync_tail()
+            return self._end, advance(self._base_state, self._tail_summaries())
+
     # --- appends ------------------------------------------------------------------
 
     def prepare_batch(self, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
@@ -245,11 +310,11 @@ class PartitionLog:
             SchemaMismatchError: columns, types or nullability differ from the topic.
         """
         if isinstance(batch, pa.Table):
-            batch = batch.combine_chunks()
+            table = batch.combine_chunks()
             batch = (
-                batch.to_batches()[0]
-                if batch.num_rows
-                else pa.RecordBatch.from_pylist([], batch.schema)
+                table.to_batches()[0]
+                if table.num_rows
+                else pa.RecordBatch.from_pylist([], table.schema)
             )
         if not isinstance(batch, pa.RecordBatch):
             raise InvalidBatchError(
@@ -272,17 +337,41 @@ class PartitionLog:
         """Append ``batch`` at the log end, or exactly at ``expected_offset``.
 
         Without an expected offset, a lost race is retried at the new end. With
-        one (KIP-27), the batch lands exactly there or not at all.
+        one (KIP-27), the batch lands exactly there or not at all. With a producer
+        id in ``identity``, the batch's sequence is checked against that
+        producer's latest batch in this partition (see :meth:`_check_sequence`).
 
         Raises:
             OffsetMismatchError: the log does not end at ``expected_offset``;
                 nothing was written.
             SchemaMismatchError, InvalidBatchError, RecordBatchTooLargeError: bad
                 input; nothing was written.
+            DuplicateSequenceError, OutOfOrderSequenceError, ProducerFencedError:
+                the sequence or epoch does not follow the producer's last batch;
+                nothing was written.
             AppendOutcomeUnknownError: the deadline passed while the outcome of
                 the last attempt could not be read back.
         """
-        batch = self.prepare_batch(batch)
+        if identity.control:
+            raise InvalidBatchError("control records are written by transactions only")
+        return self._append(self.prepare_batch(batch), expected_offset, identity)
+
+    def append_control(
+        self, kind: ControlType, identity: WriterIdentity, entry: int
+    ) -> AppendResult:
+        """Append a COMMIT or ABORT marker for the transaction ``identity`` names."""
+        marker = WriterIdentity(
+            producer_id=identity.producer_id,
+            producer_epoch=identity.producer_epoch,
+            transactional=True,
+            control_type=kind.value,
+            transactional_id=identity.transactional_id,
+        )
+        return self._append(marker_batch(kind, entry), None, marker)
+
+    def _append(
+        self, batch: pa.RecordBatch, expected_offset: int | None, identity: WriterIdentity
+    ) -> AppendResult:
         if expected_offset is not None and (
             isinstance(expected_offset, bool)
             or not isinstance(expected_offset, int)
@@ -296,51 +385,128 @@ class PartitionLog:
         append_id = uuid.uuid4().hex
         with self._lock:
             self._ensure_open()
+            if identity.producer_id >= 0 and not identity.control:
+                duplicate = self._check_sequence(identity, batch.num_rows)
+                if duplicate is not None:
+                    return duplicate
             if expected_offset is not None and expected_offset != self._end:
                 self._sync_tail()
                 self._check_expected(expected_offset)
-            offset = self._end
-            data = self._encode(batch, offset, append_id, identity)
-            sleeps = self._config.retry.sleeps()
-            uncertain = False
-            while True:
-                if offset != self._end:  # lost a race: move to the new end
-                    offset = self._end
-                    data = self._encode(batch, offset, append_id, identity)
-                owner, maybe_applied = self._try_put(offset, data, append_id)
-                uncertain = uncertain or maybe_applied
-                if maybe_applied:
-                    self.stats["ambiguous"] += 1
-                if owner is _Owner.OURS:
-                    self.stats["appends"] += 1
-                    self._record_append(offset, batch.num_rows, len(data))
-                    return AppendResult(self._topic.name, self._partition, offset, batch.num_rows)
-                if owner is _Owner.THEIRS:
-                    self.stats["conflicts"] += 1
-                    self._sync_tail()
-                    if expected_offset is not None:
-                        self._check_expected(expected_offset)
-                    uncertain = False  # our earlier attempts at that offset cannot land now
-                    continue
-                pause = next(sleeps, None)
-                if pause is None:
-                    if uncertain:
-                        raise AppendOutcomeUnknownError(
-                            f"{self._key(offset)}: gave up after the deadline; the last "
-                            "attempt may still have landed",
-                            offset=offset,
-                        )
-                    raise TransientStoreError(
-                        f"{self._key(offset)}: store unavailable until the deadline",
-                        maybe_applied=False,
+            try:
+                result = self._put_at_end(batch, expected_offset, identity, append_id)
+            except AppendOutcomeUnknownError:
+                if identity.producer_id >= 0:
+                    self._in_doubt.add(identity.producer_id)
+                raise
+            if identity.producer_id >= 0 and not identity.control:
+                self._own[identity.producer_id] = ProducerEntry(
+                    identity.producer_id, identity.producer_epoch, identity.base_sequence,
+                    batch.num_rows, result.base_offset, int(time.time() * 1000),
+                )  # fmt: skip
+                self._in_doubt.discard(identity.producer_id)
+            return result
+
+    def _check_sequence(self, who: WriterIdentity, count: int) -> AppendResult | None:
+        """Check ``who``'s sequence against the producer's latest batch here (the
+        single-batch window). Returns the original append for a retry of that
+        latest batch (nothing is written), None if the batch is next in order.
+
+        The latest batch is known without a request when this object wrote it; a
+        producer's first batch of an epoch (sequence 0) needs no history either.
+        Otherwise, and always after an unknown outcome, the tail's headers are read.
+        """
+        pid = who.producer_id
+        latest = self._own.get(pid)
+        if pid in self._in_doubt or (latest is None and who.base_sequence != 0):
+            self._sync_tail()
+            latest = advance(self._base_state, self._tail_summaries()).producers.get(pid)
+        if latest is None:
+            if who.base_sequence != 0:
+                raise OutOfOrderSequenceError(
+                    f"producer {pid} has no batch in {self._name}; its first must have "
+                    f"sequence 0, not {who.base_sequence}"
+                )
+            return None
+        if who.producer_epoch < latest.producer_epoch:
+            raise ProducerFencedError(
+                f"producer {pid} epoch {who.producer_epoch} is older than epoch "
+                f"{latest.producer_epoch} already in {self._name}"
+            )
+        if who.producer_epoch > latest.producer_epoch:
+            if who.base_sequence != 0:
+                raise OutOfOrderSequenceError(
+                    f"a new epoch of producer {pid} must start at sequence 0, not "
+                    f"{who.base_sequence}"
+                )
+            return None
+        if who.base_sequence == latest.last_sequence + 1:
+            return None
+        if who.base_sequence == latest.base_sequence and count == latest.record_count:
+            self._own[pid] = latest
+            self._in_doubt.discard(pid)
+            return AppendResult(self._topic.name, self._partition, latest.base_offset, count)
+        if who.base_sequence <= latest.last_sequence:
+            raise DuplicateSequenceError(
+                f"producer {pid} sequence {who.base_sequence} in {self._name} was written "
+                f"before (latest batch: sequences {latest.base_sequence}..{latest.last_sequence})"
+            )
+        raise OutOfOrderSequenceError(
+            f"producer {pid} sequence {who.base_sequence} in {self._name} leaves a gap after "
+            f"{latest.last_sequence}"
+        )
+
+    @property
+    def _name(self) -> str:
+        return f"{self._topic.name}/{self._partition}"
+
+    def _put_at_end(
+        self,
+        batch: pa.RecordBatch,
+        expected_offset: int | None,
+        identity: WriterIdentity,
+        append_id: str,
+    ) -> AppendResult:
+        offset = self._end
+        data = self._encode(batch, offset, append_id, identity)
+        sleeps = self._config.retry.sleeps()
+        uncertain = False
+        while True:
+            if offset != self._end:  # lost a race: move to the new end
+                offset = self._end
+                data = self._encode(batch, offset, append_id, identity)
+            owner, maybe_applied = self._try_put(offset, data, append_id)
+            uncertain = uncertain or maybe_applied
+            if maybe_applied:
+                self.stats["ambiguous"] += 1
+            if owner is _Owner.OURS:
+                self.stats["appends"] += 1
+                self._record_append(data, offset, batch.num_rows, identity)
+                return AppendResult(self._topic.name, self._partition, offset, batch.num_rows)
+            if owner is _Owner.THEIRS:
+                self.stats["conflicts"] += 1
+                self._sync_tail()
+                if expected_offset is not None:
+                    self._check_expected(expected_offset)
+                uncertain = False  # our earlier attempts at that offset cannot land now
+                continue
+            pause = next(sleeps, None)
+            if pause is None:
+                if uncertain:
+                    raise AppendOutcomeUnknownError(
+                        f"{self._key(offset)}: gave up after the deadline; the last "
+                        "attempt may still have landed",
+                        offset=offset,
                     )
-                time.sleep(pause)
+                raise TransientStoreError(
+                    f"{self._key(offset)}: store unavailable until the deadline",
+                    maybe_applied=False,
+                )
+            time.sleep(pause)
 
     def _check_expected(self, expected_offset: int) -> None:
         if expected_offset != self._end:
             raise OffsetMismatchError(
-                f"{self._topic.name}/{self._partition}: expected offset {expected_offset} "
-                f"but the log ends at {self._end}",
+                f"{self._name}: expected offset {expected_offset} but the log ends at {self._end}",
                 expected_offset=expected_offset,
                 log_end_offset=self._end,
             )
@@ -404,8 +570,22 @@ class PartitionLog:
             ) from e
         return _Owner.OURS if header.append_id == append_id else _Owner.THEIRS
 
-    def _record_append(self, offset: int, count: int, size: int) -> None:
-        self._tail.append((offset, size))
+    def _record_append(
+        self, data: memoryview, offset: int, count: int, identity: WriterIdentity
+    ) -> None:
+        self._tail.append((offset, len(data)))
+        self._summaries[offset] = SegmentSummary(
+            base=offset,
+            size=len(data),
+            record_count=count,
+            timestamp_ms=int(time.time() * 1000),
+            producer_id=identity.producer_id,
+            producer_epoch=identity.producer_epoch,
+            base_sequence=identity.base_sequence,
+            transactional=identity.transactional,
+            control_type=identity.control_type,
+            transactional_id=identity.transactional_id,
+        )
         self._end = offset + count
         self._last_base = offset
         self._write_due_checkpoints()
@@ -414,24 +594,33 @@ class PartitionLog:
         """Write the checkpoint of every complete window we know of. Best effort:
         a checkpoint only saves work, so a failure here never fails an append."""
         while len(self._tail) >= self._interval:
-            window = self._tail[: self._interval]
-            end = self._tail[self._interval][0] if len(self._tail) > self._interval else self._end
+            try:
+                window = self._tail_summaries(self._interval)
+            except (TransientStoreError, CorruptSegmentError):
+                return  # the next append tries again
+            state = advance(self._base_state, window)
+            if self._decide is not None:
+                state.forget_decided(self._decide)
+            state.forget_producers_before(window[-1].timestamp_ms - PRODUCER_STATE_RETENTION_MS)
             cp = Checkpoint(
                 log_start=self._log_start,
                 start=self._window_start,
-                end=end,
-                bases=tuple(b for b, _ in window),
-                sizes=tuple(s for _, s in window),
+                end=window[-1].end,
+                segments=tuple(window),
+                state=state,
             )
             key = checkpoint_key(self._topic.name, self._partition, cp.start)
             try:
                 self._store.put_if_absent(key, cp.to_json())
             except FileExistsError:
-                pass  # another writer wrote the same window: same facts
+                pass  # another writer wrote the same window
             except TransientStoreError:
-                return  # the next append tries again
+                return
             self._last_checkpoint = cp
-            self._window_start = end
+            self._window_start = cp.end
+            self._base_state = state
+            for base, _ in self._tail[: self._interval]:
+                self._summaries.pop(base, None)
             del self._tail[: self._interval]
 
     # --- reads --------------------------------------------------------------------
@@ -446,13 +635,12 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(f"{name} offset must be an int, got {value!r}")
         if start < self._log_start:
             raise OffsetOutOfRangeError(
-                f"{self._topic.name}/{self._partition}: offset {start} is below the log "
-                f"start {self._log_start}"
+                f"{self._name}: offset {start} is below the log start {self._log_start}"
             )
         if end > self._end or start > end:
             raise OffsetOutOfRangeError(
-                f"{self._topic.name}/{self._partition}: range [{start}, {end}) is outside "
-                f"the log [{self._log_start}, {self._end})"
+                f"{self._name}: range [{start}, {end}) is outside the log "
+                f"[{self._log_start}, {self._end})"
             )
         return start, end
 
@@ -463,6 +651,35 @@ class PartitionLog:
             OffsetOutOfRangeError: the range is not inside the log.
         """
         return self._plan(start, end)[2]
+
+    def summaries(self, start: int | None = None, end: int | None = None) -> list[SegmentSummary]:
+        """Header summaries of the segments holding ``[start, end)``: from
+        checkpoints where they cover the range, else from the segments' heads."""
+        with self._lock:
+            start, end = self._resolve_range(start, end)
+            out: list[SegmentSummary] = []
+            if start >= end:
+                return out
+            for cp in self._checkpoints_from(start):
+                out.extend(s for s in cp.segments if s.end > start and s.base < end)
+            tail = [s for s in self._tail_summaries() if s.end > start and s.base < end]
+            return out + tail
+
+    def _checkpoints_from(self, start: int) -> Iterator[Checkpoint]:
+        """The checkpoint windows from the one holding ``start`` to the newest."""
+        if start >= self._window_start:
+            return
+        last = self._last_checkpoint
+        cp = (
+            last
+            if last is not None and last.start <= start < last.end
+            else self._checkpoint_covering(start)
+        )
+        while True:
+            yield cp
+            if cp.end >= self._window_start:
+                return
+            cp = self._load_checkpoint(cp.end)
 
     def _plan(self, start: int | None, end: int | None) -> tuple[int, int, list[SegmentRef]]:
         with self._lock:
@@ -478,21 +695,12 @@ class PartitionLog:
     def _refs_from(self, start: int) -> Iterator[SegmentRef]:
         """Segments in order, from the one holding ``start`` to the known end."""
         offset = start
-        cp: Checkpoint | None = None
-        if start < self._window_start:
-            last = self._last_checkpoint
-            if last is not None and last.start <= start < last.end:
-                cp = last
-            else:
-                cp = self._checkpoint_covering(start)
-        while cp is not None:
+        for cp in self._checkpoints_from(start):
             yield from _window_refs(
-                self._topic.name, self._partition, cp.bases, cp.sizes, cp.end, offset
-            )
+                self._topic.name, self._partition, cp.bases,
+                tuple(s.size for s in cp.segments), cp.end, offset,
+            )  # fmt: skip
             offset = cp.end
-            if cp.end >= self._window_start:
-                break
-            cp = self._load_checkpoint(cp.end)
         bases = [b for b, _ in self._tail]
         sizes = [s for _, s in self._tail]
         if bases and offset < self._end:
@@ -515,17 +723,24 @@ class PartitionLog:
         return cp
 
     def iter_segments(
-        self, start: int | None = None, end: int | None = None
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        skip: Callable[[SegmentRef], bool] | None = None,
     ) -> Generator[tuple[SegmentHeader, pa.RecordBatch], None, None]:
         """Stream ``(header, batch)`` for offsets ``[start, end)``: each batch is
         the part of its segment inside the range. Up to ``read_ahead`` segments
         are fetched in parallel; memory stays bounded however long the range.
+        Segments for which ``skip`` is true are not fetched at all.
 
         Raises:
             OffsetOutOfRangeError: the range is not inside the log.
             CorruptSegmentError: a segment fails its checksum.
         """
         start, end, refs = self._plan(start, end)
+        if skip is not None:
+            refs = [ref for ref in refs if not skip(ref)]
         ahead = self._config.read_ahead
         if ahead is None:
             ahead = 1 if self._store.url.startswith(("file:", "memory:")) else 8
@@ -534,21 +749,21 @@ class PartitionLog:
                 yield _cut(self._fetch(ref), ref, start, end)
             return
         pool = ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="arrowlog-read")
-        pending: list[Future[tuple[SegmentHeader, pa.RecordBatch]]] = []
+        pending: collections.deque[Future[tuple[SegmentHeader, pa.RecordBatch]]] = (
+            collections.deque()
+        )
         try:
             queue = iter(refs)
             for ref in queue:
                 pending.append(pool.submit(self._fetch, ref))
                 if len(pending) >= ahead:
                     break
-            index = 0
-            while index < len(refs):
-                header, batch = pending.pop(0).result()
-                for ref in queue:
-                    pending.append(pool.submit(self._fetch, ref))
+            for ref in refs:
+                item = pending.popleft().result()
+                for nxt in queue:
+                    pending.append(pool.submit(self._fetch, nxt))
                     break
-                yield _cut((header, batch), refs[index], start, end)
-                index += 1
+                yield _cut(item, ref, start, end)
         finally:
             for future in pending:
                 future.cancel()
@@ -568,14 +783,14 @@ class PartitionLog:
     def iter_batches(
         self, start: int | None = None, end: int | None = None
     ) -> Generator[pa.RecordBatch, None, None]:
-        """Stream the records of ``[start, end)`` as record batches (control
-        records left out)."""
+        """Stream the records of ``[start, end)`` as record batches, every record
+        as written (read_uncommitted; control records left out)."""
         for header, batch in self.iter_segments(start, end):
             if not header.identity.control:
                 yield batch
 
     def read(self, start: int | None = None, end: int | None = None) -> pa.Table:
-        """The records of ``[start, end)`` as one table."""
+        """The records of ``[start, end)`` as one table (read_uncommitted)."""
         return pa.Table.from_batches(list(self.iter_batches(start, end)), schema=self._topic.schema)
 
 

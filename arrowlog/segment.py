@@ -56,8 +56,13 @@ class WriterIdentity:
     producer_epoch: int = -1
     base_sequence: int = -1
     transactional: bool = False
-    control: bool = False
+    #: "COMMIT" or "ABORT" for a control record (a transaction marker), else None.
+    control_type: str | None = None
     transactional_id: str | None = None
+
+    @property
+    def control(self) -> bool:
+        return self.control_type is not None
 
 
 PLAIN_APPEND = WriterIdentity()

@@ -326,7 +326,7 @@ def test_the_writer_identity_is_stored_in_each_segment(log: ArrowLog) -> None:
     who = WriterIdentity(
         producer_id=42,
         producer_epoch=3,
-        base_sequence=17,
+        base_sequence=0,
         transactional=True,
         transactional_id="etl.0",
     )

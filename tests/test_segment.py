@@ -26,7 +26,7 @@ IDENTITIES = st.builds(
     producer_epoch=st.integers(-1, 2**15),
     base_sequence=st.integers(-1, 2**31 - 1),
     transactional=st.booleans(),
-    control=st.booleans(),
+    control_type=st.sampled_from([None, "COMMIT", "ABORT"]),
     transactional_id=st.one_of(st.none(), st.text(max_size=30)),
 )
 HEADERS = st.builds(
