@@ -1,48 +1,70 @@
 """arrowlog: a transactional, columnar log that lives entirely in an object store."""
 
+from arrowlog.admin import TransactionInfo
 from arrowlog.config import LogConfig, RetryPolicy, TopicConfig
+from arrowlog.consumer import Consumer
+from arrowlog.coordinator import TxnState
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
     ArrowLogError,
+    ConcurrentTransactionsError,
     CorruptCheckpointError,
     CorruptObjectError,
     CorruptSegmentError,
+    DuplicateSequenceError,
     InvalidBatchError,
     InvalidConfigError,
     InvalidNameError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
     OffsetMismatchError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
     RecordBatchTooLargeError,
     SchemaMismatchError,
     StoreError,
     TopicExistsError,
+    TransactionTimeoutError,
     TransientStoreError,
     UnknownTopicOrPartitionError,
     UnsupportedStoreError,
 )
 from arrowlog.log import ArrowLog, PartitionInfo, TopicDescription, connect
 from arrowlog.partition import AppendResult, PartitionLog
-from arrowlog.segment import SegmentHeader
+from arrowlog.producer import Producer, ProducerState
+from arrowlog.segment import SegmentHeader, WriterIdentity
 from arrowlog.topic import Topic
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "__version__",
     "AppendOutcomeUnknownError",
     "AppendResult",
     "ArrowLog",
     "ArrowLogError",
+    "ConcurrentTransactionsError",
+    "connect",
+    "Consumer",
     "CorruptCheckpointError",
     "CorruptObjectError",
     "CorruptSegmentError",
+    "DuplicateSequenceError",
     "InvalidBatchError",
     "InvalidConfigError",
     "InvalidNameError",
+    "InvalidTransactionTimeoutError",
+    "InvalidTxnStateError",
     "LogConfig",
     "OffsetMismatchError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "PartitionInfo",
     "PartitionLog",
+    "Producer",
+    "ProducerFencedError",
+    "ProducerState",
     "RecordBatchTooLargeError",
     "RetryPolicy",
     "SchemaMismatchError",
@@ -52,9 +74,11 @@ __all__ = [
     "TopicConfig",
     "TopicDescription",
     "TopicExistsError",
+    "TransactionInfo",
+    "TransactionTimeoutError",
     "TransientStoreError",
+    "TxnState",
     "UnknownTopicOrPartitionError",
     "UnsupportedStoreError",
-    "__version__",
-    "connect",
+    "WriterIdentity",
 ]

@@ -63,14 +63,21 @@ class TopicConfig:
     Attributes:
         max_batch_bytes: largest encoded segment accepted.
         checkpoint_interval: a checkpoint is written every this many segments.
+        max_transaction_timeout_ms: the longest transaction timeout a producer
+            writing to this topic may ask for: an open transaction holds back the
+            LSO of every partition it touches until it ends or expires (Kafka's
+            max.transaction.timeout.ms, 15 minutes).
     """
 
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
+    max_transaction_timeout_ms: int = 15 * 60 * 1000
 
     def __post_init__(self) -> None:
         if not 1024 <= self.max_batch_bytes <= 5 * 1024**3:
             raise InvalidConfigError("max_batch_bytes must be between 1 KiB and 5 GiB")
+        if not 1_000 <= self.max_transaction_timeout_ms <= 24 * 3600 * 1000:
+            raise InvalidConfigError("max_transaction_timeout_ms must be between 1 s and 24 h")
         if not 1 <= self.checkpoint_interval <= MAX_CHECKPOINT_INTERVAL:
             raise InvalidConfigError(
                 f"checkpoint_interval must be between 1 and {MAX_CHECKPOINT_INTERVAL}"

@@ -10,7 +10,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from arrowlog import admin
+from arrowlog.checkpoint import ProducerEntry
 from arrowlog.config import LogConfig, TopicConfig
+from arrowlog.consumer import Consumer, IsolationLevel
+from arrowlog.coordinator import TxnResolver
 from arrowlog.errors import (
     InvalidConfigError,
     TopicExistsError,
@@ -18,6 +22,7 @@ from arrowlog.errors import (
     UnsupportedStoreError,
 )
 from arrowlog.partition import AppendResult, PartitionLog
+from arrowlog.producer import Producer
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
 from arrowlog.topic import TOPICS_PREFIX, Topic, check_topic_name, topic_key
@@ -30,7 +35,10 @@ class PartitionInfo:
     partition: int
     log_start_offset: int
     high_watermark: int
+    last_stable_offset: int
     segments: int
+    live_producer_ids: int
+    open_transactions: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +89,7 @@ class ArrowLog:
         self._topics: dict[str, Topic] = {}
         self._partitions: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
+        self.resolver = TxnResolver(store, config.retry)
 
     @property
     def store(self) -> Store:
@@ -162,12 +171,25 @@ class ArrowLog:
         return names
 
     def describe_topic(self, name: str) -> TopicDescription:
+        from arrowlog.consumer import last_stable_offset
+
         topic = self.topic(name)
+        decide = self.resolver.snapshot()
         infos = []
         for p in range(topic.partitions):
             log = self.partition(name, p)
-            end = log.end_offset()
-            infos.append(PartitionInfo(p, log.start_offset(), end, len(log.segments(end=end))))
+            end, state = log.state()
+            infos.append(
+                PartitionInfo(
+                    partition=p,
+                    log_start_offset=log.start_offset(),
+                    high_watermark=end,
+                    last_stable_offset=last_stable_offset(end, state, decide),
+                    segments=len(log.segments(end=end)),
+                    live_producer_ids=len(state.producers),
+                    open_transactions=len(state.open_txns),
+                )
+            )
         return TopicDescription(topic, tuple(infos))
 
     # --- partitions ---------------------------------------------------------------
@@ -183,7 +205,9 @@ class ArrowLog:
         with self._lock:
             log = self._partitions.get((topic, partition))
             if log is None:
-                log = PartitionLog(self._store, t, partition, self._config)
+                log = PartitionLog(
+                    self._store, t, partition, self._config, decide=self.resolver.decide
+                )
                 self._partitions[(topic, partition)] = log
             return log
 
@@ -220,3 +244,53 @@ class ArrowLog:
         """Log start offset of every partition."""
         t = self.topic(topic)
         return {p: self.partition(topic, p).start_offset() for p in range(t.partitions)}
+
+    def stable_offsets(self, topic: str) -> dict[int, int]:
+        """Last stable offset (LSO) of every partition: read_committed reads end
+        there."""
+        consumer = self.consumer()
+        decide = self.resolver.snapshot()
+        t = self.topic(topic)
+        return {p: consumer.stable_offset(topic, p, decide=decide) for p in range(t.partitions)}
+
+    # --- producers and consumers --------------------------------------------------
+
+    def producer(
+        self, *, transactional_id: str | None = None, transaction_timeout_ms: int = 60_000
+    ) -> Producer:
+        """An idempotent producer, or a transactional one with ``transactional_id``
+        (call ``init_transactions`` first)."""
+        return Producer(
+            self, transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms
+        )
+
+    def consumer(
+        self, *, group_id: str | None = None, isolation_level: IsolationLevel = "read_committed"
+    ) -> Consumer:
+        """A reader at one isolation level, optionally for a consumer group."""
+        return Consumer(self, group_id=group_id, isolation_level=isolation_level)
+
+    # --- operators ----------------------------------------------------------------
+
+    def list_transactions(self) -> list[admin.TransactionInfo]:
+        """The current or last transaction of every transactional id."""
+        return admin.list_transactions(self)
+
+    def describe_transaction(self, transactional_id: str) -> dict[str, Any]:
+        return admin.describe_transaction(self, transactional_id)
+
+    def abort_transaction(self, transactional_id: str) -> admin.TransactionInfo:
+        """Fence the id's live instance and finish its transaction now."""
+        return admin.abort_transaction(self, transactional_id)
+
+    def expire_transactions(self, *, now_ms: int | None = None) -> list[admin.TransactionInfo]:
+        """Abort every transaction older than its timeout."""
+        return admin.expire_transactions(self, now_ms=now_ms)
+
+    def list_producers(self, topic: str, partition: int) -> list[ProducerEntry]:
+        return admin.list_producers(self, topic, partition)
+
+    def metrics(self, topics: list[str] | None = None) -> dict[str, Any]:
+        """Live producer ids, LSO and open transactions per partition; active
+        transactional ids."""
+        return admin.metrics(self, topics)

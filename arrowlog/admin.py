@@ -1,0 +1,113 @@
+"""Operator tools: list, describe, abort and expire transactions, list the
+producers of a partition, and the metrics KIP-98 names (what KIP-664 gave Kafka
+operators after users got stuck with hanging transactions)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from arrowlog.checkpoint import ProducerEntry
+from arrowlog.coordinator import TXN_IDS_PREFIX, CoordinatorLog, TxnEntry, TxnState, describe
+from arrowlog.errors import UnknownTopicOrPartitionError
+from arrowlog.producer import fence_and_recover
+
+if TYPE_CHECKING:
+    from arrowlog.log import ArrowLog
+
+
+@dataclass(frozen=True)
+class TransactionInfo:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: TxnState
+    txn_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+    groups: tuple[str, ...]
+    txn_started_ms: int
+    timeout_ms: int
+
+    @classmethod
+    def of(cls, e: TxnEntry) -> TransactionInfo:
+        return cls(e.transactional_id, e.producer_id, e.producer_epoch, e.state, e.txn_epoch,
+                   e.partitions, e.groups, e.txn_started_ms, e.timeout_ms)  # fmt: skip
+
+
+def transactional_ids(log: ArrowLog) -> list[str]:
+    return [info.key[len(TXN_IDS_PREFIX) :] for info in log.store.list(TXN_IDS_PREFIX)]
+
+
+def _coordinator(log: ArrowLog, transactional_id: str) -> CoordinatorLog:
+    return CoordinatorLog(log.store, transactional_id, log.config.retry)
+
+
+def list_transactions(log: ArrowLog) -> list[TransactionInfo]:
+    """The current or last transaction of every transactional id."""
+    out = []
+    for tid in transactional_ids(log):
+        latest = _coordinator(log, tid).latest()
+        if latest is not None:
+            out.append(TransactionInfo.of(latest))
+    return out
+
+
+def describe_transaction(log: ArrowLog, transactional_id: str) -> dict[str, Any]:
+    """The latest coordinator entry of a transactional id, as JSON-friendly data.
+
+    Raises:
+        UnknownTopicOrPartitionError: no such transactional id.
+    """
+    latest = _coordinator(log, transactional_id).latest()
+    if latest is None:
+        raise UnknownTopicOrPartitionError(f"unknown transactional id {transactional_id!r}")
+    return describe(latest)
+
+
+def abort_transaction(log: ArrowLog, transactional_id: str) -> TransactionInfo:
+    """Fence the transactional id's live instance and finish its transaction now,
+    whatever its timeout (an ongoing one is aborted; a prepared one is carried
+    through). For a hanging transaction that holds back the LSO."""
+    return TransactionInfo.of(
+        fence_and_recover(log, _coordinator(log, transactional_id), reason="expire")
+    )
+
+
+def expire_transactions(log: ArrowLog, *, now_ms: int | None = None) -> list[TransactionInfo]:
+    """Abort (or finish) every transaction older than its timeout. Any client may
+    run this; the epoch bump fences the late producer, which then gets
+    TransactionTimeoutError."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    done = []
+    for tid in transactional_ids(log):
+        latest = _coordinator(log, tid).latest()
+        if latest is not None and latest.expired(now):
+            done.append(abort_transaction(log, tid))
+    return done
+
+
+def list_producers(log: ArrowLog, topic: str, partition: int) -> list[ProducerEntry]:
+    """The producers with state in a partition: the latest batch of each."""
+    _, state = log.partition(topic, partition).state()
+    return sorted(state.producers.values(), key=lambda e: e.producer_id)
+
+
+def metrics(log: ArrowLog, topics: list[str] | None = None) -> dict[str, Any]:
+    """KIP-98's metrics: live producer ids and LSO per partition, open
+    transactions per partition, and the active transactional ids."""
+    from arrowlog.consumer import last_stable_offset
+
+    decide = log.resolver.snapshot()
+    partitions = {}
+    for topic in topics if topics is not None else log.list_topics():
+        for p in range(log.topic(topic).partitions):
+            hw, state = log.partition(topic, p).state()
+            partitions[f"{topic}/{p}"] = {
+                "high_watermark": hw,
+                "last_stable_offset": last_stable_offset(hw, state, decide),
+                "live_producer_ids": len(state.producers),
+                "open_transactions": len(state.open_txns),
+            }
+    active = [t.transactional_id for t in list_transactions(log) if not t.state.is_complete]
+    return {"partitions": partitions, "active_transactional_ids": sorted(active)}

@@ -1,0 +1,334 @@
+"""The transaction coordinator, as a log in the bucket (KIP-98 without a broker).
+
+Each transactional id has its own ordered log of entries under
+``_arrowlog/coordinator/<transactional id>/``. Entry ``n + 1`` is written with
+put-if-absent, so of several clients that read entry ``n`` and want to change the
+state, exactly one succeeds: the log is a linearizable state machine with no
+server. Every entry holds the whole state (no deltas): the producer id, the
+*producer epoch* (the fencing token: only its holder may write the next entry,
+except a client that fences it by bumping the epoch), and the current or last
+transaction: its epoch, state, partitions, consumer offsets and timeout.
+
+Entry keys hold ``10**20 - 1 - n``, so the first key of a LIST is the latest entry.
+
+Every transaction has its own epoch (the producer epoch when it began; completing
+a transaction bumps the producer epoch, as KIP-890 does in Kafka). Data batches
+carry it, so a reader can ask the coordinator log how *that* transaction ended
+(:meth:`CoordinatorLog.decision`): late writes of a finished transaction can never
+be taken for a live one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, TypeVar
+
+from arrowlog import _checked_json
+from arrowlog.checkpoint import Decision, OpenTxn
+from arrowlog.config import RetryPolicy
+from arrowlog.errors import (
+    ConcurrentTransactionsError,
+    CorruptObjectError,
+    InvalidNameError,
+    InvalidTxnStateError,
+    TransientStoreError,
+)
+from arrowlog.storage import Store
+
+T = TypeVar("T")
+COORDINATOR_PREFIX = "_arrowlog/coordinator/"
+TXN_IDS_PREFIX = "_arrowlog/transactional-ids/"
+PRODUCER_IDS_PREFIX = "_arrowlog/producer-ids/"
+_INVERT = 10**20 - 1
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
+
+
+def check_id(kind: str, value: str) -> str:
+    """Transactional ids and group ids: the same alphabet as topic names.
+
+    Raises:
+        InvalidNameError: the id could escape its prefix or is otherwise unsafe.
+    """
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise InvalidNameError(
+            f"invalid {kind} {value!r}: use 1-249 characters of [A-Za-z0-9._-], "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+class TxnState(enum.Enum):
+    """States of a transactional id's current or last transaction."""
+
+    EMPTY = "EMPTY"  # initialised, no transaction yet
+    ONGOING = "ONGOING"  # begun: partitions and consumer offsets registered
+    PREPARE_COMMIT = "PREPARE_COMMIT"  # the point of no return
+    PREPARE_ABORT = "PREPARE_ABORT"
+    COMPLETE_COMMIT = "COMPLETE_COMMIT"  # every marker written
+    COMPLETE_ABORT = "COMPLETE_ABORT"
+
+    @property
+    def decision(self) -> Decision:
+        if self in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT):
+            return Decision.COMMITTED
+        if self in (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT):
+            return Decision.ABORTED
+        return Decision.UNDECIDED
+
+    @property
+    def is_complete(self) -> bool:
+        return self in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
+
+# Allowed transitions, checked on every write. A state may follow itself: the
+# restatement with a bumped producer epoch that fences an older instance.
+_TRANSITIONS: dict[TxnState | None, frozenset[TxnState]] = {
+    None: frozenset({TxnState.EMPTY}),
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
+    TxnState.ONGOING: frozenset(
+        {TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT}
+    ),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT, TxnState.ONGOING}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.COMPLETE_ABORT, TxnState.ONGOING}),
+}
+
+
+def is_transition_valid(old: TxnState | None, new: TxnState) -> bool:
+    return new in _TRANSITIONS[old]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TxnEntry:
+    """One entry of a coordinator log: the whole state after a change."""
+
+    n: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: TxnState
+    txn_epoch: int = -1
+    partitions: tuple[tuple[str, int], ...] = ()
+    #: group id -> {"topic/partition": next offset to consume}
+    offsets: dict[str, dict[str, int]] = field(default_factory=dict)
+    timeout_ms: int = 60_000
+    txn_started_ms: int = 0
+    written_ms: int = 0
+    #: why this entry was written: begin, add, commit, abort, init (fencing), expire
+    reason: str = ""
+    #: unique per write: recognises our own entry after a lost reply
+    write_id: str = ""
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return tuple(sorted(self.offsets))
+
+    def expired(self, now_ms: int) -> bool:
+        """An unfinished transaction older than its timeout."""
+        return not self.state.is_complete and now_ms > self.txn_started_ms + self.timeout_ms
+
+    def to_json(self) -> bytes:
+        fields = asdict(self)
+        fields["state"] = self.state.value
+        fields["partitions"] = [list(p) for p in self.partitions]
+        return _checked_json.dump(fields)
+
+    @classmethod
+    def from_json(cls, raw: bytes | memoryview, *, key: str) -> TxnEntry:
+        fields = _checked_json.load(raw, key=key, error=CorruptObjectError)
+        try:
+            fields["state"] = TxnState(fields["state"])
+            fields["partitions"] = tuple((str(t), int(p)) for t, p in fields["partitions"])
+            return cls(**fields)
+        except (ValueError, TypeError, KeyError) as e:
+            raise CorruptObjectError(f"unreadable coordinator entry: {e}", key=key) from e
+
+
+class EntryConflictError(Exception):
+    """Internal: another client wrote the entry we meant to write."""
+
+    def __init__(self, latest: TxnEntry | None) -> None:
+        super().__init__("coordinator entry taken")
+        self.latest = latest
+
+
+def entry_key(tid: str, n: int) -> str:
+    return f"{COORDINATOR_PREFIX}{tid}/{_INVERT - n:020d}.json"
+
+
+class CoordinatorLog:
+    """The coordinator log of one transactional id."""
+
+    def __init__(self, store: Store, transactional_id: str, retry: RetryPolicy) -> None:
+        self._store = store
+        self.transactional_id = check_id("transactional id", transactional_id)
+        self._retry = retry
+
+    def _call(self, call: Callable[[], T]) -> T:
+        sleeps = self._retry.sleeps()
+        while True:
+            try:
+                return call()
+            except TransientStoreError:
+                pause = next(sleeps, None)
+                if pause is None:
+                    raise
+                time.sleep(pause)
+
+    def latest(self) -> TxnEntry | None:
+        prefix = f"{COORDINATOR_PREFIX}{self.transactional_id}/"
+        found = self._call(lambda: list(self._store.list(prefix, limit=1)))
+        if not found:
+            return None
+        key = found[0].key
+        return TxnEntry.from_json(self._call(lambda: self._store.get(key)), key=key)
+
+    def entry(self, n: int) -> TxnEntry | None:
+        key = entry_key(self.transactional_id, n)
+        try:
+            raw = self._call(lambda: self._store.get(key))
+        except FileNotFoundError:
+            return None
+        return TxnEntry.from_json(raw, key=key)
+
+    def write(self, prev: TxnEntry | None, new: TxnEntry) -> TxnEntry:
+        """Write ``new`` as the entry after ``prev``.
+
+        Raises:
+            EntryConflictError: another client wrote that entry first (with the
+                latest entry, for the caller to decide: fenced, or retry).
+            InvalidTxnStateError: the transition is not allowed (a bug).
+        """
+        expected_n = 0 if prev is None else prev.n + 1
+        old_state = None if prev is None else prev.state
+        if new.n != expected_n or not is_transition_valid(old_state, new.state):
+            raise InvalidTxnStateError(
+                f"{self.transactional_id}: cannot go from "
+                f"{prev.state.value if prev else 'nothing'} to {new.state.value}"
+            )
+        new = replace(new, written_ms=int(time.time() * 1000), write_id=uuid.uuid4().hex)
+        key = entry_key(self.transactional_id, new.n)
+        data = new.to_json()
+        sleeps = self._retry.sleeps()
+        while True:
+            try:
+                self._store.put_if_absent(key, data)
+                break
+            except FileExistsError:
+                there = self.entry(new.n)
+                if there is not None and there.write_id == new.write_id:
+                    break  # our own write, its reply lost
+                raise EntryConflictError(self.latest()) from None
+            except TransientStoreError as e:
+                if e.maybe_applied:
+                    there = self.entry(new.n)
+                    if there is not None:
+                        if there.write_id == new.write_id:
+                            break
+                        raise EntryConflictError(self.latest()) from None
+                pause = next(sleeps, None)
+                if pause is None:
+                    raise ConcurrentTransactionsError(
+                        f"{self.transactional_id}: coordinator unavailable: {e}"
+                    ) from e
+                time.sleep(pause)
+        if new.n == 0:
+            self._register()
+        return new
+
+    def _register(self) -> None:
+        # Operators list transactional ids from here, without listing every entry.
+        key = f"{TXN_IDS_PREFIX}{self.transactional_id}"
+        with contextlib.suppress(FileExistsError):
+            self._call(lambda: self._store.put_if_absent(key, b""))
+
+    def decision(self, producer_id: int, txn_epoch: int) -> Decision:
+        """How the transaction ``txn_epoch`` of this id ended, or UNDECIDED.
+
+        The latest entry answers for the current transaction. An older one is
+        found by binary search over entry numbers (transaction epochs never
+        decrease along the log), and its last entry says how it ended. Data of an
+        epoch the log never registered, or of another producer id, is aborted:
+        no producer writes data before registering its partition.
+        """
+        latest = self.latest()
+        if latest is None or latest.producer_id != producer_id:
+            return Decision.ABORTED
+        if latest.txn_epoch == txn_epoch:
+            return latest.state.decision
+        if latest.txn_epoch < txn_epoch:
+            return Decision.ABORTED
+        lo, hi = 0, latest.n  # find the last entry with txn_epoch <= wanted
+        found: TxnEntry | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            entry = self.entry(mid)
+            if entry is None:
+                raise CorruptObjectError(
+                    "coordinator log has a hole", key=entry_key(self.transactional_id, mid)
+                )
+            if entry.txn_epoch <= txn_epoch:
+                found, lo = entry, mid + 1
+            else:
+                hi = mid - 1
+        if found is None or found.txn_epoch != txn_epoch:
+            return Decision.ABORTED
+        # A transaction is superseded only once complete: ONGOING here cannot be
+        # its last word unless entries were lost, and then nothing was committed.
+        decided = found.state.decision
+        return Decision.ABORTED if decided is Decision.UNDECIDED else decided
+
+
+class TxnResolver:
+    """Answers "how did this transaction end?" for readers and checkpoints.
+
+    Decided outcomes never change and are cached for the resolver's life;
+    UNDECIDED answers are cached only by a :meth:`snapshot`, so that one read
+    across several partitions sees each transaction either everywhere or nowhere.
+    """
+
+    def __init__(self, store: Store, retry: RetryPolicy) -> None:
+        self._store = store
+        self._retry = retry
+        self._decided: dict[tuple[str, int, int], Decision] = {}
+
+    def decide(self, txn: OpenTxn) -> Decision:
+        key = (txn.transactional_id, txn.producer_id, txn.producer_epoch)
+        cached = self._decided.get(key)
+        if cached is not None:
+            return cached
+        try:
+            log = CoordinatorLog(self._store, txn.transactional_id, self._retry)
+        except InvalidNameError:
+            return Decision.ABORTED
+        decision = log.decision(txn.producer_id, txn.producer_epoch)
+        if decision is not Decision.UNDECIDED:
+            self._decided[key] = decision
+        return decision
+
+    def snapshot(self) -> Callable[[OpenTxn], Decision]:
+        """A decide function that remembers UNDECIDED answers too."""
+        seen: dict[tuple[str, int, int], Decision] = {}
+
+        def decide(txn: OpenTxn) -> Decision:
+            key = (txn.transactional_id, txn.producer_id, txn.producer_epoch)
+            if key not in seen:
+                seen[key] = self.decide(txn)
+            return seen[key]
+
+        return decide
+
+
+def describe(entry: TxnEntry) -> dict[str, Any]:
+    """A JSON-friendly view of an entry, for operators."""
+    view = json.loads(entry.to_json())
+    view.pop("crc32c", None)
+    return dict(view)

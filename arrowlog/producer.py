@@ -1,0 +1,576 @@
+"""Idempotent and transactional producers (KIP-98 on object storage).
+
+An idempotent producer gets a producer id that no other producer anywhere ever
+gets (claimed with put-if-absent), numbers its batches per partition, and resends
+a batch whose outcome was unknown with the same sequence, so the partition
+recognises it: every batch lands once.
+
+A transactional producer keeps one producer id per transactional id in the
+coordinator log. ``init_transactions`` bumps the epoch, which fences every older
+instance, and finishes whatever the previous instance left. A transaction
+registers each partition and consumer group in the coordinator log before it
+writes there; ``commit_transaction`` writes PREPARE_COMMIT (the point of no
+return), the COMMIT markers into every partition in parallel and the consumer
+offsets, then COMPLETE_COMMIT.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import random
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import crc32c
+import pyarrow as pa
+
+from arrowlog import _checked_json
+from arrowlog.control import ControlType
+from arrowlog.coordinator import (
+    PRODUCER_IDS_PREFIX,
+    CoordinatorLog,
+    EntryConflictError,
+    TxnEntry,
+    TxnState,
+    check_id,
+)
+from arrowlog.errors import (
+    AppendOutcomeUnknownError,
+    ArrowLogError,
+    ConcurrentTransactionsError,
+    InvalidConfigError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+    TransactionTimeoutError,
+)
+from arrowlog.groups import GroupOffsets, tp_key
+from arrowlog.partition import AppendResult
+from arrowlog.segment import WriterIdentity
+
+if TYPE_CHECKING:
+    from arrowlog.log import ArrowLog
+
+MAX_PRODUCER_ID = 2**62
+
+
+def allocate_producer_id(log: ArrowLog, transactional_id: str | None) -> int:
+    """A producer id no other producer has, anywhere: a random id claimed with
+    put-if-absent (a collision, vanishingly rare, just draws again)."""
+    rng = random.SystemRandom()
+    while True:
+        pid = rng.randrange(1, MAX_PRODUCER_ID)
+        body = _checked_json.dump(
+            {"transactional_id": transactional_id, "created_ms": int(time.time() * 1000)}
+        )
+        try:
+            log.store.put_if_absent(f"{PRODUCER_IDS_PREFIX}{pid:020d}", body)
+            return pid
+        except FileExistsError:
+            continue
+
+
+class ProducerState(enum.Enum):
+    UNINITIALIZED = "UNINITIALIZED"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"  # the transaction can only be aborted
+    FENCED = "FENCED"  # fatal: a newer instance owns the transactional id
+    FATAL_ERROR = "FATAL_ERROR"  # fatal: e.g. an out-of-order sequence
+    CLOSED = "CLOSED"
+
+
+_TRANSITIONS = {
+    ProducerState.UNINITIALIZED: {ProducerState.READY},
+    ProducerState.READY: {ProducerState.IN_TRANSACTION, ProducerState.READY},
+    ProducerState.IN_TRANSACTION: {ProducerState.READY, ProducerState.ABORTABLE_ERROR},
+    ProducerState.ABORTABLE_ERROR: {ProducerState.READY},
+    ProducerState.FENCED: set(),
+    ProducerState.FATAL_ERROR: set(),
+    ProducerState.CLOSED: set(),
+}
+_FINAL = {ProducerState.FENCED, ProducerState.FATAL_ERROR, ProducerState.CLOSED}
+
+
+@dataclass(frozen=True, slots=True)
+class _InDoubt:
+    batch: pa.RecordBatch
+    identity: WriterIdentity
+
+
+class Producer:
+    """Sends record batches to partitions, exactly once per batch.
+
+    Made by :meth:`ArrowLog.producer`. Not safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        log: ArrowLog,
+        *,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
+    ) -> None:
+        if transactional_id is not None:
+            check_id("transactional id", transactional_id)
+        if not 1_000 <= transaction_timeout_ms <= 24 * 3600 * 1000:
+            raise InvalidConfigError("transaction_timeout_ms must be between 1 s and 24 h")
+        self._log = log
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._state = (
+            ProducerState.UNINITIALIZED if transactional_id is not None else ProducerState.READY
+        )
+        self._producer_id = -1
+        self._epoch = 0
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._in_doubt: dict[tuple[str, int], _InDoubt] = {}
+        self._round_robin: dict[str, Iterator[int]] = {}
+        self._coordinator = (
+            CoordinatorLog(log.store, transactional_id, log.config.retry)
+            if transactional_id is not None
+            else None
+        )
+        self._entry: TxnEntry | None = None  # the latest coordinator entry we know
+        self._txn_partitions: set[tuple[str, int]] = set()
+        self._txn_offsets: dict[str, dict[str, int]] = {}
+        self._txn_started_ms = 0
+        self._lock = threading.Lock()
+
+    # --- state --------------------------------------------------------------------
+
+    @property
+    def state(self) -> ProducerState:
+        return self._state
+
+    @property
+    def producer_id(self) -> int:
+        return self._producer_id
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def _set_state(self, new: ProducerState) -> None:
+        if new in _FINAL or new in _TRANSITIONS[self._state]:
+            self._state = new
+            return
+        raise InvalidTxnStateError(
+            f"producer {self.transactional_id or self._producer_id}: cannot go from "
+            f"{self._state.value} to {new.value}"
+        )
+
+    def _check_usable(self) -> None:
+        if self._state is ProducerState.FENCED:
+            raise ProducerFencedError(
+                f"producer for {self.transactional_id!r} was fenced by a newer instance"
+            )
+        if self._state is ProducerState.FATAL_ERROR:
+            raise InvalidTxnStateError("the producer hit a fatal error; close it")
+        if self._state is ProducerState.CLOSED:
+            raise InvalidTxnStateError("the producer is closed")
+
+    # --- sending ------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        batch: pa.RecordBatch | pa.Table,
+        *,
+        partition: int | None = None,
+        expected_offset: int | None = None,
+    ) -> AppendResult:
+        """Append ``batch`` to one partition (``partition``, or round-robin).
+
+        Raises:
+            InvalidTxnStateError: a transactional producer outside a transaction,
+                or after a fatal error.
+            ProducerFencedError: a newer instance owns the transactional id.
+            OffsetMismatchError, SchemaMismatchError, ...: as
+                :meth:`PartitionLog.append`; nothing was written.
+            AppendOutcomeUnknownError: retriable for an idempotent producer (the
+                next send or flush resolves it); a transaction must be aborted.
+        """
+        with self._lock:
+            self._check_usable()
+            if self._coordinator is not None:
+                if self._state is ProducerState.ABORTABLE_ERROR:
+                    raise InvalidTxnStateError("the transaction failed; abort it")
+                if self._state is not ProducerState.IN_TRANSACTION:
+                    raise InvalidTxnStateError(
+                        "send outside a transaction: begin_transaction first"
+                    )
+            if partition is None:
+                partition = self._next_partition(topic)
+            part = self._log.partition(topic, partition)
+            prepared = part.prepare_batch(batch)
+            tp = (topic, partition)
+            if self._producer_id < 0:
+                self._producer_id = allocate_producer_id(self._log, None)
+            self._resolve_in_doubt(tp)
+            if self._coordinator is not None and tp not in self._txn_partitions:
+                self._register(partitions={tp})
+            who = WriterIdentity(
+                producer_id=self._producer_id,
+                producer_epoch=self._epoch,
+                base_sequence=self._sequences.get(tp, 0),
+                transactional=self._coordinator is not None,
+                transactional_id=self.transactional_id,
+            )
+            try:
+                result = part.append(prepared, expected_offset=expected_offset, identity=who)
+            except AppendOutcomeUnknownError:
+                if self._coordinator is not None:
+                    self._set_state(ProducerState.ABORTABLE_ERROR)
+                else:
+                    self._in_doubt[tp] = _InDoubt(prepared, who)
+                raise
+            except (OutOfOrderSequenceError, ProducerFencedError) as e:
+                self._state = (
+                    ProducerState.FENCED
+                    if isinstance(e, ProducerFencedError)
+                    else ProducerState.FATAL_ERROR
+                )
+                raise
+            self._sequences[tp] = who.base_sequence + prepared.num_rows
+            return result
+
+    def send_keyed(
+        self, topic: str, batch: pa.RecordBatch | pa.Table, *, key: str
+    ) -> list[AppendResult]:
+        """Split ``batch`` by a hash of column ``key`` (CRC32C of each value's text,
+        stable across processes) and send each part to its partition."""
+        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        partitions = self._log.topic(topic).partitions
+        slots = pa.array(
+            [crc32c.crc32c(str(v).encode()) % partitions for v in table.column(key).to_pylist()],
+            pa.int32(),
+        )
+        results = []
+        for p in range(partitions):
+            part = table.filter(pa.compute.equal(slots, pa.scalar(p, pa.int32())))
+            if part.num_rows:
+                results.append(self.send(topic, part, partition=p))
+        return results
+
+    def _next_partition(self, topic: str) -> int:
+        if topic not in self._round_robin:
+            count = self._log.topic(topic).partitions
+            start = random.randrange(count)
+            self._round_robin[topic] = itertools.cycle([(start + i) % count for i in range(count)])
+        return next(self._round_robin[topic])
+
+    def _resolve_in_doubt(self, tp: tuple[str, int]) -> None:
+        """Resend a batch whose outcome was unknown, with its original sequence:
+        the partition returns the original offset if it had landed."""
+        doubt = self._in_doubt.get(tp)
+        if doubt is None:
+            return
+        result = self._log.partition(*tp).append(doubt.batch, identity=doubt.identity)
+        del self._in_doubt[tp]
+        self._sequences[tp] = doubt.identity.base_sequence + result.record_count
+
+    def flush(self) -> None:
+        """Settle every batch whose outcome was unknown (idempotent producers)."""
+        with self._lock:
+            self._check_usable()
+            for tp in list(self._in_doubt):
+                self._resolve_in_doubt(tp)
+
+    def close(self) -> None:
+        """Flush and close. An open transaction is left to the next instance or to
+        expiry (as in Kafka); abort it first to release its partitions at once."""
+        if self._state not in _FINAL:
+            if self._coordinator is None:
+                self.flush()
+            self._state = ProducerState.CLOSED
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._state = ProducerState.CLOSED
+
+    # --- transactions -------------------------------------------------------------
+
+    def _require_transactional(self) -> CoordinatorLog:
+        if self._coordinator is None:
+            raise InvalidTxnStateError("not a transactional producer: pass transactional_id")
+        return self._coordinator
+
+    def init_transactions(self) -> None:
+        """Become the one live instance of this transactional id: bump the epoch
+        (fencing every older instance) and finish the previous instance's
+        transaction (roll forward after PREPARE_COMMIT, roll back otherwise).
+
+        Raises:
+            ConcurrentTransactionsError: other clients kept changing the id's state.
+        """
+        coordinator = self._require_transactional()
+        with self._lock:
+            self._check_usable()
+            if self._state is not ProducerState.UNINITIALIZED:
+                raise InvalidTxnStateError("init_transactions was called already")
+            entry = fence_and_recover(self._log, coordinator, reason="init")
+            self._entry = entry
+            self._producer_id = entry.producer_id
+            self._epoch = entry.producer_epoch
+            self._set_state(ProducerState.READY)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (locally: it reaches the coordinator log with the
+        first partition or consumer offsets it touches)."""
+        self._require_transactional()
+        with self._lock:
+            self._check_usable()
+            if self._state is not ProducerState.READY:
+                raise InvalidTxnStateError(
+                    f"begin_transaction in state {self._state.value}: "
+                    "init_transactions first, and finish the previous transaction"
+                )
+            self._set_state(ProducerState.IN_TRANSACTION)
+            self._txn_partitions = set()
+            self._txn_offsets = {}
+            self._txn_started_ms = int(time.time() * 1000)
+            self._sequences = {}
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[tuple[str, int], int], group_id: str
+    ) -> None:
+        """Commit consumer offsets (next offset to read, per (topic, partition))
+        for ``group_id`` as part of the transaction: they become the group's
+        position only if the transaction commits."""
+        self._require_transactional()
+        check_id("group id", group_id)
+        with self._lock:
+            self._check_usable()
+            if self._state is not ProducerState.IN_TRANSACTION:
+                raise InvalidTxnStateError("send_offsets_to_transaction outside a transaction")
+            for (topic, partition), offset in offsets.items():
+                self._log.topic(topic).check_partition(partition)
+                if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                    raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
+            merged = {**self._txn_offsets.get(group_id, {})}
+            merged.update({tp_key(t, p): o for (t, p), o in offsets.items()})
+            self._register(offsets={**self._txn_offsets, group_id: merged})
+
+    def _register(
+        self,
+        *,
+        partitions: set[tuple[str, int]] | None = None,
+        offsets: dict[str, dict[str, int]] | None = None,
+    ) -> None:
+        """Record the transaction's partitions and offsets (ONGOING) before any
+        data goes there: recovery must know every partition to put a marker in."""
+        for topic, _ in partitions or ():
+            limit = self._log.topic(topic).config.max_transaction_timeout_ms
+            if self.transaction_timeout_ms > limit:
+                raise InvalidTransactionTimeoutError(
+                    f"transaction_timeout_ms {self.transaction_timeout_ms} is above topic "
+                    f"{topic!r}'s max_transaction_timeout_ms {limit}"
+                )
+        new_partitions = self._txn_partitions | (partitions or set())
+        new_offsets = offsets if offsets is not None else self._txn_offsets
+        self._write_entry(
+            TxnState.ONGOING,
+            reason="add" if self._entry and self._entry.state is TxnState.ONGOING else "begin",
+            partitions=tuple(sorted(new_partitions)),
+            offsets=new_offsets,
+        )
+        self._txn_partitions = new_partitions
+        self._txn_offsets = new_offsets
+
+    def _write_entry(self, state: TxnState, *, reason: str, **changes: object) -> TxnEntry:
+        coordinator = self._require_transactional()
+        prev = self._entry
+        assert prev is not None
+        fields: dict[str, object] = {
+            "n": prev.n + 1,
+            "state": state,
+            "reason": reason,
+            "producer_epoch": self._epoch,
+            "txn_epoch": self._epoch,
+            "timeout_ms": self.transaction_timeout_ms,
+            "txn_started_ms": self._txn_started_ms,
+            **changes,
+        }
+        try:
+            entry = coordinator.write(prev, replace(prev, **fields))  # type: ignore[arg-type]
+        except EntryConflictError as conflict:
+            self._state = ProducerState.FENCED
+            latest = conflict.latest
+            if latest is not None and latest.reason == "expire" and latest.txn_epoch == self._epoch:
+                raise TransactionTimeoutError(
+                    f"transaction of {self.transactional_id!r} (epoch {self._epoch}) ran past "
+                    f"its timeout and was aborted"
+                ) from None
+            raise ProducerFencedError(
+                f"producer for {self.transactional_id!r} (epoch {self._epoch}) was fenced: "
+                f"a newer instance has epoch {latest.producer_epoch if latest else '?'}"
+            ) from None
+        self._entry = entry
+        return entry
+
+    def commit_transaction(self) -> None:
+        """Commit: PREPARE_COMMIT, markers and consumer offsets, COMPLETE_COMMIT.
+
+        Raises:
+            InvalidTxnStateError: no transaction, or it can only be aborted.
+            ProducerFencedError: a newer instance owns the transactional id.
+            TransactionTimeoutError: the transaction outlived its timeout; it was
+                aborted.
+        """
+        self._end_transaction(commit=True)
+
+    def abort_transaction(self) -> None:
+        """Abort: PREPARE_ABORT, ABORT markers, COMPLETE_ABORT. Nothing the
+        transaction wrote is ever visible under read_committed."""
+        self._end_transaction(commit=False)
+
+    def _end_transaction(self, *, commit: bool) -> None:
+        self._require_transactional()
+        with self._lock:
+            self._check_usable()
+            verb = "commit" if commit else "abort"
+            if self._state is ProducerState.ABORTABLE_ERROR and commit:
+                raise InvalidTxnStateError("the transaction failed and can only be aborted")
+            if self._state not in (ProducerState.IN_TRANSACTION, ProducerState.ABORTABLE_ERROR):
+                raise InvalidTxnStateError(f"{verb}_transaction without begin_transaction")
+            if not self._txn_partitions and not self._txn_offsets:
+                self._set_state(ProducerState.READY)  # nothing reached the log
+                return
+            expired = int(time.time() * 1000) > self._txn_started_ms + self.transaction_timeout_ms
+            if expired:
+                commit = False
+            prepared = self._write_entry(
+                TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, reason=verb
+            )
+            complete = finish(self._log, self._require_transactional(), prepared, reason=verb)
+            if complete.producer_epoch != prepared.producer_epoch + 1 or complete.reason != verb:
+                # Someone fenced us while we finished: the outcome stands, but this
+                # instance may not start another transaction.
+                self._state = ProducerState.FENCED
+                return
+            self._entry = complete
+            self._epoch = complete.producer_epoch
+            self._set_state(ProducerState.READY)
+            if expired:
+                raise TransactionTimeoutError(
+                    f"transaction of {self.transactional_id!r} ran past its timeout "
+                    f"({self.transaction_timeout_ms} ms) and was aborted"
+                )
+
+    @contextmanager
+    def transaction(self) -> Iterator[Producer]:
+        """``with producer.transaction(): ...`` begins a transaction, commits it on
+        a clean exit and aborts it on an exception (which propagates)."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            if self._state in (ProducerState.IN_TRANSACTION, ProducerState.ABORTABLE_ERROR):
+                self.abort_transaction()
+            raise
+        self.commit_transaction()
+
+
+def fence_and_recover(log: ArrowLog, coordinator: CoordinatorLog, *, reason: str) -> TxnEntry:
+    """Bump the producer epoch of a transactional id, fencing every instance
+    that holds an older one, and finish the transaction it left: roll forward
+    after PREPARE_COMMIT, roll back otherwise. Returns the resulting entry."""
+    sleeps = log.config.retry.sleeps()
+    while True:
+        latest = coordinator.latest()
+        try:
+            if latest is None:
+                pid = allocate_producer_id(log, coordinator.transactional_id)
+                return coordinator.write(
+                    None,
+                    TxnEntry(
+                        n=0,
+                        transactional_id=coordinator.transactional_id,
+                        producer_id=pid,
+                        producer_epoch=0,
+                        state=TxnState.EMPTY,
+                        reason=reason,
+                    ),
+                )
+            fenced = replace(latest, n=latest.n + 1, producer_epoch=latest.producer_epoch + 1,
+                             reason=reason)  # fmt: skip
+            if latest.state is TxnState.ONGOING:
+                fenced = replace(fenced, state=TxnState.PREPARE_ABORT)
+            entry = coordinator.write(latest, fenced)
+            if not entry.state.is_complete:
+                entry = finish(log, coordinator, entry, reason=reason)
+            return entry
+        except EntryConflictError:
+            pause = next(sleeps, None)
+            if pause is None:
+                raise ConcurrentTransactionsError(
+                    f"{coordinator.transactional_id}: the coordinator log kept changing"
+                ) from None
+            time.sleep(pause)
+
+
+def finish(
+    log: ArrowLog, coordinator: CoordinatorLog, prepared: TxnEntry, *, reason: str
+) -> TxnEntry:
+    """Carry a prepared transaction to its end: markers into every partition in
+    parallel (and, for a commit, the consumer offsets), then the COMPLETE entry.
+    Safe to run twice (by a zombie and its successor): markers are idempotent for
+    readers, offsets are applied once per transaction, and only one COMPLETE entry
+    can be written. Returns the latest entry afterwards."""
+    commit = prepared.state is TxnState.PREPARE_COMMIT
+    kind = ControlType.COMMIT if commit else ControlType.ABORT
+    who = WriterIdentity(
+        producer_id=prepared.producer_id,
+        producer_epoch=prepared.txn_epoch,
+        transactional=True,
+        transactional_id=prepared.transactional_id,
+    )
+
+    def write_marker(topic: str, partition: int) -> None:
+        log.partition(topic, partition).append_control(kind, who, prepared.n)
+
+    def apply_offsets(group: str, offsets: dict[str, int]) -> None:
+        GroupOffsets(log.store, group, log.config.retry).commit(
+            offsets, transactional_id=prepared.transactional_id, txn_epoch=prepared.txn_epoch
+        )
+
+    jobs = len(prepared.partitions) + (len(prepared.offsets) if commit else 0)
+    if jobs:
+        with ThreadPoolExecutor(max_workers=min(16, jobs)) as pool:
+            futures = [pool.submit(write_marker, t, p) for t, p in prepared.partitions]
+            if commit:
+                futures += [pool.submit(apply_offsets, g, o) for g, o in prepared.offsets.items()]
+            for future in futures:
+                future.result()
+    complete = replace(
+        prepared,
+        n=prepared.n + 1,
+        state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+        producer_epoch=max(prepared.producer_epoch, prepared.txn_epoch) + 1,
+        reason=reason,
+    )
+    try:
+        return coordinator.write(prepared, complete)
+    except EntryConflictError as conflict:
+        if conflict.latest is None:
+            raise ArrowLogError("coordinator log vanished") from None
+        return conflict.latest
