@@ -8,9 +8,13 @@ decision, so readers of older data rarely need the coordinator. The last stable
 offset (LSO) of a partition is the first offset of its earliest undecided
 transaction, or the high watermark; read_committed reads stop there.
 
-One read over several partitions (:meth:`Consumer.read_many`) decides each
-transaction once, so it sees a transaction's records in every partition or in
-none, even if the transaction commits while the read runs.
+One read over several partitions (:meth:`Consumer.read_many`) sees a transaction's
+records in every partition or in none, even if the transaction commits while the
+read runs. It first fixes its view of every partition (high watermark and
+state), and only then asks the coordinator, once per transaction for the whole
+read. A marker inside a fixed view implies the coordinator had decided before
+the view was taken, so a coordinator answer obtained afterwards can only agree
+with it; an UNDECIDED answer means no view can hold a marker for it.
 """
 
 from __future__ import annotations
@@ -105,6 +109,7 @@ class Consumer:
         end: int | None = None,
         *,
         decide: Decide | None = None,
+        view: tuple[int, PartitionState] | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Stream the visible records of ``[start, end)``. ``end`` defaults to the
         LSO (read_committed) or the high watermark.
@@ -117,7 +122,8 @@ class Consumer:
         if self.isolation_level == "read_uncommitted":
             yield from part.iter_batches(start, end)
             return
-        start, end, skip = self._plan(part, start, end, decide or self._log.resolver.snapshot())
+        decide = decide or self._log.resolver.snapshot()
+        start, end, skip = self._plan(part, start, end, decide, view or part.state())
         for header, batch in part.iter_segments(start, end, skip=skip):
             if not header.identity.control:
                 yield batch
@@ -134,18 +140,26 @@ class Consumer:
     ) -> dict[tuple[str, int], pa.Table]:
         """Several ranges read as one snapshot: each transaction is decided once,
         so its records appear in all the ranges or in none."""
+        views = {tp: self._log.partition(*tp).state() for tp in ranges}  # views first
         decide = self._log.resolver.snapshot()
         out = {}
         for (topic, partition), (start, end) in ranges.items():
             schema = self._log.topic(topic).schema
-            batches = list(self.iter_batches(topic, partition, start, end, decide=decide))
-            out[(topic, partition)] = pa.Table.from_batches(batches, schema)
+            batches = self.iter_batches(
+                topic, partition, start, end, decide=decide, view=views[(topic, partition)]
+            )
+            out[(topic, partition)] = pa.Table.from_batches(list(batches), schema)
         return out
 
     def _plan(
-        self, part: PartitionLog, start: int | None, end: int | None, decide: Decide
+        self,
+        part: PartitionLog,
+        start: int | None,
+        end: int | None,
+        decide: Decide,
+        view: tuple[int, PartitionState],
     ) -> tuple[int, int, Callable[[SegmentRef], bool]]:
-        hw, state = part.state()
+        hw, state = view
         lso = last_stable_offset(hw, state, decide)
         start = part.start_offset() if start is None else start
         end = lso if end is None else end

@@ -1,0 +1,273 @@
+"""Transactions on every backend: atomic commit and abort across partitions and
+topics, read_committed and the LSO, consumer offsets, fencing, expiry, the state
+machine's errors, and the request cost of a commit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+import pytest
+
+import arrowlog
+import arrowlog.checkpoint
+from arrowlog import ArrowLog, TopicConfig, TxnState
+from arrowlog.coordinator import CoordinatorLog, is_transition_valid
+from arrowlog.storage import Store
+from arrowlog.storage.wrappers import CountingStore
+
+SCHEMA = pa.schema([("v", pa.int64())])
+
+
+def rows(*values: int) -> pa.RecordBatch:
+    return pa.record_batch({"v": list(values)}, schema=SCHEMA)
+
+
+@pytest.fixture
+def log(make_log: Callable[..., ArrowLog]) -> ArrowLog:
+    log = make_log()
+    log.create_topic("a", SCHEMA, partitions=3)
+    log.create_topic("b", SCHEMA, partitions=1)
+    return log
+
+
+def committed(log: ArrowLog, topic: str, partition: int) -> list[int]:
+    return [int(v) for v in log.consumer().read(topic, partition)["v"].to_pylist()]
+
+
+def test_commit_makes_every_partition_visible_at_once(log: ArrowLog) -> None:
+    p = log.producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("a", rows(1, 2), partition=0)
+    p.send("a", rows(3), partition=2)
+    p.send("b", rows(4), partition=0)
+    everything = log.consumer(isolation_level="read_uncommitted")
+    assert everything.read("a", 0)["v"].to_pylist() == [1, 2]
+    assert committed(log, "a", 0) == [] and committed(log, "b", 0) == []
+    assert log.stable_offsets("a") == {0: 0, 1: 0, 2: 0}
+    assert log.end_offsets("a") == {0: 2, 1: 0, 2: 1}
+    p.commit_transaction()
+    assert committed(log, "a", 0) == [1, 2] and committed(log, "a", 2) == [3]
+    assert committed(log, "b", 0) == [4]
+    # the markers took one offset each, and are never returned as data
+    assert log.end_offsets("a") == {0: 3, 1: 0, 2: 2}
+    assert log.stable_offsets("a") == log.end_offsets("a")
+    assert everything.read("a", 0)["v"].to_pylist() == [1, 2]
+
+
+def test_abort_hides_everything_and_releases_the_lso(log: ArrowLog) -> None:
+    plain = log.producer()
+    plain.send("a", rows(0), partition=0)
+    p = log.producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("a", rows(1), partition=0)
+    plain.send("a", rows(2), partition=0)  # non-transactional, after the open transaction
+    assert log.stable_offsets("a")[0] == 1
+    assert committed(log, "a", 0) == [0]
+    with pytest.raises(arrowlog.OffsetOutOfRangeError, match="last stable offset"):
+        log.consumer().read("a", 0, 0, 3)
+    p.abort_transaction()
+    assert committed(log, "a", 0) == [0, 2]
+    assert log.stable_offsets("a")[0] == log.end_offsets("a")[0] == 4
+
+
+def test_the_context_manager_commits_or_aborts(log: ArrowLog) -> None:
+    p = log.producer(transactional_id="tx")
+    p.init_transactions()
+    with p.transaction():
+        p.send("a", rows(1), partition=1)
+    with pytest.raises(ZeroDivisionError), p.transaction():
+        p.send("a", rows(2), partition=1)
+        raise ZeroDivisionError
+    with p.transaction():
+        p.send("a", rows(3), partition=1)
+    assert committed(log, "a", 1) == [1, 3]
+    assert p.state is arrowlog.ProducerState.READY
+
+
+def test_consumer_offsets_become_visible_only_on_commit(log: ArrowLog) -> None:
+    group = log.consumer(group_id="etl")
+    p = log.producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send_offsets_to_transaction({("a", 0): 5, ("a", 1): 7}, group_id="etl")
+    assert group.committed("a", 0) is None
+    p.abort_transaction()
+    assert group.committed("a", 0) is None
+    p.begin_transaction()
+    p.send_offsets_to_transaction({("a", 0): 6}, group_id="etl")
+    p.commit_transaction()
+    assert group.committed("a", 0) == 6 and group.committed("a", 1) is None
+    group.commit({("a", 1): 2})
+    assert group.committed("a", 1) == 2 and group.committed("a", 0) == 6
+
+
+def test_state_machine_errors_write_nothing(log: ArrowLog) -> None:
+    p = log.producer(transactional_id="tx")
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="init_transactions first"):
+        p.begin_transaction()
+    p.init_transactions()
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="already"):
+        p.init_transactions()
+    before = {o.key for o in log.store.list("")}
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="without begin"):
+        p.commit_transaction()
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="without begin"):
+        p.abort_transaction()
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="outside a transaction"):
+        p.send("a", rows(1), partition=0)
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="outside a transaction"):
+        p.send_offsets_to_transaction({("a", 0): 1}, group_id="g")
+    p.begin_transaction()
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="finish the previous"):
+        p.begin_transaction()
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="not a transactional producer"):
+        log.producer().begin_transaction()
+    assert {o.key for o in log.store.list("")} == before
+    with pytest.raises(arrowlog.InvalidNameError):
+        log.producer(transactional_id="../escape")
+
+
+def test_a_fatal_error_stops_the_producer(log: ArrowLog) -> None:
+    p = log.producer()
+    p.send("a", rows(1), partition=0)
+    p._sequences[("a", 0)] = 10
+    with pytest.raises(arrowlog.OutOfOrderSequenceError):
+        p.send("a", rows(2), partition=0)
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="fatal"):
+        p.send("a", rows(3), partition=0)
+    assert committed(log, "a", 0) == [1]
+
+
+def test_transitions_are_checked() -> None:
+    assert is_transition_valid(None, TxnState.EMPTY)
+    assert is_transition_valid(TxnState.ONGOING, TxnState.PREPARE_COMMIT)
+    assert not is_transition_valid(TxnState.EMPTY, TxnState.PREPARE_COMMIT)  # commit without begin
+    assert not is_transition_valid(TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+    assert not is_transition_valid(TxnState.PREPARE_ABORT, TxnState.COMPLETE_COMMIT)
+    assert not is_transition_valid(TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
+
+
+def test_a_new_instance_fences_the_old_one(
+    log: ArrowLog, make_log: Callable[..., ArrowLog]
+) -> None:
+    old = log.producer(transactional_id="tx")
+    old.init_transactions()
+    old.begin_transaction()
+    old.send("a", rows(1), partition=0)
+    new = make_log().producer(transactional_id="tx")
+    new.init_transactions()  # aborts the old instance's transaction
+    assert log.stable_offsets("a")[0] == log.end_offsets("a")[0]
+    old.send("a", rows(2), partition=0)  # a registered partition: lands, never visible
+    with pytest.raises(arrowlog.ProducerFencedError):
+        old.send("a", rows(3), partition=1)  # a new partition needs the coordinator
+    with pytest.raises(arrowlog.ProducerFencedError):
+        old.commit_transaction()
+    with new.transaction():
+        new.send("a", rows(4), partition=0)
+    assert committed(log, "a", 0) == [4]
+    assert log.stable_offsets("a")[0] == log.end_offsets("a")[0]
+    assert committed(log, "a", 1) == []
+
+
+def test_an_expired_transaction_is_aborted_by_anyone(
+    log: ArrowLog, make_log: Callable[..., ArrowLog]
+) -> None:
+    p = log.producer(transactional_id="slow", transaction_timeout_ms=1_000)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("a", rows(1), partition=0)
+    other = make_log()
+    assert other.expire_transactions() == []  # not yet past its timeout
+    entry = CoordinatorLog(log.store, "slow", log.config.retry).latest()
+    assert entry is not None
+    expired = other.expire_transactions(now_ms=entry.txn_started_ms + 1_001)
+    assert [t.transactional_id for t in expired] == ["slow"]
+    assert other.list_transactions()[0].state is TxnState.COMPLETE_ABORT
+    assert log.stable_offsets("a")[0] == log.end_offsets("a")[0]
+    with pytest.raises(arrowlog.TransactionTimeoutError):
+        p.commit_transaction()
+    assert committed(log, "a", 0) == []
+
+
+def test_a_timeout_above_the_topic_maximum_is_refused(make_log: Callable[..., ArrowLog]) -> None:
+    log = make_log()
+    log.create_topic("strict", SCHEMA, config=TopicConfig(max_transaction_timeout_ms=5_000))
+    p = log.producer(transactional_id="tx", transaction_timeout_ms=10_000)
+    p.init_transactions()
+    p.begin_transaction()
+    with pytest.raises(arrowlog.InvalidTransactionTimeoutError):
+        p.send("strict", rows(1))
+    assert log.end_offsets("strict") == {0: 0}
+
+
+def test_a_read_over_several_partitions_is_atomic(log: ArrowLog) -> None:
+    p = log.producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("a", rows(1), partition=0)
+    p.send("a", rows(2), partition=1)
+    # The transaction commits right after the reader first asks the coordinator
+    # about it, i.e. between its decisions for the two partitions.
+    real_decide = log.resolver.decide
+    asked: list[arrowlog.checkpoint.Decision] = []
+
+    def decide_then_commit(txn: arrowlog.checkpoint.OpenTxn) -> arrowlog.checkpoint.Decision:
+        answer = real_decide(txn)
+        if not asked:
+            asked.append(answer)
+            p.commit_transaction()
+        return answer
+
+    log.resolver.decide = decide_then_commit  # type: ignore[method-assign]
+    during = log.consumer().read_many({("a", 0): (0, None), ("a", 1): (0, None)})
+    assert asked == [arrowlog.checkpoint.Decision.UNDECIDED]
+    assert [t.num_rows for t in during.values()] == [0, 0]  # neither part, not one of them
+    log.resolver.decide = real_decide  # type: ignore[method-assign]
+    after = log.consumer().read_many({("a", 0): (0, None), ("a", 1): (0, None)})
+    assert [t["v"].to_pylist() for t in after.values()] == [[1], [2]]
+
+
+def test_operators_can_list_describe_and_measure(log: ArrowLog) -> None:
+    p = log.producer(transactional_id="ops")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("a", rows(1), partition=2)
+    [info] = log.list_transactions()
+    assert info.state is TxnState.ONGOING and info.partitions == (("a", 2),)
+    assert log.describe_transaction("ops")["state"] == "ONGOING"
+    metrics = log.metrics(["a"])
+    assert metrics["active_transactional_ids"] == ["ops"]
+    assert metrics["partitions"]["a/2"] == {
+        "high_watermark": 1, "last_stable_offset": 0, "live_producer_ids": 1, "open_transactions": 1
+    }  # fmt: skip
+    [producer] = log.list_producers("a", 2)
+    assert producer.producer_id == p.producer_id
+    desc = log.describe_topic("a").partitions[2]
+    assert (desc.high_watermark, desc.last_stable_offset, desc.open_transactions) == (1, 0, 1)
+    log.abort_transaction("ops")
+    assert log.metrics(["a"])["active_transactional_ids"] == []
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 8])
+def test_a_commit_costs_one_prepare_one_marker_per_partition_and_one_complete(
+    store: Store, partitions: int
+) -> None:
+    counting = CountingStore(store)
+    log = arrowlog.connect(counting)
+    log.create_topic(
+        "wide", SCHEMA, partitions=partitions, config=TopicConfig(checkpoint_interval=50)
+    )
+    p = log.producer(transactional_id="cost")
+    p.init_transactions()
+    p.begin_transaction()
+    for i in range(partitions):
+        p.send("wide", rows(i), partition=i)
+    counting.reset()
+    p.commit_transaction()
+    # PREPARE entry + a marker per partition + COMPLETE entry, and nothing else
+    assert counting.counts == {"put_if_absent": 2 + partitions}
+    markers = [o.key for o in store.list("wide/") if "/segments/" in o.key]
+    assert len(markers) == 2 * partitions
