@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import sys
 import time
 
 import pyarrow as pa
@@ -66,6 +68,102 @@ def append_race(args: argparse.Namespace) -> None:
     print(json.dumps(dict(log.partition(args.topic, 0).stats)), flush=True)
 
 
+TXN_SCHEMA = pa.schema([("v", pa.int64())])
+
+
+def zombie(args: argparse.Namespace) -> None:
+    """Worker 1 (first) or worker 2 of the zombie scenario: consume offset 0 of
+    ``in``, produce its transformation to ``out``, commit with the offsets."""
+    log = arrowlog.connect(open_store(args.url, json.loads(args.options)))
+    producer = log.producer(transactional_id="copier.in.0")
+    producer.init_transactions()
+    consumer = log.consumer(group_id="copier")
+    start = consumer.committed("in", 0) or 0
+    value = int(consumer.read("in", 0, start, start + 1).column("v")[0].as_py())
+    output = pa.record_batch({"v": [value * 10]}, schema=TXN_SCHEMA)
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({("in", 0): start + 1}, group_id="copier")
+    if args.writer == 1 and args.early:
+        producer.send("out", output, partition=0)  # out/0 is now registered
+    if args.writer == 1:
+        print("READY", flush=True)  # the parent SIGSTOPs us here
+        sys.stdin.readline()
+    try:
+        producer.send("out", output, partition=0)
+        producer.commit_transaction()
+    except arrowlog.ProducerFencedError:
+        print("FENCED", flush=True)
+        return
+    print("COMMITTED", flush=True)
+
+
+CRASH_STEPS = ["after_begin", "after_data", "after_prepare", "after_some_markers",
+               "after_all_markers", "before_complete"]  # fmt: skip
+
+
+def txn_crash(args: argparse.Namespace) -> None:
+    """Run one transaction over the three partitions of ``out`` and SIGKILL
+    ourselves at the protocol step ``--step``."""
+    from arrowlog import producer as producer_module
+    from arrowlog.coordinator import CoordinatorLog, TxnState
+    from arrowlog.partition import PartitionLog
+
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    step = args.step
+    markers = {"n": 0}
+    real_register = producer_module.Producer._register
+    real_finish = producer_module.finish
+    real_marker = PartitionLog.append_control
+    real_write = CoordinatorLog.write
+
+    def register(self, **kwargs):  # type: ignore[no-untyped-def]
+        real_register(self, **kwargs)
+        if step == "after_begin":
+            die()
+
+    def finish(*a, **k):  # type: ignore[no-untyped-def]
+        if step == "after_prepare":
+            die()
+        return real_finish(*a, **k)
+
+    def marker(self, *a, **k):  # type: ignore[no-untyped-def]
+        result = real_marker(self, *a, **k)
+        markers["n"] += 1
+        if step == "after_some_markers" or (step == "after_all_markers" and markers["n"] == 3):
+            die()
+        return result
+
+    def write(self, prev, new):  # type: ignore[no-untyped-def]
+        if step == "before_complete" and new.state in (
+            TxnState.COMPLETE_COMMIT,
+            TxnState.COMPLETE_ABORT,
+        ):
+            die()
+        return real_write(self, prev, new)
+
+    producer_module.Producer._register = register  # type: ignore[method-assign]
+    producer_module.finish = finish
+    PartitionLog.append_control = marker  # type: ignore[method-assign]
+    CoordinatorLog.write = write  # type: ignore[method-assign]
+
+    log = arrowlog.connect(open_store(args.url, json.loads(args.options)))
+    producer = log.producer(transactional_id="crashy")
+    producer.init_transactions()
+    producer.begin_transaction()
+    for p in range(3):
+        producer.send("out", pa.record_batch({"v": [p, p + 100]}, schema=TXN_SCHEMA), partition=p)
+        if step == "after_data" and p == 1:
+            die()
+    producer.send_offsets_to_transaction({("in", 0): 3}, group_id="crashy-group")
+    if args.action == "commit":
+        producer.commit_transaction()
+    else:
+        producer.abort_transaction()
+    print("FINISHED", flush=True)
+
+
 def _wait_until(start_at: float) -> None:
     # All workers start appending at the same instant, so they really contend.
     delay = start_at - time.time()
@@ -75,7 +173,10 @@ def _wait_until(start_at: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("kind", choices=["put_race", "append_race"])
+    parser.add_argument("kind", choices=["put_race", "append_race", "zombie", "txn_crash"])
+    parser.add_argument("--step", choices=CRASH_STEPS)
+    parser.add_argument("--early", action="store_true", help="zombie: produce before the pause")
+    parser.add_argument("--action", choices=["commit", "abort"], default="commit")
     parser.add_argument("--url", required=True)
     parser.add_argument("--options", default="{}")
     parser.add_argument("--topic", default="race")
@@ -86,7 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lose-ack", type=float, default=0.0)
     parser.add_argument("--slowdown", type=float, default=0.0)
     args = parser.parse_args(argv)
-    {"put_race": put_race, "append_race": append_race}[args.kind](args)
+    workers = {"put_race": put_race, "append_race": append_race, "zombie": zombie,
+               "txn_crash": txn_crash}  # fmt: skip
+    workers[args.kind](args)
 
 
 if __name__ == "__main__":
