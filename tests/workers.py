@@ -97,6 +97,32 @@ def zombie(args: argparse.Namespace) -> None:
     print("COMMITTED", flush=True)
 
 
+COPY_SCHEMA = pa.schema([("id", pa.int64()), ("source", pa.int32())])
+
+
+def copier(args: argparse.Namespace) -> None:
+    """Consume-transform-produce input partition ``--writer`` of ``in`` into the
+    same partition of ``out``, ``--count`` records per transaction, until the
+    group has consumed the whole input."""
+    log = arrowlog.connect(open_store(args.url, json.loads(args.options)))
+    source = args.writer
+    producer = log.producer(transactional_id=f"copier.in.{source}")
+    producer.init_transactions()
+    print("STARTED", flush=True)  # the parent's kill timer starts now
+    consumer = log.consumer(group_id="copier")
+    position = consumer.committed("in", source) or 0
+    end = consumer.end_offset("in", source)
+    while position < end:
+        upto = min(position + args.count, end)
+        batch = consumer.read("in", source, position, upto)
+        half = batch.num_rows // 2
+        with producer.transaction():  # two sends: a kill between them leaves half a copy
+            producer.send("out", batch.slice(0, half), partition=source)
+            producer.send_offsets_to_transaction({("in", source): upto}, group_id="copier")
+            producer.send("out", batch.slice(half), partition=source)
+        position = upto
+
+
 CRASH_STEPS = ["after_begin", "after_data", "after_prepare", "after_some_markers",
                "after_all_markers", "before_complete"]  # fmt: skip
 
@@ -173,7 +199,9 @@ def _wait_until(start_at: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("kind", choices=["put_race", "append_race", "zombie", "txn_crash"])
+    parser.add_argument(
+        "kind", choices=["put_race", "append_race", "zombie", "txn_crash", "copier"]
+    )
     parser.add_argument("--step", choices=CRASH_STEPS)
     parser.add_argument("--early", action="store_true", help="zombie: produce before the pause")
     parser.add_argument("--action", choices=["commit", "abort"], default="commit")
@@ -188,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slowdown", type=float, default=0.0)
     args = parser.parse_args(argv)
     workers = {"put_race": put_race, "append_race": append_race, "zombie": zombie,
-               "txn_crash": txn_crash}  # fmt: skip
+               "txn_crash": txn_crash, "copier": copier}  # fmt: skip
     workers[args.kind](args)
 
 
