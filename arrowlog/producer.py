@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import crc32c
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from arrowlog import _checked_json
 from arrowlog.control import ControlType
@@ -256,7 +257,7 @@ class Producer:
         )
         results = []
         for p in range(partitions):
-            part = table.filter(pa.compute.equal(slots, pa.scalar(p, pa.int32())))
+            part = table.filter(pc.equal(slots, pa.scalar(p, pa.int32())))
             if part.num_rows:
                 results.append(self.send(topic, part, partition=p))
         return results

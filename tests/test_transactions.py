@@ -272,3 +272,65 @@ def test_a_commit_costs_one_prepare_one_marker_per_partition_and_one_complete(
     assert counting.counts == {"put_if_absent": 2 + partitions}
     markers = [o.key for o in store.list("wide/") if "/segments/" in o.key]
     assert len(markers) == 2 * partitions
+
+
+def test_transactions_spanning_checkpoints_are_seen_by_a_fresh_reader(
+    make_log: Callable[..., ArrowLog],
+) -> None:
+    log = make_log()
+    log.create_topic("c", SCHEMA, config=TopicConfig(checkpoint_interval=3))
+    plain = log.producer()
+    plain.send("c", rows(0), partition=0)
+    long_txn = log.producer(transactional_id="long")
+    long_txn.init_transactions()
+    long_txn.begin_transaction()
+    long_txn.send("c", rows(1), partition=0)  # offset 1: the LSO stops here
+    for i in range(10):  # 12 segments: 4 checkpoint windows go by
+        plain.send("c", rows(10 + i), partition=0)
+    assert len(list(log.store.list("c/0/checkpoints/"))) == 4
+    fresh = make_log()
+    assert fresh.stable_offsets("c") == {0: 1}
+    assert fresh.consumer().read("c", 0)["v"].to_pylist() == [0]
+    long_txn.send("c", rows(2), partition=0)
+    long_txn.commit_transaction()
+    fresher = make_log()
+    assert fresher.stable_offsets("c") == fresher.end_offsets("c")
+    assert fresher.consumer().read("c", 0)["v"].to_pylist() == [0, 1, *range(10, 20), 2]
+    assert fresher.consumer().read("c", 0, 5, 9)["v"].to_pylist() == [13, 14, 15, 16]
+    [pid_state] = [e for e in fresher.list_producers("c", 0) if e.producer_id == plain.producer_id]
+    assert pid_state.base_sequence == 10  # producer state survived the checkpoints
+
+
+def test_a_zombies_late_data_never_holds_the_lso_even_across_checkpoints(
+    make_log: Callable[..., ArrowLog],
+) -> None:
+    log = make_log()
+    log.create_topic("z", SCHEMA, config=TopicConfig(checkpoint_interval=2))
+    zombie = log.producer(transactional_id="z")
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    zombie.send("z", rows(1), partition=0)
+    successor = make_log().producer(transactional_id="z")
+    successor.init_transactions()  # aborts the zombie's transaction, marker and all
+    zombie.send("z", rows(2), partition=0)  # lands after the ABORT marker
+    plain = log.producer()
+    for i in range(5):
+        plain.send("z", rows(100 + i), partition=0)
+    reader = make_log()
+    assert reader.stable_offsets("z") == reader.end_offsets("z")
+    assert reader.consumer().read("z", 0)["v"].to_pylist() == [100, 101, 102, 103, 104]
+    # the checkpoints dropped the decided transaction from their open set
+    assert reader.describe_topic("z").partitions[0].open_transactions == 0
+
+
+def test_key_partitioning_is_stable_and_round_robin_spreads(log: ArrowLog) -> None:
+    producer = log.producer()
+    batch = pa.record_batch({"v": list(range(30))}, schema=SCHEMA)
+    results = producer.send_keyed("a", batch, key="v")
+    assert sum(r.record_count for r in results) == 30
+    again = log.producer().send_keyed("a", batch, key="v")
+    assert [(r.partition, r.record_count) for r in again] == [
+        (r.partition, r.record_count) for r in results
+    ]
+    rr = log.producer()
+    assert {rr.send("a", rows(i)).partition for i in range(3)} == {0, 1, 2}
