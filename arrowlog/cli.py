@@ -5,6 +5,12 @@
     arrowlog describe ROOT NAME
     arrowlog load ROOT TOPIC data.parquet [--partition 0] [--start-offset 0]
     arrowlog read ROOT TOPIC [--partition 0] [--start 0] [--end N] [--output out.parquet]
+    arrowlog transactions ROOT                  list transactional ids and their state
+    arrowlog describe-transaction ROOT ID
+    arrowlog abort-transaction ROOT ID          fence the id and finish its transaction now
+    arrowlog expire-transactions ROOT           abort every transaction past its timeout
+    arrowlog producers ROOT TOPIC [--partition 0]
+    arrowlog metrics ROOT [TOPIC ...]
 
 ROOT is any URL ``arrowlog.connect`` takes; S3 credentials come from the usual
 AWS environment variables, or ``--endpoint-url`` / ``--option key=value``.
@@ -122,7 +128,8 @@ def cmd_load(args: argparse.Namespace) -> None:
 
 
 def cmd_read(args: argparse.Namespace) -> None:
-    table = _connect(args).read(args.topic, args.partition, args.start, args.end)
+    consumer = _connect(args).consumer(isolation_level=args.isolation_level)
+    table = consumer.read(args.topic, args.partition, args.start, args.end)
     if args.output:
         import pyarrow.parquet as pq
 
@@ -133,6 +140,43 @@ def cmd_read(args: argparse.Namespace) -> None:
         for offset, row in enumerate(table.slice(0, args.limit).to_pylist(), start=first):
             print(f"{offset}\t{json.dumps(row, default=str)}")
         print(f"({table.num_rows:,} rows)")
+
+
+def _print_json(value: object) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+def _txn_row(info: arrowlog.TransactionInfo) -> dict[str, object]:
+    row = dataclasses.asdict(info)
+    row["state"] = info.state.value
+    return row
+
+
+def cmd_transactions(args: argparse.Namespace) -> None:
+    _print_json([_txn_row(t) for t in _connect(args).list_transactions()])
+
+
+def cmd_describe_transaction(args: argparse.Namespace) -> None:
+    _print_json(_connect(args).describe_transaction(args.transactional_id))
+
+
+def cmd_abort_transaction(args: argparse.Namespace) -> None:
+    _print_json(_txn_row(_connect(args).abort_transaction(args.transactional_id)))
+
+
+def cmd_expire_transactions(args: argparse.Namespace) -> None:
+    done = _connect(args).expire_transactions()
+    _print_json([_txn_row(t) for t in done])
+    print(f"expired {len(done)} transaction(s)", file=sys.stderr)
+
+
+def cmd_producers(args: argparse.Namespace) -> None:
+    entries = _connect(args).list_producers(args.topic, args.partition)
+    _print_json([dataclasses.asdict(e) for e in entries])
+
+
+def cmd_metrics(args: argparse.Namespace) -> None:
+    _print_json(_connect(args).metrics(args.topics or None))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,7 +216,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end", type=int)
     p.add_argument("--limit", type=int, default=20, help="rows to print")
     p.add_argument("--output", help="write the range to this Parquet file")
+    p.add_argument(
+        "--isolation-level",
+        choices=["read_committed", "read_uncommitted"],
+        default="read_committed",
+    )
     p.set_defaults(run=cmd_read)
+    command("transactions", "list transactional ids and their state").set_defaults(
+        run=cmd_transactions
+    )
+    for name, run, help_text in (
+        ("describe-transaction", cmd_describe_transaction, "a transactional id's latest entry"),
+        ("abort-transaction", cmd_abort_transaction, "fence an id and finish its transaction"),
+    ):
+        p = command(name, help_text)
+        p.add_argument("transactional_id")
+        p.set_defaults(run=run)
+    command("expire-transactions", "abort every transaction past its timeout").set_defaults(
+        run=cmd_expire_transactions
+    )
+    p = command("producers", "producers with state in a partition")
+    p.add_argument("topic")
+    p.add_argument("--partition", type=int, default=0)
+    p.set_defaults(run=cmd_producers)
+    p = command("metrics", "LSO, live producer ids, open and active transactions")
+    p.add_argument("topics", nargs="*")
+    p.set_defaults(run=cmd_metrics)
     return parser
 
 
