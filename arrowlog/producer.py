@@ -21,7 +21,7 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -350,6 +350,22 @@ class Producer:
             self._txn_offsets = {}
             self._txn_started_ms = int(time.time() * 1000)
             self._sequences = {}
+
+    def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Register partitions with the transaction in one coordinator write,
+        before sending to them (``send`` registers a new partition by itself, one
+        write each: a job that knows all its partitions saves those round trips)."""
+        self._require_transactional()
+        with self._lock:
+            self._check_usable()
+            if self._state is not ProducerState.IN_TRANSACTION:
+                raise InvalidTxnStateError("add_partitions outside a transaction")
+            wanted = set()
+            for topic, partition in partitions:
+                self._log.topic(topic).check_partition(partition)
+                wanted.add((topic, partition))
+            if wanted - self._txn_partitions:
+                self._register(partitions=wanted - self._txn_partitions)
 
     def send_offsets_to_transaction(
         self, offsets: Mapping[tuple[str, int], int], group_id: str

@@ -7,7 +7,9 @@ For every backend (a local directory, and SeaweedFS over HTTP on 127.0.0.1):
 - append: ``log.append`` of 1 MiB (and 64 KiB) batches, one writer, versus raw
   ``put_if_absent`` of the very same segment bytes through the same store;
 - read: ``log.read`` of the whole partition versus plain pyarrow reading the same
-  segment files through its own filesystem (``pyarrow.fs``) and IPC reader.
+  segment files through its own filesystem (``pyarrow.fs``) and IPC reader;
+- commit: ``commit_transaction`` latency for 1 to 32 partitions, versus one small
+  put-if-absent (three sequential stages: the ratio should stay near 3).
 
 Ratios above 1 mean arrowlog is faster than the baseline. Results also go to
 bench/results/latest.json.
@@ -32,6 +34,7 @@ import arrowlog
 from arrowlog.segment import SegmentHeader, encode_segment
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
+from bench.txn import bench_commit
 from infra import seaweedfs
 
 RESULTS = Path(__file__).parent / "results"
@@ -180,10 +183,22 @@ def main() -> None:
     parser.add_argument("--backends", default="local,s3")
     parser.add_argument("--mib", type=int, default=128, help="data per measurement")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--suite", choices=["all", "core", "txn"], default="all")
     args = parser.parse_args()
     results: dict[str, dict[str, dict[str, float]]] = {}
+    commits: dict[str, dict[int, dict[str, float]]] = {}
     with backends(args.backends.split(",")) as found:
         for backend in found:
+            if args.suite in ("all", "txn"):
+                print(f"[{backend.name}] commit latency ...", flush=True)
+                commits[backend.name] = bench_commit(
+                    backend.url + "-txn",
+                    backend.options,
+                    (1, 4, 16, 32),
+                    rounds=10,
+                )
+            if args.suite == "txn":
+                continue
             for size in (1 << 20, 64 << 10):
                 batch = make_batch(size)
                 count = max(1, args.mib * 2**20 // size) if size == 1 << 20 else 400
@@ -194,6 +209,22 @@ def main() -> None:
                     "read": bench_read(backend, batch, count, args.repeat),
                 }
     print()
+    for name, by_count in commits.items():
+        print(f"commit latency on {name} (median of 10; put = one small put-if-absent;")
+        print("  floor = raw put, N raw puts in parallel, raw put: the 3 stages without arrowlog)")
+        print(
+            f"{'partitions':>10} {'commit ms':>10} {'txn ms':>8} {'put ms':>7}"
+            f" {'commit/put':>10} {'floor ms':>9} {'commit/floor':>12}"
+        )
+        for count, c in by_count.items():
+            print(
+                f"{count:>10} {c['commit_ms']:>10.1f} {c['transaction_ms']:>8.1f}"
+                f" {c['put_ms']:>7.2f} {c['commit_per_put']:>10.1f}"
+                f" {c['floor_ms']:>9.1f} {c['commit_per_floor']:>12.2f}"
+            )
+        print()
+    if not results:
+        return
     header = f"{'case':<20} {'append MiB/s':>12} {'raw PUT':>9} {'ratio':>6}   {'read MiB/s':>10} {'(seq)':>8} {'pyarrow':>8} {'ratio':>6} {'(seq)':>6}"  # noqa: E501
     print(header)
     for label, r in results.items():
@@ -206,7 +237,7 @@ def main() -> None:
         )
     print("\nratio = arrowlog throughput / baseline throughput (goal >= 0.9); (seq) = read_ahead=1")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / "latest.json").write_text(json.dumps({"core": results, "commit": commits}, indent=2))
 
 
 if __name__ == "__main__":

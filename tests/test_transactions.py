@@ -264,6 +264,9 @@ def test_a_commit_costs_one_prepare_one_marker_per_partition_and_one_complete(
     p = log.producer(transactional_id="cost")
     p.init_transactions()
     p.begin_transaction()
+    counting.reset()
+    p.add_partitions(("wide", i) for i in range(partitions))
+    assert counting.counts == {"put_if_absent": 1}  # one ONGOING entry for all of them
     for i in range(partitions):
         p.send("wide", rows(i), partition=i)
     counting.reset()
