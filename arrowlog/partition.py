@@ -44,6 +44,7 @@ from arrowlog.config import MAX_OFFSET, LogConfig
 from arrowlog.control import ControlType, marker_batch
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
+    ArrowLogError,
     CorruptCheckpointError,
     CorruptSegmentError,
     DuplicateSequenceError,
@@ -467,20 +468,20 @@ class PartitionLog:
         append_id: str,
     ) -> AppendResult:
         offset = self._end
-        data = self._encode(batch, offset, append_id, identity)
+        data, header = self._encode(batch, offset, append_id, identity)
         sleeps = self._config.retry.sleeps()
         uncertain = False
         while True:
             if offset != self._end:  # lost a race: move to the new end
                 offset = self._end
-                data = self._encode(batch, offset, append_id, identity)
+                data, header = self._encode(batch, offset, append_id, identity)
             owner, maybe_applied = self._try_put(offset, data, append_id)
             uncertain = uncertain or maybe_applied
             if maybe_applied:
                 self.stats["ambiguous"] += 1
             if owner is _Owner.OURS:
                 self.stats["appends"] += 1
-                self._record_append(data, offset, batch.num_rows, identity)
+                self._record_append(SegmentSummary.of(header, len(data)))
                 return AppendResult(self._topic.name, self._partition, offset, batch.num_rows)
             if owner is _Owner.THEIRS:
                 self.stats["conflicts"] += 1
@@ -517,7 +518,7 @@ class PartitionLog:
         offset: int,
         append_id: str,
         identity: WriterIdentity,
-    ) -> memoryview:
+    ) -> tuple[memoryview, SegmentHeader]:
         header = SegmentHeader(
             base_offset=offset,
             record_count=batch.num_rows,
@@ -532,7 +533,7 @@ class PartitionLog:
                 f"batch encodes to {len(data)} bytes, over the topic's max_batch_bytes "
                 f"({limit}); split it"
             )
-        return data
+        return data, header
 
     def _try_put(self, offset: int, data: memoryview, append_id: str) -> tuple[_Owner, bool]:
         """One put-if-absent attempt, and who holds the offset afterwards.
@@ -570,24 +571,11 @@ class PartitionLog:
             ) from e
         return _Owner.OURS if header.append_id == append_id else _Owner.THEIRS
 
-    def _record_append(
-        self, data: memoryview, offset: int, count: int, identity: WriterIdentity
-    ) -> None:
-        self._tail.append((offset, len(data)))
-        self._summaries[offset] = SegmentSummary(
-            base=offset,
-            size=len(data),
-            record_count=count,
-            timestamp_ms=int(time.time() * 1000),
-            producer_id=identity.producer_id,
-            producer_epoch=identity.producer_epoch,
-            base_sequence=identity.base_sequence,
-            transactional=identity.transactional,
-            control_type=identity.control_type,
-            transactional_id=identity.transactional_id,
-        )
-        self._end = offset + count
-        self._last_base = offset
+    def _record_append(self, summary: SegmentSummary) -> None:
+        self._tail.append((summary.base, summary.size))
+        self._summaries[summary.base] = summary
+        self._end = summary.end
+        self._last_base = summary.base
         self._write_due_checkpoints()
 
     def _write_due_checkpoints(self) -> None:
@@ -596,11 +584,11 @@ class PartitionLog:
         while len(self._tail) >= self._interval:
             try:
                 window = self._tail_summaries(self._interval)
-            except (TransientStoreError, CorruptSegmentError):
-                return  # the next append tries again
-            state = advance(self._base_state, window)
-            if self._decide is not None:
-                state.forget_decided(self._decide)
+                state = advance(self._base_state, window)
+                if self._decide is not None:
+                    state.forget_decided(self._decide)
+            except ArrowLogError:
+                return  # store or coordinator unavailable: the next append tries again
             state.forget_producers_before(window[-1].timestamp_ms - PRODUCER_STATE_RETENTION_MS)
             cp = Checkpoint(
                 log_start=self._log_start,

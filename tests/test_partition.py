@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
+import arrowlog.checkpoint
 from arrowlog import ArrowLog, TopicConfig
 from arrowlog.segment import SegmentHeader, WriterIdentity, encode_segment
 from arrowlog.storage import Store
@@ -370,3 +371,20 @@ def test_streaming_a_long_range_keeps_memory_flat(tmp_path: Path) -> None:
         del b
     assert seen == 60 * rows
     assert peak < 3 * segment, f"streaming held {peak} bytes; one segment is {segment}"
+
+
+def test_a_checkpoint_that_cannot_be_written_never_fails_an_append(log: ArrowLog) -> None:
+    topic = log.create_topic("cp", SCHEMA, config=TopicConfig(checkpoint_interval=2))
+
+    def coordinator_down(txn: object) -> arrowlog.checkpoint.Decision:
+        raise arrowlog.TransientStoreError("coordinator unreachable", maybe_applied=False)
+
+    part = arrowlog.PartitionLog(log.store, topic, 0, log.config, decide=coordinator_down)
+    txn = WriterIdentity(producer_id=5, producer_epoch=0, base_sequence=0, transactional=True,
+                         transactional_id="t")  # fmt: skip
+    part.append(batch(0, 1), identity=txn)  # an open transaction: the checkpoint asks about it
+    assert part.append(batch(1, 1)).base_offset == 1  # the window is complete, the append stands
+    assert list(log.store.list("cp/0/checkpoints/")) == []
+    part._decide = lambda t: arrowlog.checkpoint.Decision.UNDECIDED
+    part.append(batch(2, 1))
+    assert len(list(log.store.list("cp/0/checkpoints/"))) == 1
