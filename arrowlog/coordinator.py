@@ -24,6 +24,7 @@ import contextlib
 import enum
 import json
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -122,6 +123,13 @@ class TxnEntry:
     timeout_ms: int = 60_000
     txn_started_ms: int = 0
     written_ms: int = 0
+    #: producer ids besides ``producer_id`` whose batches of this transaction commit
+    #: with it (the tasks of a Spark job, each with its own sequences); set at
+    #: PREPARE_COMMIT, so batches of any other producer id are never committed
+    members: tuple[int, ...] = ()
+    #: user metadata of the last transaction that reached PREPARE_COMMIT (for
+    #: example a job's idempotence version), carried forward by every entry
+    metadata: dict[str, str] = field(default_factory=dict)
     #: why this entry was written: begin, add, commit, abort, init (fencing), expire
     reason: str = ""
     #: unique per write: recognises our own entry after a lost reply
@@ -139,6 +147,7 @@ class TxnEntry:
         fields = asdict(self)
         fields["state"] = self.state.value
         fields["partitions"] = [list(p) for p in self.partitions]
+        fields["members"] = list(self.members)
         return _checked_json.dump(fields)
 
     @classmethod
@@ -147,6 +156,7 @@ class TxnEntry:
         try:
             fields["state"] = TxnState(fields["state"])
             fields["partitions"] = tuple((str(t), int(p)) for t, p in fields["partitions"])
+            fields["members"] = tuple(int(m) for m in fields.get("members", ()))
             return cls(**fields)
         except (ValueError, TypeError, KeyError) as e:
             raise CorruptObjectError(f"unreadable coordinator entry: {e}", key=key) from e
@@ -251,21 +261,29 @@ class CoordinatorLog:
             self._call(lambda: self._store.put_if_absent(key, b""))
 
     def decision(self, producer_id: int, txn_epoch: int) -> Decision:
-        """How the transaction ``txn_epoch`` of this id ended, or UNDECIDED.
+        """How the transaction ``txn_epoch`` of this id ended for batches of
+        ``producer_id``: UNDECIDED while it runs; COMMITTED if it committed and
+        the producer is its owner or a member; else ABORTED."""
+        decided, entry = self.outcome(txn_epoch)
+        if decided is not Decision.COMMITTED or entry is None:
+            return decided
+        committed = producer_id == entry.producer_id or producer_id in entry.members
+        return Decision.COMMITTED if committed else Decision.ABORTED
+
+    def outcome(self, txn_epoch: int) -> tuple[Decision, TxnEntry | None]:
+        """How the transaction ``txn_epoch`` ended, with the entry that says so.
 
         The latest entry answers for the current transaction. An older one is
         found by binary search over entry numbers (transaction epochs never
-        decrease along the log), and its last entry says how it ended. Data of an
-        epoch the log never registered, or of another producer id, is aborted:
-        no producer writes data before registering its partition.
+        decrease along the log), and its last entry says how it ended. An epoch
+        the log never registered is aborted: no producer writes data before
+        registering its partition.
         """
         latest = self.latest()
-        if latest is None or latest.producer_id != producer_id:
-            return Decision.ABORTED
+        if latest is None or latest.txn_epoch < txn_epoch:
+            return Decision.ABORTED, None
         if latest.txn_epoch == txn_epoch:
-            return latest.state.decision
-        if latest.txn_epoch < txn_epoch:
-            return Decision.ABORTED
+            return latest.state.decision, latest
         lo, hi = 0, latest.n  # find the last entry with txn_epoch <= wanted
         found: TxnEntry | None = None
         while lo <= hi:
@@ -280,11 +298,11 @@ class CoordinatorLog:
             else:
                 hi = mid - 1
         if found is None or found.txn_epoch != txn_epoch:
-            return Decision.ABORTED
+            return Decision.ABORTED, None
         # A transaction is superseded only once complete: ONGOING here cannot be
         # its last word unless entries were lost, and then nothing was committed.
         decided = found.state.decision
-        return Decision.ABORTED if decided is Decision.UNDECIDED else decided
+        return (Decision.ABORTED if decided is Decision.UNDECIDED else decided), found
 
 
 class TxnResolver:
@@ -298,21 +316,30 @@ class TxnResolver:
     def __init__(self, store: Store, retry: RetryPolicy) -> None:
         self._store = store
         self._retry = retry
-        self._decided: dict[tuple[str, int, int], Decision] = {}
+        # (transactional id, epoch) -> (decision, producer ids whose batches commit)
+        self._decided: dict[tuple[str, int], tuple[Decision, frozenset[int]]] = {}
+        self._lock = threading.Lock()
 
     def decide(self, txn: OpenTxn) -> Decision:
-        key = (txn.transactional_id, txn.producer_id, txn.producer_epoch)
-        cached = self._decided.get(key)
-        if cached is not None:
-            return cached
-        try:
-            log = CoordinatorLog(self._store, txn.transactional_id, self._retry)
-        except InvalidNameError:
+        key = (txn.transactional_id, txn.producer_epoch)
+        with self._lock:
+            cached = self._decided.get(key)
+        if cached is None:
+            try:
+                log = CoordinatorLog(self._store, txn.transactional_id, self._retry)
+            except InvalidNameError:
+                return Decision.ABORTED
+            decided, entry = log.outcome(txn.producer_epoch)
+            if decided is Decision.UNDECIDED:
+                return decided
+            committers = frozenset((entry.producer_id, *entry.members)) if entry else frozenset()
+            cached = (decided, committers)
+            with self._lock:
+                self._decided[key] = cached
+        decided, committers = cached
+        if decided is Decision.COMMITTED and txn.producer_id not in committers:
             return Decision.ABORTED
-        decision = log.decision(txn.producer_id, txn.producer_epoch)
-        if decision is not Decision.UNDECIDED:
-            self._decided[key] = decision
-        return decision
+        return decided
 
     def snapshot(self) -> Callable[[OpenTxn], Decision]:
         """A decide function that remembers UNDECIDED answers too."""

@@ -160,6 +160,12 @@ class Producer:
     def epoch(self) -> int:
         return self._epoch
 
+    @property
+    def last_committed_metadata(self) -> dict[str, str]:
+        """Metadata of the last transaction of this id that reached PREPARE_COMMIT
+        (known after ``init_transactions``)."""
+        return dict(self._entry.metadata) if self._entry is not None else {}
+
     def _set_state(self, new: ProducerState) -> None:
         if new in _FINAL or new in _TRANSITIONS[self._state]:
             self._state = new
@@ -409,6 +415,7 @@ class Producer:
             reason="add" if self._entry and self._entry.state is TxnState.ONGOING else "begin",
             partitions=tuple(sorted(new_partitions)),
             offsets=new_offsets,
+            members=(),
         )
         self._txn_partitions = new_partitions
         self._txn_offsets = new_offsets
@@ -444,8 +451,14 @@ class Producer:
         self._entry = entry
         return entry
 
-    def commit_transaction(self) -> None:
+    def commit_transaction(
+        self, *, members: Iterable[int] = (), metadata: Mapping[str, str] | None = None
+    ) -> None:
         """Commit: PREPARE_COMMIT, markers and consumer offsets, COMPLETE_COMMIT.
+
+        ``members`` names other producer ids whose batches of this transaction
+        commit with it (the tasks of a distributed job); ``metadata`` is kept in
+        the coordinator log as the last committed transaction's metadata.
 
         Raises:
             InvalidTxnStateError: no transaction, or it can only be aborted.
@@ -453,14 +466,20 @@ class Producer:
             TransactionTimeoutError: the transaction outlived its timeout; it was
                 aborted.
         """
-        self._end_transaction(commit=True)
+        self._end_transaction(commit=True, members=tuple(members), metadata=metadata)
 
     def abort_transaction(self) -> None:
         """Abort: PREPARE_ABORT, ABORT markers, COMPLETE_ABORT. Nothing the
         transaction wrote is ever visible under read_committed."""
         self._end_transaction(commit=False)
 
-    def _end_transaction(self, *, commit: bool) -> None:
+    def _end_transaction(
+        self,
+        *,
+        commit: bool,
+        members: tuple[int, ...] = (),
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
         self._require_transactional()
         with self._lock:
             self._check_usable()
@@ -475,8 +494,13 @@ class Producer:
             expired = int(time.time() * 1000) > self._txn_started_ms + self.transaction_timeout_ms
             if expired:
                 commit = False
+            extra: dict[str, object] = {}
+            if commit:
+                extra["members"] = members
+                if metadata is not None:
+                    extra["metadata"] = dict(metadata)
             prepared = self._write_entry(
-                TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, reason=verb
+                TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, reason=verb, **extra
             )
             complete = finish(self._log, self._require_transactional(), prepared, reason=verb)
             if complete.producer_epoch != prepared.producer_epoch + 1 or complete.reason != verb:

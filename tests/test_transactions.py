@@ -337,3 +337,26 @@ def test_key_partitioning_is_stable_and_round_robin_spreads(log: ArrowLog) -> No
     ]
     rr = log.producer()
     assert {rr.send("a", rows(i)).partition for i in range(3)} == {0, 1, 2}
+
+
+def test_member_producers_commit_with_the_transaction_and_no_one_else(log: ArrowLog) -> None:
+    owner = log.producer(transactional_id="job")
+    owner.init_transactions()
+    owner.begin_transaction()
+    owner.add_partitions([("a", 0), ("a", 1)])
+
+    def task_write(pid: int, partition: int, value: int) -> None:
+        who = arrowlog.WriterIdentity(producer_id=pid, producer_epoch=owner.epoch, base_sequence=0,
+                                      transactional=True, transactional_id="job")  # fmt: skip
+        log.partition("a", partition).append(rows(value), identity=who)
+
+    task_write(1001, 0, 1)  # a task attempt that succeeded
+    task_write(1002, 1, 2)  # one that failed: its data stays, uncommitted
+    task_write(1003, 1, 3)  # the retry of that task
+    assert committed(log, "a", 0) == [] and log.stable_offsets("a")[1] == 0
+    owner.commit_transaction(members=[1001, 1003], metadata={"version": "7"})
+    assert committed(log, "a", 0) == [1] and committed(log, "a", 1) == [3]
+    assert log.stable_offsets("a") == log.end_offsets("a")
+    fresh = log.producer(transactional_id="job")
+    fresh.init_transactions()
+    assert fresh.last_committed_metadata == {"version": "7"}
