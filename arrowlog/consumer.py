@@ -20,11 +20,12 @@ with it; an UNDECIDED answer means no view can hold a marker for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 
-from arrowlog.checkpoint import Decision, OpenTxn, PartitionState
+from arrowlog.checkpoint import Decision, OpenTxn, PartitionState, SegmentSummary
 from arrowlog.control import ControlType
 from arrowlog.coordinator import check_id
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
@@ -159,30 +160,60 @@ class Consumer:
         decide: Decide,
         view: tuple[int, PartitionState],
     ) -> tuple[int, int, Callable[[SegmentRef], bool]]:
-        hw, state = view
-        lso = last_stable_offset(hw, state, decide)
-        start = part.start_offset() if start is None else start
-        end = lso if end is None else end
-        if isinstance(end, int) and not isinstance(end, bool) and end > lso:
-            raise OffsetOutOfRangeError(
-                f"{part.topic.name}/{part.partition}: end offset {end} is past the last "
-                f"stable offset {lso} (an undecided transaction starts there)"
-            )
-        summaries = part.summaries(start, end)
-        markers = {
-            (s.producer_id, s.producer_epoch): s.control_type for s in summaries if s.control
-        }
-        hidden: set[int] = set()
-        for s in summaries:
-            if s.control:
+        plan = plan_committed(part, start, end, decide, view)
+        hidden = plan.hidden
+        return plan.start, plan.end, lambda ref: ref.base in hidden
+
+
+@dataclass(frozen=True)
+class CommittedPlan:
+    """What a read_committed read of one partition will return."""
+
+    start: int
+    end: int
+    last_stable_offset: int
+    #: summaries of every segment overlapping [start, end)
+    segments: list[SegmentSummary]
+    #: bases of the segments to leave out: control records, aborted batches
+    hidden: frozenset[int]
+
+
+def plan_committed(
+    part: PartitionLog,
+    start: int | None,
+    end: int | None,
+    decide: Decide,
+    view: tuple[int, PartitionState],
+) -> CommittedPlan:
+    """Decide which segments of ``[start, end)`` are visible under read_committed,
+    given a fixed view of the partition (high watermark, state) and a decide
+    function (a resolver snapshot, shared by every partition of one read).
+
+    Raises:
+        OffsetOutOfRangeError: the range is outside the log or past the LSO.
+    """
+    hw, state = view
+    lso = last_stable_offset(hw, state, decide)
+    start = part.start_offset() if start is None else start
+    end = lso if end is None else end
+    if isinstance(end, int) and not isinstance(end, bool) and end > lso:
+        raise OffsetOutOfRangeError(
+            f"{part.topic.name}/{part.partition}: end offset {end} is past the last "
+            f"stable offset {lso} (an undecided transaction starts there)"
+        )
+    summaries = part.summaries(start, end)
+    markers = {(s.producer_id, s.producer_epoch): s.control_type for s in summaries if s.control}
+    hidden: set[int] = set()
+    for s in summaries:
+        if s.control:
+            hidden.add(s.base)
+        elif s.transactional:
+            kind = markers.get((s.producer_id, s.producer_epoch))
+            if kind is not None:
+                committed = kind == ControlType.COMMIT.value
+            else:
+                txn = OpenTxn(s.producer_id, s.producer_epoch, s.transactional_id or "", s.base)
+                committed = decide(txn) is Decision.COMMITTED
+            if not committed:
                 hidden.add(s.base)
-            elif s.transactional:
-                kind = markers.get((s.producer_id, s.producer_epoch))
-                if kind is not None:
-                    committed = kind == ControlType.COMMIT.value
-                else:
-                    txn = OpenTxn(s.producer_id, s.producer_epoch, s.transactional_id or "", s.base)
-                    committed = decide(txn) is Decision.COMMITTED
-                if not committed:
-                    hidden.add(s.base)
-        return start, end, lambda ref: ref.base in hidden
+    return CommittedPlan(start, end, lso, summaries, frozenset(hidden))

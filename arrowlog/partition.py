@@ -40,7 +40,7 @@ from arrowlog.checkpoint import (
     SegmentSummary,
     advance,
 )
-from arrowlog.config import MAX_OFFSET, LogConfig
+from arrowlog.config import MAX_OFFSET, LogConfig, RetryPolicy
 from arrowlog.control import ControlType, marker_batch
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
@@ -758,15 +758,7 @@ class PartitionLog:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def _fetch(self, ref: SegmentRef) -> tuple[SegmentHeader, pa.RecordBatch]:
-        data = self._retry(lambda: self._store.get(ref.key))
-        header, batch = decode_segment(data, key=ref.key)
-        if header.base_offset != ref.base or header.next_offset != ref.end:
-            raise CorruptSegmentError(
-                f"segment holds [{header.base_offset}, {header.next_offset}), the log "
-                f"says [{ref.base}, {ref.end})",
-                key=ref.key,
-            )
-        return header, batch
+        return fetch_segment(self._store, ref.key, ref.base, ref.end, self._config.retry)
 
     def iter_batches(
         self, start: int | None = None, end: int | None = None
@@ -780,6 +772,34 @@ class PartitionLog:
     def read(self, start: int | None = None, end: int | None = None) -> pa.Table:
         """The records of ``[start, end)`` as one table (read_uncommitted)."""
         return pa.Table.from_batches(list(self.iter_batches(start, end)), schema=self._topic.schema)
+
+
+def fetch_segment(
+    store: Store, key: str, base: int, end: int, retry: RetryPolicy | None = None
+) -> tuple[SegmentHeader, pa.RecordBatch]:
+    """Read and check one segment that the index says holds ``[base, end)``.
+
+    Raises:
+        CorruptSegmentError: checksum mismatch, or offsets other than the index's.
+    """
+    sleeps = (retry or RetryPolicy()).sleeps()
+    while True:
+        try:
+            data = store.get(key)
+            break
+        except TransientStoreError:
+            pause = next(sleeps, None)
+            if pause is None:
+                raise
+            time.sleep(pause)
+    header, batch = decode_segment(data, key=key)
+    if header.base_offset != base or header.next_offset != end:
+        raise CorruptSegmentError(
+            f"segment holds [{header.base_offset}, {header.next_offset}), the log says "
+            f"[{base}, {end})",
+            key=key,
+        )
+    return header, batch
 
 
 def _window_refs(

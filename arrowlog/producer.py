@@ -340,6 +340,39 @@ class Producer:
             self._epoch = entry.producer_epoch
             self._set_state(ProducerState.READY)
 
+    def resume_transaction(self, producer_epoch: int) -> None:
+        """Take over, in another process, the open transaction of epoch
+        ``producer_epoch`` that another instance of this id began (the driver of a
+        distributed job commits what its writer set up). No epoch bump: if anyone
+        fenced that epoch meanwhile, this raises ProducerFencedError.
+
+        Raises:
+            ProducerFencedError: the epoch is no longer current.
+            InvalidTxnStateError: no transaction of that epoch is open.
+        """
+        coordinator = self._require_transactional()
+        with self._lock:
+            if self._state is not ProducerState.UNINITIALIZED:
+                raise InvalidTxnStateError("resume_transaction on a producer already in use")
+            latest = coordinator.latest()
+            if latest is None or latest.producer_epoch != producer_epoch:
+                self._state = ProducerState.FENCED
+                raise ProducerFencedError(
+                    f"{self.transactional_id!r}: epoch {producer_epoch} is no longer current"
+                )
+            if latest.state is not TxnState.ONGOING or latest.txn_epoch != producer_epoch:
+                raise InvalidTxnStateError(
+                    f"{self.transactional_id!r}: no open transaction of epoch {producer_epoch}"
+                )
+            self._entry = latest
+            self._producer_id = latest.producer_id
+            self._epoch = producer_epoch
+            self._txn_partitions = set(latest.partitions)
+            self._txn_offsets = {g: dict(o) for g, o in latest.offsets.items()}
+            self._txn_started_ms = latest.txn_started_ms
+            self.transaction_timeout_ms = latest.timeout_ms
+            self._state = ProducerState.IN_TRANSACTION
+
     def begin_transaction(self) -> None:
         """Start a transaction (locally: it reaches the coordinator log with the
         first partition or consumer offsets it touches)."""

@@ -1,0 +1,324 @@
+"""Planning and reading committed offset ranges in parallel: the engine behind
+the Spark source and the Delta export, free of Spark itself.
+
+Planning (on one machine) fixes a view of every partition first, then decides
+every transaction once for the whole scan (a resolver snapshot), so the scan is
+atomic across partitions: a transaction is in it everywhere or nowhere. It
+returns tasks: runs of consecutive visible segments of one partition, sized by
+bytes. Reading a task (anywhere) needs only the store and the task: every segment
+is fetched by key, checked (CRC32C, offsets), cut to the range, and given its
+metadata columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from arrowlog.checkpoint import SegmentSummary
+from arrowlog.consumer import IsolationLevel, last_stable_offset, plan_committed
+from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from arrowlog.log import ArrowLog
+from arrowlog.partition import PartitionLog, fetch_segment
+from arrowlog.storage import Store
+from arrowlog.topic import segment_key
+
+EARLIEST = -2
+LATEST = -1
+METADATA_COLUMNS = ("topic", "partition", "offset", "timestamp")
+DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
+
+TopicPartition = tuple[str, int]
+OffsetSpec = Literal["earliest", "latest"] | dict[TopicPartition, int]
+
+
+def parse_offsets(
+    value: str | None, *, option: str, default: Literal["earliest", "latest"]
+) -> OffsetSpec:
+    """``earliest``, ``latest`` or Kafka-style JSON ``{"topic": {"0": 42}}`` with
+    -2 = earliest and -1 = latest.
+
+    Raises:
+        InvalidConfigError: not one of those forms.
+    """
+    if value is None or value.strip() == "":
+        return default
+    text = value.strip()
+    if text in ("earliest", "latest"):
+        return "earliest" if text == "earliest" else "latest"
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidConfigError(
+            f"{option}: expected 'earliest', 'latest' or JSON like "
+            f'{{"topic": {{"0": 42}}}}, got {value!r} ({e.msg})'
+        ) from None
+    if not isinstance(parsed, dict):
+        raise InvalidConfigError(f'{option}: JSON must map topics to {{"partition": offset}}')
+    out: dict[TopicPartition, int] = {}
+    for topic, parts in parsed.items():
+        if not isinstance(parts, dict):
+            raise InvalidConfigError(
+                f"{option}: partitions of topic {topic!r} must be a JSON object"
+            )
+        for p, offset in parts.items():
+            try:
+                partition = int(p)
+            except ValueError:
+                raise InvalidConfigError(f"{option}: {p!r} is not a partition number") from None
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+                raise InvalidConfigError(
+                    f"{option}: offset for {topic}/{p} must be an int >= -2, got {offset!r}"
+                )
+            out[(topic, partition)] = offset
+    return out
+
+
+@dataclass(frozen=True)
+class ScanRange:
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ScanSegment:
+    """One segment to read, and the offsets ``[lo, hi)`` of it to keep."""
+
+    key: str
+    base: int
+    end: int
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True)
+class ScanTask:
+    """Consecutive visible segments of one partition: one unit of parallel work."""
+
+    topic: str
+    partition: int
+    segments: tuple[ScanSegment, ...]
+    bytes: int
+
+    @property
+    def rows(self) -> int:
+        return sum(s.hi - s.lo for s in self.segments)
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    ranges: tuple[ScanRange, ...]
+    tasks: tuple[ScanTask, ...]
+
+
+def plan_scan(
+    log: ArrowLog,
+    topics: Sequence[str],
+    *,
+    starting: OffsetSpec = "earliest",
+    ending: OffsetSpec = "latest",
+    starting_timestamp: int | None = None,
+    ending_timestamp: int | None = None,
+    isolation_level: IsolationLevel = "read_committed",
+    fail_on_data_loss: bool = True,
+    partitions: set[TopicPartition] | None = None,
+    min_offset: int | None = None,
+    max_offset: int | None = None,
+    target_bytes: int = DEFAULT_TARGET_BYTES,
+) -> ScanPlan:
+    """Resolve the offsets of a scan and split it into tasks.
+
+    ``latest`` is the LSO under read_committed and the high watermark under
+    read_uncommitted. ``partitions``, ``min_offset`` and ``max_offset`` narrow the
+    scan further (pushed-down filters; ``max_offset`` inclusive).
+
+    Raises:
+        UnknownTopicOrPartitionError: a topic or partition named does not exist.
+        InvalidConfigError: topics of different schemas, or bad offsets.
+        OffsetOutOfRangeError: a start after its end, an end past the latest
+            offset, or (with ``fail_on_data_loss``) a start below the log start.
+    """
+    if not topics:
+        raise InvalidConfigError("no topic given: set the option 'topic'")
+    schema = log.topic(topics[0]).schema
+    for name in topics[1:]:
+        if not log.topic(name).schema.equals(schema, check_metadata=False):
+            raise InvalidConfigError(f"topics {topics[0]!r} and {name!r} have different schemas")
+    every = [(t, p) for t in topics for p in range(log.topic(t).partitions)]
+    for spec, option in ((starting, "startingOffsets"), (ending, "endingOffsets")):
+        if isinstance(spec, dict):
+            for topic, partition in spec:
+                if topic not in topics:
+                    raise UnknownTopicOrPartitionError(
+                        f"{option} names topic {topic!r}, which is not being read"
+                    )
+                log.topic(topic).check_partition(partition)
+            if option == "endingOffsets" and EARLIEST in spec.values():
+                raise InvalidConfigError("endingOffsets: -2 (earliest) is not allowed")
+    if starting == "latest":
+        raise InvalidConfigError("startingOffsets: 'latest' is not allowed for a batch read")
+    chosen = [tp for tp in every if partitions is None or tp in partitions]
+    # views first, then decisions: the scan is atomic across partitions
+    views = {tp: log.partition(*tp).state() for tp in chosen}
+    decide = log.resolver.snapshot()
+    ranges = []
+    tasks: list[ScanTask] = []
+    for topic, partition in chosen:
+        part = log.partition(topic, partition)
+        hw, state = views[(topic, partition)]
+        log_start = part.start_offset()
+        if isolation_level == "read_committed":
+            latest = last_stable_offset(hw, state, decide)
+        else:
+            latest = hw
+        start = _pick(starting, (topic, partition), log_start, latest)
+        end = _pick(ending, (topic, partition), log_start, latest)
+        if starting_timestamp is not None:
+            start = _offset_for_time(part, starting_timestamp, log_start, latest)
+        if ending_timestamp is not None:
+            end = _offset_for_time(part, ending_timestamp, log_start, latest)
+        if start < log_start:
+            if fail_on_data_loss:
+                raise OffsetOutOfRangeError(
+                    f"{topic}/{partition}: starting offset {start} is below the log start "
+                    f"{log_start} (records were deleted); set failOnDataLoss=false to skip them"
+                )
+            start = log_start
+        if end > latest:
+            raise OffsetOutOfRangeError(
+                f"{topic}/{partition}: ending offset {end} is past the latest offset {latest}"
+                + (" (the LSO under read_committed)" if isolation_level == "read_committed" else "")
+            )
+        if start > end:
+            raise OffsetOutOfRangeError(
+                f"{topic}/{partition}: starting offset {start} is after ending offset {end}"
+            )
+        if min_offset is not None:
+            start = min(max(start, min_offset), end)
+        if max_offset is not None:
+            end = max(min(end, max_offset + 1), start)
+        ranges.append(ScanRange(topic, partition, start, end))
+        if start == end:
+            continue
+        if isolation_level == "read_committed":
+            plan = plan_committed(part, start, end, decide, (hw, state))
+            visible = [s for s in plan.segments if s.base not in plan.hidden]
+        else:
+            visible = [s for s in part.summaries(start, end) if not s.control]
+        tasks.extend(_split(topic, partition, visible, start, end, target_bytes))
+    return ScanPlan(tuple(ranges), tuple(tasks))
+
+
+def _pick(spec: OffsetSpec, tp: TopicPartition, earliest: int, latest: int) -> int:
+    if spec == "earliest":
+        return earliest
+    if spec == "latest":
+        return latest
+    value = spec.get(tp, LATEST if spec is not None else EARLIEST)
+    if value == EARLIEST:
+        return earliest
+    if value == LATEST:
+        return latest
+    return value
+
+
+def _offset_for_time(part: PartitionLog, timestamp_ms: int, earliest: int, latest: int) -> int:
+    """The first offset whose (append) timestamp is at or after ``timestamp_ms``."""
+    if latest <= earliest:
+        return latest
+    for s in part.summaries(earliest, latest):
+        if s.timestamp_ms >= timestamp_ms:
+            return max(s.base, earliest)
+    return latest
+
+
+def _split(
+    topic: str,
+    partition: int,
+    visible: list[SegmentSummary],
+    start: int,
+    end: int,
+    target_bytes: int,
+) -> Iterator[ScanTask]:
+    run: list[ScanSegment] = []
+    size = 0
+    for s in visible:
+        key = segment_key(topic, partition, s.base)
+        run.append(ScanSegment(key, s.base, s.end, max(s.base, start), min(s.end, end)))
+        size += s.size
+        if size >= target_bytes:
+            yield ScanTask(topic, partition, tuple(run), size)
+            run, size = [], 0
+    if run:
+        yield ScanTask(topic, partition, tuple(run), size)
+
+
+def metadata_names(schema: pa.Schema) -> dict[str, str]:
+    """Names of the metadata columns: ``topic``, ``partition``, ``offset``,
+    ``timestamp``; one that clashes with a topic column gets a ``_`` prefix
+    (repeated until it is unique)."""
+    taken = set(schema.names)
+    names = {}
+    for column in METADATA_COLUMNS:
+        name = column
+        while name in taken:
+            name = "_" + name
+        taken.add(name)
+        names[column] = name
+    return names
+
+
+def output_schema(schema: pa.Schema) -> pa.Schema:
+    """The topic's columns followed by the metadata columns."""
+    names = metadata_names(schema)
+    return pa.schema(
+        [
+            *schema,
+            pa.field(names["topic"], pa.string(), nullable=False),
+            pa.field(names["partition"], pa.int32(), nullable=False),
+            pa.field(names["offset"], pa.int64(), nullable=False),
+            pa.field(names["timestamp"], pa.timestamp("us", tz="UTC"), nullable=False),
+        ]
+    ).remove_metadata()
+
+
+def read_task(store: Store, task: ScanTask, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The records of one task with metadata columns, as batches of ``schema``
+    (the output schema, or an engine's version of it: the batches are cast)."""
+    for seg in task.segments:
+        header, batch = fetch_segment(store, seg.key, seg.base, seg.end)
+        batch = batch.slice(seg.lo - seg.base, seg.hi - seg.lo)
+        rows = batch.num_rows
+        extra: list[Any] = [
+            pa.array([task.topic] * rows, pa.string()),
+            pa.array([task.partition] * rows, pa.int32()),
+            pa.array(range(seg.lo, seg.hi), pa.int64()),
+            pa.array([header.timestamp_ms * 1000] * rows, pa.int64()).cast(
+                pa.timestamp("us", tz="UTC")
+            ),
+        ]
+        out = pa.RecordBatch.from_arrays(
+            [*batch.columns, *extra], schema=_widen(schema, batch.schema)
+        )
+        yield out.cast(schema) if not out.schema.equals(schema) else out
+
+
+def _widen(target: pa.Schema, data: pa.Schema) -> pa.Schema:
+    # the data's own column types, with the target's names and metadata types
+    fields = list(data) + [target.field(i) for i in range(len(data), len(target))]
+    return pa.schema([f.with_name(target.field(i).name) for i, f in enumerate(fields)])
+
+
+def read_plan(store: Store, plan: ScanPlan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    for task in plan.tasks:
+        yield from read_task(store, task, schema)
+
+
+def ranges_by_partition(plan: ScanPlan) -> Mapping[TopicPartition, ScanRange]:
+    return {(r.topic, r.partition): r for r in plan.ranges}

@@ -1,0 +1,23 @@
+"""arrowlog as a Spark data source: ``spark.read.format("arrowlog")``,
+``df.write.format("arrowlog")``, and Structured Streaming in both directions.
+
+The source registers itself: the package installs the top-level module
+``pyspark_arrowlog``, which Spark's Python data source lookup finds on the
+workers' path. :func:`register` does it by hand where that lookup is off.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from arrowlog.spark.source import ArrowLogDataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["ArrowLogDataSource", "register"]
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``arrowlog`` format with a session."""
+    spark.dataSource.register(ArrowLogDataSource)
