@@ -20,7 +20,14 @@ from typing import Any, TypeVar
 
 import fsspec.asyn
 import s3fs
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+    PartialCredentialsError,
+)
 
 from arrowlog.errors import StoreError, TransientStoreError, UnsupportedStoreError
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
@@ -39,6 +46,12 @@ _REFUSED_RETRIABLE = {
 # Codes after which a write may have happened (the server failed mid-way).
 _AMBIGUOUS = {"InternalError", "RequestTimeout", "ServiceError"}
 _MISSING = {"NoSuchKey", "404", "NotFound"}
+_CONFIGURATION_ERRORS = (
+    NoCredentialsError,
+    PartialCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+)
 
 
 class S3Store:
@@ -215,6 +228,9 @@ def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:
         if code in _AMBIGUOUS or status >= 500:
             return TransientStoreError(message, maybe_applied=write)
         return StoreError(message)
+    if isinstance(e, _CONFIGURATION_ERRORS):
+        # No retry can fix missing credentials or a bad parameter.
+        return StoreError(f"{key}: {type(e).__name__}: {e}")
     if isinstance(e, (BotoCoreError, OSError, asyncio.TimeoutError)):
         # Connection reset, read timeout, DNS: the request may have reached the
         # server and been applied before the reply was lost.

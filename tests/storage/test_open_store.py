@@ -69,3 +69,17 @@ def test_unknown_protocols_and_remote_file_urls_are_refused() -> None:
 def test_an_s3_root_prefix_that_escapes_is_refused() -> None:
     with pytest.raises(arrowlog.InvalidNameError):
         arrowlog.connect("s3://bucket/../other", {"anon": True})
+
+
+def test_missing_s3_credentials_fail_at_once_not_after_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    store = open_store("s3://bucket/prefix", {"endpoint_url": "http://127.0.0.1:9"})
+    with pytest.raises(arrowlog.StoreError, match="NoCredentialsError") as info:
+        store.get("x")
+    assert not info.value.retriable

@@ -1,0 +1,193 @@
+"""df.write.format("arrowlog"): one transaction per job, exactly once through task
+retries and job reruns, nothing visible from a failed job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import arrowlog
+from tests.conftest import StoreSpec
+
+FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64()), pa.field("name", pa.string())]
+SCHEMA = pa.schema(FIELDS)
+
+
+def writer(df: Any, spec: StoreSpec, **options: str) -> Any:
+    w = df.write.format("arrowlog").mode("append").option("path", spec.url)
+    for key, value in spec.options.items():
+        if key == "client_kwargs":
+            w = w.option("storage.region_name", value["region_name"])
+        else:
+            w = w.option(f"storage.{key}", str(value))
+    for key, value in options.items():
+        w = w.option(key, value)
+    return w
+
+
+def frame(spark: Any, n: int, partitions: int = 4) -> Any:
+    return spark.range(0, n, 1, partitions).selectExpr("id", "concat('n', id) as name")
+
+
+@pytest.fixture
+def small_batches(spark: Any) -> Iterator[None]:
+    """Arrow batches of 100 rows, so a task writes several segments before it fails."""
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    yield
+    spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+
+def committed_ids(log: arrowlog.ArrowLog, topic: str) -> list[int]:
+    consumer = log.consumer()
+    ids: list[int] = []
+    for p in range(log.topic(topic).partitions):
+        ids += consumer.read(topic, p).column("id").to_pylist()  # type: ignore[arg-type]
+    return sorted(ids)
+
+
+@pytest.mark.spark
+def test_a_job_commits_once_across_partitions(spark: Any, shared_store_spec: StoreSpec) -> None:
+    log = shared_store_spec.connect()
+    log.create_topic("w", SCHEMA, partitions=3)
+    df = frame(spark, 3000).selectExpr("*", "cast(id % 3 as int) as partition")
+    writer(df, shared_store_spec, topic="w", rowsPerBatch="400").save()
+    assert committed_ids(log, "w") == list(range(3000))
+    consumer = log.consumer()
+    for p in range(3):
+        ids = [int(i) for i in consumer.read("w", p).column("id").to_pylist() if i is not None]
+        assert ids and all(i % 3 == p for i in ids)
+    [txn] = log.list_transactions()
+    assert txn.state is arrowlog.TxnState.COMPLETE_COMMIT
+    assert log.stable_offsets("w") == log.end_offsets("w")
+    if shared_store_spec.kind == "local":
+        # a DataFrame read from arrowlog can be written back: metadata columns drop
+        reread = spark.read.format("arrowlog").option("topic", "w").load(shared_store_spec.url)
+        log.create_topic("w2", SCHEMA)
+        writer(reread.drop("partition"), shared_store_spec, topic="w2").save()
+        assert committed_ids(log, "w2") == list(range(3000))
+
+
+# Tasks fail inside the writer, after it has written segments: the last batch of
+# task 0 routes its rows to a partition the topic does not have. (A failure
+# upstream of the writer stops a task before the writer sees any row: Spark hands
+# the writer its input only once the upstream stage produced it.)
+def poisoned(first_attempt_only: bool) -> Any:
+    def poison(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        retry = context is not None and context.attemptNumber() > 0
+        fail = context is not None and context.partitionId() == 0
+        fail = fail and not (first_attempt_only and retry)
+        last = None
+        for batch in batches:
+            if last is not None:
+                yield last
+            last = batch
+        if last is None:
+            return
+        if fail:
+            i = last.schema.get_field_index("partition")
+            field = last.schema.field(i)
+            last = last.set_column(i, field, pa.array([7] * last.num_rows, field.type))
+        yield last
+
+    return poison
+
+
+@pytest.mark.spark
+def test_a_task_that_always_fails_leaves_nothing_visible(
+    spark: Any, tmp_path: Path, small_batches: None
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("w", SCHEMA, partitions=2)
+    df = frame(spark, 2000, partitions=2).selectExpr("*", "cast(id % 2 as int) as partition")
+    df = df.mapInArrow(poisoned(False), df.schema)
+    with pytest.raises(Exception, match=r"outside 0\.\.1"):
+        writer(df, spec, topic="w", rowsPerBatch="100").save()
+    assert committed_ids(log, "w") == []
+    everything = log.consumer(isolation_level="read_uncommitted")
+    assert sum(everything.read("w", p).num_rows for p in (0, 1)) > 0  # written, never visible
+    assert log.stable_offsets("w") == log.end_offsets("w")  # and the LSO is not held back
+
+
+@pytest.mark.spark
+def test_tasks_failing_on_their_first_attempt_write_every_row_once(
+    spark: Any, tmp_path: Path, small_batches: None
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("w", SCHEMA, partitions=2)
+    df = frame(spark, 4000, partitions=4).selectExpr("*", "cast(id % 2 as int) as partition")
+    df = df.mapInArrow(poisoned(True), df.schema)
+    writer(df, spec, topic="w", rowsPerBatch="100").save()
+    assert committed_ids(log, "w") == list(range(4000))
+    everything = log.consumer(isolation_level="read_uncommitted")
+    # the failed attempt's rows are in the log too, never visible
+    assert sum(everything.read("w", p).num_rows for p in (0, 1)) > 4000
+    [txn] = log.list_transactions()
+    assert len(txn.partitions) == 2 and txn.state is arrowlog.TxnState.COMPLETE_COMMIT
+
+
+@pytest.mark.spark
+def test_rerunning_a_committed_job_writes_nothing(spark: Any, shared_store_spec: StoreSpec) -> None:
+    log = shared_store_spec.connect()
+    log.create_topic("w", SCHEMA)
+    df = frame(spark, 500)
+    for _ in range(2):
+        writer(df, shared_store_spec, topic="w", txnAppId="nightly", txnVersion="1").save()
+    assert committed_ids(log, "w") == list(range(500))
+    ends = log.end_offsets("w")
+    writer(df, shared_store_spec, topic="w", txnAppId="nightly", txnVersion="1").save()
+    assert log.end_offsets("w") == ends  # not a byte written
+    writer(df, shared_store_spec, topic="w", txnAppId="nightly", txnVersion="2").save()
+    assert committed_ids(log, "w") == sorted(list(range(500)) * 2)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "build,options,message",
+    [
+        ("id, name, 'x' as extra", {}, "columns \\['extra'\\] that topic"),
+        ("id", {}, "lacks columns \\['name'\\]"),
+        ("id, name, cast(7 as int) as partition", {}, "outside 0..1"),
+        ("id, name", {"keyColumn": "nope"}, "keyColumn 'nope'"),
+        ("id, name", {"txnAppId": "a"}, "txnAppId and txnVersion go together"),
+    ],
+)
+def test_bad_writes_fail_clearly_and_write_nothing(
+    spark: Any, tmp_path: Path, build: str, options: dict[str, str], message: str
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("w", SCHEMA, partitions=2)
+    with pytest.raises(Exception, match=message):
+        writer(frame(spark, 10).selectExpr(*build.split(", ")), spec, topic="w", **options).save()
+    assert committed_ids(log, "w") == []
+    with pytest.raises(Exception, match="only mode\\('append'\\)"):
+        frame(spark, 1).write.format("arrowlog").mode("overwrite").option("topic", "w").save(
+            spec.url
+        )
+
+
+@pytest.mark.spark
+def test_key_column_routes_rows_like_the_producer(spark: Any, tmp_path: Path) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("k", SCHEMA, partitions=3)
+    writer(frame(spark, 300), spec, topic="k", keyColumn="id").save()
+    log.create_topic("k2", SCHEMA, partitions=3)
+    batch = pa.record_batch(
+        {"id": list(range(300)), "name": [f"n{i}" for i in range(300)]}, schema=SCHEMA
+    )
+    log.producer().send_keyed("k2", batch, key="id")
+    consumer = log.consumer()
+    for p in range(3):
+        via_spark = consumer.read("k", p).column("id").to_pylist()
+        via_producer = consumer.read("k2", p).column("id").to_pylist()
+        assert via_spark and sorted(via_spark, key=str) == sorted(via_producer, key=str)
