@@ -123,6 +123,42 @@ def copier(args: argparse.Namespace) -> None:
         position = upto
 
 
+def stream_copy(args: argparse.Namespace) -> None:
+    """A Structured Streaming query from topic ``src`` to ``dst`` (exactly once),
+    run until killed (``--action run``) or until caught up (``--action drain``)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    source = (
+        spark.readStream.format("arrowlog")
+        .option("topic", "src")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "150")
+        .load(args.url)
+    )
+    out = (
+        source.select("id", "partition")
+        .writeStream.format("arrowlog")
+        .option("topic", "dst")
+        .option("txnAppId", "copy")
+        .option("checkpointLocation", args.out)
+    )
+    if args.action == "drain":
+        out.trigger(availableNow=True).start(args.url).awaitTermination()
+        return
+    query = out.trigger(processingTime="200 milliseconds").start(args.url)
+    print("STARTED", flush=True)
+    query.awaitTermination()
+
+
 CRASH_STEPS = ["after_begin", "after_data", "after_prepare", "after_some_markers",
                "after_all_markers", "before_complete"]  # fmt: skip
 
@@ -200,11 +236,12 @@ def _wait_until(start_at: float) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "kind", choices=["put_race", "append_race", "zombie", "txn_crash", "copier"]
+        "kind",
+        choices=["put_race", "append_race", "zombie", "txn_crash", "copier", "stream_copy"],
     )
     parser.add_argument("--step", choices=CRASH_STEPS)
     parser.add_argument("--early", action="store_true", help="zombie: produce before the pause")
-    parser.add_argument("--action", choices=["commit", "abort"], default="commit")
+    parser.add_argument("--action", choices=["commit", "abort", "run", "drain"], default="commit")
     parser.add_argument("--url", required=True)
     parser.add_argument("--options", default="{}")
     parser.add_argument("--topic", default="race")
@@ -216,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slowdown", type=float, default=0.0)
     args = parser.parse_args(argv)
     workers = {"put_race": put_race, "append_race": append_race, "zombie": zombie,
-               "txn_crash": txn_crash, "copier": copier}  # fmt: skip
+               "txn_crash": txn_crash, "copier": copier, "stream_copy": stream_copy}  # fmt: skip
     workers[args.kind](args)
 
 

@@ -135,14 +135,16 @@ class WriteOptions:
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str]) -> WriteOptions:
+    def parse(cls, raw: Mapping[str, str], *, streaming: bool = False) -> WriteOptions:
+        """Raises:
+        InvalidConfigError: an option is missing or malformed."""
         options = _lower(raw)
         topics = _topics(options)
         if len(topics) != 1:
             raise InvalidConfigError("writing takes exactly one topic")
         app_id = options.get("txnappid")
         version = _int(options, "txnversion")
-        if (app_id is None) != (version is None):
+        if not streaming and (app_id is None) != (version is None):
             raise InvalidConfigError("txnAppId and txnVersion go together (as in Delta)")
         return cls(
             root=_root(options),

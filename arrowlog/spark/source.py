@@ -27,6 +27,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -77,6 +79,18 @@ class ArrowLogDataSource(DataSource):
         if overwrite:
             raise InvalidConfigError("arrowlog is a log: only mode('append') is supported")
         return ArrowLogWriter(WriteOptions.parse(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from arrowlog.spark.streaming import ArrowLogStreamReader
+
+        return ArrowLogStreamReader(ReadOptions.parse(self.options, streaming=True), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        from arrowlog.spark.streaming import ArrowLogStreamWriter
+
+        if overwrite:
+            raise InvalidConfigError("arrowlog is a log: only append output is supported")
+        return ArrowLogStreamWriter(WriteOptions.parse(self.options, streaming=True), schema)
 
 
 # --- reading -----------------------------------------------------------------------
