@@ -1,10 +1,14 @@
-"""The main job: arrowlog's core on an embedded local-directory store.
+"""The main job: an exactly-once Spark pipeline on an embedded local-directory store.
 
 1. generates a dataset of events (Parquet, deterministic);
-2. creates the topic ``events`` with 4 partitions;
-3. bulk-loads each partition with expected offsets (restartable: rerun the job,
-   or kill it and rerun, and nothing is written twice);
-4. reads a range back, checks it against the input, and prints a summary.
+2. backfills it into the topic ``events`` (4 partitions) with expected offsets;
+3. transforms it with Spark into the topic ``purchases``, as one transaction
+   (rerun-safe: ``txnAppId`` + ``txnVersion``);
+4. reads the committed result back with ``spark.read.format("arrowlog")``;
+5. exports it to a Delta table exactly once;
+6. prints a summary.
+
+Run it again, or kill it anywhere and run it again: nothing is written twice.
 
     python -m spark_jobs.demo [--root DIR_OR_URL] [--rows N]
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +26,8 @@ import pyarrow.parquet as pq
 
 import arrowlog
 from arrowlog.bulkload import bulk_load
+from spark_jobs._spark import local_session
+from spark_jobs.export_delta import export, read_delta
 
 PARTITIONS = 4
 
@@ -38,7 +45,7 @@ def generate(path: Path, rows: int) -> pa.Table:
         }
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
+    if not path.exists() or pq.ParquetFile(path).metadata.num_rows != rows:
         pq.write_table(table, path)
     return pq.read_table(path)
 
@@ -49,63 +56,93 @@ def in_partition(data: pa.Table, partition: int) -> pa.Table:
     return data.filter(pc.equal(slot, pa.scalar(partition, pa.int64())))
 
 
+def step(title: str) -> float:
+    print(f"-- {title}", flush=True)
+    return time.perf_counter()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--root", default="demo-store", help="arrowlog root (default: ./demo-store)"
     )
     parser.add_argument("--data", default="demo-data/events.parquet")
-    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--delta", default="demo-data/purchases-delta")
+    parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rows-per-batch", type=int, default=50_000)
     args = parser.parse_args(argv)
+    root = str(Path(args.root).resolve()) if "://" not in args.root else args.root
 
+    started = step("generate the input dataset")
     data = generate(Path(args.data), args.rows)
-    log = arrowlog.connect(args.root)
-    print(f"arrowlog demo: root={log.store.url}")
+    log = arrowlog.connect(root)
+    print(f"   {data.num_rows:,} events in {args.data}; arrowlog root {log.store.url}")
+
+    started = step("backfill into topic 'events' with expected offsets")
     if "events" not in log.list_topics():
         log.create_topic("events", data.schema, PARTITIONS)
-        print(f"created topic events ({PARTITIONS} partitions) with schema {data.schema.names}")
-
-    started = time.perf_counter()
     written = skipped = 0
     for p in range(PARTITIONS):
-        rows = in_partition(data, p)
         result = bulk_load(
             log.partition("events", p),
-            rows.to_batches(),
+            in_partition(data, p).to_batches(),
             start_offset=0,
             rows_per_batch=args.rows_per_batch,
         )
         written += result.rows_written
         skipped += result.rows_skipped
-    load_s = time.perf_counter() - started
-    print(f"bulk load: {written:,} rows written, {skipped:,} already in the log ({load_s:.2f} s)")
+    print(f"   {written:,} rows written, {skipped:,} already in the log "
+          f"({time.perf_counter() - started:.1f} s)")  # fmt: skip
 
-    started = time.perf_counter()
-    full = log.read("events", 0)
-    read_s = time.perf_counter() - started
-    want = in_partition(data, 0)
-    assert full.equals(want.combine_chunks()), "partition 0 differs from its input"
-    sample = log.read("events", 1, 1_000, 1_005)
-    print("offsets [1000, 1005) of partition 1:")
-    for row in sample.to_pylist():
-        print(f"  {row}")
-
-    desc = log.describe_topic("events")
-    print("partition  log start  high watermark  segments")
-    for info in desc.partitions:
-        print(
-            f"{info.partition:>9}  {info.log_start_offset:>9}  "
-            f"{info.high_watermark:>14,}  {info.segments:>8}"
-        )
-    total = sum(i.high_watermark for i in desc.partitions)
-    rate = full.num_rows / read_s / 1e6 if read_s else float("inf")
-    print(
-        f"total {total:,} records; read back partition 0 ({full.num_rows:,} rows, "
-        f"{rate:.1f} M rows/s): identical to input"
+    started = step("Spark: transform events into topic 'purchases' as one transaction")
+    spark = local_session("arrowlog-demo")
+    events = spark.read.format("arrowlog").option("topic", "events").load(root)
+    purchases = events.filter("kind = 'buy'").selectExpr(
+        "event_id", "user", "round(amount * 1.2, 2) as amount_with_tax"
     )
-    if total != data.num_rows:
-        raise SystemExit(f"expected {data.num_rows:,} records in the log, found {total:,}")
+    if "purchases" not in log.list_topics():
+        fields: list[pa.Field[Any]] = [
+            pa.field("event_id", pa.int64()),
+            pa.field("user", pa.int32()),
+            pa.field("amount_with_tax", pa.float64()),
+        ]
+        schema = pa.schema(fields)
+        log.create_topic("purchases", schema, PARTITIONS)
+    before = sum(log.end_offsets("purchases").values())
+    (
+        purchases.write.format("arrowlog").mode("append").option("topic", "purchases")
+        .option("keyColumn", "user")  # a user's purchases stay in one partition, in order
+        .option("txnAppId", "demo-transform").option("txnVersion", "1").save(root)
+    )  # fmt: skip
+    after = sum(log.end_offsets("purchases").values())
+    state = (
+        "committed" if after > before else "already committed by an earlier run: nothing written"
+    )
+    print(f"   transaction {state} ({time.perf_counter() - started:.1f} s)")
+
+    started = step("Spark: read the committed purchases back")
+    result = spark.read.format("arrowlog").option("topic", "purchases").load(root)
+    summary = result.groupBy("partition").agg({"amount_with_tax": "sum", "event_id": "count"})
+    for row in summary.orderBy("partition").collect():
+        print(f"   partition {row['partition']}: {row['count(event_id)']:,} purchases, "
+              f"{row['sum(amount_with_tax)']:,.2f} total")  # fmt: skip
+    count = result.count()
+    expected = data.filter(pc.equal(data["kind"], pa.scalar("buy"))).num_rows
+    if count != expected:
+        raise SystemExit(f"expected {expected:,} purchases, read {count:,}")
+
+    started = step("export purchases to Delta, exactly once")
+    exported = export(spark, root, "purchases", args.delta, {})
+    table = read_delta(args.delta)
+    print(f"   {exported:,} rows exported now; the Delta table holds {table.num_rows:,} "
+          f"({time.perf_counter() - started:.1f} s)")  # fmt: skip
+    if table.num_rows != expected:
+        raise SystemExit(f"the Delta table holds {table.num_rows:,} rows, expected {expected:,}")
+    desc = log.describe_topic("purchases")
+    stable = all(p.last_stable_offset == p.high_watermark for p in desc.partitions)
+    print(f"summary: {data.num_rows:,} events -> {count:,} purchases, each exactly once in "
+          f"arrowlog and in Delta; LSO at the log end: {stable}")  # fmt: skip
+    spark.stop()
 
 
 if __name__ == "__main__":
