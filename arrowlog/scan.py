@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 
 from arrowlog.checkpoint import SegmentSummary
@@ -295,11 +296,12 @@ def read_task(store: Store, task: ScanTask, schema: pa.Schema) -> Iterator[pa.Re
         header, batch = fetch_segment(store, seg.key, seg.base, seg.end)
         batch = batch.slice(seg.lo - seg.base, seg.hi - seg.lo)
         rows = batch.num_rows
+        # Vectorised: a Python list per row would cost more than the read itself.
         extra: list[Any] = [
-            pa.array([task.topic] * rows, pa.string()),
-            pa.array([task.partition] * rows, pa.int32()),
-            pa.array(range(seg.lo, seg.hi), pa.int64()),
-            pa.array([header.timestamp_ms * 1000] * rows, pa.int64()).cast(
+            pa.array([task.topic], pa.string()).take(np.zeros(rows, dtype=np.int32)),
+            pa.array(np.full(rows, task.partition, dtype=np.int32)),
+            pa.array(np.arange(seg.lo, seg.hi, dtype=np.int64)),
+            pa.array(np.full(rows, header.timestamp_ms * 1000, dtype=np.int64)).view(
                 pa.timestamp("us", tz="UTC")
             ),
         ]

@@ -34,6 +34,7 @@ import arrowlog
 from arrowlog.segment import SegmentHeader, encode_segment
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
+from bench.spark import bench_spark, print_spark
 from bench.txn import bench_commit
 from infra import seaweedfs
 
@@ -183,10 +184,18 @@ def main() -> None:
     parser.add_argument("--backends", default="local,s3")
     parser.add_argument("--mib", type=int, default=128, help="data per measurement")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--suite", choices=["all", "core", "txn"], default="all")
+    parser.add_argument("--suite", choices=["all", "core", "txn", "spark"], default="all")
     args = parser.parse_args()
     results: dict[str, dict[str, dict[str, float]]] = {}
     commits: dict[str, dict[int, dict[str, float]]] = {}
+    spark_results: dict[str, float] = {}
+    if args.suite in ("all", "spark"):
+        print("[spark] read and write against Spark's Parquet ...", flush=True)
+        spark_results = bench_spark()
+        if args.suite == "spark":
+            print()
+            print_spark(spark_results)
+            return
     with backends(args.backends.split(",")) as found:
         for backend in found:
             if args.suite in ("all", "txn"):
@@ -209,6 +218,9 @@ def main() -> None:
                     "read": bench_read(backend, batch, count, args.repeat),
                 }
     print()
+    if spark_results:
+        print_spark(spark_results)
+        print()
     for name, by_count in commits.items():
         print(f"commit latency on {name} (median of 10; put = one small put-if-absent;")
         print("  floor = raw put, N raw puts in parallel, raw put: the 3 stages without arrowlog)")
@@ -237,7 +249,8 @@ def main() -> None:
         )
     print("\nratio = arrowlog throughput / baseline throughput (goal >= 0.9); (seq) = read_ahead=1")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps({"core": results, "commit": commits}, indent=2))
+    everything = {"core": results, "commit": commits, "spark": spark_results}
+    (RESULTS / "latest.json").write_text(json.dumps(everything, indent=2))
 
 
 if __name__ == "__main__":
