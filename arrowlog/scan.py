@@ -131,13 +131,17 @@ def plan_scan(
     partitions: set[TopicPartition] | None = None,
     min_offset: int | None = None,
     max_offset: int | None = None,
+    min_timestamp_us: int | None = None,
+    max_timestamp_us: int | None = None,
     target_bytes: int = DEFAULT_TARGET_BYTES,
 ) -> ScanPlan:
     """Resolve the offsets of a scan and split it into tasks.
 
     ``latest`` is the LSO under read_committed and the high watermark under
-    read_uncommitted. ``partitions``, ``min_offset`` and ``max_offset`` narrow the
-    scan further (pushed-down filters; ``max_offset`` inclusive).
+    read_uncommitted. ``partitions``, ``min_offset``/``max_offset`` and
+    ``min_timestamp_us``/``max_timestamp_us`` narrow the scan further (pushed-down
+    filters, all bounds inclusive). Timestamp bounds are exact: every record of a
+    segment has the segment's append timestamp.
 
     Raises:
         UnknownTopicOrPartitionError: a topic or partition named does not exist.
@@ -212,6 +216,10 @@ def plan_scan(
             visible = [s for s in plan.segments if s.base not in plan.hidden]
         else:
             visible = [s for s in part.summaries(start, end) if not s.control]
+        if min_timestamp_us is not None:
+            visible = [s for s in visible if s.timestamp_ms * 1000 >= min_timestamp_us]
+        if max_timestamp_us is not None:
+            visible = [s for s in visible if s.timestamp_ms * 1000 <= max_timestamp_us]
         tasks.extend(_split(topic, partition, visible, start, end, target_bytes))
     return ScanPlan(tuple(ranges), tuple(tasks))
 

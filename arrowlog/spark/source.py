@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import crc32c
 import pyarrow as pa
@@ -109,10 +110,13 @@ class ArrowLogReader(DataSourceReader):
         self.partitions_filter: set[tuple[str, int]] | None = None
         self.min_offset: int | None = None
         self.max_offset: int | None = None
+        self.min_timestamp_us: int | None = None
+        self.max_timestamp_us: int | None = None
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        """Take filters on ``partition`` and ``offset`` into the plan (exactly),
-        so whole segments are never fetched; hand every other filter back."""
+        """Take filters on ``partition``, ``offset`` and ``timestamp`` into the plan
+        (exactly), so whole segments are never fetched; hand every other filter
+        back."""
         names = metadata_names(_topic_columns(self.schema))
         for f in filters:
             path: tuple[str, ...] = getattr(f, "attribute", ())
@@ -133,6 +137,14 @@ class ArrowLogReader(DataSourceReader):
                     self.max_offset = (
                         high if self.max_offset is None else min(self.max_offset, high)
                     )
+            elif column == names["timestamp"] and isinstance(
+                f, EqualTo | GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual
+            ):
+                low, high = _bounds(f, to_int=_micros)
+                if low is not None:
+                    self.min_timestamp_us = max(low, self.min_timestamp_us or low)
+                if high is not None:
+                    self.max_timestamp_us = min(high, self.max_timestamp_us or high)
             else:
                 yield f
 
@@ -151,6 +163,8 @@ class ArrowLogReader(DataSourceReader):
             partitions=self.partitions_filter,
             min_offset=self.min_offset,
             max_offset=self.max_offset,
+            min_timestamp_us=self.min_timestamp_us,
+            max_timestamp_us=self.max_timestamp_us,
             target_bytes=o.target_bytes,
         )
         return [_Partition(task) for task in plan.tasks] or [_Partition(None)]
@@ -177,9 +191,21 @@ def _topic_columns(schema: StructType) -> pa.Schema:
     return pa.schema(list(arrow)[: len(arrow) - len(METADATA_COLUMNS)])
 
 
-def _bounds(f: Filter) -> tuple[int | None, int | None]:
-    """Inclusive offset bounds of a comparison filter."""
-    value = int(f.value)  # type: ignore[attr-defined]
+def _micros(value: Any) -> int:
+    """A Spark timestamp filter value (a datetime) as microseconds since the epoch."""
+    import datetime
+
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        delta = value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        return int((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+    return int(value)
+
+
+def _bounds(f: Filter, to_int: Callable[[Any], int] = int) -> tuple[int | None, int | None]:
+    """Inclusive integer bounds of a comparison filter."""
+    value = to_int(f.value)  # type: ignore[attr-defined]
     if isinstance(f, EqualTo):
         return value, value
     if isinstance(f, GreaterThan):

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.functions import col
 
 import arrowlog
 from arrowlog import TopicConfig
@@ -92,6 +93,11 @@ def test_offsets_timestamps_and_filters(spark: Any, tmp_path: Any) -> None:
     assert all(int(r.timestamp.timestamp() * 1000) >= middle for r in late) and late
     pushed = reader(spark, spec, topic="t").filter("partition = 1 and offset >= 4")
     assert sorted(r.v for r in pushed.collect()) == [50, 51]
+    everything = reader(spark, spec, topic="t").collect()
+    after = reader(spark, spec, topic="t").filter(col("timestamp") >= stamps[2])
+    assert sorted(r.v for r in after.collect()) == sorted(
+        r.v for r in everything if r.timestamp >= stamps[2]
+    )
 
 
 @pytest.mark.spark
