@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from arrowlog.errors import InvalidConfigError
+from arrowlog.errors import InvalidConfigError, TransientStoreError
+
+T = TypeVar("T")
 
 #: Largest encoded segment a topic accepts by default. A segment is one PUT; S3
 #: allows 5 GiB, but big segments make reads coarse and retries expensive.
@@ -40,6 +43,19 @@ class RetryPolicy:
             raise InvalidConfigError("RetryPolicy needs 0 < initial_backoff <= max_backoff")
         if self.deadline <= 0:
             raise InvalidConfigError("RetryPolicy.deadline must be > 0")
+
+    def call(self, request: Callable[[], T]) -> T:
+        """Run an idempotent request (a read), retrying TransientStoreError with
+        backoff until the deadline; then the last error propagates."""
+        sleeps = self.sleeps()
+        while True:
+            try:
+                return request()
+            except TransientStoreError:
+                pause = next(sleeps, None)
+                if pause is None:
+                    raise
+                time.sleep(pause)
 
     def sleeps(self) -> Iterator[float]:
         """Sleep before each retry; stops when the next sleep would pass the

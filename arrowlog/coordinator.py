@@ -183,15 +183,7 @@ class CoordinatorLog:
         self._retry = retry
 
     def _call(self, call: Callable[[], T]) -> T:
-        sleeps = self._retry.sleeps()
-        while True:
-            try:
-                return call()
-            except TransientStoreError:
-                pause = next(sleeps, None)
-                if pause is None:
-                    raise
-                time.sleep(pause)
+        return self._retry.call(call)
 
     def latest(self) -> TxnEntry | None:
         prefix = f"{COORDINATOR_PREFIX}{self.transactional_id}/"

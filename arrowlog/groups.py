@@ -50,22 +50,13 @@ class GroupOffsets:
         return f"{self._prefix}{_INVERT - n:020d}.json"
 
     def latest(self) -> GroupState:
-        sleeps = self._retry.sleeps()
-        while True:
-            try:
-                found = list(self._store.list(self._prefix, limit=1))
-                if not found:
-                    return GroupState()
-                key = found[0].key
-                fields = _checked_json.load(self._store.get(key), key=key, error=CorruptObjectError)
-                return GroupState(
-                    int(fields["n"]), dict(fields["offsets"]), dict(fields["applied"])
-                )
-            except TransientStoreError:
-                pause = next(sleeps, None)
-                if pause is None:
-                    raise
-                time.sleep(pause)
+        found = self._retry.call(lambda: list(self._store.list(self._prefix, limit=1)))
+        if not found:
+            return GroupState()
+        key = found[0].key
+        raw = self._retry.call(lambda: self._store.get(key))
+        fields = _checked_json.load(raw, key=key, error=CorruptObjectError)
+        return GroupState(int(fields["n"]), dict(fields["offsets"]), dict(fields["applied"]))
 
     def committed(self) -> dict[tuple[str, int], int]:
         """Every committed offset of the group, by (topic, partition)."""

@@ -173,15 +173,7 @@ class PartitionLog:
 
     def _retry(self, call: Callable[[], T]) -> T:
         """Run a read-only request, retrying transient failures until the deadline."""
-        sleeps = self._config.retry.sleeps()
-        while True:
-            try:
-                return call()
-            except TransientStoreError:
-                pause = next(sleeps, None)
-                if pause is None:
-                    raise
-                time.sleep(pause)
+        return self._config.retry.call(call)
 
     def _ensure_open(self) -> bool:
         """Open the partition if not yet open; True if it was opened just now
@@ -782,16 +774,7 @@ def fetch_segment(
     Raises:
         CorruptSegmentError: checksum mismatch, or offsets other than the index's.
     """
-    sleeps = (retry or RetryPolicy()).sleeps()
-    while True:
-        try:
-            data = store.get(key)
-            break
-        except TransientStoreError:
-            pause = next(sleeps, None)
-            if pause is None:
-                raise
-            time.sleep(pause)
+    data = (retry or RetryPolicy()).call(lambda: store.get(key))
     header, batch = decode_segment(data, key=key)
     if header.base_offset != base or header.next_offset != end:
         raise CorruptSegmentError(

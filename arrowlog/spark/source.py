@@ -170,14 +170,21 @@ class ArrowLogReader(DataSourceReader):
         return [_Partition(task) for task in plan.tasks] or [_Partition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, _Partition)
-        if partition.task is None:
-            return
-        store = open_store(self.options.root, self.options.storage)
-        try:
-            yield from read_task(store, partition.task, arrow_schema(self.schema))
-        finally:
-            store.close()
+        return read_partition(self.options, self.schema, partition)
+
+
+def read_partition(
+    options: ReadOptions, schema: StructType, partition: InputPartition
+) -> Iterator[pa.RecordBatch]:
+    """Executor side of a batch or streaming read: the store is opened here."""
+    assert isinstance(partition, _Partition)
+    if partition.task is None:
+        return
+    store = open_store(options.root, options.storage)
+    try:
+        yield from read_task(store, partition.task, arrow_schema(schema))
+    finally:
+        store.close()
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

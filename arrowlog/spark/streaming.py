@@ -39,10 +39,9 @@ from pyspark.sql.types import StructType
 import arrowlog
 from arrowlog.consumer import last_stable_offset
 from arrowlog.errors import InvalidConfigError
-from arrowlog.scan import TopicPartition, plan_scan, read_task
+from arrowlog.scan import TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions
-from arrowlog.spark.source import _Partition, arrow_schema, split_by_partition
-from arrowlog.storage.url import open_store
+from arrowlog.spark.source import _Partition, read_partition, split_by_partition
 
 STAGING_PREFIX = "_arrowlog/staging/"
 
@@ -132,14 +131,7 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [_Partition(task) for task in plan.tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, _Partition)
-        if partition.task is None:
-            return
-        store = open_store(self.options.root, self.options.storage)
-        try:
-            yield from read_task(store, partition.task, arrow_schema(self.schema))
-        finally:
-            store.close()
+        return read_partition(self.options, self.schema, partition)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: the log keeps every record."""
