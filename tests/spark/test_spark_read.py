@@ -4,6 +4,7 @@ option of the Kafka source, one clear message per bad option."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -81,6 +82,7 @@ def test_offsets_timestamps_and_filters(spark: Any, tmp_path: Any) -> None:
     log.create_topic("t", SCHEMA, partitions=2)
     for i in range(6):
         log.append("t", rows(i * 10, i * 10 + 1), partition=i % 2)
+        time.sleep(0.003)  # distinct append timestamps (milliseconds)
     starting = json.dumps({"t": {"0": 2, "1": -2}})
     ending = json.dumps({"t": {"0": -1, "1": 4}})
     df = reader(spark, spec, topic="t", startingOffsets=starting, endingOffsets=ending)
