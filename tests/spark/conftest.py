@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
+from tests.conftest import StoreSpec
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -30,3 +33,17 @@ def spark() -> Iterator[object]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def with_options(builder: Any, spec: StoreSpec, options: dict[str, str]) -> Any:
+    """A DataFrameReader or DataFrameWriter pointed at ``spec``'s store (its storage
+    options as ``storage.*`` options) with ``options`` set."""
+    builder = builder.option("path", spec.url)
+    for key, value in spec.options.items():
+        if key == "client_kwargs":
+            builder = builder.option("storage.region_name", value["region_name"])
+        else:
+            builder = builder.option(f"storage.{key}", str(value))
+    for key, value in options.items():
+        builder = builder.option(key, value)
+    return builder

@@ -14,6 +14,7 @@ from pyspark.sql.functions import col
 import arrowlog
 from arrowlog import TopicConfig
 from tests.conftest import StoreSpec
+from tests.spark.conftest import with_options
 
 FIELDS: list[pa.Field[Any]] = [pa.field("v", pa.int64()), pa.field("name", pa.string())]
 SCHEMA = pa.schema(FIELDS)
@@ -24,15 +25,7 @@ def rows(*values: int) -> pa.RecordBatch:
 
 
 def reader(spark: Any, spec: StoreSpec, **options: str) -> Any:
-    r = spark.read.format("arrowlog").option("path", spec.url)
-    for key, value in spec.options.items():
-        if key == "client_kwargs":
-            r = r.option("storage.region_name", value["region_name"])
-        else:
-            r = r.option(f"storage.{key}", str(value))
-    for key, value in options.items():
-        r = r.option(key, value)
-    return r.load()
+    return with_options(spark.read.format("arrowlog"), spec, options).load()
 
 
 def mixed_log(spec: StoreSpec) -> arrowlog.ArrowLog:

@@ -12,21 +12,14 @@ import pytest
 
 import arrowlog
 from tests.conftest import StoreSpec
+from tests.spark.conftest import with_options
 
 FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64()), pa.field("name", pa.string())]
 SCHEMA = pa.schema(FIELDS)
 
 
 def writer(df: Any, spec: StoreSpec, **options: str) -> Any:
-    w = df.write.format("arrowlog").mode("append").option("path", spec.url)
-    for key, value in spec.options.items():
-        if key == "client_kwargs":
-            w = w.option("storage.region_name", value["region_name"])
-        else:
-            w = w.option(f"storage.{key}", str(value))
-    for key, value in options.items():
-        w = w.option(key, value)
-    return w
+    return with_options(df.write.format("arrowlog").mode("append"), spec, options)
 
 
 def frame(spark: Any, n: int, partitions: int = 4) -> Any:
