@@ -297,6 +297,9 @@ class CoordinatorLog:
         return (Decision.ABORTED if decided is Decision.UNDECIDED else decided), found
 
 
+_MAX_CACHED_DECISIONS = 100_000
+
+
 class TxnResolver:
     """Answers "how did this transaction end?" for readers and checkpoints.
 
@@ -327,6 +330,8 @@ class TxnResolver:
             committers = frozenset((entry.producer_id, *entry.members)) if entry else frozenset()
             cached = (decided, committers)
             with self._lock:
+                if len(self._decided) >= _MAX_CACHED_DECISIONS:
+                    self._decided.clear()  # a long-lived reader must not grow forever
                 self._decided[key] = cached
         decided, committers = cached
         if decided is Decision.COMMITTED and txn.producer_id not in committers:
