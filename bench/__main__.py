@@ -103,12 +103,22 @@ def timed(run: Callable[[], None]) -> float:
 def bench_append(
     backend: Backend, batch: pa.RecordBatch, count: int, repeat: int
 ) -> dict[str, float]:
-    seg = encode_segment(
-        batch,
-        SegmentHeader(
-            base_offset=0, record_count=batch.num_rows, timestamp_ms=0, append_id="x" * 32
-        ),
-    )
+    # The very segments the appends write (offsets included), encoded beforehand,
+    # each in its own memory: writing one buffer over and over would hand the
+    # baseline a CPU cache that no real writer has.
+    segments = [
+        encode_segment(
+            batch,
+            SegmentHeader(
+                base_offset=i * batch.num_rows,
+                record_count=batch.num_rows,
+                timestamp_ms=0,
+                append_id=f"{i:032x}",
+            ),
+        )
+        for i in range(count)
+    ]
+    seg = segments[0]
     store: Store = open_store(backend.url, backend.options)
     log = arrowlog.connect(store)
     ours, raw = [], []
@@ -123,8 +133,8 @@ def bench_append(
                 part.append(batch)
 
         def put(r: int = r) -> None:
-            for i in range(count):
-                store.put_if_absent(f"raw/{batch.nbytes}/{r}/{i:08d}", seg)
+            for i, data in enumerate(segments):
+                store.put_if_absent(f"raw/{batch.nbytes}/{r}/{i:08d}", data)
 
         # alternate the order so neither side always runs on a warmer disk
         if r % 2:
