@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from arrowlog.checkpoint import ProducerEntry
+from arrowlog.consumer import last_stable_offset
 from arrowlog.coordinator import TXN_IDS_PREFIX, CoordinatorLog, TxnEntry, TxnState, describe
 from arrowlog.errors import UnknownTopicOrPartitionError
 from arrowlog.producer import fence_and_recover
@@ -96,8 +97,6 @@ def list_producers(log: ArrowLog, topic: str, partition: int) -> list[ProducerEn
 def metrics(log: ArrowLog, topics: list[str] | None = None) -> dict[str, Any]:
     """KIP-98's metrics: live producer ids and LSO per partition, open
     transactions per partition, and the active transactional ids."""
-    from arrowlog.consumer import last_stable_offset
-
     decide = log.resolver.snapshot()
     partitions = {}
     for topic in topics if topics is not None else log.list_topics():

@@ -13,7 +13,7 @@ import pyarrow as pa
 from arrowlog import admin
 from arrowlog.checkpoint import ProducerEntry
 from arrowlog.config import LogConfig, TopicConfig
-from arrowlog.consumer import Consumer, IsolationLevel
+from arrowlog.consumer import Consumer, IsolationLevel, last_stable_offset
 from arrowlog.coordinator import TxnResolver
 from arrowlog.errors import (
     InvalidConfigError,
@@ -171,8 +171,6 @@ class ArrowLog:
         return names
 
     def describe_topic(self, name: str) -> TopicDescription:
-        from arrowlog.consumer import last_stable_offset
-
         topic = self.topic(name)
         decide = self.resolver.snapshot()
         infos = []

@@ -63,6 +63,12 @@ if TYPE_CHECKING:
 MAX_PRODUCER_ID = 2**62
 
 
+def key_partitions(values: Iterable[object], partitions: int) -> list[int]:
+    """The partition of each key: CRC32C of the value's text modulo the partition
+    count, the same in every process (``send_keyed`` and the Spark sink)."""
+    return [crc32c.crc32c(str(v).encode()) % partitions for v in values]
+
+
 def allocate_producer_id(log: ArrowLog, transactional_id: str | None) -> int:
     """A producer id no other producer has, anywhere: a random id claimed with
     put-if-absent (a collision, vanishingly rare, just draws again)."""
@@ -257,10 +263,7 @@ class Producer:
         stable across processes) and send each part to its partition."""
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         partitions = self._log.topic(topic).partitions
-        slots = pa.array(
-            [crc32c.crc32c(str(v).encode()) % partitions for v in table.column(key).to_pylist()],
-            pa.int32(),
-        )
+        slots = pa.array(key_partitions(table.column(key).to_pylist(), partitions), pa.int32())
         results = []
         for p in range(partitions):
             part = table.filter(pc.equal(slots, pa.scalar(p, pa.int32())))

@@ -13,7 +13,7 @@ metadata columns.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -323,12 +323,3 @@ def _widen(target: pa.Schema, data: pa.Schema) -> pa.Schema:
     # the data's own column types, with the target's names and metadata types
     fields = list(data) + [target.field(i) for i in range(len(data), len(target))]
     return pa.schema([f.with_name(target.field(i).name) for i, f in enumerate(fields)])
-
-
-def read_plan(store: Store, plan: ScanPlan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    for task in plan.tasks:
-        yield from read_task(store, task, schema)
-
-
-def ranges_by_partition(plan: ScanPlan) -> Mapping[TopicPartition, ScanRange]:
-    return {(r.topic, r.partition): r for r in plan.ranges}

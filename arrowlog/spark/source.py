@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import crc32c
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
@@ -45,7 +44,7 @@ from pyspark.sql.types import StructType
 
 import arrowlog
 from arrowlog.errors import InvalidConfigError
-from arrowlog.producer import allocate_producer_id
+from arrowlog.producer import allocate_producer_id, key_partitions
 from arrowlog.scan import (
     METADATA_COLUMNS,
     ScanTask,
@@ -349,8 +348,7 @@ def split_by_partition(
     elif key_column is not None:
         if key_column not in batch.schema.names:
             raise InvalidConfigError(f"keyColumn {key_column!r} is not a column of the DataFrame")
-        values = batch.column(key_column).to_pylist()
-        targets = [crc32c.crc32c(str(v).encode()) % topic.partitions for v in values]
+        targets = key_partitions(batch.column(key_column).to_pylist(), topic.partitions)
     data = _conform(batch, topic)
     if targets is None:
         yield default, data

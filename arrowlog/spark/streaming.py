@@ -37,7 +37,6 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 import arrowlog
-from arrowlog.consumer import last_stable_offset
 from arrowlog.errors import InvalidConfigError
 from arrowlog.scan import TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions
@@ -66,17 +65,13 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> dict[str, int]:
         log = self._log()
+        consumer = log.consumer(isolation_level=self.options.isolation_level)
         decide = log.resolver.snapshot()
-        out = {}
-        for topic in self.options.topics:
-            for p in range(log.topic(topic).partitions):
-                part = log.partition(topic, p)
-                if self.options.isolation_level == "read_committed":
-                    hw, state = part.state()
-                    out[_key((topic, p))] = last_stable_offset(hw, state, decide)
-                else:
-                    out[_key((topic, p))] = part.end_offset()
-        return out
+        return {
+            _key((topic, p)): consumer.stable_offset(topic, p, decide=decide)
+            for topic in self.options.topics
+            for p in range(log.topic(topic).partitions)
+        }
 
     def initialOffset(self) -> dict[str, int]:
         latest = self._latest()
