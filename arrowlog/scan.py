@@ -182,8 +182,8 @@ def plan_scan(
             latest = last_stable_offset(hw, state, decide)
         else:
             latest = hw
-        start = _pick(starting, (topic, partition), log_start, latest)
-        end = _pick(ending, (topic, partition), log_start, latest)
+        start = _pick(starting, (topic, partition), log_start, latest, missing=EARLIEST)
+        end = _pick(ending, (topic, partition), log_start, latest, missing=LATEST)
         if starting_timestamp is not None:
             start = _offset_for_time(part, starting_timestamp, log_start, latest)
         if ending_timestamp is not None:
@@ -224,12 +224,14 @@ def plan_scan(
     return ScanPlan(tuple(ranges), tuple(tasks))
 
 
-def _pick(spec: OffsetSpec, tp: TopicPartition, earliest: int, latest: int) -> int:
+def _pick(spec: OffsetSpec, tp: TopicPartition, earliest: int, latest: int, *, missing: int) -> int:
+    """The offset ``spec`` gives ``tp``; a partition the JSON leaves out gets
+    ``missing`` (EARLIEST for a start, LATEST for an end)."""
     if spec == "earliest":
         return earliest
     if spec == "latest":
         return latest
-    value = spec.get(tp, LATEST if spec is not None else EARLIEST)
+    value = spec.get(tp, missing)
     if value == EARLIEST:
         return earliest
     if value == LATEST:
