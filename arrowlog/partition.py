@@ -478,6 +478,14 @@ class PartitionLog:
             if owner is _Owner.THEIRS:
                 self.stats["conflicts"] += 1
                 self._sync_tail()
+                if identity.producer_id >= 0 and not identity.control:
+                    # What won may be this very batch, written by an earlier send
+                    # whose outcome was unknown and whose PUT landed late: decide by
+                    # writer identity (producer id, epoch, sequence), not append id.
+                    self._in_doubt.add(identity.producer_id)
+                    duplicate = self._check_sequence(identity, batch.num_rows)
+                    if duplicate is not None:
+                        return duplicate
                 if expected_offset is not None:
                     self._check_expected(expected_offset)
                 uncertain = False  # our earlier attempts at that offset cannot land now
