@@ -28,6 +28,7 @@ from arrowlog.errors import (
     TransactionTimeoutError,
     TransientStoreError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
     UnsupportedStoreError,
 )
 from arrowlog.log import ArrowLog, PartitionInfo, TopicDescription, connect
@@ -45,6 +46,7 @@ __all__ = [
     "ArrowLog",
     "ArrowLogError",
     "ConcurrentTransactionsError",
+    "UnstableOffsetCommitError",
     "connect",
     "Consumer",
     "CorruptCheckpointError",

@@ -27,7 +27,7 @@ from arrowlog import _checked_json
 from arrowlog.errors import CorruptCheckpointError
 from arrowlog.segment import SegmentHeader
 
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3
 
 
 class Decision(enum.Enum):
@@ -52,6 +52,7 @@ class SegmentSummary:
     transactional: bool = False
     control_type: str | None = None
     transactional_id: str | None = None
+    txn_bound: int = -1
 
     @property
     def end(self) -> int:
@@ -75,6 +76,7 @@ class SegmentSummary:
             transactional=who.transactional,
             control_type=who.control_type,
             transactional_id=who.transactional_id,
+            txn_bound=who.txn_bound,
         )
 
 

@@ -10,16 +10,14 @@ transaction, or the high watermark; read_committed reads stop there.
 
 One read over several partitions (:meth:`Consumer.read_many`) sees a transaction's
 records in every partition or in none, even if the transaction commits while the
-read runs. It first fixes its view of every partition (high watermark and
-state), and only then asks the coordinator, once per transaction for the whole
-read. A marker inside a fixed view implies the coordinator had decided before
-the view was taken, so a coordinator answer obtained afterwards can only agree
-with it; an UNDECIDED answer means no view can hold a marker for it.
+read runs (see :func:`plan_snapshot`). A committed transaction's records are those
+below its bound in each partition, fixed at PREPARE_COMMIT: a late record of an
+instance that lost the transaction never joins it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -27,10 +25,10 @@ import pyarrow as pa
 
 from arrowlog.checkpoint import Decision, OpenTxn, PartitionState, SegmentSummary
 from arrowlog.control import ControlType
-from arrowlog.coordinator import check_id
-from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
+from arrowlog.coordinator import Snapshot, check_id
+from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnstableOffsetCommitError
 from arrowlog.groups import GroupOffsets, tp_key
-from arrowlog.partition import PartitionLog, SegmentRef
+from arrowlog.partition import PartitionLog
 
 if TYPE_CHECKING:
     from arrowlog.log import ArrowLog
@@ -89,8 +87,22 @@ class Consumer:
         return GroupOffsets(self._log.store, self.group_id, self._log.config.retry)
 
     def committed(self, topic: str, partition: int) -> int | None:
-        """The group's committed offset (the next offset to read), if any."""
-        return self._groups().committed().get((topic, partition))
+        """The group's committed offset (the next offset to read), if any. Offsets
+        sent in a transaction count from its PREPARE_COMMIT on, exactly when its
+        records become visible.
+
+        Raises:
+            UnstableOffsetCommitError: a transaction that is not decided yet has
+                offsets for this partition (retriable: it will end or expire).
+        """
+        offsets, unstable = self._groups().stable_part(self._log.resolver)
+        if (topic, partition) in unstable:
+            raise UnstableOffsetCommitError(
+                f"group {self.group_id}: a transaction with offsets for {topic}/{partition} "
+                "is not decided yet; retry once it ends (or expires)",
+                partitions={(topic, partition)},
+            )
+        return offsets.get((topic, partition))
 
     def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Commit the group's position outside any transaction."""
@@ -108,9 +120,6 @@ class Consumer:
         partition: int = 0,
         start: int | None = None,
         end: int | None = None,
-        *,
-        decide: Decide | None = None,
-        view: tuple[int, PartitionState] | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Stream the visible records of ``[start, end)``. ``end`` defaults to the
         LSO (read_committed) or the high watermark.
@@ -123,11 +132,8 @@ class Consumer:
         if self.isolation_level == "read_uncommitted":
             yield from part.iter_batches(start, end)
             return
-        decide = decide or self._log.resolver.snapshot()
-        start, end, skip = self._plan(part, start, end, decide, view or part.state())
-        for header, batch in part.iter_segments(start, end, skip=skip):
-            if not header.identity.control:
-                yield batch
+        plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
+        yield from _visible_batches(part, plan)
 
     def read(
         self, topic: str, partition: int = 0, start: int | None = None, end: int | None = None
@@ -139,30 +145,33 @@ class Consumer:
     def read_many(
         self, ranges: Mapping[tuple[str, int], tuple[int | None, int | None]]
     ) -> dict[tuple[str, int], pa.Table]:
-        """Several ranges read as one snapshot: each transaction is decided once,
-        so its records appear in all the ranges or in none."""
-        views = {tp: self._log.partition(*tp).state() for tp in ranges}  # views first
-        decide = self._log.resolver.snapshot()
+        """Several ranges read as one snapshot: a transaction's records appear in
+        all the ranges or in none (see :func:`plan_snapshot`). A range whose end
+        is None ends at the snapshot's end for that partition, at or below its LSO.
+
+        Raises:
+            OffsetOutOfRangeError: a range is outside its log, or past the LSO.
+        """
         out = {}
-        for (topic, partition), (start, end) in ranges.items():
-            schema = self._log.topic(topic).schema
-            batches = self.iter_batches(
-                topic, partition, start, end, decide=decide, view=views[(topic, partition)]
-            )
-            out[(topic, partition)] = pa.Table.from_batches(list(batches), schema)
+        if self.isolation_level == "read_uncommitted":
+            for (topic, partition), (start, end) in ranges.items():
+                out[(topic, partition)] = self._log.partition(topic, partition).read(start, end)
+            return out
+        plans = plan_snapshot(self._log, ranges)
+        for (topic, partition), plan in plans.items():
+            part = self._log.partition(topic, partition)
+            batches = list(_visible_batches(part, plan))
+            out[(topic, partition)] = pa.Table.from_batches(batches, part.topic.schema)
         return out
 
-    def _plan(
-        self,
-        part: PartitionLog,
-        start: int | None,
-        end: int | None,
-        decide: Decide,
-        view: tuple[int, PartitionState],
-    ) -> tuple[int, int, Callable[[SegmentRef], bool]]:
-        plan = plan_committed(part, start, end, decide, view)
-        hidden = plan.hidden
-        return plan.start, plan.end, lambda ref: ref.base in hidden
+
+def _visible_batches(part: PartitionLog, plan: CommittedPlan) -> Iterator[pa.RecordBatch]:
+    hidden = plan.hidden
+    for header, batch in part.iter_segments(
+        plan.start, plan.end, skip=lambda ref: ref.base in hidden
+    ):
+        if not header.identity.control:
+            yield batch
 
 
 @dataclass(frozen=True)
@@ -182,12 +191,19 @@ def plan_committed(
     part: PartitionLog,
     start: int | None,
     end: int | None,
-    decide: Decide,
+    decide: Snapshot,
     view: tuple[int, PartitionState],
+    *,
+    evidence_end: int | None = None,
 ) -> CommittedPlan:
     """Decide which segments of ``[start, end)`` are visible under read_committed,
-    given a fixed view of the partition (high watermark, state) and a decide
-    function (a resolver snapshot, shared by every partition of one read).
+    given a fixed view of the partition (high watermark, state) and a snapshot of
+    the coordinator (shared by every partition of one read).
+
+    A transactional batch is visible if its transaction committed, its producer
+    is the owner or a member, and it lies below the transaction's bound in this
+    partition. A marker after the batch answers that without the coordinator;
+    markers at or past ``evidence_end`` are ignored (see :func:`plan_snapshot`).
 
     Raises:
         OffsetOutOfRangeError: the range is outside the log or past the LSO.
@@ -202,18 +218,132 @@ def plan_committed(
             f"stable offset {lso} (an undecided transaction starts there)"
         )
     summaries = part.summaries(start, end)
-    markers = {(s.producer_id, s.producer_epoch): s.control_type for s in summaries if s.control}
+    tp = tp_key(part.topic.name, part.partition)
+    limit = hw if evidence_end is None else evidence_end
+    markers = {
+        (s.producer_id, s.producer_epoch): s
+        for s in summaries
+        if s.control
+        and (s.base < limit or decide.known(s.transactional_id or "", s.producer_epoch))
+    }
     hidden: set[int] = set()
     for s in summaries:
-        if s.control:
+        if s.control or (s.transactional and not _committed(s, markers, decide, tp)):
             hidden.add(s.base)
-        elif s.transactional:
-            kind = markers.get((s.producer_id, s.producer_epoch))
-            if kind is not None:
-                committed = kind == ControlType.COMMIT.value
-            else:
-                txn = OpenTxn(s.producer_id, s.producer_epoch, s.transactional_id or "", s.base)
-                committed = decide(txn) is Decision.COMMITTED
-            if not committed:
-                hidden.add(s.base)
     return CommittedPlan(start, end, lso, summaries, frozenset(hidden))
+
+
+def _committed(
+    s: SegmentSummary,
+    markers: Mapping[tuple[int, int], SegmentSummary],
+    decide: Snapshot,
+    tp: str,
+) -> bool:
+    marker = markers.get((s.producer_id, s.producer_epoch))
+    if marker is not None and s.base < marker.base:
+        return marker.control_type == ControlType.COMMIT.value and s.base < marker.txn_bound
+    outcome = decide.outcome(s.transactional_id or "", s.producer_epoch)
+    return outcome.includes(s.producer_id, tp, s.base)
+
+
+def plan_snapshot(
+    log: ArrowLog, ranges: Mapping[tuple[str, int], tuple[int | None, int | None]]
+) -> dict[tuple[str, int], CommittedPlan]:
+    """Plan a read_committed read of several partitions as one snapshot.
+
+    Views of partitions are taken one after another, so a transaction can commit
+    between two of them: its records may be missing from the earlier view while
+    the later one shows it committed. Hence two rounds. First, fix a view of
+    every partition, note the markers it holds and ask the coordinator about
+    every transaction it shows without one; then freeze the snapshot and fix the
+    views again. A transaction known decided at the freeze (by the coordinator,
+    or by a marker inside a first-round view of any partition) committed before
+    the second round began, so all its records are inside every second-round
+    view; any other transaction counts as undecided for this read, whatever
+    markers the second round shows.
+
+    Second, a committed transaction can still be cut by an LSO: its records in
+    one partition sit after an undecided transaction while another partition
+    shows them. Ranges left open (end None) are then cut before it everywhere,
+    until no transaction is partly visible. Explicit ends are kept as given.
+    """
+    snapshot = log.resolver.snapshot()
+    first = {tp: log.partition(*tp).state() for tp in ranges}
+    for tp, (start, end) in ranges.items():
+        part = log.partition(*tp)
+        hw, state = first[tp]
+        for s in part.summaries(start, hw):
+            if s.control:
+                snapshot.note_marker(s.transactional_id or "", s.producer_epoch)
+        lso = last_stable_offset(hw, state, snapshot)
+        # asks about every batch without a marker after it, in the first view
+        plan_committed(part, start, lso if end is None else min(end, lso), snapshot, first[tp])
+    snapshot.freeze()
+    plans = {}
+    for tp, (start, end) in ranges.items():
+        part = log.partition(*tp)
+        view = part.state()
+        plans[tp] = plan_committed(part, start, end, snapshot, view, evidence_end=first[tp][0])
+    open_ended = {tp for tp, (_, end) in ranges.items() if end is None}
+    return _cut_torn(log, plans, open_ended, snapshot)
+
+
+def _cut_torn(
+    log: ArrowLog,
+    plans: dict[tuple[str, int], CommittedPlan],
+    open_ended: set[tuple[str, int]],
+    snapshot: Snapshot,
+) -> dict[tuple[str, int], CommittedPlan]:
+    """Lower the ends of open-ended ranges until every committed transaction
+    visible in one partition has no committed records left out of another."""
+
+    def txn(s: SegmentSummary) -> tuple[str, int]:
+        return (s.transactional_id or "", s.producer_epoch)
+
+    def left_out(tp: tuple[str, int], plan: CommittedPlan) -> set[tuple[str, int]]:
+        part = log.partition(*tp)
+        hw = part.end_offset(refresh=False)
+        key = tp_key(*tp)
+        return {
+            txn(s)
+            for s in part.summaries(plan.end, max(plan.end, hw))
+            if s.transactional
+            and not s.control
+            and s.base >= plan.end
+            and snapshot.outcome(*txn(s)).includes(s.producer_id, key, s.base)
+        }
+
+    beyond = {tp: left_out(tp, plan) for tp, plan in plans.items()}
+    changed = True
+    while changed:
+        changed = False
+        cut_off = set().union(*beyond.values()) if beyond else set()
+        for tp in open_ended:
+            plan = plans[tp]
+            first_torn = min(
+                (
+                    s.base
+                    for s in plan.segments
+                    if s.transactional
+                    and s.base not in plan.hidden
+                    and s.end > plan.start
+                    and s.base < plan.end
+                    and txn(s) in cut_off
+                ),
+                default=None,
+            )
+            if first_torn is None:
+                continue
+            end = max(plan.start, first_torn)
+            kept = [s for s in plan.segments if s.base < end]
+            plans[tp] = CommittedPlan(
+                plan.start, end, plan.last_stable_offset, kept,
+                frozenset(b for b in plan.hidden if b < end),
+            )  # fmt: skip
+            beyond[tp] |= {
+                txn(s)
+                for s in plan.segments
+                if s.transactional and s.base >= end and s.base not in plan.hidden
+            }
+            changed = True
+    return plans

@@ -164,6 +164,19 @@ class InvalidTransactionTimeoutError(InvalidConfigError):
     maximum."""
 
 
+class UnstableOffsetCommitError(ArrowLogError):
+    """A consumer group's position for some partitions waits on a transaction
+    that is not decided yet (KIP-447): a consumer that went ahead from the old
+    position could duplicate what the transaction may still commit. Retry once
+    it ends (or expires). ``partitions`` names the unstable (topic, partition)s."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, partitions: set[tuple[str, int]]) -> None:
+        super().__init__(message)
+        self.partitions = partitions
+
+
 class ConcurrentTransactionsError(ArrowLogError):
     """Another client changed the transactional id's coordinator log at the same
     moment (for example while expiring a transaction). Retry the call."""

@@ -3,23 +3,43 @@
 Each group has one log under ``_arrowlog/groups/<group>/``; every entry holds the
 group's whole committed position (``"topic/partition" -> next offset``) and is
 written with put-if-absent after reading the latest, so concurrent commits
-serialise. Offsets sent in a transaction are applied only after the transaction's
-PREPARE_COMMIT (they become visible only when it commits), and each entry
-remembers the last transaction epoch applied per transactional id, so that a
-zombie or a second client rolling the same transaction forward can never move a
-group back.
+serialise.
+
+Offsets sent in a transaction are decided exactly like its records (KIP-447's
+pending offsets). The transaction first registers them in its coordinator entry,
+then marks itself *pending* in the group's log. From then on a reader of the
+group's position asks the coordinator how that transaction ended: committed (from
+PREPARE_COMMIT on, the moment its records become visible) -> its offsets count at
+once, even if the committer died before applying them; aborted -> they never
+count; undecided -> the position of the partitions it names is unstable
+(:class:`~arrowlog.errors.UnstableOffsetCommitError`, retriable), since a
+consumer that went ahead from the old position would duplicate what the
+transaction may yet commit. Finishing the transaction applies (or drops) the
+offsets and clears the mark, once per transaction: each entry remembers the last
+transaction epoch applied per transactional id, so that a zombie or a second
+client rolling the same transaction forward can never move a group back.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from arrowlog import _checked_json
+from arrowlog.checkpoint import Decision
 from arrowlog.config import RetryPolicy
 from arrowlog.coordinator import check_id
-from arrowlog.errors import ConcurrentTransactionsError, CorruptObjectError, TransientStoreError
+from arrowlog.errors import (
+    ConcurrentTransactionsError,
+    CorruptObjectError,
+    TransientStoreError,
+    UnstableOffsetCommitError,
+)
+
+if TYPE_CHECKING:
+    from arrowlog.coordinator import TxnResolver
 from arrowlog.storage import Store
 
 GROUPS_PREFIX = "_arrowlog/groups/"
@@ -34,7 +54,10 @@ def tp_key(topic: str, partition: int) -> str:
 class GroupState:
     n: int = -1
     offsets: dict[str, int] = field(default_factory=dict)
+    #: transactional id -> the last transaction epoch whose offsets were applied
     applied: dict[str, int] = field(default_factory=dict)
+    #: transactional id -> the epoch of its transaction whose offsets await its end
+    pending: dict[str, int] = field(default_factory=dict)
 
 
 class GroupOffsets:
@@ -56,15 +79,77 @@ class GroupOffsets:
         key = found[0].key
         raw = self._retry.call(lambda: self._store.get(key))
         fields = _checked_json.load(raw, key=key, error=CorruptObjectError)
-        return GroupState(int(fields["n"]), dict(fields["offsets"]), dict(fields["applied"]))
+        return GroupState(
+            int(fields["n"]),
+            dict(fields["offsets"]),
+            dict(fields["applied"]),
+            dict(fields.get("pending", {})),
+        )
 
-    def committed(self) -> dict[tuple[str, int], int]:
-        """Every committed offset of the group, by (topic, partition)."""
-        out = {}
-        for key, offset in self.latest().offsets.items():
-            topic, _, partition = key.rpartition("/")
-            out[(topic, int(partition))] = offset
-        return out
+    def committed(self, resolver: TxnResolver) -> dict[tuple[str, int], int]:
+        """Every committed offset of the group, by (topic, partition), with the
+        offsets of committed transactions that are not applied yet.
+
+        Raises:
+            UnstableOffsetCommitError: an undecided transaction has offsets for
+                some partition; ``partitions`` names them (the others are stable:
+                use :meth:`stable_part` to get them).
+        """
+        offsets, unstable = self.stable_part(resolver)
+        if unstable:
+            names = ", ".join(sorted(f"{t}/{p}" for t, p in unstable))
+            raise UnstableOffsetCommitError(
+                f"group {self.group_id}: a transaction with offsets for {names} is not "
+                "decided yet; retry once it ends (or expires)",
+                partitions=unstable,
+            )
+        return offsets
+
+    def stable_part(
+        self, resolver: TxnResolver
+    ) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
+        """The group's position, and the partitions an undecided transaction
+        may still move (left out of the position)."""
+        state = self.latest()
+        offsets = dict(state.offsets)
+        unstable: set[str] = set()
+        for tid, epoch in sorted(state.pending.items()):
+            if state.applied.get(tid, -1) >= epoch:
+                continue
+            outcome = resolver.outcome(tid, epoch)
+            mine = outcome.offsets.get(self.group_id, {})
+            if outcome.decision is Decision.COMMITTED:
+                offsets.update(mine)
+            elif outcome.decision is Decision.UNDECIDED:
+                unstable |= set(mine)
+        for key in unstable:
+            offsets.pop(key, None)
+        return {_tp(k): o for k, o in offsets.items()}, {_tp(k) for k in unstable}
+
+    def mark_pending(self, transactional_id: str, txn_epoch: int) -> None:
+        """Record that the transaction ``txn_epoch`` of ``transactional_id`` has
+        offsets for this group, before it can commit.
+
+        Raises:
+            ConcurrentTransactionsError: other commits kept winning until the deadline.
+        """
+        self._update(
+            lambda s: (
+                None
+                if s.pending.get(transactional_id) == txn_epoch
+                else replace(s, pending={**s.pending, transactional_id: txn_epoch})
+            )
+        )
+
+    def settle(self, transactional_id: str, txn_epoch: int) -> None:
+        """Drop the pending mark of an aborted transaction."""
+        self._update(
+            lambda s: (
+                None
+                if s.pending.get(transactional_id) != txn_epoch
+                else replace(s, pending=_without(s.pending, transactional_id))
+            )
+        )
 
     def commit(
         self,
@@ -74,37 +159,64 @@ class GroupOffsets:
         txn_epoch: int = -1,
     ) -> bool:
         """Merge ``offsets`` into the group's position. With a transactional id,
-        apply at most once per transaction (False if it was applied already).
+        apply at most once per transaction and clear its pending mark (False if
+        it was applied already).
 
         Raises:
             ConcurrentTransactionsError: other commits kept winning until the deadline.
         """
+
+        def change(s: GroupState) -> GroupState | None:
+            if transactional_id is None:
+                return replace(s, offsets={**s.offsets, **offsets})
+            if s.applied.get(transactional_id, -1) >= txn_epoch:
+                return None
+            pending = s.pending
+            if pending.get(transactional_id, -1) <= txn_epoch:
+                pending = _without(pending, transactional_id)
+            return replace(
+                s,
+                offsets={**s.offsets, **offsets},
+                applied={**s.applied, transactional_id: txn_epoch},
+                pending=pending,
+            )
+
+        return self._update(change)
+
+    def _update(self, change: Callable[[GroupState], GroupState | None]) -> bool:
+        """Write the entry after the latest, as ``change`` makes it from the latest
+        (None: nothing to write). Returns whether an entry was written."""
         sleeps = self._retry.sleeps()
         while True:
             state = self.latest()
-            if (
-                transactional_id is not None
-                and state.applied.get(transactional_id, -1) >= txn_epoch
-            ):
+            new = change(state)
+            if new is None:
                 return False
-            applied = dict(state.applied)
-            if transactional_id is not None:
-                applied[transactional_id] = txn_epoch
             fields = {
                 "n": state.n + 1,
-                "offsets": {**state.offsets, **offsets},
-                "applied": applied,
+                "offsets": new.offsets,
+                "applied": new.applied,
+                "pending": new.pending,
                 "written_ms": int(time.time() * 1000),
             }
             try:
                 self._store.put_if_absent(self._key(state.n + 1), _checked_json.dump(fields))
                 return True
             except (FileExistsError, TransientStoreError):
-                # Lost a race (or the reply): re-read; an applied transaction is
-                # recognised by its epoch, a plain commit is merged again (idempotent).
+                # Lost a race (or the reply): re-read and decide again; every change
+                # is idempotent against the state it finds.
                 pause = next(sleeps, None)
                 if pause is None:
                     raise ConcurrentTransactionsError(
-                        f"group {self.group_id}: could not commit offsets before the deadline"
+                        f"group {self.group_id}: could not update offsets before the deadline"
                     ) from None
                 time.sleep(pause)
+
+
+def _tp(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition("/")
+    return topic, int(partition)
+
+
+def _without(d: dict[str, int], key: str) -> dict[str, int]:
+    return {k: v for k, v in d.items() if k != key}

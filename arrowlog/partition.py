@@ -350,15 +350,17 @@ class PartitionLog:
         return self._append(self.prepare_batch(batch), expected_offset, identity)
 
     def append_control(
-        self, kind: ControlType, identity: WriterIdentity, entry: int
+        self, kind: ControlType, identity: WriterIdentity, entry: int, *, bound: int = -1
     ) -> AppendResult:
-        """Append a COMMIT or ABORT marker for the transaction ``identity`` names."""
+        """Append a COMMIT or ABORT marker for the transaction ``identity`` names;
+        ``bound`` is where the transaction's records in this partition end."""
         marker = WriterIdentity(
             producer_id=identity.producer_id,
             producer_epoch=identity.producer_epoch,
             transactional=True,
             control_type=kind.value,
             transactional_id=identity.transactional_id,
+            txn_bound=bound,
         )
         return self._append(marker_batch(kind, entry), None, marker)
 

@@ -44,7 +44,6 @@ from arrowlog.coordinator import (
 )
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
-    ArrowLogError,
     ConcurrentTransactionsError,
     InvalidConfigError,
     InvalidTransactionTimeoutError,
@@ -149,6 +148,10 @@ class Producer:
         self._entry: TxnEntry | None = None  # the latest coordinator entry we know
         self._txn_partitions: set[tuple[str, int]] = set()
         self._txn_offsets: dict[str, dict[str, int]] = {}
+        # where this instance's records of the transaction end, per partition; a
+        # resumed transaction knows none (another instance wrote them)
+        self._txn_ends: dict[tuple[str, int], int] = {}
+        self._resumed = False
         self._txn_started_ms = 0
         self._lock = threading.Lock()
 
@@ -254,6 +257,8 @@ class Producer:
                 )
                 raise
             self._sequences[tp] = who.base_sequence + prepared.num_rows
+            if self._coordinator is not None:
+                self._txn_ends[tp] = max(self._txn_ends.get(tp, 0), result.next_offset)
             return result
 
     def send_keyed(
@@ -372,6 +377,8 @@ class Producer:
             self._epoch = producer_epoch
             self._txn_partitions = set(latest.partitions)
             self._txn_offsets = {g: dict(o) for g, o in latest.offsets.items()}
+            self._txn_ends = {}
+            self._resumed = True
             self._txn_started_ms = latest.txn_started_ms
             self.transaction_timeout_ms = latest.timeout_ms
             self._state = ProducerState.IN_TRANSACTION
@@ -390,6 +397,8 @@ class Producer:
             self._set_state(ProducerState.IN_TRANSACTION)
             self._txn_partitions = set()
             self._txn_offsets = {}
+            self._txn_ends = {}
+            self._resumed = False
             self._txn_started_ms = int(time.time() * 1000)
             self._sequences = {}
 
@@ -427,7 +436,14 @@ class Producer:
                     raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
             merged = {**self._txn_offsets.get(group_id, {})}
             merged.update({tp_key(t, p): o for (t, p), o in offsets.items()})
+            first = group_id not in self._txn_offsets
             self._register(offsets={**self._txn_offsets, group_id: merged})
+            if first:
+                # After the coordinator entry names the offsets, before anything can
+                # commit them: from here on readers of the group ask how we ended.
+                GroupOffsets(self._log.store, group_id, self._log.config.retry).mark_pending(
+                    self.transactional_id or "", self._epoch
+                )
 
     def _register(
         self,
@@ -533,13 +549,14 @@ class Producer:
             extra: dict[str, object] = {}
             if commit:
                 extra["members"] = members
+                extra["bounds"] = self._bounds(members)
                 if metadata is not None:
                     extra["metadata"] = dict(metadata)
             prepared = self._write_entry(
                 TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, reason=verb, **extra
             )
             complete = finish(self._log, self._require_transactional(), prepared, reason=verb)
-            if complete.producer_epoch != prepared.producer_epoch + 1 or complete.reason != verb:
+            if complete is None:
                 # Someone fenced us while we finished: the outcome stands, but this
                 # instance may not start another transaction.
                 self._state = ProducerState.FENCED
@@ -552,6 +569,24 @@ class Producer:
                     f"transaction of {self.transactional_id!r} ran past its timeout "
                     f"({self.transaction_timeout_ms} ms) and was aborted"
                 )
+
+    def _bounds(self, members: tuple[int, ...]) -> dict[str, int]:
+        """Where the transaction's records end in each of its partitions, fixed
+        in PREPARE_COMMIT: records of it written later (by an instance that lost
+        the transaction to a resume, or a member's late retry) never join it.
+
+        This instance's own sends give the bound without a request; partitions
+        others wrote to (members, or a resumed transaction) are bounded by their
+        high watermark now, before the point of no return.
+        """
+        own = not members and not self._resumed
+        unknown = [tp for tp in self._txn_partitions if not own or tp not in self._txn_ends]
+        ends = dict(self._txn_ends) if own else {}
+        if unknown:
+            with ThreadPoolExecutor(max_workers=min(16, len(unknown))) as pool:
+                found = pool.map(lambda tp: self._log.partition(*tp).end_offset(), unknown)
+                ends.update(zip(unknown, found, strict=True))
+        return {tp_key(t, p): ends[(t, p)] for t, p in sorted(self._txn_partitions)}
 
     @contextmanager
     def transaction(self) -> Iterator[Producer]:
@@ -594,7 +629,12 @@ def fence_and_recover(log: ArrowLog, coordinator: CoordinatorLog, *, reason: str
                 fenced = replace(fenced, state=TxnState.PREPARE_ABORT)
             entry = coordinator.write(latest, fenced)
             if not entry.state.is_complete:
-                entry = finish(log, coordinator, entry, reason=reason)
+                complete = finish(log, coordinator, entry, reason=reason)
+                if complete is None:
+                    # Another client wrote after our entry: its epoch is not ours
+                    # to hold. Fence again, from what is there now.
+                    raise EntryConflictError(None)
+                entry = complete
             return entry
         except EntryConflictError:
             pause = next(sleeps, None)
@@ -607,12 +647,14 @@ def fence_and_recover(log: ArrowLog, coordinator: CoordinatorLog, *, reason: str
 
 def finish(
     log: ArrowLog, coordinator: CoordinatorLog, prepared: TxnEntry, *, reason: str
-) -> TxnEntry:
+) -> TxnEntry | None:
     """Carry a prepared transaction to its end: markers into every partition in
     parallel (and, for a commit, the consumer offsets), then the COMPLETE entry.
     Safe to run twice (by a zombie and its successor): markers are idempotent for
     readers, offsets are applied once per transaction, and only one COMPLETE entry
-    can be written. Returns the latest entry afterwards."""
+    can be written. Returns the COMPLETE entry this call wrote, or None if another
+    client wrote the next entry first (the outcome stands either way; the epoch
+    that entry grants belongs to its writer)."""
     commit = prepared.state is TxnState.PREPARE_COMMIT
     kind = ControlType.COMMIT if commit else ControlType.ABORT
     who = WriterIdentity(
@@ -623,19 +665,23 @@ def finish(
     )
 
     def write_marker(topic: str, partition: int) -> None:
-        log.partition(topic, partition).append_control(kind, who, prepared.n)
+        bound = prepared.bounds.get(tp_key(topic, partition), -1)
+        log.partition(topic, partition).append_control(kind, who, prepared.n, bound=bound)
 
     def apply_offsets(group: str, offsets: dict[str, int]) -> None:
-        GroupOffsets(log.store, group, log.config.retry).commit(
-            offsets, transactional_id=prepared.transactional_id, txn_epoch=prepared.txn_epoch
-        )
+        groups = GroupOffsets(log.store, group, log.config.retry)
+        if commit:
+            groups.commit(
+                offsets, transactional_id=prepared.transactional_id, txn_epoch=prepared.txn_epoch
+            )
+        else:
+            groups.settle(prepared.transactional_id, prepared.txn_epoch)
 
-    jobs = len(prepared.partitions) + (len(prepared.offsets) if commit else 0)
+    jobs = len(prepared.partitions) + len(prepared.offsets)
     if jobs:
         with ThreadPoolExecutor(max_workers=min(16, jobs)) as pool:
             futures = [pool.submit(write_marker, t, p) for t, p in prepared.partitions]
-            if commit:
-                futures += [pool.submit(apply_offsets, g, o) for g, o in prepared.offsets.items()]
+            futures += [pool.submit(apply_offsets, g, o) for g, o in prepared.offsets.items()]
             for future in futures:
                 future.result()
     complete = replace(
@@ -647,7 +693,5 @@ def finish(
     )
     try:
         return coordinator.write(prepared, complete)
-    except EntryConflictError as conflict:
-        if conflict.latest is None:
-            raise ArrowLogError("coordinator log vanished") from None
-        return conflict.latest
+    except EntryConflictError:
+        return None

@@ -59,6 +59,10 @@ class WriterIdentity:
     #: "COMMIT" or "ABORT" for a control record (a transaction marker), else None.
     control_type: str | None = None
     transactional_id: str | None = None
+    #: for a marker: the transaction's records in this partition lie below this
+    #: offset (its bound, fixed at PREPARE_COMMIT); records of it at or past the
+    #: bound never belong to it
+    txn_bound: int = -1
 
     @property
     def control(self) -> bool:

@@ -16,7 +16,10 @@ import pytest
 
 import arrowlog
 from arrowlog import LogConfig, RetryPolicy
+from arrowlog.coordinator import CoordinatorLog, TxnState, entry_key
 from arrowlog.errors import AppendOutcomeUnknownError
+from arrowlog.groups import GroupOffsets
+from arrowlog.producer import ProducerState
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.topic import segment_key
@@ -60,8 +63,12 @@ def scripted(store: Store) -> Iterator[ScriptedStore]:
     yield ScriptedStore(store)
 
 
-def values(log: arrowlog.ArrowLog, topic: str, partition: int = 0) -> list[int]:
-    column = log.partition(topic, partition).read().column("v")
+def values(log: arrowlog.ArrowLog | arrowlog.Consumer, topic: str, partition: int = 0) -> list[int]:
+    """The records of a partition: every one (a log), or the visible ones."""
+    if isinstance(log, arrowlog.ArrowLog):
+        column = log.partition(topic, partition).read().column("v")
+    else:
+        column = log.read(topic, partition).column("v")
     return [v for v in column.to_pylist() if isinstance(v, int)]
 
 
@@ -96,3 +103,218 @@ def test_late_put_after_unknown_outcome_is_recognised_by_writer_identity(
     r = p.send("t", rows(3), partition=0)
     assert r.base_offset == 2
     assert values(arrowlog.connect(store), "t") == [1, 2, 3]
+
+
+# --- 2. two new instances initialise at once ---------------------------------------
+
+
+def _dead_instance_leaves_ongoing(log: arrowlog.ArrowLog) -> int:
+    """A producer begins a transaction, sends, and dies; the entry number of its
+    last coordinator entry."""
+    dead = log.producer(transactional_id="tx")
+    dead.init_transactions()
+    dead.begin_transaction()
+    dead.send("t", rows(0), partition=0)
+    latest = CoordinatorLog(log.store, "tx", log.config.retry).latest()
+    assert latest is not None and latest.state is TxnState.ONGOING
+    return latest.n
+
+
+def _can_commit(p: arrowlog.Producer) -> bool:
+    try:
+        p.begin_transaction()
+        p.send("t", rows(7), partition=0)
+        p.commit_transaction()
+    except arrowlog.ProducerFencedError:
+        return False
+    return True
+
+
+def test_concurrent_inits_when_the_first_completion_loses_leave_one_epoch_holder(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """N1 fences the dead instance (PREPARE_ABORT) and is held before its
+    COMPLETE entry; N2 initialises meanwhile, fencing N1's entry. N1's COMPLETE
+    loses: it must not adopt N2's entry (same epoch: two live instances) but
+    fence again. N1 initialises last, so N1 alone may commit."""
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    n = _dead_instance_leaves_ongoing(arrowlog.connect(store))
+    gate = scripted.hold("put_if_absent", entry_key("tx", n + 2))
+    n1 = arrowlog.connect(scripted).producer(transactional_id="tx")
+    init1 = Background(n1.init_transactions)
+    gate.wait_reached()
+    n2 = arrowlog.connect(store).producer(transactional_id="tx")
+    n2.init_transactions()
+    gate.release()
+    init1.result()
+    assert n1.epoch != n2.epoch
+    assert _can_commit(n1)
+    assert not _can_commit(n2)
+    assert n2.state is ProducerState.FENCED
+    assert values(arrowlog.connect(store).consumer(), "t") == [7]
+
+
+def test_concurrent_inits_never_adopt_an_unfinished_entry(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """Variant: N2 is itself held before its COMPLETE entry when N1's COMPLETE
+    loses, so the latest entry N1 finds is N2's unfinished PREPARE_ABORT.
+    Adopting it left N1 failing every send with InvalidTxnStateError, never
+    marked fenced. Now N1 fences again; N2, released, loses in turn and fences
+    again: it initialised last and alone may commit; N1 is fenced, and says so."""
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    n = _dead_instance_leaves_ongoing(arrowlog.connect(store))
+    gate1 = scripted.hold("put_if_absent", entry_key("tx", n + 2))
+    other = ScriptedStore(store)
+    gate2 = other.hold("put_if_absent", entry_key("tx", n + 3))
+    n1 = arrowlog.connect(scripted).producer(transactional_id="tx")
+    n2 = arrowlog.connect(other).producer(transactional_id="tx")
+    init1 = Background(n1.init_transactions)
+    gate1.wait_reached()
+    init2 = Background(n2.init_transactions)
+    gate2.wait_reached()
+    gate1.release()
+    init1.result()
+    gate2.release()
+    init2.result()
+    assert n1.epoch != n2.epoch
+    assert not _can_commit(n1)
+    assert n1.state is ProducerState.FENCED
+    assert _can_commit(n2)
+    assert values(arrowlog.connect(store).consumer(), "t") == [7]
+
+
+# --- 3. a transaction that commits between two views of one read -------------------
+
+
+def test_read_many_sees_a_transaction_committing_between_its_views_whole_or_not_at_all(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """The reader fixes its view of t/0, is held before listing t/1; a
+    transaction writes t/0 and t/1 and commits; the reader's view of t/1 shows
+    it committed. It must then show it in t/0 too (or in neither)."""
+    arrowlog.connect(store).create_topic("t", SCHEMA, partitions=2)
+    writer = arrowlog.connect(store).producer(transactional_id="w")
+    writer.init_transactions()
+    reader = arrowlog.connect(scripted).consumer()
+    gate = scripted.hold("list", "t/1/segments/")
+    read = Background(lambda: reader.read_many({("t", 0): (0, None), ("t", 1): (0, None)}))
+    gate.wait_reached()
+    with writer.transaction():
+        writer.send("t", rows(1), partition=0)
+        writer.send("t", rows(2), partition=1)
+    gate.release()
+    tables = read.result()
+    assert isinstance(tables, dict)
+    seen = [tables[("t", p)].column("v").to_pylist() for p in (0, 1)]
+    assert seen in ([[1], [2]], [[], []])
+
+
+def test_read_many_cuts_where_an_undecided_transaction_hides_part_of_a_committed_one(
+    make_log: Callable[..., arrowlog.ArrowLog],
+) -> None:
+    """An open transaction U holds the LSO of t/0; T then writes t/0 (after U)
+    and t/1, and commits. t/1 alone would show T: the read ends t/1 before T."""
+    log = make_log()
+    log.create_topic("t", SCHEMA, partitions=2)
+    u = log.producer(transactional_id="u")
+    u.init_transactions()
+    u.begin_transaction()
+    u.send("t", rows(0), partition=0)
+    plain = log.producer()
+    plain.send("t", rows(5), partition=1)
+    t = log.producer(transactional_id="t")
+    t.init_transactions()
+    with t.transaction():
+        t.send("t", rows(1), partition=0)
+        t.send("t", rows(2), partition=1)
+    tables = log.consumer().read_many({("t", 0): (0, None), ("t", 1): (0, None)})
+    assert [tables[("t", p)].column("v").to_pylist() for p in (0, 1)] == [[], [5]]
+    u.commit_transaction()
+    tables = log.consumer().read_many({("t", 0): (0, None), ("t", 1): (0, None)})
+    assert [tables[("t", p)].column("v").to_pylist() for p in (0, 1)] == [[0, 1], [5, 2]]
+
+
+# --- 5. the original instance of a resumed transaction sends after the commit ------
+
+
+@pytest.mark.parametrize("late", ["after-marker", "before-marker"])
+def test_records_sent_after_the_commit_point_never_join_the_transaction(
+    store: Store, scripted: ScriptedStore, late: str
+) -> None:
+    """A begins and sends; B resumes the transaction and commits; A sends again
+    to the same partition (no coordinator write needed). A's late record lands
+    after B's marker, or between B's PREPARE_COMMIT and its marker: either way
+    it is past the bound fixed at PREPARE_COMMIT and is never visible."""
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    a = arrowlog.connect(store).producer(transactional_id="job")
+    a.init_transactions()
+    a.begin_transaction()
+    a.send("t", rows(1), partition=0)
+    b = arrowlog.connect(scripted).producer(transactional_id="job")
+    b.resume_transaction(a.epoch)
+    if late == "after-marker":
+        b.commit_transaction()
+        a.send("t", rows(2), partition=0)
+    else:
+        gate = scripted.hold("put_if_absent", "t/0/segments/*")
+        commit = Background(b.commit_transaction)
+        gate.wait_reached()  # PREPARE_COMMIT is written; the marker is held
+        a.send("t", rows(2), partition=0)
+        gate.release()
+        commit.result()
+    fresh = arrowlog.connect(store)
+    assert values(fresh.consumer(), "t") == [1]
+    assert fresh.consumer().read_many({("t", 0): (0, None)})[("t", 0)].num_rows == 1
+    assert fresh.stable_offsets("t") == fresh.end_offsets("t")  # nothing left hanging
+
+
+# --- 4. consumer offsets are decided with the records -------------------------------
+
+
+def test_offsets_count_from_prepare_commit_even_if_the_committer_dies_there(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """The committer writes PREPARE_COMMIT and dies before its markers and
+    offsets (every later write fails). Its records are visible at once; so must
+    its consumer offsets be, for any reader of the group: one that took over
+    under another transactional id would otherwise reprocess them."""
+    setup = arrowlog.connect(store)
+    setup.create_topic("in", SCHEMA, partitions=2)
+    setup.create_topic("t", SCHEMA)
+    p = arrowlog.connect(scripted, config=FAST).producer(transactional_id="copier")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", rows(1), partition=0)
+    p.send_offsets_to_transaction({("in", 0): 1}, group_id="g")
+    reader = arrowlog.connect(store).consumer(group_id="g")
+    with pytest.raises(arrowlog.UnstableOffsetCommitError) as unstable:
+        reader.committed("in", 0)  # it may yet commit: the old position is not safe
+    assert unstable.value.partitions == {("in", 0)} and unstable.value.retriable
+    assert reader.committed("in", 1) is None  # a partition it does not name is stable
+    scripted.fail("put_if_absent", "t/0/segments/*", times=10**9, maybe_applied=False)
+    scripted.fail("put_if_absent", "_arrowlog/groups/*", times=10**9, maybe_applied=False)
+    with pytest.raises(arrowlog.ArrowLogError):
+        p.commit_transaction()  # PREPARE_COMMIT landed, then the "crash"
+    assert values(reader, "t") == [1]
+    assert reader.committed("in", 0) == 1
+    # the next instance finishes the transaction: the same answer, now applied
+    arrowlog.connect(store).producer(transactional_id="copier").init_transactions()
+    assert reader.committed("in", 0) == 1
+    assert GroupOffsets(store, "g", FAST.retry).latest().pending == {}
+
+
+def test_offsets_of_an_aborted_transaction_never_count(store: Store) -> None:
+    log = arrowlog.connect(store)
+    log.create_topic("in", SCHEMA)
+    log.create_topic("t", SCHEMA)
+    reader = log.consumer(group_id="g")
+    reader.commit({("in", 0): 5})
+    p = log.producer(transactional_id="copier")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", rows(1), partition=0)
+    p.send_offsets_to_transaction({("in", 0): 9}, group_id="g")
+    p.abort_transaction()
+    assert reader.committed("in", 0) == 5
+    assert GroupOffsets(store, "g", FAST.retry).latest().pending == {}

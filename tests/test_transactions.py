@@ -12,7 +12,7 @@ import pytest
 import arrowlog
 import arrowlog.checkpoint
 from arrowlog import ArrowLog, TopicConfig, TxnState
-from arrowlog.coordinator import CoordinatorLog, is_transition_valid
+from arrowlog.coordinator import CoordinatorLog, Outcome, is_transition_valid
 from arrowlog.storage import Store
 from arrowlog.storage.wrappers import CountingStore
 
@@ -94,7 +94,9 @@ def test_consumer_offsets_become_visible_only_on_commit(log: ArrowLog) -> None:
     p.init_transactions()
     p.begin_transaction()
     p.send_offsets_to_transaction({("a", 0): 5, ("a", 1): 7}, group_id="etl")
-    assert group.committed("a", 0) is None
+    with pytest.raises(arrowlog.UnstableOffsetCommitError):
+        group.committed("a", 0)  # undecided: neither the old nor the new position
+    assert group.committed("a", 2) is None
     p.abort_transaction()
     assert group.committed("a", 0) is None
     p.begin_transaction()
@@ -212,21 +214,21 @@ def test_a_read_over_several_partitions_is_atomic(log: ArrowLog) -> None:
     p.send("a", rows(2), partition=1)
     # The transaction commits right after the reader first asks the coordinator
     # about it, i.e. between its decisions for the two partitions.
-    real_decide = log.resolver.decide
+    real_outcome = log.resolver.outcome
     asked: list[arrowlog.checkpoint.Decision] = []
 
-    def decide_then_commit(txn: arrowlog.checkpoint.OpenTxn) -> arrowlog.checkpoint.Decision:
-        answer = real_decide(txn)
+    def ask_then_commit(tid: str, epoch: int) -> Outcome:
+        answer = real_outcome(tid, epoch)
         if not asked:
-            asked.append(answer)
+            asked.append(answer.decision)
             p.commit_transaction()
         return answer
 
-    log.resolver.decide = decide_then_commit  # type: ignore[method-assign]
+    log.resolver.outcome = ask_then_commit  # type: ignore[method-assign,assignment]
     during = log.consumer().read_many({("a", 0): (0, None), ("a", 1): (0, None)})
     assert asked == [arrowlog.checkpoint.Decision.UNDECIDED]
     assert [t.num_rows for t in during.values()] == [0, 0]  # neither part, not one of them
-    log.resolver.decide = real_decide  # type: ignore[method-assign]
+    log.resolver.outcome = real_outcome  # type: ignore[method-assign]
     after = log.consumer().read_many({("a", 0): (0, None), ("a", 1): (0, None)})
     assert [t["v"].to_pylist() for t in after.values()] == [[1], [2]]
 
