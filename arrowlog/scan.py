@@ -1,8 +1,8 @@
 """Planning and reading committed offset ranges in parallel: the engine behind
 the Spark source and the Delta export, free of Spark itself.
 
-Planning (on one machine) fixes a view of every partition first, then decides
-every transaction once for the whole scan (a resolver snapshot), so the scan is
+Planning (on one machine) resolves the offsets, then plans the read_committed
+scan as one snapshot (:func:`arrowlog.consumer.plan_snapshot`), so the scan is
 atomic across partitions: a transaction is in it everywhere or nowhere. It
 returns tasks: runs of consecutive visible segments of one partition, sized by
 bytes. Reading a task (anywhere) needs only the store and the task: every segment
@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from arrowlog.checkpoint import SegmentSummary
-from arrowlog.consumer import IsolationLevel, last_stable_offset, plan_committed
+from arrowlog.consumer import IsolationLevel, last_stable_offset, plan_snapshot
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from arrowlog.log import ArrowLog
 from arrowlog.partition import PartitionLog, fetch_segment
@@ -169,11 +169,10 @@ def plan_scan(
     if starting == "latest":
         raise InvalidConfigError("startingOffsets: 'latest' is not allowed for a batch read")
     chosen = [tp for tp in every if partitions is None or tp in partitions]
-    # views first, then decisions: the scan is atomic across partitions
+    # where each range starts and ends; plan_snapshot below fixes views of its own
     views = {tp: log.partition(*tp).state() for tp in chosen}
     decide = log.resolver.snapshot()
-    ranges = []
-    tasks: list[ScanTask] = []
+    wanted: dict[TopicPartition, tuple[int, int | None]] = {}
     for topic, partition in chosen:
         part = log.partition(topic, partition)
         hw, state = views[(topic, partition)]
@@ -208,14 +207,26 @@ def plan_scan(
             start = min(max(start, min_offset), end)
         if max_offset is not None:
             end = max(min(end, max_offset + 1), start)
+        # "latest" under read_committed is left to the snapshot, which may end
+        # lower, before a transaction it would otherwise show in part
+        open_ended = end == latest and start < end and isolation_level == "read_committed"
+        wanted[(topic, partition)] = (start, None if open_ended else end)
+    plans = plan_snapshot(log, wanted) if isolation_level == "read_committed" else {}
+    ranges = []
+    tasks: list[ScanTask] = []
+    for (topic, partition), (start, maybe_end) in wanted.items():
+        part = log.partition(topic, partition)
+        if (topic, partition) in plans:
+            plan = plans[(topic, partition)]
+            end = plan.end
+            visible = [s for s in plan.segments if s.base not in plan.hidden]
+        else:
+            assert maybe_end is not None
+            end = maybe_end
+            visible = [s for s in part.summaries(start, end) if not s.control]
         ranges.append(ScanRange(topic, partition, start, end))
         if start == end:
             continue
-        if isolation_level == "read_committed":
-            plan = plan_committed(part, start, end, decide, (hw, state))
-            visible = [s for s in plan.segments if s.base not in plan.hidden]
-        else:
-            visible = [s for s in part.summaries(start, end) if not s.control]
         if min_timestamp_us is not None:
             visible = [s for s in visible if s.timestamp_ms * 1000 >= min_timestamp_us]
         if max_timestamp_us is not None:

@@ -20,6 +20,7 @@ from arrowlog.coordinator import CoordinatorLog, TxnState, entry_key
 from arrowlog.errors import AppendOutcomeUnknownError
 from arrowlog.groups import GroupOffsets
 from arrowlog.producer import ProducerState
+from arrowlog.scan import ScanPlan, plan_scan
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.topic import segment_key
@@ -318,3 +319,27 @@ def test_offsets_of_an_aborted_transaction_never_count(store: Store) -> None:
     p.abort_transaction()
     assert reader.committed("in", 0) == 5
     assert GroupOffsets(store, "g", FAST.retry).latest().pending == {}
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3], ids=["offsets", "first-round", "second-round"])
+def test_a_scan_plan_sees_a_transaction_committing_between_its_views_whole_or_not_at_all(
+    store: Store, scripted: ScriptedStore, nth: int
+) -> None:
+    """The Spark source's planner, held before its n-th listing of t/1 while a
+    transaction writes t/0 and t/1 and commits."""
+    arrowlog.connect(store).create_topic("t", SCHEMA, partitions=2)
+    writer = arrowlog.connect(store).producer(transactional_id="w")
+    writer.init_transactions()
+    gate = scripted.hold("list", "t/1/segments/", nth=nth)
+    log = arrowlog.connect(scripted)
+    plan = Background(lambda: plan_scan(log, ["t"]))
+    gate.wait_reached()
+    with writer.transaction():
+        writer.send("t", rows(1), partition=0)
+        writer.send("t", rows(2), partition=1)
+    gate.release()
+    scan = plan.result()
+    assert isinstance(scan, ScanPlan)
+    ends = [r.end for r in scan.ranges]
+    segments = [sum(len(t.segments) for t in scan.tasks if t.partition == p) for p in (0, 1)]
+    assert (ends, segments) in (([1, 1], [1, 1]), ([0, 0], [0, 0]))
