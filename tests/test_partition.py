@@ -17,6 +17,7 @@ import arrowlog.checkpoint
 from arrowlog import ArrowLog, TopicConfig
 from arrowlog.segment import SegmentHeader, WriterIdentity, encode_segment
 from arrowlog.storage import Store
+from arrowlog.storage.scripted import ScriptedStore
 
 FIELDS: list[pa.Field[Any]] = [
     pa.field("id", pa.int64(), nullable=False),
@@ -67,6 +68,17 @@ def test_topics_are_created_once_listed_and_described(
         (1, 5, 1),
         (2, 0, 0),
     ]
+
+
+def test_topic_lookups_retry_transient_store_failures(log: ArrowLog) -> None:
+    scripted = ScriptedStore(log.store)
+    fast = arrowlog.LogConfig(retry=arrowlog.RetryPolicy(initial_backoff=0.001, deadline=5))
+    other = arrowlog.connect(scripted, config=fast)
+    scripted.throttle("get", "_arrowlog/topics/events.json", times=3)
+    scripted.throttle("list", "_arrowlog/topics/", times=3)
+    assert other.topic("events").partitions == 3
+    assert other.list_topics() == ["events"]
+    assert scripted.history.count(("get", "_arrowlog/topics/events.json")) == 4
 
 
 @pytest.mark.parametrize(
