@@ -55,6 +55,7 @@ from arrowlog.errors import (
     ProducerFencedError,
     RecordBatchTooLargeError,
     SchemaMismatchError,
+    SegmentNotFoundError,
     TransientStoreError,
 )
 from arrowlog.segment import (
@@ -725,6 +726,7 @@ class PartitionLog:
         Raises:
             OffsetOutOfRangeError: the range is not inside the log.
             CorruptSegmentError: a segment fails its checksum.
+            SegmentNotFoundError: a segment of the range is gone.
         """
         start, end, refs = self._plan(start, end)
         if skip is not None:
@@ -781,8 +783,15 @@ def fetch_segment(
 
     Raises:
         CorruptSegmentError: checksum mismatch, or offsets other than the index's.
+        SegmentNotFoundError: the segment is gone.
     """
-    data = (retry or RetryPolicy()).call(lambda: store.get(key))
+    try:
+        data = (retry or RetryPolicy()).call(lambda: store.get(key))
+    except FileNotFoundError:
+        raise SegmentNotFoundError(
+            f"segment missing: the log says it holds [{base}, {end}); its records are lost",
+            key=key,
+        ) from None
     header, batch = decode_segment(data, key=key)
     if header.base_offset != base or header.next_offset != end:
         raise CorruptSegmentError(

@@ -265,6 +265,21 @@ def test_a_corrupt_segment_raises_naming_the_object(
     assert make_log().read("events", 0, 0, 3).num_rows == 3
 
 
+def test_a_deleted_segment_inside_a_checkpoint_window_is_a_typed_error_naming_it(
+    log: ArrowLog, make_log: Callable[..., ArrowLog]
+) -> None:
+    for i in range(6):
+        log.append("events", batch(i * 2, 2))  # a checkpoint covers segments 0..3
+    key = "events/0/segments/00000000000000000002.arrow"
+    log.store.delete(key)
+    for reader in (log, make_log()):
+        with pytest.raises(arrowlog.SegmentNotFoundError, match=key) as info:
+            reader.read("events", 0)
+        assert isinstance(info.value, arrowlog.CorruptSegmentError)
+        assert info.value.key == key and not info.value.retriable
+        assert reader.read("events", 0, 4, 12).num_rows == 8  # the rest is readable
+
+
 def test_a_truncated_last_segment_is_not_trusted_on_open(
     log: ArrowLog, make_log: Callable[..., ArrowLog]
 ) -> None:
