@@ -83,6 +83,8 @@ T = TypeVar("T")
 #: How long a producer's latest batch is remembered after it was written (Kafka's
 #: producer.id.expiration.ms is a day; transactional ids live 7 days).
 PRODUCER_STATE_RETENTION_MS = 7 * 24 * 3600 * 1000
+#: Segment headers a sync reads at once (in parallel).
+_HEADER_READS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +148,8 @@ class PartitionLog:
         # Everything known about the log since the newest known checkpoint: the
         # next checkpoint window starts at _window_start, where the partition state
         # was _base_state; _tail holds (base, size) of every segment from there to
-        # _end, in order; _summaries the headers read or written of those segments.
+        # _end, in order (a chain: each starts where the one before ends);
+        # _summaries the header of each of those segments, read or written.
         self._window_start = 0
         self._base_state = PartitionState()
         self._tail: list[tuple[int, int]] = []
@@ -213,25 +216,65 @@ class PartitionLog:
         return Checkpoint.from_json(raw, key=key, start=start)
 
     def _sync_tail(self) -> bool:
-        """List segments after the last known one; True if the log grew."""
+        """List the segments from the last known one on; True if the log grew.
+
+        A listing is not a snapshot: racing appends, it can show segment N+1
+        without N. So a listed segment counts only if it starts where the one
+        before it ends, by that one's header; from the first gap on, keys are
+        "not visible yet": ignored now, never cached, listed again next time.
+
+        Cost: one LIST, plus one ranged GET (of at most ``HEAD_BYTES``) per new
+        segment, in parallel. No fewer is sound: only a header tells where its
+        segment ends, so each link of the chain needs the header before it. A
+        writer reads each header at most once (it is kept for the checkpoint).
+        """
         after = None if self._last_base is None else self._key(self._last_base)
         prefix = segment_prefix(self._topic.name, self._partition)
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
-        new = [(b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None]
-        if not new:
+        listed = [
+            (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
+        ]
+        chain = self._chain_from(self._end, listed)
+        if not chain:
             return False
-        if new[0][0] != self._end:
-            raise CorruptSegmentError(
-                f"log chain broken: expected the next segment at offset {self._end}",
-                key=self._key(new[0][0]),
-            )
-        last_base, last_size = new[-1]
-        header = self._read_header(last_base)
-        self._tail.extend(new)
-        self._summaries[last_base] = SegmentSummary.of(header, last_size)
-        self._end = header.next_offset
-        self._last_base = last_base
+        for summary in chain:
+            self._tail.append((summary.base, summary.size))
+            self._summaries[summary.base] = summary
+        self._end = chain[-1].end
+        self._last_base = chain[-1].base
         return True
+
+    def _chain_from(self, end: int, listed: list[tuple[int, int]]) -> list[SegmentSummary]:
+        """The listed ``(base, size)`` segments that continue the chain from
+        ``end``, up to the first gap; headers read a few at a time in parallel."""
+        chain: list[SegmentSummary] = []
+        for i in range(0, len(listed), _HEADER_READS):
+            batch = listed[i : i + _HEADER_READS]
+            if batch[0][0] != end:
+                return chain  # a gap: read no header past it
+            headers = self._read_headers([base for base, _ in batch])
+            for (base, size), header in zip(batch, headers, strict=True):
+                if base != end or isinstance(header, FileNotFoundError):
+                    return chain  # a gap, or a key gone since the listing
+                if isinstance(header, BaseException):
+                    raise header  # a corrupt segment in the chain is never skipped
+                chain.append(SegmentSummary.of(header, size))
+                end = header.next_offset
+        return chain
+
+    def _read_headers(self, bases: list[int]) -> list[SegmentHeader | BaseException]:
+        """The headers of ``bases`` read in parallel, each or its error."""
+
+        def read(base: int) -> SegmentHeader | BaseException:
+            try:
+                return self._read_header(base)
+            except (ArrowLogError, FileNotFoundError) as e:
+                return e
+
+        if len(bases) == 1:
+            return [read(bases[0])]
+        with ThreadPoolExecutor(max_workers=len(bases), thread_name_prefix="arrowlog-head") as pool:
+            return list(pool.map(read, bases))
 
     def _key(self, offset: int) -> str:
         return segment_key(self._topic.name, self._partition, offset)
@@ -251,26 +294,10 @@ class PartitionLog:
         return header
 
     def _tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:
-        """Summaries of the tail segments (the first ``upto``), reading the headers
-        not yet known, in parallel."""
+        """Summaries of the tail segments (the first ``upto``). All are known: a
+        sync reads the header of every segment it adds to the chain."""
         wanted = self._tail if upto is None else self._tail[:upto]
-        missing = [(b, size) for b, size in wanted if b not in self._summaries]
-        if missing:
-            with ThreadPoolExecutor(max_workers=8, thread_name_prefix="arrowlog-head") as pool:
-                headers = list(pool.map(lambda item: self._read_header(item[0]), missing))
-            for (base, size), header in zip(missing, headers, strict=True):
-                self._summaries[base] = SegmentSummary.of(header, size)
-        nexts = [b for b, _ in self._tail[1:]] + [self._end]
-        result = []
-        for (base, _), nxt in zip(wanted, nexts, strict=False):
-            summary = self._summaries[base]
-            if summary.end != nxt:
-                raise CorruptSegmentError(
-                    f"segment holds [{base}, {summary.end}) but the next one starts at {nxt}",
-                    key=self._key(base),
-                )
-            result.append(summary)
-        return result
+        return [self._summaries[base] for base, _ in wanted]
 
     def end_offset(self, *, refresh: bool = True) -> int:
         """The high watermark: the offset the next append lands at."""
