@@ -223,17 +223,31 @@ class PartitionLog:
         before it ends, by that one's header; from the first gap on, keys are
         "not visible yet": ignored now, never cached, listed again next time.
 
+        The listing starts just before the last known segment, so that segment
+        is in it: if it is gone, the log lost records this client (or the
+        checkpoint it opened from) saw, and appending at its end would reuse
+        their offsets.
+
         Cost: one LIST, plus one ranged GET (of at most ``HEAD_BYTES``) per new
         segment, in parallel. No fewer is sound: only a header tells where its
         segment ends, so each link of the chain needs the header before it. A
         writer reads each header at most once (it is kept for the checkpoint).
         """
-        after = None if self._last_base is None else self._key(self._last_base)
+        last = self._last_base
+        after = None if last is None or last == 0 else self._key(last - 1)
         prefix = segment_prefix(self._topic.name, self._partition)
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
         listed = [
             (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
         ]
+        if last is not None:
+            if not listed or listed[0][0] != last:
+                raise SegmentNotFoundError(
+                    f"segment missing: the log was known to reach offset {self._end} "
+                    "through it; its records are lost",
+                    key=self._key(last),
+                )
+            del listed[0]
         chain = self._chain_from(self._end, listed)
         if not chain:
             return False

@@ -1,6 +1,7 @@
 """A listing is not a snapshot (issue 7): a LIST racing appends can show segment
 N+1 without N. Only the chain from a known end counts; keys past a gap are "not
-visible yet", never an error and never cached.
+visible yet", never an error and never cached. And what the listing can prove
+missing (a segment a client or a checkpoint knew) is reported, never written over.
 
 Every test runs on memory, a local directory and SeaweedFS over HTTP.
 """
@@ -105,6 +106,40 @@ def test_keys_past_a_gap_stay_invisible_until_the_gap_is_filled(
     assert writer.append("t", rows(0, 5)).base_offset == 0
     assert writer.end_offsets("t") == {0: 6}  # the gap is filled: 5 continues the chain
     assert values(writer) == values(arrowlog.connect(store)) == list(range(6))
+
+
+def test_a_deleted_segment_a_client_knew_is_reported_and_never_written_over(
+    store: Store, writer: arrowlog.ArrowLog
+) -> None:
+    fill(writer, 2, 3, 1)
+    knows = arrowlog.connect(store)
+    assert knows.end_offsets("t") == {0: 6}
+    key = segment_key("t", 0, 5)
+    store.delete(key)
+    before = [(o.key, o.size) for o in store.list("")]
+    with pytest.raises(arrowlog.SegmentNotFoundError, match=key) as info:
+        knows.end_offsets("t")
+    assert not info.value.retriable
+    with pytest.raises(arrowlog.SegmentNotFoundError, match=key):
+        knows.append("t", rows(5, 1), expected_offset=5)
+    with pytest.raises(arrowlog.SegmentNotFoundError, match=key):
+        writer.read("t", 0)  # the writer knew it too
+    assert [(o.key, o.size) for o in store.list("")] == before
+    # What cannot be detected: a client that never saw the segment cannot tell
+    # it from one not visible yet; to it, the log ends where the segment began.
+    assert arrowlog.connect(store).end_offsets("t") == {0: 5}
+
+
+def test_a_deleted_segment_that_ends_the_newest_checkpoint_is_reported_on_open(
+    store: Store, writer: arrowlog.ArrowLog
+) -> None:
+    bases = fill(writer, 1, 2, 1, 2, 1)  # a checkpoint over the first four
+    key = segment_key("t", 0, bases[3])
+    store.delete(key)
+    with pytest.raises(arrowlog.SegmentNotFoundError, match=key):
+        arrowlog.connect(store).end_offsets("t")
+    with pytest.raises(arrowlog.SegmentNotFoundError, match=key):
+        writer.read("t", 0)  # it knows a later segment: reading finds the hole
 
 
 @pytest.mark.slow
