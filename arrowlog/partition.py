@@ -21,9 +21,11 @@ from __future__ import annotations
 import bisect
 import collections
 import enum
+import functools
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -67,7 +69,7 @@ from arrowlog.segment import (
     encode_segment,
     read_header,
 )
-from arrowlog.storage import Store
+from arrowlog.storage import ObjectInfo, Store
 from arrowlog.topic import (
     Topic,
     checkpoint_key,
@@ -188,20 +190,15 @@ class PartitionLog:
         return True
 
     def _open(self) -> None:
-        """Read the newest checkpoint, then list the segments after it."""
-        prefix = checkpoint_prefix(self._topic.name, self._partition)
-        newest = self._retry(lambda: list(self._store.list(prefix, limit=1)))
+        """Read the newest usable checkpoint, then list the segments after it."""
         self._tail = []
         self._summaries = {}
         self._last_checkpoint = None
         self._last_base = None
         self._base_state = PartitionState()
         self._window_start = self._end = self._log_start = 0
-        if newest:
-            start = parse_checkpoint_key(newest[0].key)
-            if start is None:
-                raise CorruptCheckpointError("not a checkpoint name", key=newest[0].key)
-            cp = self._load_checkpoint(start)
+        cp = self._newest_checkpoint()
+        if cp is not None:
             self._last_checkpoint = cp
             self._log_start = cp.log_start
             self._window_start = self._end = cp.end
@@ -210,10 +207,62 @@ class PartitionLog:
         self._opened = True
         self._sync_tail()
 
+    def _newest_checkpoint(self) -> Checkpoint | None:
+        """The newest checkpoint that reads back intact; None if there is none.
+
+        A corrupt one is skipped with a warning, for the next older one (and
+        then the log start): a checkpoint only saves work. The segments it
+        summarised are read instead, each checked by its own checksums. Each
+        checkpoint skipped costs one more LIST and GET.
+        """
+        prefix = checkpoint_prefix(self._topic.name, self._partition)
+
+        def first_after(key: str | None) -> list[ObjectInfo]:
+            return list(self._store.list(prefix, start_after=key, limit=1))
+
+        after: str | None = None
+        while found := self._retry(functools.partial(first_after, after)):
+            after = found[0].key
+            start = parse_checkpoint_key(after)
+            try:
+                if start is None:
+                    raise CorruptCheckpointError("not a checkpoint name", key=after)
+                return self._load_checkpoint(start)
+            except (CorruptCheckpointError, FileNotFoundError) as e:
+                _warn_skipped(after, e, "opening from an older one or the log start")
+        return None
+
     def _load_checkpoint(self, start: int) -> Checkpoint:
         key = checkpoint_key(self._topic.name, self._partition, start)
         raw = self._retry(lambda: self._store.get(key))
         return Checkpoint.from_json(raw, key=key, start=start)
+
+    def _load_window(self, start: int) -> Checkpoint:
+        """The checkpoint of the window starting at ``start``, for reading. If it
+        is corrupt (or gone), the window is rebuilt from its segments' headers,
+        with a warning: one LIST and ``checkpoint_interval`` ranged GETs. The
+        rebuilt one has no partition state: reads use only its segments."""
+        try:
+            return self._load_checkpoint(start)
+        except (CorruptCheckpointError, FileNotFoundError) as e:
+            key = checkpoint_key(self._topic.name, self._partition, start)
+            _warn_skipped(key, e, "reading its segments' headers instead")
+        prefix = segment_prefix(self._topic.name, self._partition)
+        after = None if start == 0 else self._key(start - 1)
+        found = self._retry(
+            lambda: list(self._store.list(prefix, start_after=after, limit=self._interval))
+        )
+        listed = [
+            (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
+        ]
+        window = self._chain_from(start, listed)
+        if len(window) < self._interval:
+            raise SegmentNotFoundError(
+                f"checkpoint window at {start} is corrupt and its segments are not all there",
+                key=self._key(window[-1].end if window else start),
+            )
+        return Checkpoint(log_start=self._log_start, start=start, end=window[-1].end,
+                          segments=tuple(window), state=PartitionState())  # fmt: skip
 
     def _sync_tail(self) -> bool:
         """List the segments from the last known one on; True if the log grew.
@@ -709,7 +758,7 @@ class PartitionLog:
             yield cp
             if cp.end >= self._window_start:
                 return
-            cp = self._load_checkpoint(cp.end)
+            cp = self._load_window(cp.end)
 
     def _plan(self, start: int | None, end: int | None) -> tuple[int, int, list[SegmentRef]]:
         with self._lock:
@@ -747,7 +796,7 @@ class PartitionLog:
         start = parse_checkpoint_key(found[0].key) if found else None
         if start is None:
             raise CorruptCheckpointError(f"no checkpoint covers offset {offset}", key=prefix)
-        cp = self._load_checkpoint(start)
+        cp = self._load_window(start)
         if not cp.start <= offset < cp.end:
             raise CorruptCheckpointError(f"checkpoint does not cover offset {offset}", key=prefix)
         return cp
@@ -866,6 +915,13 @@ def _cut(
     if lo == 0 and hi == batch.num_rows:
         return header, batch
     return header, batch.slice(lo, hi - lo)
+
+
+def _warn_skipped(key: str, error: BaseException, instead: str) -> None:
+    reason = f"{key}: gone" if isinstance(error, FileNotFoundError) else str(error)
+    warnings.warn(
+        f"skipping an unusable checkpoint: {reason}; {instead}", RuntimeWarning, stacklevel=2
+    )
 
 
 def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:

@@ -21,7 +21,7 @@ from arrowlog import TopicConfig
 from arrowlog.segment import SegmentHeader, encode_segment
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.topic import checkpoint_prefix, segment_key
+from arrowlog.topic import checkpoint_key, checkpoint_prefix, segment_key
 from tests.conftest import StoreSpec
 from tests.workers import RACE_SCHEMA
 
@@ -187,3 +187,75 @@ def test_readers_racing_writer_processes_never_fail(
     assert sum(r["conflicts"] for r in reports[:3]) > 0, "the writers never raced"
     cps = list(spec.open().list(checkpoint_prefix("race", 0)))
     assert len(cps) == len(segments) // 10  # the writers never stopped checkpointing
+
+
+# --- corrupt checkpoints ---------------------------------------------------------
+
+SKIPPED = "skipping an unusable checkpoint"
+
+
+def corrupt(store: Store, key: str) -> None:
+    raw = bytearray(store.get(key))
+    raw[len(raw) // 2] ^= 0x01  # the checksum no longer matches
+    store.delete(key)
+    store.put_if_absent(key, bytes(raw))
+
+
+def test_a_corrupt_newest_checkpoint_is_skipped_for_the_one_before(
+    store: Store, writer: arrowlog.ArrowLog
+) -> None:
+    fill(writer, *[1, 2, 3] * 3)  # windows [0, 7) and [7, 15) of 4 segments, a tail of 1
+    newest = checkpoint_key("t", 0, 7)
+    corrupt(store, newest)
+    with pytest.warns(RuntimeWarning, match=f"{SKIPPED}: {newest}") as caught:
+        reader = arrowlog.connect(store)
+        assert reader.end_offsets("t") == {0: 18}
+    assert len(caught) == 1
+    assert values(reader) == list(range(18))
+    assert [s.base for s in reader.partition("t", 0).summaries()] == [0, 1, 3, 6, 7, 9, 12, 13, 15]
+    # A writer that opened that way completes the windows after it: the corrupt
+    # one cannot be replaced (put-if-absent), the next is written whole.
+    with pytest.warns(RuntimeWarning, match=SKIPPED):
+        later = arrowlog.connect(store)
+        fill(later, 1, 1, 1, 1)
+    assert later.end_offsets("t") == {0: 22}
+    fresh = arrowlog.connect(store)
+    assert fresh.end_offsets("t") == {0: 22}  # from the new newest one: no warning
+    with pytest.warns(RuntimeWarning, match=f"{SKIPPED}: {newest}"):
+        assert values(fresh) == list(range(22))  # the window rebuilt from its headers
+    with pytest.warns(RuntimeWarning, match=f"{SKIPPED}: {newest}"):
+        assert values(arrowlog.connect(store), 10) == list(range(10, 22))
+
+
+def test_with_every_checkpoint_corrupt_the_log_opens_from_its_start(
+    store: Store, writer: arrowlog.ArrowLog
+) -> None:
+    fill(writer, *[2] * 9)  # windows [0, 8) and [8, 16), a tail of 1
+    keys = [checkpoint_key("t", 0, 0), checkpoint_key("t", 0, 8)]
+    for key in keys:
+        corrupt(store, key)
+    with pytest.warns(RuntimeWarning, match=SKIPPED) as caught:
+        reader = arrowlog.connect(store)
+        assert reader.end_offsets("t") == {0: 18}
+    assert len(caught) == 2 and all(any(k in str(w.message) for w in caught) for k in keys)
+    assert values(reader) == list(range(18))
+    fill(reader, 2, 2, 2, 2)  # a third window, whose checkpoint is intact
+    with pytest.warns(RuntimeWarning, match=SKIPPED):
+        assert values(arrowlog.connect(store)) == list(range(26))
+
+
+def test_a_corrupt_segment_is_never_skipped_when_a_checkpoint_is(
+    store: Store, writer: arrowlog.ArrowLog
+) -> None:
+    fill(writer, *[2] * 9)
+    corrupt(store, checkpoint_key("t", 0, 8))
+    segment = segment_key("t", 0, 10)  # inside the window the checkpoint covered
+    raw = bytearray(store.get(segment))
+    raw[-20] ^= 0x01  # in the footer: the header still reads
+    store.delete(segment)
+    store.put_if_absent(segment, bytes(raw))
+    with pytest.warns(RuntimeWarning, match=SKIPPED):
+        reader = arrowlog.connect(store)
+        assert reader.end_offsets("t") == {0: 18}
+    with pytest.raises(arrowlog.CorruptSegmentError, match=segment):
+        reader.read("t", 0)
