@@ -86,6 +86,12 @@ class CorruptSegmentError(CorruptObjectError):
     """A segment is not a valid arrowlog segment, or does not fit the log."""
 
 
+class SegmentNotFoundError(CorruptSegmentError):
+    """A segment that the log's index (a checkpoint, or a segment end a client
+    knew) says exists is gone: its records were lost, deleted by hand or by a
+    store lifecycle rule. ``key`` names it. Not retriable: it will not come back."""
+
+
 class CorruptCheckpointError(CorruptObjectError):
     """A checkpoint is unreadable or inconsistent with the log."""
 

@@ -154,9 +154,9 @@ class ArrowLog:
             cached = self._topics.get(name)
         if cached is not None:
             return cached
+        key = topic_key(name)
         try:
-            key = topic_key(name)
-            topic = Topic.from_json(self._store.get(key), key=key)
+            topic = Topic.from_json(self._config.retry.call(lambda: self._store.get(key)), key=key)
         except FileNotFoundError:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}") from None
         with self._lock:
@@ -164,7 +164,7 @@ class ArrowLog:
 
     def list_topics(self) -> list[str]:
         names = []
-        for info in self._store.list(TOPICS_PREFIX):
+        for info in self._config.retry.call(lambda: list(self._store.list(TOPICS_PREFIX))):
             name = info.key[len(TOPICS_PREFIX) :]
             if name.endswith(".json") and "/" not in name:
                 names.append(name[: -len(".json")])

@@ -21,9 +21,11 @@ from __future__ import annotations
 import bisect
 import collections
 import enum
+import functools
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -55,6 +57,7 @@ from arrowlog.errors import (
     ProducerFencedError,
     RecordBatchTooLargeError,
     SchemaMismatchError,
+    SegmentNotFoundError,
     TransientStoreError,
 )
 from arrowlog.segment import (
@@ -66,7 +69,7 @@ from arrowlog.segment import (
     encode_segment,
     read_header,
 )
-from arrowlog.storage import Store
+from arrowlog.storage import ObjectInfo, Store
 from arrowlog.topic import (
     Topic,
     checkpoint_key,
@@ -82,6 +85,8 @@ T = TypeVar("T")
 #: How long a producer's latest batch is remembered after it was written (Kafka's
 #: producer.id.expiration.ms is a day; transactional ids live 7 days).
 PRODUCER_STATE_RETENTION_MS = 7 * 24 * 3600 * 1000
+#: Segment headers a sync reads at once (in parallel).
+_HEADER_READS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +150,8 @@ class PartitionLog:
         # Everything known about the log since the newest known checkpoint: the
         # next checkpoint window starts at _window_start, where the partition state
         # was _base_state; _tail holds (base, size) of every segment from there to
-        # _end, in order; _summaries the headers read or written of those segments.
+        # _end, in order (a chain: each starts where the one before ends);
+        # _summaries the header of each of those segments, read or written.
         self._window_start = 0
         self._base_state = PartitionState()
         self._tail: list[tuple[int, int]] = []
@@ -184,20 +190,15 @@ class PartitionLog:
         return True
 
     def _open(self) -> None:
-        """Read the newest checkpoint, then list the segments after it."""
-        prefix = checkpoint_prefix(self._topic.name, self._partition)
-        newest = self._retry(lambda: list(self._store.list(prefix, limit=1)))
+        """Read the newest usable checkpoint, then list the segments after it."""
         self._tail = []
         self._summaries = {}
         self._last_checkpoint = None
         self._last_base = None
         self._base_state = PartitionState()
         self._window_start = self._end = self._log_start = 0
-        if newest:
-            start = parse_checkpoint_key(newest[0].key)
-            if start is None:
-                raise CorruptCheckpointError("not a checkpoint name", key=newest[0].key)
-            cp = self._load_checkpoint(start)
+        cp = self._newest_checkpoint()
+        if cp is not None:
             self._last_checkpoint = cp
             self._log_start = cp.log_start
             self._window_start = self._end = cp.end
@@ -206,31 +207,137 @@ class PartitionLog:
         self._opened = True
         self._sync_tail()
 
+    def _newest_checkpoint(self) -> Checkpoint | None:
+        """The newest checkpoint that reads back intact; None if there is none.
+
+        A corrupt one is skipped with a warning, for the next older one (and
+        then the log start): a checkpoint only saves work. The segments it
+        summarised are read instead, each checked by its own checksums. Each
+        checkpoint skipped costs one more LIST and GET.
+        """
+        prefix = checkpoint_prefix(self._topic.name, self._partition)
+
+        def first_after(key: str | None) -> list[ObjectInfo]:
+            return list(self._store.list(prefix, start_after=key, limit=1))
+
+        after: str | None = None
+        while found := self._retry(functools.partial(first_after, after)):
+            after = found[0].key
+            start = parse_checkpoint_key(after)
+            try:
+                if start is None:
+                    raise CorruptCheckpointError("not a checkpoint name", key=after)
+                return self._load_checkpoint(start)
+            except (CorruptCheckpointError, FileNotFoundError) as e:
+                _warn_skipped(after, e, "opening from an older one or the log start")
+        return None
+
     def _load_checkpoint(self, start: int) -> Checkpoint:
         key = checkpoint_key(self._topic.name, self._partition, start)
         raw = self._retry(lambda: self._store.get(key))
         return Checkpoint.from_json(raw, key=key, start=start)
 
+    def _load_window(self, start: int) -> Checkpoint:
+        """The checkpoint of the window starting at ``start``, for reading. If it
+        is corrupt (or gone), the window is rebuilt from its segments' headers,
+        with a warning: one LIST and ``checkpoint_interval`` ranged GETs. The
+        rebuilt one has no partition state: reads use only its segments."""
+        try:
+            return self._load_checkpoint(start)
+        except (CorruptCheckpointError, FileNotFoundError) as e:
+            key = checkpoint_key(self._topic.name, self._partition, start)
+            _warn_skipped(key, e, "reading its segments' headers instead")
+        prefix = segment_prefix(self._topic.name, self._partition)
+        after = None if start == 0 else self._key(start - 1)
+        found = self._retry(
+            lambda: list(self._store.list(prefix, start_after=after, limit=self._interval))
+        )
+        listed = [
+            (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
+        ]
+        window = self._chain_from(start, listed)
+        if len(window) < self._interval:
+            raise SegmentNotFoundError(
+                f"checkpoint window at {start} is corrupt and its segments are not all there",
+                key=self._key(window[-1].end if window else start),
+            )
+        return Checkpoint(log_start=self._log_start, start=start, end=window[-1].end,
+                          segments=tuple(window), state=PartitionState())  # fmt: skip
+
     def _sync_tail(self) -> bool:
-        """List segments after the last known one; True if the log grew."""
-        after = None if self._last_base is None else self._key(self._last_base)
+        """List the segments from the last known one on; True if the log grew.
+
+        A listing is not a snapshot: racing appends, it can show segment N+1
+        without N. So a listed segment counts only if it starts where the one
+        before it ends, by that one's header; from the first gap on, keys are
+        "not visible yet": ignored now, never cached, listed again next time.
+
+        The listing starts just before the last known segment, so that segment
+        is in it: if it is gone, the log lost records this client (or the
+        checkpoint it opened from) saw, and appending at its end would reuse
+        their offsets.
+
+        Cost: one LIST, plus one ranged GET (of at most ``HEAD_BYTES``) per new
+        segment, in parallel. No fewer is sound: only a header tells where its
+        segment ends, so each link of the chain needs the header before it. A
+        writer reads each header at most once (it is kept for the checkpoint).
+        """
+        last = self._last_base
+        after = None if last is None or last == 0 else self._key(last - 1)
         prefix = segment_prefix(self._topic.name, self._partition)
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
-        new = [(b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None]
-        if not new:
+        listed = [
+            (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
+        ]
+        if last is not None:
+            if not listed or listed[0][0] != last:
+                raise SegmentNotFoundError(
+                    f"segment missing: the log was known to reach offset {self._end} "
+                    "through it; its records are lost",
+                    key=self._key(last),
+                )
+            del listed[0]
+        chain = self._chain_from(self._end, listed)
+        if not chain:
             return False
-        if new[0][0] != self._end:
-            raise CorruptSegmentError(
-                f"log chain broken: expected the next segment at offset {self._end}",
-                key=self._key(new[0][0]),
-            )
-        last_base, last_size = new[-1]
-        header = self._read_header(last_base)
-        self._tail.extend(new)
-        self._summaries[last_base] = SegmentSummary.of(header, last_size)
-        self._end = header.next_offset
-        self._last_base = last_base
+        for summary in chain:
+            self._tail.append((summary.base, summary.size))
+            self._summaries[summary.base] = summary
+        self._end = chain[-1].end
+        self._last_base = chain[-1].base
         return True
+
+    def _chain_from(self, end: int, listed: list[tuple[int, int]]) -> list[SegmentSummary]:
+        """The listed ``(base, size)`` segments that continue the chain from
+        ``end``, up to the first gap; headers read a few at a time in parallel."""
+        chain: list[SegmentSummary] = []
+        for i in range(0, len(listed), _HEADER_READS):
+            batch = listed[i : i + _HEADER_READS]
+            if batch[0][0] != end:
+                return chain  # a gap: read no header past it
+            headers = self._read_headers([base for base, _ in batch])
+            for (base, size), header in zip(batch, headers, strict=True):
+                if base != end or isinstance(header, FileNotFoundError):
+                    return chain  # a gap, or a key gone since the listing
+                if isinstance(header, BaseException):
+                    raise header  # a corrupt segment in the chain is never skipped
+                chain.append(SegmentSummary.of(header, size))
+                end = header.next_offset
+        return chain
+
+    def _read_headers(self, bases: list[int]) -> list[SegmentHeader | BaseException]:
+        """The headers of ``bases`` read in parallel, each or its error."""
+
+        def read(base: int) -> SegmentHeader | BaseException:
+            try:
+                return self._read_header(base)
+            except (ArrowLogError, FileNotFoundError) as e:
+                return e
+
+        if len(bases) == 1:
+            return [read(bases[0])]
+        with ThreadPoolExecutor(max_workers=len(bases), thread_name_prefix="arrowlog-head") as pool:
+            return list(pool.map(read, bases))
 
     def _key(self, offset: int) -> str:
         return segment_key(self._topic.name, self._partition, offset)
@@ -250,26 +357,10 @@ class PartitionLog:
         return header
 
     def _tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:
-        """Summaries of the tail segments (the first ``upto``), reading the headers
-        not yet known, in parallel."""
+        """Summaries of the tail segments (the first ``upto``). All are known: a
+        sync reads the header of every segment it adds to the chain."""
         wanted = self._tail if upto is None else self._tail[:upto]
-        missing = [(b, size) for b, size in wanted if b not in self._summaries]
-        if missing:
-            with ThreadPoolExecutor(max_workers=8, thread_name_prefix="arrowlog-head") as pool:
-                headers = list(pool.map(lambda item: self._read_header(item[0]), missing))
-            for (base, size), header in zip(missing, headers, strict=True):
-                self._summaries[base] = SegmentSummary.of(header, size)
-        nexts = [b for b, _ in self._tail[1:]] + [self._end]
-        result = []
-        for (base, _), nxt in zip(wanted, nexts, strict=False):
-            summary = self._summaries[base]
-            if summary.end != nxt:
-                raise CorruptSegmentError(
-                    f"segment holds [{base}, {summary.end}) but the next one starts at {nxt}",
-                    key=self._key(base),
-                )
-            result.append(summary)
-        return result
+        return [self._summaries[base] for base, _ in wanted]
 
     def end_offset(self, *, refresh: bool = True) -> int:
         """The high watermark: the offset the next append lands at."""
@@ -669,7 +760,7 @@ class PartitionLog:
             yield cp
             if cp.end >= self._window_start:
                 return
-            cp = self._load_checkpoint(cp.end)
+            cp = self._load_window(cp.end)
 
     def _plan(self, start: int | None, end: int | None) -> tuple[int, int, list[SegmentRef]]:
         with self._lock:
@@ -707,7 +798,7 @@ class PartitionLog:
         start = parse_checkpoint_key(found[0].key) if found else None
         if start is None:
             raise CorruptCheckpointError(f"no checkpoint covers offset {offset}", key=prefix)
-        cp = self._load_checkpoint(start)
+        cp = self._load_window(start)
         if not cp.start <= offset < cp.end:
             raise CorruptCheckpointError(f"checkpoint does not cover offset {offset}", key=prefix)
         return cp
@@ -727,6 +818,7 @@ class PartitionLog:
         Raises:
             OffsetOutOfRangeError: the range is not inside the log.
             CorruptSegmentError: a segment fails its checksum.
+            SegmentNotFoundError: a segment of the range is gone.
         """
         start, end, refs = self._plan(start, end)
         if skip is not None:
@@ -783,8 +875,15 @@ def fetch_segment(
 
     Raises:
         CorruptSegmentError: checksum mismatch, or offsets other than the index's.
+        SegmentNotFoundError: the segment is gone.
     """
-    data = (retry or RetryPolicy()).call(lambda: store.get(key))
+    try:
+        data = (retry or RetryPolicy()).call(lambda: store.get(key))
+    except FileNotFoundError:
+        raise SegmentNotFoundError(
+            f"segment missing: the log says it holds [{base}, {end}); its records are lost",
+            key=key,
+        ) from None
     header, batch = decode_segment(data, key=key)
     if header.base_offset != base or header.next_offset != end:
         raise CorruptSegmentError(
@@ -818,6 +917,13 @@ def _cut(
     if lo == 0 and hi == batch.num_rows:
         return header, batch
     return header, batch.slice(lo, hi - lo)
+
+
+def _warn_skipped(key: str, error: BaseException, instead: str) -> None:
+    reason = f"{key}: gone" if isinstance(error, FileNotFoundError) else str(error)
+    warnings.warn(
+        f"skipping an unusable checkpoint: {reason}; {instead}", RuntimeWarning, stacklevel=2
+    )
 
 
 def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:

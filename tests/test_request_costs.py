@@ -65,8 +65,32 @@ def test_opening_a_partition_costs_the_same_for_any_history(backend: str, tmp_pa
         assert end == 2 * segments
         costs.append(cost)
     # topic config + newest checkpoint (GET), checkpoint list + tail list (LIST),
-    # the last segment's header (ranged GET): independent of the 10x longer history.
-    assert costs[0] == costs[1] == {"get": 2, "list": 2, "get_range": 1}
+    # the header of each of the 37 segments after the checkpoint (ranged GET: a
+    # listing is not a snapshot, each link of the chain needs the header before
+    # it): independent of the 10x longer history.
+    assert costs[0] == costs[1] == {"get": 2, "list": 2, "get_range": 37}
+
+
+def test_a_sync_costs_one_list_plus_one_header_per_new_segment(store: Store) -> None:
+    writer = arrowlog.connect(store)
+    writer.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=10))
+    counting = CountingStore(store)
+    reader = arrowlog.connect(counting).partition("t", 0)
+    assert reader.end_offset() == 0
+    for i in range(5):
+        writer.append("t", one(i))
+    counting.reset()
+    assert reader.end_offset() == 10
+    assert counting.counts == {"list": 1, "get_range": 5}
+    counting.reset()
+    assert reader.end_offset() == 10  # nothing new: the LIST only
+    reader.state()
+    assert [s.base for s in reader.summaries()] == [0, 2, 4, 6, 8]  # headers kept
+    assert counting.counts == {"list": 3}
+    counting.reset()
+    for i in range(5, 10):  # it completes the window, knowing every header
+        reader.append(one(i))
+    assert counting.counts == {"put_if_absent": 6}
 
 
 @pytest.mark.slow

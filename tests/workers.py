@@ -16,6 +16,7 @@ import time
 import pyarrow as pa
 
 import arrowlog
+from arrowlog.partition import PartitionLog
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import Faults, FaultyStore
 
@@ -57,15 +58,62 @@ def put_race(args: argparse.Namespace) -> None:
 def append_race(args: argparse.Namespace) -> None:
     """Append ``count`` batches; write one JSON line per acknowledged batch."""
     log = _open(args)
+    log.end_offsets(args.topic)  # connect and import now, not in the race
+    race_batch(args.writer, 0)
     _wait_until(args.start_at)
+    until = _start(args)
     with open(args.out, "a") as out:
         for seq in range(args.count):
+            if time.time() > until:
+                break
             result = log.append(args.topic, race_batch(args.writer, seq), partition=0)
             out.write(
                 json.dumps([args.writer, seq, result.base_offset, result.record_count]) + "\n"
             )
             out.flush()
     print(json.dumps(dict(log.partition(args.topic, 0).stats)), flush=True)
+
+
+def read_race(args: argparse.Namespace) -> None:
+    """For ``--seconds``, follow the log the append_race writers extend: a
+    long-lived reader and a fresh one (opened anew each round) list the log as
+    often as they can, and read what is new every tenth round. Print how many
+    rounds ran and every error (a listing racing the appends must never cause one)."""
+    log = arrowlog.connect(open_store(args.url, json.loads(args.options)))
+    following = log.partition(args.topic, 0)
+    following.end_offset()  # connect and import now, not in the race
+    race_batch(0, 0)
+    until = _start(args)
+    seen = rounds = 0
+    errors: list[str] = []
+    while time.time() < until:
+        rounds += 1
+        try:
+            end = following.end_offset()
+            fresh = PartitionLog(log.store, following.topic, 0, log.config)
+            fresh_end = fresh.end_offset()
+            if rounds % 10 == 0:
+                _check_race_rows(following.read(seen, end), end - seen)
+                seen = end
+                if fresh.read(max(0, fresh_end - 10), fresh_end).num_rows != min(10, fresh_end):
+                    raise AssertionError("a fresh reader read the wrong number of rows")
+        except Exception as e:  # noqa: BLE001 - every error is reported to the test
+            errors.append(f"{type(e).__name__}: {e}")
+    print(json.dumps({"rounds": rounds, "end": seen, "errors": errors}), flush=True)
+
+
+def _check_race_rows(table: pa.Table, count: int) -> None:
+    """``table`` starts at a segment boundary and holds whole race batches."""
+    if table.num_rows != count:
+        raise AssertionError(f"read {table.num_rows} rows, wanted {count}")
+    expect = 0
+    columns = (table.column(name).to_pylist() for name in RACE_SCHEMA.names)
+    for writer, seq, row in zip(*columns, strict=True):
+        if row != expect:
+            raise AssertionError(f"writer {writer} seq {seq}: row {row}, wanted {expect}")
+        expect = 0 if row + 1 == race_batch(writer, seq).num_rows else row + 1
+    if expect:
+        raise AssertionError("read ended inside a batch")
 
 
 TXN_SCHEMA = pa.schema([("v", pa.int64())])
@@ -226,6 +274,16 @@ def txn_crash(args: argparse.Namespace) -> None:
     print("FINISHED", flush=True)
 
 
+def _start(args: argparse.Namespace) -> float:
+    """With ``--ready``, say READY and wait for the parent's go (a line on stdin):
+    importing and connecting can take seconds on a loaded machine. The time to
+    stop, ``--seconds`` from now (never without it)."""
+    if args.ready:
+        print("READY", flush=True)
+        sys.stdin.readline()
+    return time.time() + args.seconds if args.seconds else float("inf")
+
+
 def _wait_until(start_at: float) -> None:
     # All workers start appending at the same instant, so they really contend.
     delay = start_at - time.time()
@@ -237,8 +295,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "kind",
-        choices=["put_race", "append_race", "zombie", "txn_crash", "copier", "stream_copy"],
-    )
+        choices=["put_race", "append_race", "read_race", "zombie", "txn_crash", "copier",
+                 "stream_copy"],
+    )  # fmt: skip
     parser.add_argument("--step", choices=CRASH_STEPS)
     parser.add_argument("--early", action="store_true", help="zombie: produce before the pause")
     parser.add_argument("--action", choices=["commit", "abort", "run", "drain"], default="commit")
@@ -249,11 +308,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--out")
     parser.add_argument("--start-at", type=float, default=0.0)
+    parser.add_argument("--ready", action="store_true", help="say READY, start on a stdin line")
+    parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long")
     parser.add_argument("--lose-ack", type=float, default=0.0)
     parser.add_argument("--slowdown", type=float, default=0.0)
     args = parser.parse_args(argv)
-    workers = {"put_race": put_race, "append_race": append_race, "zombie": zombie,
-               "txn_crash": txn_crash, "copier": copier, "stream_copy": stream_copy}  # fmt: skip
+    workers = {"put_race": put_race, "append_race": append_race, "read_race": read_race,
+               "zombie": zombie, "txn_crash": txn_crash, "copier": copier,
+               "stream_copy": stream_copy}  # fmt: skip
     workers[args.kind](args)
 
 

@@ -36,10 +36,17 @@ Blob = bytes | memoryview
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
-    """One stored object: its key (relative to the store's root) and size."""
+    """One stored object: its key (relative to the store's root) and size.
+
+    ``modified_ms`` is when the object was written, in ms since the epoch, on the
+    *store's* clock (S3 ``LastModified``, a file's mtime, the memory store's put
+    time): timeouts measured with it never depend on another client's clock.
+    None where a backend cannot tell.
+    """
 
     key: str
     size: int
+    modified_ms: int | None = None
 
 
 @runtime_checkable
@@ -67,7 +74,7 @@ class Store(Protocol):
         ...
 
     def head(self, key: str) -> ObjectInfo:
-        """The object's size. Raises FileNotFoundError."""
+        """The object's size and modification time. Raises FileNotFoundError."""
         ...
 
     def put_if_absent(self, key: str, data: Blob) -> None:
@@ -79,7 +86,9 @@ class Store(Protocol):
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> Iterator[ObjectInfo]:
         """Objects whose key starts with ``prefix``, in ascending key order,
-        strictly after ``start_after``, at most ``limit`` of them."""
+        strictly after ``start_after``, at most ``limit`` of them, with their
+        sizes and modification times. Not a snapshot: a listing that races
+        writes may show a key written later without one written earlier."""
         ...
 
     def delete(self, key: str) -> None:

@@ -10,6 +10,7 @@ passes ``allow_unsafe_store=True``, and warns when it does.
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import Iterator
 from typing import Any
 
@@ -64,7 +65,7 @@ class FsspecStore:
             raise FileNotFoundError(key) from None
         if info.get("type") != "file":
             raise FileNotFoundError(key)
-        return ObjectInfo(key, int(info["size"]))
+        return ObjectInfo(key, int(info["size"]), _modified_ms(info))
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         path = self._path(key)
@@ -99,7 +100,7 @@ class FsspecStore:
                 continue
             if start_after is not None and key <= start_after:
                 continue
-            items.append(ObjectInfo(key, int(info["size"])))
+            items.append(ObjectInfo(key, int(info["size"]), _modified_ms(info)))
         items.sort(key=lambda o: o.key)
         return iter(items[:limit] if limit is not None else items)
 
@@ -109,3 +110,22 @@ class FsspecStore:
 
     def close(self) -> None:
         pass
+
+
+def _modified_ms(info: dict[str, Any]) -> int | None:
+    """The write time in an fsspec info dict, in ms: filesystems name and type it
+    differently (seconds as a float, a datetime, an ISO string)."""
+    for name in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        value = info.get(name)
+        if isinstance(value, str):
+            try:
+                value = datetime.datetime.fromisoformat(value)
+            except ValueError:
+                continue
+        if isinstance(value, datetime.datetime):
+            if value.tzinfo is None:  # naive times in fsspec's implementations are UTC
+                value = value.replace(tzinfo=datetime.UTC)
+            return int(value.timestamp() * 1000)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return int(value * 1000)
+    return None

@@ -83,7 +83,7 @@ class LocalStore:
             raise FileNotFoundError(key) from None
         if not path.is_file():
             raise FileNotFoundError(key)
-        return ObjectInfo(key, st.st_size)
+        return ObjectInfo(key, st.st_size, st.st_mtime_ns // 1_000_000)
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         path = self._path(key)
@@ -111,7 +111,7 @@ class LocalStore:
         # Walk only the deepest directory that can hold keys with this prefix.
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         top = self._root.joinpath(*base.split("/")) if base else self._root
-        keys: list[tuple[str, int]] = []
+        keys: list[ObjectInfo] = []
         for dirpath, dirnames, filenames in os.walk(top):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             rel = Path(dirpath).relative_to(self._root).as_posix()
@@ -123,14 +123,14 @@ class LocalStore:
                 if start_after is not None and key <= start_after:
                     continue
                 try:
-                    size = os.stat(os.path.join(dirpath, name)).st_size
+                    st = os.stat(os.path.join(dirpath, name))
                 except FileNotFoundError:  # deleted while we walked
                     continue
-                keys.append((key, size))
-        keys.sort()
+                keys.append(ObjectInfo(key, st.st_size, st.st_mtime_ns // 1_000_000))
+        keys.sort(key=lambda info: info.key)
         if limit is not None:
             keys = keys[:limit]
-        return iter([ObjectInfo(k, s) for k, s in keys])
+        return iter(keys)
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):

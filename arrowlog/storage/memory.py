@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Iterator
 
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
@@ -17,6 +18,7 @@ class MemoryStore:
     def __init__(self, name: str = "") -> None:
         self._name = name
         self._objects: dict[str, bytes] = {}
+        self._modified: dict[str, int] = {}  # put time, ms since the epoch
         self._keys: list[str] = []
         self._lock = threading.Lock()
 
@@ -43,7 +45,11 @@ class MemoryStore:
             raise FileNotFoundError(key) from None
 
     def head(self, key: str) -> ObjectInfo:
-        return ObjectInfo(key, len(self.get(key)))
+        check_key(key)
+        with self._lock:
+            if key not in self._objects:
+                raise FileNotFoundError(key)
+            return ObjectInfo(key, len(self._objects[key]), self._modified[key])
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         check_key(key)
@@ -52,6 +58,7 @@ class MemoryStore:
             if key in self._objects:
                 raise FileExistsError(key)
             self._objects[key] = value
+            self._modified[key] = time.time_ns() // 1_000_000
             bisect.insort(self._keys, key)
 
     def list(
@@ -66,13 +73,14 @@ class MemoryStore:
             for key in self._keys[lo:]:
                 if not key.startswith(prefix) or (limit is not None and len(found) >= limit):
                     break
-                found.append(ObjectInfo(key, len(self._objects[key])))
+                found.append(ObjectInfo(key, len(self._objects[key]), self._modified[key]))
         return iter(found)
 
     def delete(self, key: str) -> None:
         check_key(key)
         with self._lock:
             if self._objects.pop(key, None) is not None:
+                del self._modified[key]
                 self._keys.pop(bisect.bisect_left(self._keys, key))
 
     def close(self) -> None:

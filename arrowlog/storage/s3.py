@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
@@ -144,7 +145,7 @@ class S3Store:
             resp = self._run(lambda c: c.head_object(Bucket=self._bucket, Key=full))
         except Exception as e:
             raise _map_error(e, key, write=False) from e
-        return ObjectInfo(key, int(resp["ContentLength"]))
+        return ObjectInfo(key, int(resp["ContentLength"]), _ms(resp.get("LastModified")))
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         full = self._full(key)
@@ -180,7 +181,7 @@ class S3Store:
                 key = item["Key"][len(base) :]
                 if start_after is not None and key <= start_after:
                     continue  # some servers ignore StartAfter on continued pages
-                yield ObjectInfo(key, int(item["Size"]))
+                yield ObjectInfo(key, int(item["Size"]), _ms(item.get("LastModified")))
                 if remaining is not None:
                     remaining -= 1
                     if remaining == 0:
@@ -208,6 +209,11 @@ class S3Store:
 def _sync(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     result: T = fsspec.asyn.sync(loop, lambda: coro)
     return result
+
+
+def _ms(modified: datetime.datetime | None) -> int | None:
+    """S3's LastModified (the server's clock) as ms since the epoch."""
+    return None if modified is None else int(modified.timestamp() * 1000)
 
 
 def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from arrowlog.errors import InvalidNameError
-from arrowlog.storage import ObjectInfo, Store
+from arrowlog.storage import Store
+from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.storage.wrappers import CountingStore, Faults, FaultyStore
 from tests.conftest import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +26,8 @@ def test_put_then_get_returns_the_same_bytes(store: Store) -> None:
     data = bytes(range(256)) * 10
     store.put_if_absent("a/b/obj", data)
     assert store.get("a/b/obj") == data
-    assert store.head("a/b/obj") == ObjectInfo("a/b/obj", len(data))
+    info = store.head("a/b/obj")
+    assert (info.key, info.size) == ("a/b/obj", len(data))
 
 
 def test_missing_objects_raise_file_not_found(store: Store) -> None:
@@ -78,6 +81,30 @@ def test_list_pages_through_more_than_one_page(store: Store) -> None:
         store.put_if_absent(key, b"")
     assert [o.key for o in store.list("many/")] == keys
     assert [o.key for o in store.list("many/", start_after=keys[1100], limit=50)] == keys[1101:1151]
+
+
+def test_list_and_head_tell_when_each_object_was_written_on_the_store_clock(
+    store: Store,
+) -> None:
+    before = time.time_ns() // 1_000_000
+    keys = [f"m/{i:02d}" for i in range(12)]
+    for key in keys:
+        store.put_if_absent(key, b"x")
+    after = time.time_ns() // 1_000_000
+    listed = list(store.list("m/"))
+    stamps = [info.modified_ms for info in listed]
+    assert all(isinstance(ms, int) for ms in stamps), stamps
+    ints = [ms for ms in stamps if ms is not None]
+    # The store's clock is not ours (and S3 rounds to seconds): a generous window.
+    assert all(before - 60_000 <= ms <= after + 60_000 for ms in ints), (before, ints, after)
+    assert ints == sorted(ints), "written one after another, so non-decreasing"
+    for info in listed:
+        head = store.head(info.key).modified_ms
+        assert head is not None and abs(head - ints[0]) <= 60_000
+        assert abs(head - (info.modified_ms or 0)) <= 1000  # HTTP dates have 1 s resolution
+    for wrapper in (CountingStore(store), FaultyStore(store, Faults()), ScriptedStore(store)):
+        assert list(wrapper.list("m/")) == listed
+        assert wrapper.head(keys[0]) == store.head(keys[0])
 
 
 def test_delete_removes_and_tolerates_missing(store: Store) -> None:

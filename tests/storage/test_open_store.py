@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from pathlib import Path
 
@@ -45,6 +46,19 @@ def test_an_explicit_opt_in_works_with_a_warning(tmp_path: Path) -> None:
     log.create_topic("t", schema)
     log.append("t", pa.record_batch({"x": [1, 2]}, schema=schema), expected_offset=0)
     assert log.read("t")["x"].to_pylist() == [1, 2]
+
+
+@pytest.mark.parametrize("protocol", ["local", "memory"])
+def test_an_fsspec_store_tells_when_objects_were_written(tmp_path: Path, protocol: str) -> None:
+    root = str(tmp_path) if protocol == "local" else f"/{tmp_path.name}"
+    store = FsspecStore(protocol, root, {})
+    before = time.time() * 1000
+    store.put_if_absent("a/x", b"1")
+    store.put_if_absent("a/y", b"2")
+    after = time.time() * 1000
+    stamps = [info.modified_ms for info in store.list("a/")]
+    stamps.append(store.head("a/y").modified_ms)
+    assert all(ms is not None and before - 60_000 <= ms <= after + 60_000 for ms in stamps)
 
 
 def test_an_unsafe_store_object_is_refused_without_opt_in(tmp_path: Path) -> None:
