@@ -5,12 +5,21 @@ operators after users got stuck with hanging transactions)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from arrowlog.checkpoint import ProducerEntry
 from arrowlog.consumer import last_stable_offset
-from arrowlog.coordinator import TXN_IDS_PREFIX, CoordinatorLog, TxnEntry, TxnState, describe
+from arrowlog.coordinator import (
+    EXPIRE,
+    OPERATOR_ABORT,
+    TXN_IDS_PREFIX,
+    CoordinatorLog,
+    TxnEntry,
+    TxnState,
+    describe,
+)
 from arrowlog.errors import UnknownTopicOrPartitionError
 from arrowlog.producer import fence_and_recover
 
@@ -69,23 +78,46 @@ def describe_transaction(log: ArrowLog, transactional_id: str) -> dict[str, Any]
 def abort_transaction(log: ArrowLog, transactional_id: str) -> TransactionInfo:
     """Fence the transactional id's live instance and finish its transaction now,
     whatever its timeout (an ongoing one is aborted; a prepared one is carried
-    through). For a hanging transaction that holds back the LSO."""
-    return TransactionInfo.of(
-        fence_and_recover(log, _coordinator(log, transactional_id), reason="expire")
-    )
+    through). For a hanging transaction that holds back the LSO. The producer
+    learns it was aborted by an operator.
+
+    Raises:
+        UnknownTopicOrPartitionError: no such transactional id.
+    """
+    coordinator = _coordinator(log, transactional_id)
+    if coordinator.latest() is None:
+        raise UnknownTopicOrPartitionError(f"unknown transactional id {transactional_id!r}")
+    entry = fence_and_recover(log, coordinator, reason=OPERATOR_ABORT)
+    assert entry is not None
+    return TransactionInfo.of(entry)
 
 
 def expire_transactions(log: ArrowLog, *, now_ms: int | None = None) -> list[TransactionInfo]:
     """Abort (or finish) every transaction older than its timeout. Any client may
     run this; the epoch bump fences the late producer, which then gets
-    TransactionTimeoutError."""
+    TransactionTimeoutError.
+
+    A transaction's age is measured on the store's clock (the time the entry that
+    began it was written) against this client's clock: the producer's clock never
+    counts. A transaction that ends while this runs is left alone.
+    """
     now = int(time.time() * 1000) if now_ms is None else now_ms
     done = []
     for tid in transactional_ids(log):
-        latest = _coordinator(log, tid).latest()
-        if latest is not None and latest.expired(now):
-            done.append(abort_transaction(log, tid))
+        coordinator = _coordinator(log, tid)
+        latest = coordinator.latest()
+        if latest is None or not coordinator.expired(latest, now):
+            continue
+        entry = fence_and_recover(
+            log, coordinator, reason=EXPIRE, unless=_not_expired(coordinator, now)
+        )
+        if entry is not None:
+            done.append(TransactionInfo.of(entry))
     return done
+
+
+def _not_expired(coordinator: CoordinatorLog, now_ms: int) -> Callable[[TxnEntry], bool]:
+    return lambda entry: not coordinator.expired(entry, now_ms)
 
 
 def list_producers(log: ArrowLog, topic: str, partition: int) -> list[ProducerEntry]:

@@ -46,6 +46,9 @@ from arrowlog.storage import Store
 T = TypeVar("T")
 COORDINATOR_PREFIX = "_arrowlog/coordinator/"
 TXN_IDS_PREFIX = "_arrowlog/transactional-ids/"
+#: reasons of the entries that clients other than the producer write
+EXPIRE = "expire"  # the transaction outlived its timeout
+OPERATOR_ABORT = "operator-abort"  # arrowlog abort-transaction
 PRODUCER_IDS_PREFIX = "_arrowlog/producer-ids/"
 _INVERT = 10**20 - 1
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
@@ -121,7 +124,11 @@ class TxnEntry:
     #: group id -> {"topic/partition": next offset to consume}
     offsets: dict[str, dict[str, int]] = field(default_factory=dict)
     timeout_ms: int = 60_000
+    #: the producer's own clock at begin: informative only, never used for expiry
     txn_started_ms: int = 0
+    #: the entry that began the transaction: its time on the store's clock starts
+    #: the timeout (one clock for every client)
+    txn_begin_n: int = -1
     written_ms: int = 0
     #: producer ids besides ``producer_id`` whose batches of this transaction commit
     #: with it (the tasks of a Spark job, each with its own sequences); set at
@@ -142,10 +149,6 @@ class TxnEntry:
     @property
     def groups(self) -> tuple[str, ...]:
         return tuple(sorted(self.offsets))
-
-    def expired(self, now_ms: int) -> bool:
-        """An unfinished transaction older than its timeout."""
-        return not self.state.is_complete and now_ms > self.txn_started_ms + self.timeout_ms
 
     def to_json(self) -> bytes:
         fields = asdict(self)
@@ -196,6 +199,27 @@ class CoordinatorLog:
             return None
         key = found[0].key
         return TxnEntry.from_json(self._call(lambda: self._store.get(key)), key=key)
+
+    def started_ms(self, entry: TxnEntry) -> int | None:
+        """When ``entry``'s transaction began, on the store's clock: the time its
+        first entry was written (None if the store cannot tell)."""
+        if entry.txn_begin_n < 0:
+            return None
+        key = entry_key(self.transactional_id, entry.txn_begin_n)
+        try:
+            return self._call(lambda: self._store.head(key)).modified_ms
+        except FileNotFoundError:
+            return None
+
+    def expired(self, entry: TxnEntry, now_ms: int) -> bool:
+        """Whether ``entry``'s transaction is unfinished and older than its
+        timeout. Its age is measured from the store's own time for the entry that
+        began it, never from a time the producer wrote: a producer whose clock
+        runs a day ahead must not hold the LSO for a day."""
+        if entry.state.is_complete:
+            return False
+        started = self.started_ms(entry)
+        return started is not None and now_ms > started + entry.timeout_ms
 
     def entry(self, n: int) -> TxnEntry | None:
         key = entry_key(self.transactional_id, n)

@@ -21,7 +21,7 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -35,6 +35,8 @@ import pyarrow.compute as pc
 from arrowlog import _checked_json
 from arrowlog.control import ControlType
 from arrowlog.coordinator import (
+    EXPIRE,
+    OPERATOR_ABORT,
     PRODUCER_IDS_PREFIX,
     CoordinatorLog,
     EntryConflictError,
@@ -153,6 +155,7 @@ class Producer:
         self._txn_ends: dict[tuple[str, int], int] = {}
         self._resumed = False
         self._txn_started_ms = 0
+        self._txn_began: float | None = None  # time.monotonic() at begin
         self._lock = threading.Lock()
 
     # --- state --------------------------------------------------------------------
@@ -343,6 +346,7 @@ class Producer:
             if self._state is not ProducerState.UNINITIALIZED:
                 raise InvalidTxnStateError("init_transactions was called already")
             entry = fence_and_recover(self._log, coordinator, reason="init")
+            assert entry is not None
             self._entry = entry
             self._producer_id = entry.producer_id
             self._epoch = entry.producer_epoch
@@ -379,6 +383,7 @@ class Producer:
             self._txn_offsets = {g: dict(o) for g, o in latest.offsets.items()}
             self._txn_ends = {}
             self._resumed = True
+            self._txn_began = None
             self._txn_started_ms = latest.txn_started_ms
             self.transaction_timeout_ms = latest.timeout_ms
             self._state = ProducerState.IN_TRANSACTION
@@ -400,6 +405,7 @@ class Producer:
             self._txn_ends = {}
             self._resumed = False
             self._txn_started_ms = int(time.time() * 1000)
+            self._txn_began = time.monotonic()
             self._sequences = {}
 
     def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
@@ -462,12 +468,15 @@ class Producer:
                 )
         new_partitions = self._txn_partitions | (partitions or set())
         new_offsets = offsets if offsets is not None else self._txn_offsets
+        assert self._entry is not None
+        begins = self._entry.state is not TxnState.ONGOING
         self._write_entry(
             TxnState.ONGOING,
-            reason="add" if self._entry and self._entry.state is TxnState.ONGOING else "begin",
+            reason="begin" if begins else "add",
             partitions=tuple(sorted(new_partitions)),
             offsets=new_offsets,
             members=(),
+            txn_begin_n=self._entry.n + 1 if begins else self._entry.txn_begin_n,
         )
         self._txn_partitions = new_partitions
         self._txn_offsets = new_offsets
@@ -490,15 +499,22 @@ class Producer:
             entry = coordinator.write(prev, replace(prev, **fields))  # type: ignore[arg-type]
         except EntryConflictError as conflict:
             self._state = ProducerState.FENCED
-            latest = conflict.latest
-            if latest is not None and latest.reason == "expire" and latest.txn_epoch == self._epoch:
+            # The entry that took our place says why; later ones may be anything.
+            winner = coordinator.entry(prev.n + 1) or conflict.latest
+            ours = winner is not None and winner.txn_epoch == self._epoch
+            name = f"transaction of {self.transactional_id!r} (epoch {self._epoch})"
+            if ours and winner is not None and winner.reason == EXPIRE:
                 raise TransactionTimeoutError(
-                    f"transaction of {self.transactional_id!r} (epoch {self._epoch}) ran past "
-                    f"its timeout and was aborted"
+                    f"{name} ran past its timeout and was aborted"
                 ) from None
+            if ours and winner is not None and winner.reason == OPERATOR_ABORT:
+                raise ProducerFencedError(
+                    f"{name} was aborted by an operator (abort-transaction)"
+                ) from None
+            epoch = winner.producer_epoch if winner else "?"
             raise ProducerFencedError(
                 f"producer for {self.transactional_id!r} (epoch {self._epoch}) was fenced: "
-                f"a newer instance has epoch {latest.producer_epoch if latest else '?'}"
+                f"a newer instance has epoch {epoch}"
             ) from None
         self._entry = entry
         return entry
@@ -543,7 +559,12 @@ class Producer:
             if not self._txn_partitions and not self._txn_offsets:
                 self._set_state(ProducerState.READY)  # nothing reached the log
                 return
-            expired = int(time.time() * 1000) > self._txn_started_ms + self.transaction_timeout_ms
+            # this instance's own elapsed time (a resumed transaction's age is the
+            # coordinator's to judge: an expirer's entry makes PREPARE fail)
+            began = self._txn_began
+            expired = (
+                began is not None and time.monotonic() - began > self.transaction_timeout_ms / 1e3
+            )
             if expired:
                 commit = False
             extra: dict[str, object] = {}
@@ -602,13 +623,26 @@ class Producer:
         self.commit_transaction()
 
 
-def fence_and_recover(log: ArrowLog, coordinator: CoordinatorLog, *, reason: str) -> TxnEntry:
+def fence_and_recover(
+    log: ArrowLog,
+    coordinator: CoordinatorLog,
+    *,
+    reason: str,
+    unless: Callable[[TxnEntry], bool] | None = None,
+) -> TxnEntry | None:
     """Bump the producer epoch of a transactional id, fencing every instance
     that holds an older one, and finish the transaction it left: roll forward
-    after PREPARE_COMMIT, roll back otherwise. Returns the resulting entry."""
+    after PREPARE_COMMIT, roll back otherwise. Returns the entry this call wrote
+    last, whose epoch the caller may hold.
+
+    ``unless`` is checked against the latest entry before every attempt: if it
+    holds, nothing is written and None is returned (an expirer that finds the
+    transaction finished, after losing a race to its producer, leaves it alone)."""
     sleeps = log.config.retry.sleeps()
     while True:
         latest = coordinator.latest()
+        if unless is not None and latest is not None and unless(latest):
+            return None
         try:
             if latest is None:
                 pid = allocate_producer_id(log, coordinator.transactional_id)

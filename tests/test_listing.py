@@ -184,7 +184,7 @@ def test_readers_racing_writer_processes_never_fail(
     segments = part.segments()
     assert [s.base for s in segments] == sorted(offset for _, _, offset, _ in acked)
     assert part.end_offset() == sum(n for _, _, _, n in acked)
-    assert sum(r["conflicts"] for r in reports[:3]) > 0, "the writers never raced"
+    assert sum(r.get("conflicts", 0) for r in reports[:3]) > 0, "the writers never raced"
     cps = list(spec.open().list(checkpoint_prefix("race", 0)))
     assert len(cps) == len(segments) // 10  # the writers never stopped checkpointing
 

@@ -8,6 +8,7 @@ Every test runs on memory, a local directory and SeaweedFS over HTTP.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -24,6 +25,7 @@ from arrowlog.scan import ScanPlan, plan_scan
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.topic import segment_key
+from tests.conftest import StoreSpec
 
 T = TypeVar("T")
 SCHEMA = pa.schema([("v", pa.int64())])
@@ -343,3 +345,42 @@ def test_a_scan_plan_sees_a_transaction_committing_between_its_views_whole_or_no
     ends = [r.end for r in scan.ranges]
     segments = [sum(len(t.segments) for t in scan.tasks if t.partition == p) for p in (0, 1)]
     assert (ends, segments) in (([1, 1], [1, 1]), ([0, 0], [0, 0]))
+
+
+# --- one clock ----------------------------------------------------------------------
+
+
+def test_a_producer_whose_clock_runs_a_day_ahead_cannot_hold_the_lso(
+    shared_store_spec: StoreSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Expiry measured the transaction's age from the start time the producer
+    wrote: a producer a day ahead held the LSO for a day. Now the age runs from
+    the store's own time for the entry that began the transaction."""
+    log = shared_store_spec.connect()
+    log.create_topic("t", SCHEMA)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 86_400)
+    skewed = log.producer(transactional_id="skewed", transaction_timeout_ms=1_000)
+    skewed.init_transactions()
+    skewed.begin_transaction()
+    skewed.send("t", rows(1), partition=0)
+    monkeypatch.setattr(time, "time", real)  # the producer dies; the others' clocks are right
+    expirer = shared_store_spec.connect()
+    assert expirer.expire_transactions() == []  # not yet past its timeout
+    assert expirer.stable_offsets("t") == {0: 0}
+    time.sleep(1.5)
+    assert [t.transactional_id for t in expirer.expire_transactions()] == ["skewed"]
+    assert expirer.stable_offsets("t") == expirer.end_offsets("t")
+
+
+def test_an_operator_abort_reaches_the_producer_as_such(store: Store) -> None:
+    log = arrowlog.connect(store)
+    log.create_topic("t", SCHEMA)
+    p = log.producer(transactional_id="job")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", rows(1), partition=0)
+    arrowlog.connect(store).abort_transaction("job")
+    with pytest.raises(arrowlog.ProducerFencedError, match="aborted by an operator"):
+        p.commit_transaction()
+    assert values(arrowlog.connect(store).consumer(), "t") == []

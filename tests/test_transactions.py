@@ -184,9 +184,13 @@ def test_an_expired_transaction_is_aborted_by_anyone(
     p.send("a", rows(1), partition=0)
     other = make_log()
     assert other.expire_transactions() == []  # not yet past its timeout
-    entry = CoordinatorLog(log.store, "slow", log.config.retry).latest()
+    coordinator = CoordinatorLog(log.store, "slow", log.config.retry)
+    entry = coordinator.latest()
     assert entry is not None
-    expired = other.expire_transactions(now_ms=entry.txn_started_ms + 1_001)
+    started = coordinator.started_ms(entry)  # on the store's clock
+    assert started is not None
+    assert other.expire_transactions(now_ms=started + 1_000) == []
+    expired = other.expire_transactions(now_ms=started + 1_001)
     assert [t.transactional_id for t in expired] == ["slow"]
     assert other.list_transactions()[0].state is TxnState.COMPLETE_ABORT
     assert log.stable_offsets("a")[0] == log.end_offsets("a")[0]
