@@ -4,7 +4,9 @@ operators after users got stuck with hanging transactions)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,7 @@ from arrowlog.coordinator import (
     TxnState,
     describe,
 )
-from arrowlog.errors import UnknownTopicOrPartitionError
+from arrowlog.errors import ArrowLogError, UnknownTopicOrPartitionError
 from arrowlog.producer import fence_and_recover
 
 if TYPE_CHECKING:
@@ -97,11 +99,13 @@ def expire_transactions(log: ArrowLog, *, now_ms: int | None = None) -> list[Tra
     run this; the epoch bump fences the late producer, which then gets
     TransactionTimeoutError.
 
-    A transaction's age is measured on the store's clock (the time the entry that
-    began it was written) against this client's clock: the producer's clock never
-    counts. A transaction that ends while this runs is left alone.
+    A transaction's age is measured on the store's clock alone: from the time the
+    entry that began it was written to the time of a probe object this call
+    writes (and removes). Neither the producer's clock nor this client's counts.
+    ``now_ms`` replaces the probe (a time on the store's clock). A transaction
+    that ends while this runs is left alone.
     """
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = store_now_ms(log) if now_ms is None else now_ms
     done = []
     for tid in transactional_ids(log):
         coordinator = _coordinator(log, tid)
@@ -114,6 +118,28 @@ def expire_transactions(log: ArrowLog, *, now_ms: int | None = None) -> list[Tra
         if entry is not None:
             done.append(TransactionInfo.of(entry))
     return done
+
+
+CLOCK_PREFIX = "_arrowlog/clock/"
+
+
+def store_now_ms(log: ArrowLog) -> int:
+    """The store's current time: write a probe object, read its time, remove
+    it. Falls back to this client's clock where the store keeps no times."""
+    key = f"{CLOCK_PREFIX}{uuid.uuid4().hex}"
+    retry = log.config.retry
+    retry.call(lambda: _put_probe(log, key))
+    try:
+        modified = retry.call(lambda: log.store.head(key)).modified_ms
+    finally:
+        with contextlib.suppress(ArrowLogError, FileNotFoundError):
+            log.store.delete(key)
+    return int(time.time() * 1000) if modified is None else modified
+
+
+def _put_probe(log: ArrowLog, key: str) -> None:
+    with contextlib.suppress(FileExistsError):  # our own earlier attempt landed
+        log.store.put_if_absent(key, b"")
 
 
 def _not_expired(coordinator: CoordinatorLog, now_ms: int) -> Callable[[TxnEntry], bool]:

@@ -51,6 +51,7 @@ EXPIRE = "expire"  # the transaction outlived its timeout
 OPERATOR_ABORT = "operator-abort"  # arrowlog abort-transaction
 PRODUCER_IDS_PREFIX = "_arrowlog/producer-ids/"
 _INVERT = 10**20 - 1
+_CLOCK_GRAIN_MS = 1_000
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
 
 
@@ -219,7 +220,8 @@ class CoordinatorLog:
         if entry.state.is_complete:
             return False
         started = self.started_ms(entry)
-        return started is not None and now_ms > started + entry.timeout_ms
+        # S3 keeps object times to the second: allow for that much rounding
+        return started is not None and now_ms > started + entry.timeout_ms + _CLOCK_GRAIN_MS
 
     def entry(self, n: int) -> TxnEntry | None:
         key = entry_key(self.transactional_id, n)

@@ -354,8 +354,9 @@ def test_a_producer_whose_clock_runs_a_day_ahead_cannot_hold_the_lso(
     shared_store_spec: StoreSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Expiry measured the transaction's age from the start time the producer
-    wrote: a producer a day ahead held the LSO for a day. Now the age runs from
-    the store's own time for the entry that began the transaction."""
+    wrote: a producer a day ahead held the LSO for a day. Now the age is measured
+    on the store's clock alone, so an expirer a day behind expires it on time
+    too (and one a day ahead would not expire it early)."""
     log = shared_store_spec.connect()
     log.create_topic("t", SCHEMA)
     real = time.time
@@ -364,11 +365,14 @@ def test_a_producer_whose_clock_runs_a_day_ahead_cannot_hold_the_lso(
     skewed.init_transactions()
     skewed.begin_transaction()
     skewed.send("t", rows(1), partition=0)
-    monkeypatch.setattr(time, "time", real)  # the producer dies; the others' clocks are right
+    monkeypatch.setattr(time, "time", lambda: real() - 86_400)  # the expirer is a day behind
     expirer = shared_store_spec.connect()
     assert expirer.expire_transactions() == []  # not yet past its timeout
+    monkeypatch.setattr(time, "time", lambda: real() + 86_400)
+    assert expirer.expire_transactions() == []  # nor for an expirer a day ahead
+    monkeypatch.setattr(time, "time", lambda: real() - 86_400)
     assert expirer.stable_offsets("t") == {0: 0}
-    time.sleep(1.5)
+    time.sleep(2.5)  # the timeout, and a second of S3's rounding of object times
     assert [t.transactional_id for t in expirer.expire_transactions()] == ["skewed"]
     assert expirer.stable_offsets("t") == expirer.end_offsets("t")
 
