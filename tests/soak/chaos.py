@@ -51,7 +51,9 @@ class Profile:
     #: key patterns that may get a burst of 503s
     throttle: tuple[str, ...] = ()
     #: seconds between two scheduled faults
-    every: tuple[float, float] = (0.2, 1.0)
+    every: tuple[float, float] = (0.3, 1.5)
+    #: relative weights of the scheduled kinds (late, hold, hide, throttle)
+    weights: tuple[int, int, int, int] = (3, 2, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -182,19 +184,22 @@ class Chaos:
     # --- the scheduler --------------------------------------------------------------
 
     def _schedule(self) -> None:
-        kinds = [
-            k
-            for k, present in (
-                ("late", self.profile.late),
-                ("hold", self.profile.hold),
-                ("hide", self.profile.hide),
-                ("throttle", self.profile.throttle),
+        p = self.profile
+        choices = [
+            (kind, weight)
+            for kind, present, weight in zip(
+                ("late", "hold", "hide", "throttle"),
+                (p.late, p.hold, p.hide, p.throttle),
+                p.weights,
+                strict=True,
             )
             if present
         ]
-        while not self._stop.wait(self._rng.uniform(*self.profile.every)):
+        kinds, weights = [k for k, _ in choices], [w for _, w in choices]
+        while not self._stop.wait(self._rng.uniform(*p.every)):
             if kinds:
-                getattr(self, f"_add_{self._rng.choice(kinds)}")()
+                kind = self._rng.choices(kinds, weights)[0]
+                getattr(self, f"_add_{kind}")()
             self.report()
 
     def _add_late(self) -> None:
@@ -227,7 +232,7 @@ class Chaos:
             "put_if_absent",
             pattern,
             nth=self._rng.randint(1, 3),
-            times=self._rng.choice([2, 5, 20]),
+            times=self._rng.choice([2, 3, 5, 20]),
         )
         with self._lock:
             self._rules.append(("throttle", rule))
@@ -263,7 +268,7 @@ class Chaos:
         if p.gate is not None and p.due == 0.0:
             if p.gate.reached.is_set():
                 self.counts["hold"] += 1
-                p.due = now + rng.uniform(0.05, 1.5)
+                p.due = now + rng.uniform(0.05, 1.0)
             return False
         return now >= p.due
 

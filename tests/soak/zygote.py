@@ -23,10 +23,38 @@ import json
 import os
 import select
 import sys
+import threading
 import traceback
 
-import arrowlog.storage.s3  # noqa: F401 - imported once here, not in every client
+import pyarrow as pa
+
+import arrowlog
+import arrowlog.storage.s3  # imported once here, not in every client
 from tests.soak import clients
+from tests.soak.model import IN_SCHEMA, OUT_SCHEMA
+
+
+def _warm_up() -> None:
+    """One transaction on a memory store, so that whatever pyarrow and arrowlog
+    import lazily (pandas, compute kernels, IPC) is imported before the forks."""
+    log = arrowlog.connect("memory://zygote")
+    log.create_topic("in", IN_SCHEMA)
+    log.create_topic("out", OUT_SCHEMA, partitions=2)
+    log.producer().send("in", pa.record_batch({"rid": ["x"]}, schema=IN_SCHEMA))
+    p = log.producer(transactional_id="warm")
+    p.init_transactions()
+    p.begin_transaction()
+    for q in range(2):
+        p.send("out", pa.record_batch({"rid": ["y"], "src": ["x"]}, schema=OUT_SCHEMA), partition=q)
+    p.send_offsets_to_transaction({("in", 0): 1}, group_id="g")
+    p.commit_transaction()
+    consumer = log.consumer(group_id="g")
+    consumer.read_many({("out", 0): (0, None), ("out", 1): (0, None)})
+    consumer.read("in", 0).column("rid").to_pylist()
+    consumer.committed("in", 0)
+    log.close()
+    # forking a process with other threads alive is how children inherit held locks
+    assert threading.active_count() == 1, threading.enumerate()
 
 
 def _child(argv: list[str], log: str) -> None:
@@ -69,6 +97,7 @@ def _reap() -> int:
 
 
 def main() -> None:
+    _warm_up()
     live = 0
     stdin = sys.stdin.buffer
     buffered = b""
@@ -83,6 +112,8 @@ def main() -> None:
         buffered += chunk
         while b"\n" in buffered:
             line, buffered = buffered.split(b"\n", 1)
+            if not line.strip():
+                continue
             request = json.loads(line)
             pid = os.fork()
             if pid == 0:
