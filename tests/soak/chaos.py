@@ -20,19 +20,23 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from arrowlog.errors import TransientStoreError
 from arrowlog.storage import Blob, ObjectInfo, Store
+from arrowlog.storage.local import LocalStore
 from arrowlog.storage.scripted import Gate, LatePut, ScriptedStore
 from arrowlog.storage.wrappers import Faults, FaultyStore
-from tests.soak.history import History
+from tests.soak.history import History, now
 
 SEGMENTS_IN = "in/*/segments/*"
 SEGMENTS_OUT = "out/*/segments/*"
 COORDINATOR = "_arrowlog/coordinator/*"
 GROUPS = "_arrowlog/groups/*"
+#: How recent a key must be for a listing to miss it (seconds).
+FRESH = 1.0
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,7 @@ class Chaos:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._watch: list[_Pending] = []
-        self._rules: list[tuple[str, object]] = []
+        self._rules: list[tuple[str, Any]] = []  # (kind, LatePut or ScriptedStore rule)
         self._reported: dict[str, int] = {}
         self._drops: dict[int, int] = {}  # id(LatePut) -> deferred writes dropped
 
@@ -185,15 +189,19 @@ class Chaos:
 
     def _schedule(self) -> None:
         p = self.profile
+        # Only a local directory's listing can miss a fresh key (readdir racing
+        # link); an S3 LIST shows every completed PUT, and a chained append is
+        # only written after the one before it completed.
+        hide = p.hide if isinstance(self.base, LocalStore) else ()
         choices = [
             (kind, weight)
             for kind, present, weight in zip(
                 ("late", "hold", "hide", "throttle"),
-                (p.late, p.hold, p.hide, p.throttle),
+                (p.late, p.hold, hide, p.throttle),
                 p.weights,
                 strict=True,
             )
-            if present
+            if present and weight
         ]
         kinds, weights = [k for k, _ in choices], [w for _, w in choices]
         while not self._stop.wait(self._rng.uniform(*p.every)):
@@ -219,10 +227,8 @@ class Chaos:
             self._watch.append(_Pending(due=0.0, gate=gate))
 
     def _add_hide(self) -> None:
-        pattern = self._rng.choice(self.profile.hide)
-        rule = self.scripted.hide(
-            pattern, nth=self._rng.randint(1, 4), times=self._rng.randint(1, 2)
-        )
+        fresh = self._fresh(self._rng.choice(self.profile.hide))
+        rule = self.scripted.hide(fresh, nth=self._rng.randint(1, 3), times=self._rng.randint(1, 2))
         with self._lock:
             self._rules.append(("hide", rule))
 
@@ -236,6 +242,23 @@ class Chaos:
         )
         with self._lock:
             self._rules.append(("throttle", rule))
+
+    def _fresh(self, pattern: str) -> Callable[[str], bool]:
+        """Keys matching ``pattern`` written less than a second ago: a listing
+        racing writes may miss one of those (and show a later one), never a key
+        that has been there for a while."""
+        assert isinstance(self.base, LocalStore)
+        root = self.base.root
+
+        def fresh(key: str) -> bool:
+            if not fnmatch.fnmatchcase(key, pattern):
+                return False
+            try:
+                return now() - os.stat(root.joinpath(*key.split("/"))).st_mtime < FRESH
+            except OSError:
+                return False
+
+        return fresh
 
     # --- landing, releasing, counting -----------------------------------------------
 
@@ -303,8 +326,10 @@ class Chaos:
         with self._lock:
             for kind, rule in self._rules:
                 if kind in ("hide", "throttle"):
-                    seen, first, times = rule.seen, rule.first, rule.times  # type: ignore[attr-defined]
-                    counts[kind] = counts.get(kind, 0) + max(0, min(seen - first + 1, times))
+                    fired = max(0, min(rule.seen - rule.first + 1, rule.times))
+                    counts[kind] = counts.get(kind, 0) + fired
+                    if fired == rule.times:
+                        rule.stop()  # spent: no more matching work per request
         if counts != self._reported:
             self._reported = counts
             self.history.event("faults", counts=counts)

@@ -87,7 +87,8 @@ class Zygote:
         self._early: dict[int, list[tuple[str, int]]] = {}
         self._lock = threading.Lock()
         self._spawning = threading.Lock()
-        threading.Thread(target=self._listen, daemon=True).start()
+        self._listener = threading.Thread(target=self._listen, daemon=True)
+        self._listener.start()
 
     def _listen(self) -> None:
         assert self._proc.stdout is not None
@@ -127,6 +128,9 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+        self._listener.join(timeout=10)
+        assert self._proc.stdout is not None
+        self._proc.stdout.close()
 
 
 def _apply(proc: Process, what: str, code: int) -> None:
@@ -301,6 +305,7 @@ class Soak:
                     proc.kill()
             self.zygote.close()
         self.recover()
+        self.history.close()
         final = final_read(self.spec.connect())
         (self.workdir / "final.json").write_text(json.dumps(final))
         return check(read_dir(self.histories), final)
