@@ -97,7 +97,7 @@ PROFILES = {
     "reader": chaos.Profile(
         fail_before=0.01, slowdown=0.03,
         hold=(("list", "out/*"), ("get", COORDINATOR), ("list", "_arrowlog/groups/*")),
-        hide=(SEGMENTS_OUT,), every=(0.3, 1.2), weights=(0, 3, 1, 0),
+        hide=(SEGMENTS_OUT,), every=(0.5, 2.0), weights=(0, 3, 1, 0),
     ),
 }  # fmt: skip
 
