@@ -34,8 +34,8 @@ from tests.soak.model import (
 
 #: Every anomaly class, with what it means (0 of each expected).
 ANOMALIES: dict[str, str] = {
-    "lost_write": "an acknowledged append missing from the final log or not where its ack "
-    "said; a record of a transaction whose commit was acknowledged not visible under "
+    "lost_write": "an acknowledged append (or send) missing from the final log or not where "
+    "its ack said; a record of a transaction whose commit was acknowledged not visible under "
     "read_committed at the end",
     "phantom_write": "a write whose failure said nothing was written is in the log",
     "duplicate": "a record visible twice under read_committed (at the end, or within one "
@@ -222,7 +222,6 @@ class _Checker:
             (op, e) for f in ("expire", "recover") for op in self.by_f[f] if op.ok
             for e in op.result.get("expired", [])
         ]  # fmt: skip
-        self._decided: dict[str, float] = {}
         self._by_offset: dict[tuple[str, int], list[Txn]] | None = None
 
     def _index_final(self) -> None:
@@ -302,10 +301,11 @@ class _Checker:
     # --- writes -------------------------------------------------------------------
 
     def check_appends(self) -> None:
-        """Idempotent appends: acked ones where the ack said; settled (flushed) ones
-        present; refused ones absent. Refused transactional sends: absent."""
+        """Every acknowledged append (idempotent or transactional, committed or
+        not: the log never forgets) is where its ack said; settled (flushed)
+        batches are present; refused ones are absent."""
         r = self.report
-        for op in self.by_f["append"]:
+        for op in self.by_f["append"] + self.by_f["send"]:
             rids = op.args["rids"]
             key = f"{op.args['topic']}/{op.args['partition']}"
             if op.ok:

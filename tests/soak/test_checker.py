@@ -261,6 +261,10 @@ def torn_behind_lso(w: World) -> None:
                                             "src": [""]})  # fmt: skip
     for i, s in enumerate(w.final["segments"]["out/1"][1:], start=1):
         s["base"] = i
+    sent = next(line["id"] for line in w.lines if line.get("rids") == [T1])
+    next(line for line in w.lines if line["id"] == sent and line["type"] == "ok")["result"][
+        "base"
+    ] = 1
     w.final["committed"]["out/1"] = [T1]
     views = {"out/0": {"hw": 2, "open": []}, "out/1": {"hw": 3, "open": [["copy.1", 8, 0, 0]]},
              "out/2": {"hw": 0, "open": []}}  # fmt: skip
