@@ -276,10 +276,10 @@ class Soak:
             d.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.stop_file.unlink()
-        log = self.spec.connect()
         config = TopicConfig(checkpoint_interval=CHECKPOINT_INTERVAL)
-        log.create_topic(IN, IN_SCHEMA, partitions=IN_PARTITIONS, config=config)
-        log.create_topic(OUT, OUT_SCHEMA, partitions=OUT_PARTITIONS, config=config)
+        with self.spec.connect() as log:
+            log.create_topic(IN, IN_SCHEMA, partitions=IN_PARTITIONS, config=config)
+            log.create_topic(OUT, OUT_SCHEMA, partitions=OUT_PARTITIONS, config=config)
 
     def run(self) -> Report:
         self.setup()
@@ -306,13 +306,17 @@ class Soak:
             self.zygote.close()
         self.recover()
         self.history.close()
-        final = final_read(self.spec.connect())
+        with self.spec.connect() as log:
+            final = final_read(log)
         (self.workdir / "final.json").write_text(json.dumps(final))
         return check(read_dir(self.histories), final)
 
     def recover(self) -> None:
         """Finish whatever the killed clients left open, as an operator would."""
-        log = self.spec.connect()
+        with self.spec.connect() as log:
+            self._recover(log)
+
+    def _recover(self, log: arrowlog.ArrowLog) -> None:
         for tid in admin.transactional_ids(log):
             op = self.history.invoke("recover", inst="parent", tid=tid)
             try:
