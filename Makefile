@@ -1,6 +1,8 @@
 # Two commands do everything on a fresh machine:
 #   make demo   set up, then run the main job on a local-directory store
 #   make test   set up, then run lint, type checks and the whole test suite
+#   make soak   a long soak (SOAK_SECONDS per store, local and SeaweedFS) with the
+#               history checker; SOAK_SEED=S replays a run's plan
 # Setup is a virtualenv in .venv with the project installed; it is redone when
 # pyproject.toml changes.
 
@@ -9,7 +11,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +35,14 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+SOAK_SECONDS ?= 300
+SOAK_SEED ?=
+SOAK_ARGS = --seconds $(SOAK_SECONDS) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
+soak: $(STAMP)
+	$(BIN)/python -m tests.soak --store local $(SOAK_ARGS); local=$$?; \
+	$(BIN)/python -m tests.soak --store s3 $(SOAK_ARGS); s3=$$?; \
+	test $$local -eq 0 && test $$s3 -eq 0
 
 clean:
 	rm -rf demo-store demo-data bench/results .pytest_cache .mypy_cache .ruff_cache .hypothesis

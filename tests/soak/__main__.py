@@ -1,0 +1,31 @@
+"""``python -m tests.soak --store local|s3 --seconds N --seed S``: run one soak,
+print its counts and anomalies, exit 1 if any anomaly was found."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.soak.runner import run, store_for
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.soak", description=__doc__)
+    parser.add_argument("--store", choices=["local", "s3"], default="local")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, help="replays a run's plan (default: random)")
+    parser.add_argument("--dir", type=Path, help="work directory (default: a new temp dir)")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix=f"arrowlog-soak-{seed}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    with store_for(args.store, workdir) as spec:
+        report = run(spec, seconds=args.seconds, seed=seed, workdir=workdir)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

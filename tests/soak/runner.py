@@ -1,0 +1,415 @@
+"""The soak's parent: start the clients, kill and restart them, stop, recover,
+read the whole log once more, and check the histories against it.
+
+Every random choice of the parent comes from ``random.Random(f"{seed}/{slot}")``
+(one generator per slot, so threads do not reorder each other's draws) and each
+client gets a seed drawn from its slot's generator: ``--seed`` replays the same
+plan of kills, clock skews and scheduled faults (the interleaving of processes
+is up to the machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import arrowlog
+from arrowlog import TopicConfig, admin
+from arrowlog.errors import ArrowLogError
+from infra import seaweedfs
+from tests.conftest import StoreSpec
+from tests.soak.chaos import KillPoint
+from tests.soak.checker import Report, check
+from tests.soak.clients import KILL_PATTERNS
+from tests.soak.history import History, now, read_dir
+from tests.soak.model import (
+    CHECKPOINT_INTERVAL,
+    COPY_TIDS,
+    GROUP,
+    IN,
+    IN_PARTITIONS,
+    IN_SCHEMA,
+    OUT,
+    OUT_PARTITIONS,
+    OUT_SCHEMA,
+    tp,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+ONE_DAY = 86_400.0
+#: How long clients get to finish their current operation once told to stop.
+STOP_GRACE = 10.0
+#: How long a client may take to start before its kill timer runs anyway.
+READY_TIMEOUT = 30.0
+
+
+class Process:
+    """A client process forked by the zygote."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.ready = threading.Event()
+        self.done = threading.Event()
+        self.returncode: int | None = None
+
+    def kill(self) -> None:
+        """SIGKILL, unless it has ended already."""
+        if not self.done.is_set():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+class Zygote:
+    """Talks to ``python -m tests.soak.zygote``, which forks the clients."""
+
+    def __init__(self, logs: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        with (logs / "zygote.log").open("ab") as err:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.soak.zygote"],
+                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+            )  # fmt: skip
+        self._pids: queue.Queue[int] = queue.Queue()
+        self._procs: dict[int, Process] = {}
+        self._early: dict[int, list[tuple[str, int]]] = {}
+        self._lock = threading.Lock()
+        self._spawning = threading.Lock()
+        self._listener = threading.Thread(target=self._listen, daemon=True)
+        self._listener.start()
+
+    def _listen(self) -> None:
+        assert self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            what, *rest = raw.decode().split()
+            if what == "PID":
+                self._pids.put(int(rest[0]))
+            elif what in ("READY", "EXIT"):
+                pid, code = int(rest[0]), int(rest[1]) if what == "EXIT" else 0
+                with self._lock:
+                    proc = self._procs.get(pid)
+                    if proc is None:
+                        self._early.setdefault(pid, []).append((what, code))
+                        continue
+                _apply(proc, what, code)
+
+    def spawn(self, argv: list[str], log: Path) -> Process:
+        assert self._proc.stdin is not None
+        with self._spawning:  # PID replies come back in request order
+            self._proc.stdin.write((json.dumps({"argv": argv, "log": str(log)}) + "\n").encode())
+            self._proc.stdin.flush()
+            pid = self._pids.get(timeout=120)
+        proc = Process(pid)
+        with self._lock:
+            self._procs[pid] = proc
+            early = self._early.pop(pid, [])
+        for what, code in early:
+            _apply(proc, what, code)
+        return proc
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=STOP_GRACE + 10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._listener.join(timeout=10)
+        assert self._proc.stdout is not None
+        self._proc.stdout.close()
+
+
+def _apply(proc: Process, what: str, code: int) -> None:
+    if what == "READY":
+        proc.ready.set()
+    else:
+        proc.returncode = code
+        proc.done.set()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one client process ends: SIGKILLed after ``timer`` seconds, or at a
+    protocol point (its own store kills it) with ``timer`` as a backstop."""
+
+    timer: float
+    point: KillPoint | None = None
+
+
+class Soak:
+    def __init__(self, spec: StoreSpec, *, seconds: float, seed: int, workdir: Path) -> None:
+        self.spec = spec
+        self.seconds = seconds
+        self.seed = seed
+        self.workdir = workdir
+        self.histories = workdir / "history"
+        self.logs = workdir / "logs"
+        self.stop_file = workdir / "STOP"
+        self.stopping = threading.Event()
+        # Requests to S3 take tens of milliseconds, not tens of microseconds:
+        # clients there live longer between kills, or they would do nothing.
+        self.pace = 2.0 if spec.kind == "s3" else 1.0
+        self.history = History(self.histories / "parent.jsonl", slot="parent", role="parent")
+        self._procs: set[Process] = set()
+        self._lock = threading.Lock()
+
+    # --- one client process ---------------------------------------------------------
+
+    def _spawn(self, slot: str, role: str, seed: int, extra: list[str]) -> Process:
+        argv = [role, *self.spec.argv(), "--history", str(self.histories), "--slot", slot,
+                "--seed", str(seed), "--stop-file", str(self.stop_file), *extra]  # fmt: skip
+        proc = self.zygote.spawn(argv, self.logs / f"{slot}.log")
+        with self._lock:
+            self._procs.add(proc)
+        return proc
+
+    def run_client(self, slot: str, role: str, rng: random.Random, extra: list[str]) -> None:
+        """Run one client process to its end (planned kill, exit, or stop)."""
+        plan = self._plan(role, rng)
+        if plan.point is not None:
+            extra = [*extra, "--die-at", plan.point.text()]
+        if role == "expirer":
+            extra = [*extra, "--clock-skew", str(rng.choice([ONE_DAY, -ONE_DAY]))]
+        proc = self._spawn(slot, role, rng.randrange(2**31), extra)
+        self.history.event("spawn", proc=proc.pid, client=slot, client_role=role,
+                           timer=plan.timer, point=plan.point and plan.point.text(),
+                           args=extra)  # fmt: skip
+        killed = None
+        # The timer starts once the client is up: a client killed before its
+        # first request tests nothing.
+        deadline = time.monotonic() + READY_TIMEOUT
+        started = False
+        while not proc.done.is_set():
+            if not started and proc.ready.is_set():
+                started = True
+                deadline = time.monotonic() + plan.timer * self.pace
+            if self.stopping.is_set():
+                if not proc.done.wait(STOP_GRACE):
+                    proc.kill()
+                    killed = "stop"
+                break
+            if time.monotonic() >= deadline:
+                proc.kill()
+                killed = "timer"
+                break
+            proc.done.wait(0.05)
+        proc.done.wait(60)
+        code = proc.returncode
+        with self._lock:
+            self._procs.discard(proc)
+        if killed is None and code == -9:
+            killed = "point"  # its own store killed it where the plan said
+        self.history.event("exit", proc=proc.pid, client=slot, client_role=role,
+                           returncode=code, killed=killed)  # fmt: skip
+
+    def _plan(self, role: str, rng: random.Random) -> Plan:
+        patterns = KILL_PATTERNS[role]
+        draw = rng.random()
+        if role == "reader":  # it writes nothing: a kill mostly costs reads
+            return Plan(rng.uniform(5.0, 20.0))
+        if patterns and draw < 0.35:
+            point = KillPoint(
+                rng.choice(patterns), rng.randint(1, 30), rng.choice(["before", "after"])
+            )
+            return Plan(rng.uniform(3.0, 10.0), point)
+        if draw < 0.85:
+            return Plan(rng.uniform(1.0, 5.0))
+        return Plan(rng.uniform(8.0, 20.0))
+
+    # --- slots ----------------------------------------------------------------------
+
+    def _slot(self, slot: str, role: str, extra: list[str]) -> None:
+        rng = random.Random(f"{self.seed}/{slot}")
+        while not self.stopping.is_set():
+            self.run_client(slot, role, rng, extra)
+            self.stopping.wait(rng.uniform(0.05, 0.4))
+
+    def _twins(self) -> None:
+        """Now and then, one or two more processes for a copier's transactional id,
+        started at the same instant: their inits race each other and the main
+        copier's, and whoever loses is a zombie until it notices."""
+        rng = random.Random(f"{self.seed}/twins")
+        threads = []
+        n = 0
+        while not self.stopping.wait(rng.uniform(1.5, 4.0) * self.pace):
+            tid = rng.choice(COPY_TIDS)
+            start_at = now() + 1.0
+            for _ in range(rng.choice([1, 1, 2])):
+                n += 1
+                extra = [
+                    "--tid",
+                    tid,
+                    "--max-txns",
+                    str(rng.randint(1, 3)),
+                    "--start-at",
+                    str(start_at),
+                ]
+                twin_rng = random.Random(rng.randrange(2**31))
+                t = threading.Thread(
+                    target=self.run_client,
+                    args=(f"twin{n}", "copier", twin_rng, extra),
+                    daemon=True,
+                )
+                t.start()
+                threads.append(t)
+        for t in threads:
+            t.join()
+
+    # --- the run --------------------------------------------------------------------
+
+    def setup(self) -> None:
+        for d in (self.histories, self.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.stop_file.unlink()
+        config = TopicConfig(checkpoint_interval=CHECKPOINT_INTERVAL)
+        with self.spec.connect() as log:
+            log.create_topic(IN, IN_SCHEMA, partitions=IN_PARTITIONS, config=config)
+            log.create_topic(OUT, OUT_SCHEMA, partitions=OUT_PARTITIONS, config=config)
+
+    def run(self) -> Report:
+        self.setup()
+        self.zygote = Zygote(self.logs)
+        slots: list[tuple[str, str, list[str]]] = [
+            (role, role, []) for role in ("producer", "job", "expirer", "reader")
+        ]
+        slots += [(tid, "copier", ["--tid", tid]) for tid in COPY_TIDS]
+        threads = [threading.Thread(target=self._slot, args=s, daemon=True) for s in slots]
+        threads.append(threading.Thread(target=self._twins, daemon=True))
+        self.history.event("soak", seed=self.seed, seconds=self.seconds, url=self.spec.url)
+        try:
+            for t in threads:
+                t.start()
+            self.stopping.wait(self.seconds)
+        finally:
+            self.stop_file.touch()
+            self.stopping.set()
+            for t in threads:
+                t.join(timeout=STOP_GRACE + 30)
+            with self._lock:
+                for proc in self._procs:
+                    proc.kill()
+            self.zygote.close()
+        self.recover()
+        self.history.close()
+        with self.spec.connect() as log:
+            final = final_read(log)
+        (self.workdir / "final.json").write_text(json.dumps(final))
+        return check(read_dir(self.histories), final)
+
+    def recover(self) -> None:
+        """Finish whatever the killed clients left open, as an operator would."""
+        with self.spec.connect() as log:
+            self._recover(log)
+
+    def _recover(self, log: arrowlog.ArrowLog) -> None:
+        for tid in admin.transactional_ids(log):
+            op = self.history.invoke("recover", inst="parent", tid=tid)
+            try:
+                info = admin.abort_transaction(log, tid)
+            except ArrowLogError as e:
+                op.fail(e)
+                continue
+            op.ok(expired=[{"tid": tid, "producer_id": info.producer_id,
+                            "producer_epoch": info.producer_epoch, "state": info.state.value,
+                            "txn_epoch": info.txn_epoch, "txn_started_ms": info.txn_started_ms,
+                            "timeout_ms": info.timeout_ms}])  # fmt: skip
+
+
+def final_read(log: arrowlog.ArrowLog) -> dict[str, Any]:
+    """Everything the checker compares the histories with: every segment of every
+    partition with its header and record ids (read_uncommitted), the records a
+    read_committed consumer returns partition by partition, end offsets, LSOs
+    and the group's committed offsets."""
+    final: dict[str, Any] = {"segments": {}, "committed": {}, "end": {}, "lso": {}, "group": {},
+                             "errors": []}  # fmt: skip
+    consumer = log.consumer(group_id=GROUP)
+    for topic, count in ((IN, IN_PARTITIONS), (OUT, OUT_PARTITIONS)):
+        for q in range(count):
+            key = tp(topic, q)
+            try:
+                final["segments"][key] = _segments(log, topic, q)
+                final["committed"][key] = consumer.read(topic, q).column("rid").to_pylist()
+                final["end"][key] = log.partition(topic, q).end_offset()
+                final["lso"][key] = consumer.stable_offset(topic, q)
+            except ArrowLogError as e:
+                final["errors"].append(f"{key}: {type(e).__name__}: {e}")
+    for i in range(IN_PARTITIONS):
+        final["group"][tp(IN, i)] = consumer.committed(IN, i)
+    return final
+
+
+def _segments(log: arrowlog.ArrowLog, topic: str, partition: int) -> list[dict[str, Any]]:
+    out = []
+    for header, batch in log.partition(topic, partition).iter_segments():
+        who = header.identity
+        seg: dict[str, Any] = {
+            "base": header.base_offset, "count": header.record_count, "pid": who.producer_id,
+            "epoch": who.producer_epoch, "seq": who.base_sequence, "txn": who.transactional,
+            "control": who.control_type, "tid": who.transactional_id,
+        }  # fmt: skip
+        if not who.control:
+            seg["rids"] = batch.column("rid").to_pylist()
+            if topic == OUT:
+                seg["src"] = batch.column("src").to_pylist()
+        out.append(seg)
+    return out
+
+
+# --- stores for the command line -----------------------------------------------------
+
+
+@contextlib.contextmanager
+def store_for(kind: str, workdir: Path) -> Iterator[StoreSpec]:
+    """A fresh store of ``kind``: a directory under ``workdir``, or a prefix on
+    SeaweedFS (started here, or the server named by ARROWLOG_TEST_S3_ENDPOINT)."""
+    if kind == "local":
+        yield StoreSpec("local", str(workdir / "store"), {"fsync": False})
+        return
+    endpoint = os.environ.get("ARROWLOG_TEST_S3_ENDPOINT")
+    if endpoint:
+        server = seaweedfs.S3Server(
+            endpoint=endpoint,
+            bucket=os.environ.get("ARROWLOG_TEST_S3_BUCKET", "arrowlog"),
+            access_key=os.environ["ARROWLOG_TEST_S3_KEY"],
+            secret_key=os.environ["ARROWLOG_TEST_S3_SECRET"],
+        )
+    else:
+        server = seaweedfs.start(workdir / "seaweedfs")
+    try:
+        yield StoreSpec("s3", server.url(f"soak-{uuid.uuid4().hex[:12]}"), server.storage_options)
+    finally:
+        server.stop()
+
+
+def run(
+    spec: StoreSpec,
+    *,
+    seconds: float,
+    seed: int,
+    workdir: Path,
+    say: Callable[[str], None] = print,
+) -> Report:
+    """Run one soak and return the checker's report (also printed with ``say``)."""
+    say(f"arrowlog soak: store={spec.kind} seconds={seconds:g} seed={seed} workdir={workdir}")
+    started = time.monotonic()
+    report = Soak(spec, seconds=seconds, seed=seed, workdir=workdir).run()
+    say(report.format())
+    took = time.monotonic() - started
+    replay = f"python -m tests.soak --store {spec.kind} --seconds {seconds:g} --seed {seed}"
+    say(f"took {took:.0f} s; replay: {replay}")
+    return report

@@ -1,0 +1,35 @@
+"""The soak, short: client processes killed, skewed and fed scheduled faults on
+the local store and on SeaweedFS, then the history checker. Zero anomalies is
+the bar; the counts prove the run did something worth checking.
+
+A failure prints the seed; replay it with ``python -m tests.soak --store KIND
+--seconds N --seed S`` (ARROWLOG_SOAK_SEED and ARROWLOG_SOAK_SECONDS set them
+here). ``make soak`` runs a longer soak on both stores.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import StoreSpec
+from tests.soak.runner import run
+
+SECONDS = float(os.environ.get("ARROWLOG_SOAK_SECONDS", "20"))
+
+
+@pytest.mark.slow
+def test_a_soak_finds_no_anomaly(shared_store_spec: StoreSpec, tmp_path: Path) -> None:
+    seed = int(os.environ.get("ARROWLOG_SOAK_SEED") or random.SystemRandom().randrange(10**6))
+    lines: list[str] = []
+    report = run(shared_store_spec, seconds=SECONDS, seed=seed, workdir=tmp_path, say=lines.append)
+    text = "\n".join(lines)
+    counts = report.counts
+    assert counts.get("txn_committed", 0) > 0, text
+    assert counts.get("kills", 0) > 0, text
+    assert sum(report.faults.values()) > 0, text
+    assert counts.get("reads", 0) > 0, text
+    assert report.ok, text
