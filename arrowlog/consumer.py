@@ -95,7 +95,7 @@ class Consumer:
             UnstableOffsetCommitError: a transaction that is not decided yet has
                 offsets for this partition (retriable: it will end or expire).
         """
-        offsets, unstable = self._groups().stable_part(self._log.resolver)
+        offsets, unstable = self._groups().position(self._log.resolver)
         if (topic, partition) in unstable:
             raise UnstableOffsetCommitError(
                 f"group {self.group_id}: a transaction with offsets for {topic}/{partition} "
@@ -146,23 +146,47 @@ class Consumer:
         self, ranges: Mapping[tuple[str, int], tuple[int | None, int | None]]
     ) -> dict[tuple[str, int], pa.Table]:
         """Several ranges read as one snapshot: a transaction's records appear in
-        all the ranges or in none (see :func:`plan_snapshot`). A range whose end
-        is None ends at the snapshot's end for that partition, at or below its LSO.
+        all the ranges or in none. The tables of :meth:`read_snapshot`.
 
         Raises:
             OffsetOutOfRangeError: a range is outside its log, or past the LSO.
         """
-        out = {}
+        return self.read_snapshot(ranges).tables
+
+    def read_snapshot(
+        self, ranges: Mapping[tuple[str, int], tuple[int | None, int | None]]
+    ) -> SnapshotRead:
+        """Several ranges read as one snapshot (see :func:`plan_snapshot`), with
+        where each range ended. A range whose end is None ends where the
+        snapshot does, at or below its partition's LSO: continue from ``ends``,
+        not from an LSO asked for separately.
+
+        Raises:
+            OffsetOutOfRangeError: a range is outside its log, or past the LSO.
+        """
+        tables, ends = {}, {}
         if self.isolation_level == "read_uncommitted":
             for (topic, partition), (start, end) in ranges.items():
-                out[(topic, partition)] = self._log.partition(topic, partition).read(start, end)
-            return out
-        plans = plan_snapshot(self._log, ranges)
-        for (topic, partition), plan in plans.items():
-            part = self._log.partition(topic, partition)
+                part = self._log.partition(topic, partition)
+                end = part.end_offset() if end is None else end
+                tables[(topic, partition)] = part.read(start, end)
+                ends[(topic, partition)] = end
+            return SnapshotRead(tables, ends)
+        for tp, plan in plan_snapshot(self._log, ranges).items():
+            part = self._log.partition(*tp)
             batches = list(_visible_batches(part, plan))
-            out[(topic, partition)] = pa.Table.from_batches(batches, part.topic.schema)
-        return out
+            tables[tp] = pa.Table.from_batches(batches, part.topic.schema)
+            ends[tp] = plan.end
+        return SnapshotRead(tables, ends)
+
+
+@dataclass(frozen=True)
+class SnapshotRead:
+    """What :meth:`Consumer.read_snapshot` returns: the visible records of each
+    range, and the offset where each range ended (the next one to read)."""
+
+    tables: dict[tuple[str, int], pa.Table]
+    ends: dict[tuple[str, int], int]
 
 
 def _visible_batches(part: PartitionLog, plan: CommittedPlan) -> Iterator[pa.RecordBatch]:

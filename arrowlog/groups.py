@@ -92,10 +92,10 @@ class GroupOffsets:
 
         Raises:
             UnstableOffsetCommitError: an undecided transaction has offsets for
-                some partition; ``partitions`` names them (the others are stable:
-                use :meth:`stable_part` to get them).
+                some partition; ``partitions`` names them (:meth:`position` gives
+                the others).
         """
-        offsets, unstable = self.stable_part(resolver)
+        offsets, unstable = self.position(resolver)
         if unstable:
             names = ", ".join(sorted(f"{t}/{p}" for t, p in unstable))
             raise UnstableOffsetCommitError(
@@ -105,11 +105,12 @@ class GroupOffsets:
             )
         return offsets
 
-    def stable_part(
+    def position(
         self, resolver: TxnResolver
     ) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
-        """The group's position, and the partitions an undecided transaction
-        may still move (left out of the position)."""
+        """The group's position with every decided transaction applied, and the
+        partitions an undecided transaction may still move (for those the
+        position is only a lower bound)."""
         state = self.latest()
         offsets = dict(state.offsets)
         unstable: set[str] = set()
@@ -122,8 +123,6 @@ class GroupOffsets:
                 offsets.update(mine)
             elif outcome.decision is Decision.UNDECIDED:
                 unstable |= set(mine)
-        for key in unstable:
-            offsets.pop(key, None)
         return {_tp(k): o for k, o in offsets.items()}, {_tp(k) for k in unstable}
 
     def mark_pending(self, transactional_id: str, txn_epoch: int) -> None:

@@ -712,10 +712,13 @@ class _Read:
         for key, view in res.get("views", {}).items():
             undecided = [
                 first for tid, pid, epoch, first in view["open"]
-                if decisions.get(f"{tid}/{pid}/{epoch}", "undecided") == "undecided"
+                if decisions.get(f"{tid}/{epoch}", "undecided") == "undecided"
             ]  # fmt: skip
             hws[key] = view["hw"]
             ends[key] = min(undecided, default=view["hw"])
+        # where the read really ended (below the LSO where it cut before a
+        # transaction it could only have shown in part)
+        ends.update(res.get("ends", {}))
         visible = {k: set(v) for k, v in res["rids"].items()}
         return cls(op, dict(res["start"]), first_start, visible, seen, ends, hws)
 

@@ -268,7 +268,7 @@ def torn_behind_lso(w: World) -> None:
     w.final["committed"]["out/1"] = [T1]
     views = {"out/0": {"hw": 2, "open": []}, "out/1": {"hw": 3, "open": [["copy.1", 8, 0, 0]]},
              "out/2": {"hw": 0, "open": []}}  # fmt: skip
-    observe(w, {"out/0": [T0]}, views=views, decisions={"copy.1/8/0": "undecided"},
+    observe(w, {"out/0": [T0]}, views=views, decisions={"copy.1/0": "undecided"},
             c1={"in/0": None, "in/1": None})  # fmt: skip
 
 
