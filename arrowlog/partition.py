@@ -290,13 +290,16 @@ class PartitionLog:
             (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
         ]
         if last is not None:
-            if not listed or listed[0][0] != last:
+            if listed and listed[0][0] == last:
+                del listed[0]
+            elif not self._exists(last):
+                # the listing may just have missed it (not a snapshot): only a
+                # HEAD that finds nothing says it is gone
                 raise SegmentNotFoundError(
                     f"segment missing: the log was known to reach offset {self._end} "
                     "through it; its records are lost",
                     key=self._key(last),
                 )
-            del listed[0]
         chain = self._chain_from(self._end, listed)
         if not chain:
             return False
@@ -305,6 +308,14 @@ class PartitionLog:
             self._summaries[summary.base] = summary
         self._end = chain[-1].end
         self._last_base = chain[-1].base
+        return True
+
+    def _exists(self, base: int) -> bool:
+        key = self._key(base)
+        try:
+            self._retry(lambda: self._store.head(key))
+        except FileNotFoundError:
+            return False
         return True
 
     def _chain_from(self, end: int, listed: list[tuple[int, int]]) -> list[SegmentSummary]:

@@ -74,6 +74,23 @@ def test_a_reader_whose_listing_hides_a_segment_sees_the_prefix_then_everything(
         assert [s.base for s in reader.partition("t", 0).summaries()] == [0, 2, 5]
 
 
+def test_a_listing_that_misses_the_last_known_segment_is_not_data_loss(
+    store: Store, writer: arrowlog.ArrowLog
+) -> None:
+    """The listing starts at the last segment a client knows, to notice a
+    deleted one; a listing racing appends may miss it too. A HEAD decides: it is
+    there, so nothing is lost and the client goes on."""
+    scripted = ScriptedStore(store)
+    reader = arrowlog.connect(scripted)
+    assert fill(writer, 2, 3) == [0, 2]
+    assert reader.end_offsets("t") == {0: 5}
+    assert fill(writer, 1) == [5]
+    scripted.hide(segment_key("t", 0, 2), times=1)
+    assert reader.end_offsets("t") == {0: 6}
+    assert values(reader) == list(range(6))
+    assert reader.producer().send("t", rows(6, 1), partition=0).base_offset == 6
+
+
 def test_a_writer_whose_listing_hides_a_segment_appends_at_the_end_and_checkpoints(
     store: Store, writer: arrowlog.ArrowLog
 ) -> None:
