@@ -105,12 +105,18 @@ def expire_transactions(log: ArrowLog, *, now_ms: int | None = None) -> list[Tra
     ``now_ms`` replaces the probe (a time on the store's clock). A transaction
     that ends while this runs is left alone.
     """
-    now = store_now_ms(log) if now_ms is None else now_ms
-    done = []
+    unfinished = []
     for tid in transactional_ids(log):
         coordinator = _coordinator(log, tid)
         latest = coordinator.latest()
-        if latest is None or not coordinator.expired(latest, now):
+        if latest is not None and not latest.state.is_complete:
+            unfinished.append((coordinator, latest))
+    if not unfinished:
+        return []
+    now = store_now_ms(log) if now_ms is None else now_ms
+    done = []
+    for coordinator, latest in unfinished:
+        if not coordinator.expired(latest, now):
             continue
         entry = fence_and_recover(
             log, coordinator, reason=EXPIRE, unless=_not_expired(coordinator, now)
