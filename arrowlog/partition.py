@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -300,7 +300,8 @@ class PartitionLog:
 
         Raises:
             InvalidBatchError: not Arrow data, or empty.
-            SchemaMismatchError: columns, types or nullability differ from the topic.
+            SchemaMismatchError: columns, types or nullability differ from the
+                topic, or a not-null column (or struct or list child) holds nulls.
         """
         if isinstance(batch, pa.Table):
             table = batch.combine_chunks()
@@ -318,6 +319,14 @@ class PartitionLog:
             raise SchemaMismatchError(_describe_mismatch(self._topic.name, schema, batch.schema))
         if batch.num_rows == 0:
             raise InvalidBatchError("empty batch: a segment holds at least one record")
+        # Equal schemas say nothing of the data: nulls can sit under a not-null field.
+        problems = [
+            p for f, column in zip(schema, batch.columns, strict=True) for p in _nulls(f, column)
+        ]
+        if problems:
+            raise SchemaMismatchError(
+                f"batch for topic {self._topic.name!r}: " + "; ".join(problems)
+            )
         return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
     def append(
@@ -808,6 +817,38 @@ def _cut(
     if lo == 0 and hi == batch.num_rows:
         return header, batch
     return header, batch.slice(lo, hi - lo)
+
+
+def _nulls(
+    field: pa.Field[Any], array: pa.Array[Any], inherited: int = 0, path: str = ""
+) -> list[str]:
+    """Nulls under not-null fields of ``array``, at any depth of structs and lists.
+
+    ``inherited`` nulls come from a null parent struct (``flatten`` copies the
+    parent's nulls into its children): those are allowed. A top-level column costs
+    O(1) (``null_count``); children are looked at only where one is not null.
+    """
+    name = path + field.name
+    problems = []
+    own = array.null_count - inherited
+    if own and not field.nullable:
+        problems.append(f"column {name!r} has {own} null(s) but the topic says not null")
+    if not _has_required_child(field.type):
+        return problems
+    if isinstance(array, pa.StructArray):
+        for child, values in zip(field.type, array.flatten(), strict=True):
+            problems += _nulls(child, values, array.null_count, name + ".")
+    elif isinstance(array, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray) and not (
+        isinstance(array, pa.MapArray)  # flatten() has no kernel for maps
+    ):
+        # flatten() keeps only the values of non-null lists, within the slice
+        problems += _nulls(field.type.value_field, array.flatten(), 0, name + ".")
+    return problems
+
+
+def _has_required_child(kind: pa.DataType) -> bool:
+    children = [kind.field(i) for i in range(kind.num_fields)]
+    return any(not f.nullable or _has_required_child(f.type) for f in children)
 
 
 def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:

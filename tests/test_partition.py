@@ -138,6 +138,63 @@ def test_empty_oversize_and_non_arrow_batches_are_refused(
     assert log.append("small", batch(0, 10)).base_offset == 0
 
 
+NESTED_FIELDS: list[pa.Field[Any]] = [
+    pa.field("s", pa.struct([pa.field("x", pa.int64(), nullable=False)])),
+    pa.field("l", pa.list_(pa.field("item", pa.int64(), nullable=False))),
+]
+NESTED = pa.schema(NESTED_FIELDS)
+
+
+def nested(s: list[Any], l: list[Any]) -> pa.RecordBatch:  # noqa: E741
+    return pa.RecordBatch.from_arrays(
+        [pa.array(s, NESTED.field("s").type), pa.array(l, NESTED.field("l").type)], schema=NESTED
+    )
+
+
+def ids(values: list[int | None]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(values), pa.array(["a"] * len(values))], schema=SCHEMA
+    )
+
+
+@pytest.mark.parametrize(
+    "topic,bad,message",
+    [
+        ("events", ids([1, None, None]), "column 'id' has 2 null"),
+        ("nested", nested([{"x": 1}, {"x": None}], [[1], [2]]), "column 's.x' has 1 null"),
+        ("nested", nested([{"x": 1}, None], [[1], [2, None]]), "column 'l.item' has 1 null"),
+    ],
+)
+def test_nulls_under_a_not_null_field_are_refused_and_write_nothing(
+    log: ArrowLog, topic: str, bad: pa.RecordBatch, message: str
+) -> None:
+    # the schemas are equal; only the data breaks the topic's not-null promise
+    log.create_topic("nested", NESTED)
+    assert bad.schema.equals(log.topic(topic).schema)
+    before = snapshot(log.store)
+    for data in (bad, pa.Table.from_batches([bad])):
+        with pytest.raises(arrowlog.SchemaMismatchError, match=message):
+            log.append(topic, data)
+    assert snapshot(log.store) == before
+
+
+def test_nulls_allowed_by_the_schema_are_appended(log: ArrowLog) -> None:
+    log.create_topic("nested", NESTED)
+    # a null struct may hide a null child; a null list has no items; a null outside
+    # the slice that is appended is not in the batch
+    hidden = pa.StructArray.from_arrays(
+        [pa.array([None, 1])], fields=list(NESTED.field("s").type), mask=pa.array([True, False])
+    )
+    assert hidden.field(0).null_count == 1
+    ok = pa.RecordBatch.from_arrays(
+        [hidden, pa.array([None, [1]], NESTED.field("l").type)], schema=NESTED
+    )
+    log.append("nested", ok)
+    log.append("events", ids([None, 1, 2]).slice(1))
+    log.append("nested", nested([{"x": 1}, {"x": None}], [[1], [None]]).slice(0, 1))
+    assert log.read("nested").num_rows == 3 and log.read("events").num_rows == 2
+
+
 def test_a_table_is_appended_as_one_segment(log: ArrowLog) -> None:
     table = pa.Table.from_batches([batch(0, 3), batch(3, 4)])
     result = log.append("events", table)
