@@ -63,8 +63,10 @@ from arrowlog.segment import (
     SegmentHeader,
     WriterIdentity,
     decode_segment,
+    empty_batch,
     encode_segment,
     read_header,
+    segment_size_floor,
 )
 from arrowlog.storage import Store
 from arrowlog.topic import (
@@ -298,18 +300,19 @@ class PartitionLog:
         """Check a batch against the topic and return it as one record batch with
         the topic's exact schema.
 
+        Every check here is cheap (no data is copied or encoded), so a producer can
+        call this before it writes anything for the batch (a coordinator entry).
+
         Raises:
             InvalidBatchError: not Arrow data, or empty.
             SchemaMismatchError: columns, types or nullability differ from the
                 topic, or a not-null column (or struct or list child) holds nulls.
+            RecordBatchTooLargeError: the batch's segment would exceed the topic's
+                ``max_batch_bytes`` (checked again, exactly, when it is encoded).
         """
         if isinstance(batch, pa.Table):
             table = batch.combine_chunks()
-            batch = (
-                table.to_batches()[0]
-                if table.num_rows
-                else pa.RecordBatch.from_pylist([], table.schema)
-            )
+            batch = table.to_batches()[0] if table.num_rows else empty_batch(table.schema)
         if not isinstance(batch, pa.RecordBatch):
             raise InvalidBatchError(
                 f"expected a pyarrow RecordBatch or Table, got {type(batch).__name__}"
@@ -327,7 +330,15 @@ class PartitionLog:
             raise SchemaMismatchError(
                 f"batch for topic {self._topic.name!r}: " + "; ".join(problems)
             )
-        return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        size = segment_size_floor(batch)
+        limit = self._topic.config.max_batch_bytes
+        if size > limit:
+            raise RecordBatchTooLargeError(
+                f"batch encodes to at least {size} bytes, over the topic's max_batch_bytes "
+                f"({limit}); split it"
+            )
+        return batch
 
     def append(
         self,

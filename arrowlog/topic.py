@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import InitVar, asdict, dataclass, field
 
 import pyarrow as pa
 
@@ -29,6 +29,7 @@ from arrowlog.errors import (
     InvalidNameError,
     UnknownTopicOrPartitionError,
 )
+from arrowlog.segment import empty_batch, segment_size_floor
 
 INTERNAL_PREFIX = "_arrowlog"
 TOPICS_PREFIX = f"{INTERNAL_PREFIX}/topics/"
@@ -65,8 +66,11 @@ class Topic:
     partitions: int
     config: TopicConfig = field(default_factory=TopicConfig)
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    #: Apply the rules for a new topic (:meth:`check_new`). False when a stored
+    #: topic is loaded: a rule added later must not make an existing topic unreadable.
+    new: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, new: bool) -> None:
         check_topic_name(self.name)
         if not isinstance(self.schema, pa.Schema):
             raise InvalidConfigError("a topic's schema must be a pyarrow.Schema")
@@ -76,6 +80,28 @@ class Topic:
             raise InvalidConfigError("partitions must be an int")
         if not 1 <= self.partitions <= MAX_PARTITIONS:
             raise InvalidConfigError(f"partitions must be between 1 and {MAX_PARTITIONS}")
+        if not isinstance(self.config, TopicConfig):
+            raise InvalidConfigError("config must be a TopicConfig")
+        if new:
+            self.check_new()
+
+    def check_new(self) -> None:
+        """Refuse a schema or config under which appends would fail or misbehave,
+        before anything is written.
+
+        Raises:
+            InvalidConfigError: a schema Arrow IPC cannot write; ``max_batch_bytes``
+                below the smallest segment of the schema.
+        """
+        try:
+            smallest = segment_size_floor(empty_batch(self.schema))
+        except pa.ArrowException as e:
+            raise InvalidConfigError(f"the schema cannot be written as Arrow IPC: {e}") from e
+        if self.config.max_batch_bytes < smallest:
+            raise InvalidConfigError(
+                f"max_batch_bytes {self.config.max_batch_bytes} is below {smallest}, the size "
+                "of the smallest segment of this schema: no batch would fit"
+            )
 
     def check_partition(self, partition: int) -> int:
         """Raises:
@@ -113,6 +139,7 @@ class Topic:
                 partitions=fields["partitions"],
                 config=TopicConfig(**fields["config"]),
                 created_ms=fields["created_ms"],
+                new=False,
             )
         except (ValueError, TypeError, KeyError, pa.ArrowException) as e:
             raise CorruptObjectError(f"unreadable topic: {e}", key=key) from e

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import arrowlog.checkpoint
 from arrowlog import ArrowLog, TopicConfig
 from arrowlog.segment import SegmentHeader, WriterIdentity, encode_segment
 from arrowlog.storage import Store
+from arrowlog.topic import topic_key
 
 FIELDS: list[pa.Field[Any]] = [
     pa.field("id", pa.int64(), nullable=False),
@@ -193,6 +195,37 @@ def test_nulls_allowed_by_the_schema_are_appended(log: ArrowLog) -> None:
     log.append("events", ids([None, 1, 2]).slice(1))
     log.append("nested", nested([{"x": 1}, {"x": None}], [[1], [None]]).slice(0, 1))
     assert log.read("nested").num_rows == 3 and log.read("events").num_rows == 2
+
+
+def test_an_oversize_batch_is_refused_before_a_transaction_writes_anything(
+    make_log: Callable[..., ArrowLog],
+) -> None:
+    log = make_log()
+    log.create_topic("small", SCHEMA, config=TopicConfig(max_batch_bytes=4096))
+    producer = log.producer(transactional_id="big")
+    producer.init_transactions()
+    producer.begin_transaction()
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.RecordBatchTooLargeError, match="at least"):
+        producer.send("small", batch(0, 2000), partition=0)
+    assert snapshot(log.store) == before  # not even the partition's registration
+
+
+@pytest.mark.parametrize("columns,max_batch_bytes", [(1, 1024), (60, 8192)])
+def test_max_batch_bytes_below_the_smallest_segment_is_refused_at_create(
+    log: ArrowLog, columns: int, max_batch_bytes: int
+) -> None:
+    schema = pa.schema([(f"c{i}", pa.int64()) for i in range(columns)])
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.InvalidConfigError, match=r"is below \d+, the size") as e:
+        log.create_topic("t", schema, config=TopicConfig(max_batch_bytes=max_batch_bytes))
+    assert snapshot(log.store) == before
+    smallest = int(re.search(r"below (\d+)", str(e.value)).group(1))  # type: ignore[union-attr]
+    log.create_topic("t", schema, config=TopicConfig(max_batch_bytes=smallest))
+    one_row = pa.RecordBatch.from_pylist([dict.fromkeys(schema.names, 0)], schema=schema)
+    with pytest.raises(arrowlog.RecordBatchTooLargeError):
+        log.append("t", one_row)  # the minimum is a floor: no batch is smaller
+    assert set(snapshot(log.store)) == {*before, topic_key("t")}
 
 
 def test_a_table_is_appended_as_one_segment(log: ArrowLog) -> None:
