@@ -863,7 +863,9 @@ def _has_required_child(kind: pa.DataType) -> bool:
 
 
 def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:
-    problems = []
+    problems = [
+        f"duplicate column {n!r}" for n in dict.fromkeys(got.names) if got.names.count(n) > 1
+    ]
     want_fields = {f.name: f for f in want}
     got_fields = {f.name: f for f in got}
     for name in want.names:

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 import crc32c
 import pyarrow as pa
 
-from arrowlog.errors import CorruptSegmentError
+from arrowlog.errors import CorruptSegmentError, InvalidConfigError
 
 FORMAT_VERSION = 1
 HEADER_KEY = b"arrowlog.header"
@@ -181,6 +181,34 @@ def segment_size_floor(batch: pa.RecordBatch) -> int:
         pyarrow.ArrowException: the batch cannot be written as Arrow IPC.
     """
     return _overhead(batch.schema.serialize().to_pybytes()) + pa.ipc.get_record_batch_size(batch)
+
+
+def check_schema(schema: pa.Schema) -> None:
+    """Refuse a schema whose segments could not be written or read back.
+
+    Raises:
+        InvalidConfigError: a schema metadata key starts with ``arrowlog.`` (the
+            header's namespace: such keys would be overwritten or dropped), or the
+            checksum tag appears anywhere in the schema (a name, metadata, a time
+            zone): the checksum is found by that tag in the schema message, so
+            every segment of the schema would be refused as corrupt.
+    """
+    reserved = [k for k in schema.metadata or {} if k.startswith(b"arrowlog.")]
+    if reserved:
+        raise InvalidConfigError(
+            f"schema metadata key {reserved[0].decode(errors='replace')!r} is reserved: "
+            "arrowlog keeps its segment header under 'arrowlog.'"
+        )
+    if _CRC_TAG in schema.serialize().to_pybytes():
+        where = [
+            f"field {f.name!r}"
+            for f in schema
+            if _CRC_TAG in pa.schema([f]).serialize().to_pybytes()
+        ]
+        raise InvalidConfigError(
+            f"{(where or ['the schema metadata'])[0]} contains {_CRC_TAG.decode()!r}, "
+            "arrowlog's checksum tag"
+        )
 
 
 def _regions(

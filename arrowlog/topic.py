@@ -17,7 +17,9 @@ from __future__ import annotations
 import base64
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import InitVar, asdict, dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -29,7 +31,7 @@ from arrowlog.errors import (
     InvalidNameError,
     UnknownTopicOrPartitionError,
 )
-from arrowlog.segment import empty_batch, segment_size_floor
+from arrowlog.segment import check_schema, empty_batch, segment_size_floor
 
 INTERNAL_PREFIX = "_arrowlog"
 TOPICS_PREFIX = f"{INTERNAL_PREFIX}/topics/"
@@ -90,9 +92,13 @@ class Topic:
         before anything is written.
 
         Raises:
-            InvalidConfigError: a schema Arrow IPC cannot write; ``max_batch_bytes``
-                below the smallest segment of the schema.
+            InvalidConfigError: two fields of one name (at any depth); a reserved
+                metadata key or arrowlog's checksum tag in the schema; a schema
+                Arrow IPC cannot write; ``max_batch_bytes`` below the smallest
+                segment of the schema.
         """
+        _check_unique_names(list(self.schema), "")
+        check_schema(self.schema)
         try:
             smallest = segment_size_floor(empty_batch(self.schema))
         except pa.ArrowException as e:
@@ -143,6 +149,19 @@ class Topic:
             )
         except (ValueError, TypeError, KeyError, pa.ArrowException) as e:
             raise CorruptObjectError(f"unreadable topic: {e}", key=key) from e
+
+
+def _check_unique_names(fields: Sequence[pa.Field[Any]], path: str) -> None:
+    # Columns are matched by name (appends, reads by column, Spark): a second
+    # field of the same name would be unreachable or ambiguous.
+    seen = set()
+    for f in fields:
+        if f.name in seen:
+            raise InvalidConfigError(f"the schema has two fields named {path + f.name!r}")
+        seen.add(f.name)
+        _check_unique_names(
+            [f.type.field(i) for i in range(f.type.num_fields)], path + f.name + "."
+        )
 
 
 def topic_key(name: str) -> str:

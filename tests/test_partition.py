@@ -18,7 +18,7 @@ import arrowlog.checkpoint
 from arrowlog import ArrowLog, TopicConfig
 from arrowlog.segment import SegmentHeader, WriterIdentity, encode_segment
 from arrowlog.storage import Store
-from arrowlog.topic import topic_key
+from arrowlog.topic import Topic, topic_key
 
 FIELDS: list[pa.Field[Any]] = [
     pa.field("id", pa.int64(), nullable=False),
@@ -90,6 +90,51 @@ def test_bad_partition_counts_are_refused(log: ArrowLog, partitions: object) -> 
     assert snapshot(log.store) == before
 
 
+TAG = "arrowlog-crc32c:--------"
+
+
+@pytest.mark.parametrize(
+    "schema,message",
+    [
+        (pa.schema([("a", pa.int64()), ("b", pa.int8()), ("a", pa.int64())]), "named 'a'"),
+        (pa.schema([("s", pa.struct([("x", pa.int8()), ("x", pa.int8())]))]), "named 's.x'"),
+        (pa.schema([("a", pa.int8())], metadata={"arrowlog.header": "{}"}), "'arrowlog.header'"),
+        (pa.schema([("a", pa.int8())], metadata={"arrowlog.mine": ""}), "'arrowlog.mine' is res"),
+        (pa.schema([(TAG, pa.int8())]), f"field '{TAG}' contains 'arrowlog-crc32c:'"),
+        (pa.schema([("s", pa.struct([(TAG, pa.int8())]))]), "field 's' contains"),
+        (pa.schema([pa.field("a", pa.int8(), metadata={"k": TAG})]), "field 'a' contains"),
+        (pa.schema([("t", pa.timestamp("ms", tz=TAG))]), "field 't' contains"),
+        (pa.schema([("a", pa.int8())], metadata={"note": TAG}), "the schema metadata contains"),
+    ],
+)
+def test_schemas_that_appends_would_trip_on_are_refused_at_create(
+    log: ArrowLog, schema: pa.Schema, message: str
+) -> None:
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.InvalidConfigError, match=message):
+        log.create_topic("bad", schema)
+    assert snapshot(log.store) == before
+
+
+def test_a_stored_topic_is_loaded_without_the_rules_for_new_ones(log: ArrowLog) -> None:
+    # What the rule at create prevents: before it, a topic with the checksum tag in
+    # a field name was accepted, and then every append failed as a corrupt segment.
+    schema = pa.schema([(TAG, pa.int8())])
+    with pytest.raises(arrowlog.InvalidConfigError, match="checksum tag"):
+        log.create_topic("tagged", schema)
+    stored = Topic(name="tagged", schema=schema, partitions=1, new=False)
+    log.store.put_if_absent(topic_key("tagged"), stored.to_json())
+    assert log.topic("tagged").schema.equals(schema)  # stored topics stay readable
+    with pytest.raises(arrowlog.CorruptSegmentError, match="checksum field"):
+        log.append("tagged", pa.record_batch([pa.array([1], pa.int8())], schema=schema))
+
+
+def test_a_batch_s_own_metadata_cannot_collide_with_the_header(log: ArrowLog) -> None:
+    tagged = batch(0, 2).replace_schema_metadata({"arrowlog.crc32c": TAG, "arrowlog.header": "x"})
+    log.append("events", tagged)  # appended under the topic's schema
+    assert log.read("events").equals(pa.Table.from_batches([batch(0, 2)]))
+
+
 def test_unknown_topics_and_partitions(log: ArrowLog) -> None:
     with pytest.raises(arrowlog.UnknownTopicOrPartitionError, match="unknown topic"):
         log.append("nope", batch(0, 1))
@@ -110,6 +155,9 @@ def test_unknown_topics_and_partitions(log: ArrowLog) -> None:
         pa.record_batch({"id": pa.array([1], pa.int64())}),
         pa.record_batch(
             [pa.array([1]), pa.array(["a"]), pa.array([2])], names=["id", "name", "extra"]
+        ),
+        pa.record_batch(
+            [pa.array([1]), pa.array(["a"]), pa.array(["b"])], names=["id", "name", "name"]
         ),
     ],
 )
