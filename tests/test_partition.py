@@ -90,6 +90,41 @@ def test_bad_partition_counts_are_refused(log: ArrowLog, partitions: object) -> 
     assert snapshot(log.store) == before
 
 
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        *[
+            ("max_batch_bytes", v)
+            for v in (0, -1, 1023, 5 * 1024**3 + 1, True, 4096.0, "4096", None)
+        ],
+        *[("checkpoint_interval", v) for v in (0, -1, 901, True, 2.5, "10")],
+        *[("max_transaction_timeout_ms", v) for v in (0, 999, True, 60_000.5, None)],
+    ],
+)
+def test_nonsense_topic_configs_are_refused(field: str, value: object) -> None:
+    # a float checkpoint_interval used to pass, then fail appends after their segment
+    # was written; a string failed with a TypeError. (A config is refused before
+    # create_topic could write anything.)
+    with pytest.raises(arrowlog.InvalidConfigError, match=field):
+        TopicConfig(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: arrowlog.LogConfig(read_ahead=True),
+        lambda: arrowlog.LogConfig(read_ahead=2.0),  # type: ignore[arg-type]
+        lambda: arrowlog.LogConfig(retry=None),  # type: ignore[arg-type]
+        lambda: arrowlog.RetryPolicy(deadline="60"),  # type: ignore[arg-type]
+        lambda: arrowlog.RetryPolicy(initial_backoff=True),
+        lambda: arrowlog.RetryPolicy(max_backoff=float("nan")),
+    ],
+)
+def test_nonsense_client_configs_are_refused(make: Callable[[], object]) -> None:
+    with pytest.raises(arrowlog.InvalidConfigError):
+        make()
+
+
 TAG = "arrowlog-crc32c:--------"
 
 
