@@ -873,7 +873,9 @@ def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:
             problems.append(f"missing column {name!r}")
         elif not got_fields[name].equals(want_fields[name]):
             problems.append(f"column {name!r} is {got_fields[name]}, topic has {want_fields[name]}")
-    problems += [f"unexpected column {n!r}" for n in got.names if n not in want_fields]
+    problems += [
+        f"unexpected column {n!r}" for n in dict.fromkeys(got.names) if n not in want_fields
+    ]
     if not problems and want.names != got.names:
         problems.append(f"column order {got.names} differs from the topic's {want.names}")
     return f"batch does not match the schema of topic {topic!r}: " + "; ".join(problems)
