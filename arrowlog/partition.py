@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -73,6 +73,7 @@ from arrowlog.topic import (
     Topic,
     checkpoint_key,
     checkpoint_prefix,
+    not_null_violations,
     parse_checkpoint_key,
     parse_segment_key,
     segment_key,
@@ -323,9 +324,7 @@ class PartitionLog:
         if batch.num_rows == 0:
             raise InvalidBatchError("empty batch: a segment holds at least one record")
         # Equal schemas say nothing of the data: nulls can sit under a not-null field.
-        problems = [
-            p for f, column in zip(schema, batch.columns, strict=True) for p in _nulls(f, column)
-        ]
+        problems = not_null_violations(schema, batch)
         if problems:
             raise SchemaMismatchError(
                 f"batch for topic {self._topic.name!r}: " + "; ".join(problems)
@@ -828,38 +827,6 @@ def _cut(
     if lo == 0 and hi == batch.num_rows:
         return header, batch
     return header, batch.slice(lo, hi - lo)
-
-
-def _nulls(
-    field: pa.Field[Any], array: pa.Array[Any], inherited: int = 0, path: str = ""
-) -> list[str]:
-    """Nulls under not-null fields of ``array``, at any depth of structs and lists.
-
-    ``inherited`` nulls come from a null parent struct (``flatten`` copies the
-    parent's nulls into its children): those are allowed. A top-level column costs
-    O(1) (``null_count``); children are looked at only where one is not null.
-    """
-    name = path + field.name
-    problems = []
-    own = array.null_count - inherited
-    if own and not field.nullable:
-        problems.append(f"column {name!r} has {own} null(s) but the topic says not null")
-    if not _has_required_child(field.type):
-        return problems
-    if isinstance(array, pa.StructArray):
-        for child, values in zip(field.type, array.flatten(), strict=True):
-            problems += _nulls(child, values, array.null_count, name + ".")
-    elif isinstance(array, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray) and not (
-        isinstance(array, pa.MapArray)  # flatten() has no kernel for maps
-    ):
-        # flatten() keeps only the values of non-null lists, within the slice
-        problems += _nulls(field.type.value_field, array.flatten(), 0, name + ".")
-    return problems
-
-
-def _has_required_child(kind: pa.DataType) -> bool:
-    children = [kind.field(i) for i in range(kind.num_fields)]
-    return any(not f.nullable or _has_required_child(f.type) for f in children)
 
 
 def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:

@@ -164,6 +164,44 @@ def _check_unique_names(fields: Sequence[pa.Field[Any]], path: str) -> None:
         )
 
 
+def not_null_violations(schema: pa.Schema, batch: pa.RecordBatch) -> list[str]:
+    """What in ``batch`` (of ``schema``'s columns, in order) breaks a not-null field
+    of ``schema``, at any depth of structs and lists; empty if nothing does."""
+    return [p for f, column in zip(schema, batch.columns, strict=True) for p in _nulls(f, column)]
+
+
+def _nulls(
+    field: pa.Field[Any], array: pa.Array[Any], inherited: int = 0, path: str = ""
+) -> list[str]:
+    """Nulls under not-null fields of ``array``, at any depth of structs and lists.
+
+    ``inherited`` nulls come from a null parent struct (``flatten`` copies the
+    parent's nulls into its children): those are allowed. A top-level column costs
+    O(1) (``null_count``); children are looked at only where one is not null.
+    """
+    name = path + field.name
+    problems = []
+    own = array.null_count - inherited
+    if own and not field.nullable:
+        problems.append(f"column {name!r} has {own} null(s) but the topic says not null")
+    if not _has_required_child(field.type):
+        return problems
+    if isinstance(array, pa.StructArray):
+        for child, values in zip(field.type, array.flatten(), strict=True):
+            problems += _nulls(child, values, array.null_count, name + ".")
+    elif isinstance(array, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray) and not (
+        isinstance(array, pa.MapArray)  # flatten() has no kernel for maps
+    ):
+        # flatten() keeps only the values of non-null lists, within the slice
+        problems += _nulls(field.type.value_field, array.flatten(), 0, name + ".")
+    return problems
+
+
+def _has_required_child(kind: pa.DataType) -> bool:
+    children = [kind.field(i) for i in range(kind.num_fields)]
+    return any(not f.nullable or _has_required_child(f.type) for f in children)
+
+
 def topic_key(name: str) -> str:
     return f"{TOPICS_PREFIX}{check_topic_name(name)}.json"
 
