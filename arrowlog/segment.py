@@ -172,10 +172,11 @@ def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
 
 
 def segment_size_floor(batch: pa.RecordBatch) -> int:
-    """A lower bound on the size of ``batch``'s segment, exact but for the header's
-    length (a few bytes) and dictionaries, without encoding the data: cheap enough
-    to check every batch before anything is written. For an empty batch, it is the
-    smallest segment the schema can have.
+    """A lower bound on the size of ``batch``'s segment, without encoding the data:
+    cheap enough to check every batch before anything is written. Exact but for
+    dictionaries and the header (a real header's offsets and ids are longer than
+    the shortest one's). For an empty batch, it is the smallest segment the schema
+    can have.
 
     Raises:
         pyarrow.ArrowException: the batch cannot be written as Arrow IPC.
