@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from arrowlog.errors import ArrowLogError, OffsetMismatchError
+from arrowlog.errors import ArrowLogError, InvalidConfigError, OffsetMismatchError
 from arrowlog.partition import PartitionLog
 
 
@@ -84,9 +84,16 @@ def bulk_load(
         LoadMismatchError: the log does not hold this input's prefix at
             ``start_offset``.
         OffsetMismatchError: another writer appended while the load ran.
+        InvalidConfigError: ``rows_per_batch`` is not a positive int.
+        SchemaMismatchError, InvalidBatchError: a chunk does not fit the topic;
+            it is not written (the chunks before it are: rerun to resume).
     """
-    if rows_per_batch < 1:
-        raise ValueError("rows_per_batch must be >= 1")
+    if (
+        isinstance(rows_per_batch, bool)
+        or not isinstance(rows_per_batch, int)
+        or rows_per_batch < 1
+    ):
+        raise InvalidConfigError(f"rows_per_batch must be >= 1, got {rows_per_batch!r}")
     end = log.end_offset()
     if end < start_offset:
         raise LoadMismatchError(

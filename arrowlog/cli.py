@@ -249,7 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except arrowlog.ArrowLogError as e:
+    # OSError and ArrowException: an input file that is missing or unreadable, an
+    # output path that cannot be written. One line, no traceback, like our own.
+    except (arrowlog.ArrowLogError, OSError, pa.ArrowException) as e:
         print(f"arrowlog: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     return 0

@@ -39,6 +39,10 @@ class RetryPolicy:
     deadline: float = 60.0
 
     def __post_init__(self) -> None:
+        for name in ("initial_backoff", "max_backoff", "deadline"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidConfigError(f"RetryPolicy.{name} must be seconds, got {value!r}")
         if not 0 < self.initial_backoff <= self.max_backoff:
             raise InvalidConfigError("RetryPolicy needs 0 < initial_backoff <= max_backoff")
         if self.deadline <= 0:
@@ -90,14 +94,15 @@ class TopicConfig:
     max_transaction_timeout_ms: int = 15 * 60 * 1000
 
     def __post_init__(self) -> None:
-        if not 1024 <= self.max_batch_bytes <= 5 * 1024**3:
-            raise InvalidConfigError("max_batch_bytes must be between 1 KiB and 5 GiB")
-        if not 1_000 <= self.max_transaction_timeout_ms <= 24 * 3600 * 1000:
-            raise InvalidConfigError("max_transaction_timeout_ms must be between 1 s and 24 h")
-        if not 1 <= self.checkpoint_interval <= MAX_CHECKPOINT_INTERVAL:
-            raise InvalidConfigError(
-                f"checkpoint_interval must be between 1 and {MAX_CHECKPOINT_INTERVAL}"
-            )
+        _check_int(self.max_batch_bytes, 1024, 5 * 1024**3, "max_batch_bytes", "1 KiB and 5 GiB")
+        _check_int(
+            self.max_transaction_timeout_ms,
+            1_000,
+            24 * 3600 * 1000,
+            "max_transaction_timeout_ms",
+            "1 s and 24 h",
+        )
+        _check_int(self.checkpoint_interval, 1, MAX_CHECKPOINT_INTERVAL, "checkpoint_interval")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,5 +122,17 @@ class LogConfig:
     read_ahead: int | None = None
 
     def __post_init__(self) -> None:
-        if self.read_ahead is not None and not 1 <= self.read_ahead <= 64:
-            raise InvalidConfigError("read_ahead must be between 1 and 64")
+        if not isinstance(self.retry, RetryPolicy):
+            raise InvalidConfigError(f"LogConfig.retry must be a RetryPolicy, got {self.retry!r}")
+        if self.read_ahead is not None:
+            _check_int(self.read_ahead, 1, 64, "read_ahead")
+
+
+def _check_int(value: object, lo: int, hi: int, name: str, bounds: str = "") -> None:
+    """Refuse anything but an int in [lo, hi]: a bool would pass as 0 or 1, a float
+    or a string fail later, far from the cause (a float checkpoint_interval broke
+    appends after their segment was written)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidConfigError(
+            f"{name} must be an int between {bounds or f'{lo} and {hi}'}, got {value!r}"
+        )

@@ -66,14 +66,17 @@ from arrowlog.segment import (
     SegmentHeader,
     WriterIdentity,
     decode_segment,
+    empty_batch,
     encode_segment,
     read_header,
+    segment_size_floor,
 )
 from arrowlog.storage import ObjectInfo, Store
 from arrowlog.topic import (
     Topic,
     checkpoint_key,
     checkpoint_prefix,
+    not_null_violations,
     parse_checkpoint_key,
     parse_segment_key,
     segment_key,
@@ -400,17 +403,19 @@ class PartitionLog:
         """Check a batch against the topic and return it as one record batch with
         the topic's exact schema.
 
+        Every check here is cheap (no data is copied or encoded), so a producer can
+        call this before it writes anything for the batch (a coordinator entry).
+
         Raises:
             InvalidBatchError: not Arrow data, or empty.
-            SchemaMismatchError: columns, types or nullability differ from the topic.
+            SchemaMismatchError: columns, types or nullability differ from the
+                topic, or a not-null column (or struct or list child) holds nulls.
+            RecordBatchTooLargeError: the batch's segment would exceed the topic's
+                ``max_batch_bytes`` (checked again, exactly, when it is encoded).
         """
         if isinstance(batch, pa.Table):
             table = batch.combine_chunks()
-            batch = (
-                table.to_batches()[0]
-                if table.num_rows
-                else pa.RecordBatch.from_pylist([], table.schema)
-            )
+            batch = table.to_batches()[0] if table.num_rows else empty_batch(table.schema)
         if not isinstance(batch, pa.RecordBatch):
             raise InvalidBatchError(
                 f"expected a pyarrow RecordBatch or Table, got {type(batch).__name__}"
@@ -420,7 +425,21 @@ class PartitionLog:
             raise SchemaMismatchError(_describe_mismatch(self._topic.name, schema, batch.schema))
         if batch.num_rows == 0:
             raise InvalidBatchError("empty batch: a segment holds at least one record")
-        return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        # Equal schemas say nothing of the data: nulls can sit under a not-null field.
+        problems = not_null_violations(schema, batch)
+        if problems:
+            raise SchemaMismatchError(
+                f"batch for topic {self._topic.name!r}: " + "; ".join(problems)
+            )
+        batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        size = segment_size_floor(batch)
+        limit = self._topic.config.max_batch_bytes
+        if size > limit:
+            raise RecordBatchTooLargeError(
+                f"batch encodes to at least {size} bytes, over the topic's max_batch_bytes "
+                f"({limit}); split it"
+            )
+        return batch
 
     def append(
         self,
@@ -938,7 +957,9 @@ def _warn_skipped(key: str, error: BaseException, instead: str) -> None:
 
 
 def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:
-    problems = []
+    problems = [
+        f"duplicate column {n!r}" for n in dict.fromkeys(got.names) if got.names.count(n) > 1
+    ]
     want_fields = {f.name: f for f in want}
     got_fields = {f.name: f for f in got}
     for name in want.names:
@@ -946,7 +967,9 @@ def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:
             problems.append(f"missing column {name!r}")
         elif not got_fields[name].equals(want_fields[name]):
             problems.append(f"column {name!r} is {got_fields[name]}, topic has {want_fields[name]}")
-    problems += [f"unexpected column {n!r}" for n in got.names if n not in want_fields]
+    problems += [
+        f"unexpected column {n!r}" for n in dict.fromkeys(got.names) if n not in want_fields
+    ]
     if not problems and want.names != got.names:
         problems.append(f"column order {got.names} differs from the topic's {want.names}")
     return f"batch does not match the schema of topic {topic!r}: " + "; ".join(problems)

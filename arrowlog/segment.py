@@ -24,6 +24,7 @@ the IPC reader.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
@@ -32,7 +33,7 @@ from dataclasses import asdict, dataclass
 import crc32c
 import pyarrow as pa
 
-from arrowlog.errors import CorruptSegmentError
+from arrowlog.errors import CorruptSegmentError, InvalidConfigError
 
 FORMAT_VERSION = 1
 HEADER_KEY = b"arrowlog.header"
@@ -142,6 +143,77 @@ def encode_segment(batch: pa.RecordBatch, header: SegmentHeader) -> memoryview:
     for start in slots:
         data[start : start + 8] = _hex(crc)
     return data
+
+
+# The shortest header JSON any writer produces: one-digit offset, count and ids,
+# `true`, an empty transactional id, a 13-digit timestamp (every time from 2001 to
+# 2286). Segment sizes below are lower bounds for every real header.
+_SHORTEST_HEADER = SegmentHeader(
+    base_offset=0,
+    record_count=1,
+    timestamp_ms=10**12,
+    append_id="0" * 32,
+    identity=WriterIdentity(
+        producer_id=0, producer_epoch=0, base_sequence=0, transactional=True, transactional_id=""
+    ),
+)
+
+
+# Keyed by the serialized schema: pa.Schema's == and hash ignore field metadata,
+# which is part of the size.
+@functools.lru_cache(maxsize=256)
+def _overhead(schema_ipc: bytes) -> int:
+    """Bytes of a segment of this schema besides its record batch message (magic,
+    schema message with the shortest header, empty dictionaries, footer)."""
+    empty = empty_batch(pa.ipc.read_schema(pa.py_buffer(schema_ipc)))
+    return len(encode_segment(empty, _SHORTEST_HEADER)) - pa.ipc.get_record_batch_size(empty)
+
+
+def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of no rows (``pa.nulls`` builds every type; ``from_pylist`` has no
+    unions)."""
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
+def segment_size_floor(batch: pa.RecordBatch) -> int:
+    """A lower bound on the size of ``batch``'s segment, without encoding the data:
+    cheap enough to check every batch before anything is written. Exact but for
+    dictionaries and the header (a real header's offsets and ids are longer than
+    the shortest one's). For an empty batch, it is the smallest segment the schema
+    can have.
+
+    Raises:
+        pyarrow.ArrowException: the batch cannot be written as Arrow IPC.
+    """
+    return _overhead(batch.schema.serialize().to_pybytes()) + pa.ipc.get_record_batch_size(batch)
+
+
+def check_schema(schema: pa.Schema) -> None:
+    """Refuse a schema whose segments could not be written or read back.
+
+    Raises:
+        InvalidConfigError: a schema metadata key starts with ``arrowlog.`` (the
+            header's namespace: such keys would be overwritten or dropped), or the
+            checksum tag appears anywhere in the schema (a name, metadata, a time
+            zone): the checksum is found by that tag in the schema message, so
+            every segment of the schema would be refused as corrupt.
+    """
+    reserved = [k for k in schema.metadata or {} if k.startswith(b"arrowlog.")]
+    if reserved:
+        raise InvalidConfigError(
+            f"schema metadata key {reserved[0].decode(errors='replace')!r} is reserved: "
+            "arrowlog keeps its segment header under 'arrowlog.'"
+        )
+    if _CRC_TAG in schema.serialize().to_pybytes():
+        where = [
+            f"field {f.name!r}"
+            for f in schema
+            if _CRC_TAG in pa.schema([f]).serialize().to_pybytes()
+        ]
+        raise InvalidConfigError(
+            f"{(where or ['the schema metadata'])[0]} contains {_CRC_TAG.decode()!r}, "
+            "arrowlog's checksum tag"
+        )
 
 
 def _regions(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from arrowlog import ArrowLog, TopicConfig
 from arrowlog.segment import WriterIdentity
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.topic import Topic, topic_key
 
 FIELDS: list[pa.Field[Any]] = [
     pa.field("id", pa.int64(), nullable=False),
@@ -100,6 +102,86 @@ def test_bad_partition_counts_are_refused(log: ArrowLog, partitions: object) -> 
     assert snapshot(log.store) == before
 
 
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        *[
+            ("max_batch_bytes", v)
+            for v in (0, -1, 1023, 5 * 1024**3 + 1, True, 4096.0, "4096", None)
+        ],
+        *[("checkpoint_interval", v) for v in (0, -1, 901, True, 2.5, "10")],
+        *[("max_transaction_timeout_ms", v) for v in (0, 999, True, 60_000.5, None)],
+    ],
+)
+def test_nonsense_topic_configs_are_refused(field: str, value: object) -> None:
+    # a float checkpoint_interval used to pass, then fail appends after their segment
+    # was written; a string failed with a TypeError. (A config is refused before
+    # create_topic could write anything.)
+    with pytest.raises(arrowlog.InvalidConfigError, match=field):
+        TopicConfig(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: arrowlog.LogConfig(read_ahead=True),
+        lambda: arrowlog.LogConfig(read_ahead=2.0),  # type: ignore[arg-type]
+        lambda: arrowlog.LogConfig(retry=None),  # type: ignore[arg-type]
+        lambda: arrowlog.RetryPolicy(deadline="60"),  # type: ignore[arg-type]
+        lambda: arrowlog.RetryPolicy(initial_backoff=True),
+        lambda: arrowlog.RetryPolicy(max_backoff=float("nan")),
+    ],
+)
+def test_nonsense_client_configs_are_refused(make: Callable[[], object]) -> None:
+    with pytest.raises(arrowlog.InvalidConfigError):
+        make()
+
+
+TAG = "arrowlog-crc32c:--------"
+
+
+@pytest.mark.parametrize(
+    "schema,message",
+    [
+        (pa.schema([("a", pa.int64()), ("b", pa.int8()), ("a", pa.int64())]), "named 'a'"),
+        (pa.schema([("s", pa.struct([("x", pa.int8()), ("x", pa.int8())]))]), "named 's.x'"),
+        (pa.schema([("a", pa.int8())], metadata={"arrowlog.header": "{}"}), "'arrowlog.header'"),
+        (pa.schema([("a", pa.int8())], metadata={"arrowlog.mine": ""}), "'arrowlog.mine' is res"),
+        (pa.schema([(TAG, pa.int8())]), f"field '{TAG}' contains 'arrowlog-crc32c:'"),
+        (pa.schema([("s", pa.struct([(TAG, pa.int8())]))]), "field 's' contains"),
+        (pa.schema([pa.field("a", pa.int8(), metadata={"k": TAG})]), "field 'a' contains"),
+        (pa.schema([("t", pa.timestamp("ms", tz=TAG))]), "field 't' contains"),
+        (pa.schema([("a", pa.int8())], metadata={"note": TAG}), "the schema metadata contains"),
+    ],
+)
+def test_schemas_that_appends_would_trip_on_are_refused_at_create(
+    log: ArrowLog, schema: pa.Schema, message: str
+) -> None:
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.InvalidConfigError, match=message):
+        log.create_topic("bad", schema)
+    assert snapshot(log.store) == before
+
+
+def test_a_stored_topic_is_loaded_without_the_rules_for_new_ones(log: ArrowLog) -> None:
+    # What the rule at create prevents: before it, a topic with the checksum tag in
+    # a field name was accepted, and then every append failed as a corrupt segment.
+    schema = pa.schema([(TAG, pa.int8())])
+    with pytest.raises(arrowlog.InvalidConfigError, match="checksum tag"):
+        log.create_topic("tagged", schema)
+    stored = Topic(name="tagged", schema=schema, partitions=1, new=False)
+    log.store.put_if_absent(topic_key("tagged"), stored.to_json())
+    assert log.topic("tagged").schema.equals(schema)  # stored topics stay readable
+    with pytest.raises(arrowlog.CorruptSegmentError, match="checksum field"):
+        log.append("tagged", pa.record_batch([pa.array([1], pa.int8())], schema=schema))
+
+
+def test_a_batch_s_own_metadata_cannot_collide_with_the_header(log: ArrowLog) -> None:
+    tagged = batch(0, 2).replace_schema_metadata({"arrowlog.crc32c": TAG, "arrowlog.header": "x"})
+    log.append("events", tagged)  # appended under the topic's schema
+    assert log.read("events").equals(pa.Table.from_batches([batch(0, 2)]))
+
+
 def test_unknown_topics_and_partitions(log: ArrowLog) -> None:
     with pytest.raises(arrowlog.UnknownTopicOrPartitionError, match="unknown topic"):
         log.append("nope", batch(0, 1))
@@ -120,6 +202,9 @@ def test_unknown_topics_and_partitions(log: ArrowLog) -> None:
         pa.record_batch({"id": pa.array([1], pa.int64())}),
         pa.record_batch(
             [pa.array([1]), pa.array(["a"]), pa.array([2])], names=["id", "name", "extra"]
+        ),
+        pa.record_batch(
+            [pa.array([1]), pa.array(["a"]), pa.array(["b"])], names=["id", "name", "name"]
         ),
     ],
 )
@@ -148,6 +233,94 @@ def test_empty_oversize_and_non_arrow_batches_are_refused(
         log.append("small", [{"id": 1, "name": "a"}])  # type: ignore[arg-type]
     assert snapshot(log.store) == before
     assert log.append("small", batch(0, 10)).base_offset == 0
+
+
+NESTED_FIELDS: list[pa.Field[Any]] = [
+    pa.field("s", pa.struct([pa.field("x", pa.int64(), nullable=False)])),
+    pa.field("l", pa.list_(pa.field("item", pa.int64(), nullable=False))),
+]
+NESTED = pa.schema(NESTED_FIELDS)
+
+
+def nested(s: list[Any], l: list[Any]) -> pa.RecordBatch:  # noqa: E741
+    return pa.RecordBatch.from_arrays(
+        [pa.array(s, NESTED.field("s").type), pa.array(l, NESTED.field("l").type)], schema=NESTED
+    )
+
+
+def ids(values: list[int | None]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(values), pa.array(["a"] * len(values))], schema=SCHEMA
+    )
+
+
+@pytest.mark.parametrize(
+    "topic,bad,message",
+    [
+        ("events", ids([1, None, None]), "column 'id' has 2 null"),
+        ("nested", nested([{"x": 1}, {"x": None}], [[1], [2]]), "column 's.x' has 1 null"),
+        ("nested", nested([{"x": 1}, None], [[1], [2, None]]), "column 'l.item' has 1 null"),
+    ],
+)
+def test_nulls_under_a_not_null_field_are_refused_and_write_nothing(
+    log: ArrowLog, topic: str, bad: pa.RecordBatch, message: str
+) -> None:
+    # the schemas are equal; only the data breaks the topic's not-null promise
+    log.create_topic("nested", NESTED)
+    assert bad.schema.equals(log.topic(topic).schema)
+    before = snapshot(log.store)
+    for data in (bad, pa.Table.from_batches([bad])):
+        with pytest.raises(arrowlog.SchemaMismatchError, match=message):
+            log.append(topic, data)
+    assert snapshot(log.store) == before
+
+
+def test_nulls_allowed_by_the_schema_are_appended(log: ArrowLog) -> None:
+    log.create_topic("nested", NESTED)
+    # a null struct may hide a null child; a null list has no items; a null outside
+    # the slice that is appended is not in the batch
+    hidden = pa.StructArray.from_arrays(
+        [pa.array([None, 1])], fields=list(NESTED.field("s").type), mask=pa.array([True, False])
+    )
+    assert hidden.field(0).null_count == 1
+    ok = pa.RecordBatch.from_arrays(
+        [hidden, pa.array([None, [1]], NESTED.field("l").type)], schema=NESTED
+    )
+    log.append("nested", ok)
+    log.append("events", ids([None, 1, 2]).slice(1))
+    log.append("nested", nested([{"x": 1}, {"x": None}], [[1], [None]]).slice(0, 1))
+    assert log.read("nested").num_rows == 3 and log.read("events").num_rows == 2
+
+
+def test_an_oversize_batch_is_refused_before_a_transaction_writes_anything(
+    make_log: Callable[..., ArrowLog],
+) -> None:
+    log = make_log()
+    log.create_topic("small", SCHEMA, config=TopicConfig(max_batch_bytes=4096))
+    producer = log.producer(transactional_id="big")
+    producer.init_transactions()
+    producer.begin_transaction()
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.RecordBatchTooLargeError, match="at least"):
+        producer.send("small", batch(0, 2000), partition=0)
+    assert snapshot(log.store) == before  # not even the partition's registration
+
+
+@pytest.mark.parametrize("columns,max_batch_bytes", [(1, 1024), (60, 8192)])
+def test_max_batch_bytes_below_the_smallest_segment_is_refused_at_create(
+    log: ArrowLog, columns: int, max_batch_bytes: int
+) -> None:
+    schema = pa.schema([(f"c{i}", pa.int64()) for i in range(columns)])
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.InvalidConfigError, match=r"is below \d+, the size") as e:
+        log.create_topic("t", schema, config=TopicConfig(max_batch_bytes=max_batch_bytes))
+    assert snapshot(log.store) == before
+    smallest = int(re.search(r"below (\d+)", str(e.value)).group(1))  # type: ignore[union-attr]
+    log.create_topic("t", schema, config=TopicConfig(max_batch_bytes=smallest))
+    one_row = pa.RecordBatch.from_pylist([dict.fromkeys(schema.names, 0)], schema=schema)
+    with pytest.raises(arrowlog.RecordBatchTooLargeError):
+        log.append("t", one_row)  # the minimum is a floor: no batch is smaller
+    assert set(snapshot(log.store)) == {*before, topic_key("t")}
 
 
 def test_a_table_is_appended_as_one_segment(log: ArrowLog) -> None:

@@ -17,6 +17,7 @@ from arrowlog.segment import (
     decode_segment,
     encode_segment,
     read_header,
+    segment_size_floor,
 )
 from tests.strategies import record_batches
 
@@ -58,6 +59,18 @@ def test_batches_round_trip_unchanged(batch: pa.RecordBatch, header: SegmentHead
     )
     # A segment is a plain Arrow IPC file: pyarrow alone reads it.
     assert pa.ipc.open_file(pa.py_buffer(data)).get_batch(0).equals(batch)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=record_batches(), header=HEADERS, at=st.integers(0, 30))
+def test_the_size_floor_is_never_above_the_segment(
+    batch: pa.RecordBatch, header: SegmentHeader, at: int
+) -> None:
+    # any header a writer writes: its timestamp is the time of the append
+    header = dataclasses.replace(_header_for(batch, header), timestamp_ms=1_700_000_000_000)
+    for part in (batch, batch.slice(min(at, batch.num_rows - 1))):
+        header = dataclasses.replace(header, record_count=part.num_rows)
+        assert segment_size_floor(part) <= len(encode_segment(part, header))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

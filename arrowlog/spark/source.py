@@ -53,9 +53,10 @@ from arrowlog.scan import (
     plan_scan,
     read_task,
 )
-from arrowlog.segment import WriterIdentity
+from arrowlog.segment import WriterIdentity, empty_batch
 from arrowlog.spark.options import ReadOptions, WriteOptions
 from arrowlog.storage.url import open_store
+from arrowlog.topic import not_null_violations
 
 
 class ArrowLogDataSource(DataSource):
@@ -243,6 +244,13 @@ class ArrowLogWriter(DataSourceArrowWriter):
         self.options = options
         log = arrowlog.connect(options.root, options.storage)
         topic = log.topic(options.topic)
+        # A DataFrame whose columns cannot fit the topic fails here, before the
+        # transaction begins: nothing at all is written for it.
+        _conform(empty_batch(arrow_schema(schema)), topic)
+        if options.key_column is not None and options.key_column not in schema.names:
+            raise InvalidConfigError(
+                f"keyColumn {options.key_column!r} is not a column of the DataFrame"
+            )
         self.partitions = topic.partitions
         self.transactional_id = f"spark.{options.app_id or uuid.uuid4().hex}"
         producer = log.producer(
@@ -382,17 +390,19 @@ def _conform(batch: pa.RecordBatch, topic: arrowlog.Topic) -> pa.RecordBatch:
     columns = []
     for f in schema:
         column = batch.column(f.name)
-        if not f.nullable and column.null_count:
-            raise arrowlog.SchemaMismatchError(
-                f"column {f.name!r} has nulls; the topic says not null"
-            )
         try:
             columns.append(column.cast(f.type))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise arrowlog.SchemaMismatchError(
                 f"column {f.name!r} ({column.type}) cannot become {f.type}: {e}"
             ) from e
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    data = pa.RecordBatch.from_arrays(columns, schema=schema)
+    # the same check as every append, here too for streaming writes, which stage
+    # their rows and append them only in the driver's commit
+    problems = not_null_violations(schema, data)
+    if problems:
+        raise arrowlog.SchemaMismatchError(f"topic {topic.name!r}: " + "; ".join(problems))
+    return data
 
 
 __all__ = ["ArrowLogDataSource", "ArrowLogReader", "ArrowLogWriter", "TaskCommit"]

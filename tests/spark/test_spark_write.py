@@ -142,6 +142,10 @@ def test_rerunning_a_committed_job_writes_nothing(spark: Any, shared_store_spec:
     assert committed_ids(log, "w") == sorted(list(range(500)) * 2)
 
 
+def files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize(
     "build,options,message",
@@ -159,13 +163,38 @@ def test_bad_writes_fail_clearly_and_write_nothing(
     spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
     log = spec.connect()
     log.create_topic("w", SCHEMA, partitions=2)
+    before = files(tmp_path / "log")
     with pytest.raises(Exception, match=message):
         writer(frame(spark, 10).selectExpr(*build.split(", ")), spec, topic="w", **options).save()
     assert committed_ids(log, "w") == []
+    if "partition" not in build:  # the driver refuses it before the transaction begins
+        assert files(tmp_path / "log") == before
     with pytest.raises(Exception, match="only mode\\('append'\\)"):
         frame(spark, 1).write.format("arrowlog").mode("overwrite").option("topic", "w").save(
             spec.url
         )
+
+
+@pytest.mark.spark
+def test_nulls_under_a_not_null_field_fail_the_job_and_leave_nothing_visible(
+    spark: Any, tmp_path: Path
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    fields: list[pa.Field[Any]] = [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("l", pa.list_(pa.field("item", pa.int64(), nullable=False))),
+    ]
+    log.create_topic("w", pa.schema(fields), partitions=2)
+    df = spark.range(0, 400, 1, 2)
+    for columns, message in [
+        (["if(id = 77, null, id) as id", "array(id) as l"], "column 'id' has 1 null"),
+        (["id", "array(id, if(id % 100 = 7, null, id)) as l"], "column 'l.item' has 2 null"),
+    ]:
+        with pytest.raises(Exception, match=f"SchemaMismatchError: topic 'w': {message}"):
+            writer(df.selectExpr(*columns), spec, topic="w").save()
+    assert log.consumer().read("w", 0).num_rows == log.consumer().read("w", 1).num_rows == 0
+    assert log.stable_offsets("w") == log.end_offsets("w")  # nothing holds the LSO back
 
 
 @pytest.mark.spark
