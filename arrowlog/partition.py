@@ -84,6 +84,9 @@ from arrowlog.topic import (
 )
 
 T = TypeVar("T")
+#: more than a real segment header can add to the shortest one (ids, offsets,
+#: a transactional id of up to 249 characters, the timestamp)
+_HEADER_SLACK = 1024
 
 #: How long a producer's latest batch is remembered after it was written (Kafka's
 #: producer.id.expiration.ms is a day; transactional ids live 7 days).
@@ -440,6 +443,20 @@ class PartitionLog:
                 f"({limit}); split it"
             )
         return batch
+
+    def check_fits(self, batch: pa.RecordBatch, identity: WriterIdentity) -> None:
+        """Refuse a prepared batch whose segment would exceed ``max_batch_bytes``
+        wherever it lands. :meth:`prepare_batch` checks a lower bound; within a
+        header's length of the limit this encodes the batch once, at the largest
+        offset, to be sure before anything is written elsewhere (a transaction
+        registering the partition).
+
+        Raises:
+            RecordBatchTooLargeError: the segment would be too large.
+        """
+        if segment_size_floor(batch) + _HEADER_SLACK <= self._topic.config.max_batch_bytes:
+            return
+        self._encode(batch, MAX_OFFSET, uuid.uuid4().hex, identity)
 
     def append(
         self,

@@ -235,8 +235,6 @@ class Producer:
             if self._producer_id < 0:
                 self._producer_id = allocate_producer_id(self._log, None)
             self._resolve_in_doubt(tp)
-            if self._coordinator is not None and tp not in self._txn_partitions:
-                self._register(partitions={tp})
             who = WriterIdentity(
                 producer_id=self._producer_id,
                 producer_epoch=self._epoch,
@@ -244,6 +242,9 @@ class Producer:
                 transactional=self._coordinator is not None,
                 transactional_id=self.transactional_id,
             )
+            if self._coordinator is not None and tp not in self._txn_partitions:
+                part.check_fits(prepared, who)  # an oversize batch registers nothing
+                self._register(partitions={tp})
             try:
                 result = part.append(prepared, expected_offset=expected_offset, identity=who)
             except AppendOutcomeUnknownError:

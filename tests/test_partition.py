@@ -16,7 +16,7 @@ import pytest
 import arrowlog
 import arrowlog.checkpoint
 from arrowlog import ArrowLog, TopicConfig
-from arrowlog.segment import WriterIdentity
+from arrowlog.segment import WriterIdentity, segment_size_floor
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.topic import Topic, topic_key
@@ -304,6 +304,26 @@ def test_an_oversize_batch_is_refused_before_a_transaction_writes_anything(
     with pytest.raises(arrowlog.RecordBatchTooLargeError, match="at least"):
         producer.send("small", batch(0, 2000), partition=0)
     assert snapshot(log.store) == before  # not even the partition's registration
+
+
+def test_a_batch_just_over_the_limit_is_refused_before_a_transaction_writes_anything(
+    make_log: Callable[..., ArrowLog],
+) -> None:
+    """The cheap size check is a lower bound: a batch whose real segment is a
+    few bytes over the limit passes it. A transaction still refuses it before
+    registering the partition."""
+    log = make_log()
+    log.create_topic("small", SCHEMA, config=TopicConfig(max_batch_bytes=4096))
+    rows = max(n for n in range(1, 300) if segment_size_floor(batch(0, n)) <= 4096)
+    log.partition("small", 0).prepare_batch(batch(0, rows))  # the floor lets it through
+    # a long transactional id: the real header is a few hundred bytes longer
+    producer = log.producer(transactional_id="big-" + "x" * 200)
+    producer.init_transactions()
+    producer.begin_transaction()
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.RecordBatchTooLargeError, match="over the topic"):
+        producer.send("small", batch(0, rows), partition=0)
+    assert snapshot(log.store) == before
 
 
 @pytest.mark.parametrize("columns,max_batch_bytes", [(1, 1024), (60, 8192)])
