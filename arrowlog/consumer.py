@@ -306,7 +306,9 @@ def plan_snapshot(
     plans = {}
     for tp, (start, end) in ranges.items():
         part = log.partition(*tp)
-        view = part.state()
+        # complete: every record of a transaction known at the freeze is in it,
+        # even where a listing racing appends would stop short
+        view = part.state(complete=True)
         plans[tp] = plan_committed(part, start, end, snapshot, view, evidence_end=first[tp][0])
     open_ended = {tp for tp, (_, end) in ranges.items() if end is None}
     return _cut_torn(log, plans, open_ended, snapshot)

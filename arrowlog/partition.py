@@ -379,11 +379,15 @@ class PartitionLog:
         wanted = self._tail if upto is None else self._tail[:upto]
         return [self._summaries[base] for base, _ in wanted]
 
-    def end_offset(self, *, refresh: bool = True) -> int:
-        """The high watermark: the offset the next append lands at."""
+    def end_offset(self, *, refresh: bool = True, complete: bool = False) -> int:
+        """The high watermark: the offset the next append lands at. With
+        ``complete``, at least every append acknowledged before the call (see
+        :meth:`_probe_tail`); otherwise a listing may have missed the newest."""
         with self._lock:
             if not self._ensure_open() and refresh:
                 self._sync_tail()
+            if complete:
+                self._probe_tail()
             return self._end
 
     def start_offset(self) -> int:
@@ -392,13 +396,38 @@ class PartitionLog:
             self._ensure_open()
             return self._log_start
 
-    def state(self, *, refresh: bool = True) -> tuple[int, PartitionState]:
+    def state(
+        self, *, refresh: bool = True, complete: bool = False
+    ) -> tuple[int, PartitionState]:
         """The high watermark and the partition state there: the latest batch of
-        every producer, and the transactions with data but no marker."""
+        every producer, and the transactions with data but no marker. With
+        ``complete``, as :meth:`end_offset`."""
         with self._lock:
             if not self._ensure_open() and refresh:
                 self._sync_tail()
+            if complete:
+                self._probe_tail()
             return self._end, advance(self._base_state, self._tail_summaries())
+
+    def _probe_tail(self) -> None:
+        """Follow the chain past the listing, object by object: a listing racing
+        appends may stop short of segments already written (a gap is "not
+        visible yet" to it), but a HEAD of the key at the known end sees any
+        completed write. One HEAD when nothing follows; a HEAD and a header read
+        per segment the listing missed. Where the end must cover everything
+        acknowledged before (a transaction's bound, a snapshot's views), not
+        just what a listing showed."""
+        while True:
+            key = self._key(self._end)
+            try:
+                info = self._retry(lambda: self._store.head(key))
+            except FileNotFoundError:
+                return
+            summary = SegmentSummary.of(self._read_header(self._end), info.size)
+            self._tail.append((summary.base, summary.size))
+            self._summaries[summary.base] = summary
+            self._end = summary.end
+            self._last_base = summary.base
 
     # --- appends ------------------------------------------------------------------
 
@@ -618,6 +647,10 @@ class PartitionLog:
             if owner is _Owner.THEIRS:
                 self.stats["conflicts"] += 1
                 self._sync_tail()
+                if self._end <= offset:
+                    # the listing missed the segment that beat us (not a snapshot):
+                    # follow the chain by HEAD instead of retrying the same key
+                    self._probe_tail()
                 if identity.producer_id >= 0 and not identity.control:
                     # What won may be this very batch, written by an earlier send
                     # whose outcome was unknown and whose PUT landed late: decide by

@@ -599,14 +599,17 @@ class Producer:
 
         This instance's own sends give the bound without a request; partitions
         others wrote to (members, or a resumed transaction) are bounded by their
-        high watermark now, before the point of no return.
+        high watermark now, before the point of no return: complete, not just
+        what a listing shows, or an acknowledged record could fall outside.
         """
         own = not members and not self._resumed
         unknown = [tp for tp in self._txn_partitions if not own or tp not in self._txn_ends]
         ends = dict(self._txn_ends) if own else {}
         if unknown:
             with ThreadPoolExecutor(max_workers=min(16, len(unknown))) as pool:
-                found = pool.map(lambda tp: self._log.partition(*tp).end_offset(), unknown)
+                found = pool.map(
+                    lambda tp: self._log.partition(*tp).end_offset(complete=True), unknown
+                )
                 ends.update(zip(unknown, found, strict=True))
         return {tp_key(t, p): ends[(t, p)] for t, p in sorted(self._txn_partitions)}
 

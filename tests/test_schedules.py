@@ -388,3 +388,62 @@ def test_an_operator_abort_reaches_the_producer_as_such(store: Store) -> None:
     with pytest.raises(arrowlog.ProducerFencedError, match="aborted by an operator"):
         p.commit_transaction()
     assert values(arrowlog.connect(store).consumer(), "t") == []
+
+
+# --- listings that stop short where completeness matters -----------------------------
+
+
+def test_a_resumed_commit_bounds_the_transaction_past_what_its_listing_shows(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """The writer sends and is acknowledged; the driver resumes and commits, but
+    its listing of the partition misses the writer's fresh segment. The bound it
+    fixes at PREPARE_COMMIT must still cover it: an acknowledged record of a
+    committed transaction is never lost."""
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    a = arrowlog.connect(store).producer(transactional_id="job")
+    a.init_transactions()
+    a.begin_transaction()
+    a.send("t", rows(1, 2), partition=0)
+    scripted.hide(segment_key("t", 0, 0), times=10**9)
+    b = arrowlog.connect(scripted).producer(transactional_id="job")
+    b.resume_transaction(a.epoch)
+    b.commit_transaction()
+    assert values(arrowlog.connect(store).consumer(), "t") == [1, 2]
+
+
+def test_read_many_sees_a_committed_transaction_whole_where_a_listing_misses_its_records(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """A transaction wrote t/0 and t/1 and committed before the read. The
+    reader's listings of t/1 miss its segment there (and the marker behind the
+    gap); t/0 shows it committed. The read's second-round views must still hold
+    it whole."""
+    arrowlog.connect(store).create_topic("t", SCHEMA, partitions=2)
+    w = arrowlog.connect(store).producer(transactional_id="w")
+    w.init_transactions()
+    with w.transaction():
+        w.send("t", rows(1), partition=0)
+        w.send("t", rows(2), partition=1)
+    scripted.hide(segment_key("t", 1, 0), times=10**9)
+    tables = (
+        arrowlog.connect(scripted).consumer().read_many({("t", 0): (0, None), ("t", 1): (0, None)})
+    )
+    seen = [tables[("t", p)].column("v").to_pylist() for p in (0, 1)]
+    assert seen in ([[1], [2]], [[], []])
+
+
+def test_a_writer_that_loses_a_race_its_listing_cannot_see_moves_on(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """A writer loses the race for the offset it knows as the end, and its
+    listings keep missing the segment that won: it must follow the chain past
+    it (by HEAD), not retry the same key forever."""
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    writer = arrowlog.connect(scripted, config=FAST)
+    assert writer.end_offsets("t") == {0: 0}
+    arrowlog.connect(store).append("t", rows(1))  # the rival, unseen
+    scripted.hide(segment_key("t", 0, 0), times=10**9)
+    r = writer.append("t", rows(2))
+    assert r.base_offset == 1
+    assert values(arrowlog.connect(store), "t") == [1, 2]
