@@ -420,7 +420,7 @@ class PartitionLog:
         while True:
             key = self._key(self._end)
             try:
-                info = self._retry(lambda: self._store.head(key))
+                info = self._retry(functools.partial(self._store.head, key))
             except FileNotFoundError:
                 return
             summary = SegmentSummary.of(self._read_header(self._end), info.size)
