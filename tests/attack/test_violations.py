@@ -463,3 +463,37 @@ def test_a_resumed_instance_sending_sequence_zero_swallows_the_originals_acknowl
     b.commit_transaction()
     log = arrowlog.connect(store)
     assert sorted(everything(log)) == [1, 2], f"A was acknowledged {acked}"
+
+
+def test_an_in_doubt_expected_offset_send_is_resent_without_its_expected_offset(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """An expected-offset append (KIP-27) lands somewhere else.
+
+    1. Idempotent producer P: send(rows(1), expected_offset=0). Its PUT at 0
+       times out on the client but is not applied yet (a late PUT); the
+       read-back finds nothing, every retry gets 503 until the deadline:
+       AppendOutcomeUnknownError(offset=0).
+    2. Another writer W appends rows(9): it lands at 0. P's late PUT can never
+       land now.
+    3. P.flush() settles the batch in doubt: it resends it *without* its
+       expected offset, so it lands at the log end, 1.
+
+    Expected: rows(1) lands exactly at 0 or not at all (an
+    OffsetMismatchError). Observed: flush puts it at offset 1.
+    """
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    p = arrowlog.connect(scripted, config=FAST).producer()
+    seg0 = segment_key("t", 0, 0)
+    late = scripted.late_put(seg0)
+    scripted.throttle("put_if_absent", seg0, nth=2, times=FOREVER)
+    with pytest.raises(arrowlog.AppendOutcomeUnknownError):
+        p.send("t", rows(1), partition=0, expected_offset=0)
+    assert late.reached.is_set()
+    arrowlog.connect(store).append("t", rows(9), partition=0)
+    assert not late.land()  # the key is taken: it can never land now
+    try:
+        p.flush()
+    except ArrowLogError:
+        pass
+    assert everything(arrowlog.connect(store)) == [9], "rows(1) landed away from offset 0"
