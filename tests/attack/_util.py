@@ -46,10 +46,11 @@ class Background:
         return self._out[0]
 
 
-def visible(reader: arrowlog.Consumer, topic: str = "t", partition: int = 0,
-            start: int | None = None) -> list[int]:
+def visible(
+    reader: arrowlog.Consumer, topic: str = "t", partition: int = 0, start: int | None = None
+) -> list[int]:
     """The records a read_committed reader sees in a partition."""
-    return [v for v in reader.read(topic, partition, start=start).column("v").to_pylist()]
+    return list(reader.read(topic, partition, start=start).column("v").to_pylist())
 
 
 def everything(log: arrowlog.ArrowLog, topic: str = "t", partition: int = 0) -> list[int]:
