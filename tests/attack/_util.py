@@ -1,0 +1,58 @@
+"""Small helpers shared by the attack tests (copied, not imported, from
+tests/test_schedules.py so that these tests stand alone)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+import arrowlog
+from arrowlog import LogConfig, RetryPolicy
+
+SCHEMA = pa.schema([("v", pa.int64())])
+# Short deadlines: a schedule decides every outcome, never the clock.
+FAST = LogConfig(retry=RetryPolicy(initial_backoff=0.001, max_backoff=0.01, deadline=0.3))
+FOREVER = 10**9
+
+
+def rows(*values: int) -> pa.RecordBatch:
+    return pa.record_batch({"v": list(values)}, schema=SCHEMA)
+
+
+class Background:
+    """Runs a call in a thread; ``result()`` joins it and re-raises its error."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._out: list[object] = []
+        self._err: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._out.append(call())
+            except BaseException as e:  # noqa: BLE001 - re-raised by result()
+                self._err.append(e)
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def result(self, timeout: float = 30.0) -> object:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the scheduled call never finished"
+        if self._err:
+            raise self._err[0]
+        return self._out[0]
+
+
+def visible(
+    reader: arrowlog.Consumer, topic: str = "t", partition: int = 0, start: int | None = None
+) -> list[int]:
+    """The records a read_committed reader sees in a partition."""
+    return list(reader.read(topic, partition, start=start).column("v").to_pylist())
+
+
+def everything(log: arrowlog.ArrowLog, topic: str = "t", partition: int = 0) -> list[int]:
+    """Every data record in the partition (read_uncommitted)."""
+    return log.partition(topic, partition).read().column("v").to_pylist()
