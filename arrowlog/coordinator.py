@@ -194,12 +194,19 @@ class CoordinatorLog:
         return self._retry.call(call)
 
     def latest(self) -> TxnEntry | None:
+        """The newest entry. A listing is not a snapshot: it may miss the newest
+        entries, so after it the entries that follow are read by key until one
+        is missing (one GET more when the listing was right). Deciding on a stale
+        entry could call a live transaction aborted, for good."""
         prefix = f"{COORDINATOR_PREFIX}{self.transactional_id}/"
         found = self._call(lambda: list(self._store.list(prefix, limit=1)))
-        if not found:
-            return None
-        key = found[0].key
-        return TxnEntry.from_json(self._call(lambda: self._store.get(key)), key=key)
+        latest = None
+        if found:
+            key = found[0].key
+            latest = TxnEntry.from_json(self._call(lambda: self._store.get(key)), key=key)
+        while (after := self.entry(0 if latest is None else latest.n + 1)) is not None:
+            latest = after
+        return latest
 
     def started_ms(self, entry: TxnEntry) -> int | None:
         """When ``entry``'s transaction began, on the store's clock: the time its

@@ -73,11 +73,19 @@ class GroupOffsets:
         return f"{self._prefix}{_INVERT - n:020d}.json"
 
     def latest(self) -> GroupState:
+        """The newest entry: listed, then followed by key (a listing may miss
+        the newest entries; see :meth:`CoordinatorLog.latest`)."""
         found = self._retry.call(lambda: list(self._store.list(self._prefix, limit=1)))
-        if not found:
-            return GroupState()
-        key = found[0].key
-        raw = self._retry.call(lambda: self._store.get(key))
+        state = self._read(self._key(0)) if not found else self._read(found[0].key)
+        while state is not None and (after := self._read(self._key(state.n + 1))) is not None:
+            state = after
+        return state or GroupState()
+
+    def _read(self, key: str) -> GroupState | None:
+        try:
+            raw = self._retry.call(lambda: self._store.get(key))
+        except FileNotFoundError:
+            return None
         fields = _checked_json.load(raw, key=key, error=CorruptObjectError)
         return GroupState(
             int(fields["n"]),

@@ -396,9 +396,7 @@ class PartitionLog:
             self._ensure_open()
             return self._log_start
 
-    def state(
-        self, *, refresh: bool = True, complete: bool = False
-    ) -> tuple[int, PartitionState]:
+    def state(self, *, refresh: bool = True, complete: bool = False) -> tuple[int, PartitionState]:
         """The high watermark and the partition state there: the latest batch of
         every producer, and the transactions with data but no marker. With
         ``complete``, as :meth:`end_offset`."""
@@ -531,9 +529,12 @@ class PartitionLog:
         )
         return self._append(marker_batch(kind, entry), None, marker)
 
-    def _append(
-        self, batch: pa.RecordBatch, expected_offset: int | None, identity: WriterIdentity
-    ) -> AppendResult:
+    def check_expected_offset(self, expected_offset: int | None) -> None:
+        """Refuse an expected offset that no log can end at.
+
+        Raises:
+            OffsetMismatchError: not an int in ``[0, MAX_OFFSET]``.
+        """
         if expected_offset is not None and (
             isinstance(expected_offset, bool)
             or not isinstance(expected_offset, int)
@@ -544,6 +545,11 @@ class PartitionLog:
                 expected_offset=-1,
                 log_end_offset=self.end_offset(refresh=False),
             )
+
+    def _append(
+        self, batch: pa.RecordBatch, expected_offset: int | None, identity: WriterIdentity
+    ) -> AppendResult:
+        self.check_expected_offset(expected_offset)
         append_id = uuid.uuid4().hex
         with self._lock:
             self._ensure_open()
@@ -876,10 +882,13 @@ class PartitionLog:
         after = checkpoint_key(self._topic.name, self._partition, offset + 1)
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after, limit=1)))
         start = parse_checkpoint_key(found[0].key) if found else None
-        if start is None:
-            raise CorruptCheckpointError(f"no checkpoint covers offset {offset}", key=prefix)
-        cp = self._load_window(start)
-        if not cp.start <= offset < cp.end:
+        # A listing is not a snapshot: it may have missed the window wanted (and
+        # shown an older one, or none). Windows are contiguous from the log start:
+        # follow them by key from what it showed.
+        cp = self._load_window(self._log_start if start is None else start)
+        while cp.end <= offset:
+            cp = self._load_window(cp.end)
+        if not cp.start <= offset:
             raise CorruptCheckpointError(f"checkpoint does not cover offset {offset}", key=prefix)
         return cp
 

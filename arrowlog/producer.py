@@ -50,6 +50,7 @@ from arrowlog.errors import (
     InvalidConfigError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
+    OffsetMismatchError,
     OutOfOrderSequenceError,
     ProducerFencedError,
     TransactionTimeoutError,
@@ -90,6 +91,9 @@ class ProducerState(enum.Enum):
     UNINITIALIZED = "UNINITIALIZED"
     READY = "READY"
     IN_TRANSACTION = "IN_TRANSACTION"
+    # PREPARE_COMMIT or PREPARE_ABORT is written: only finishing it is allowed
+    # (retry the same commit or abort after a retriable error)
+    ENDING = "ENDING"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"  # the transaction can only be aborted
     FENCED = "FENCED"  # fatal: a newer instance owns the transactional id
     FATAL_ERROR = "FATAL_ERROR"  # fatal: e.g. an out-of-order sequence
@@ -99,8 +103,13 @@ class ProducerState(enum.Enum):
 _TRANSITIONS = {
     ProducerState.UNINITIALIZED: {ProducerState.READY},
     ProducerState.READY: {ProducerState.IN_TRANSACTION, ProducerState.READY},
-    ProducerState.IN_TRANSACTION: {ProducerState.READY, ProducerState.ABORTABLE_ERROR},
-    ProducerState.ABORTABLE_ERROR: {ProducerState.READY},
+    ProducerState.IN_TRANSACTION: {
+        ProducerState.READY,
+        ProducerState.ABORTABLE_ERROR,
+        ProducerState.ENDING,
+    },
+    ProducerState.ABORTABLE_ERROR: {ProducerState.READY, ProducerState.ENDING},
+    ProducerState.ENDING: {ProducerState.READY},
     ProducerState.FENCED: set(),
     ProducerState.FATAL_ERROR: set(),
     ProducerState.CLOSED: set(),
@@ -112,6 +121,7 @@ _FINAL = {ProducerState.FENCED, ProducerState.FATAL_ERROR, ProducerState.CLOSED}
 class _InDoubt:
     batch: pa.RecordBatch
     identity: WriterIdentity
+    expected_offset: int | None
 
 
 class Producer:
@@ -153,6 +163,9 @@ class Producer:
         # where this instance's records of the transaction end, per partition; a
         # resumed transaction knows none (another instance wrote them)
         self._txn_ends: dict[tuple[str, int], int] = {}
+        self._txn_marked: set[str] = set()  # groups whose log marks us pending
+        self._prepared: TxnEntry | None = None  # our PREPARE entry, while ENDING
+        self._prepared_expired = False
         self._resumed = False
         self._txn_started_ms = 0
         self._txn_began: float | None = None  # time.monotonic() at begin
@@ -221,17 +234,20 @@ class Producer:
         with self._lock:
             self._check_usable()
             if self._coordinator is not None:
-                if self._state is ProducerState.ABORTABLE_ERROR:
-                    raise InvalidTxnStateError("the transaction failed; abort it")
-                if self._state is not ProducerState.IN_TRANSACTION:
+                self._check_in_transaction("send")
+                if self._resumed:
                     raise InvalidTxnStateError(
-                        "send outside a transaction: begin_transaction first"
+                        "a resumed transaction can only be committed or aborted: the "
+                        "instance that began it (or its members) send"
                     )
             if partition is None:
                 partition = self._next_partition(topic)
             part = self._log.partition(topic, partition)
             prepared = part.prepare_batch(batch)
+            part.check_expected_offset(expected_offset)
             tp = (topic, partition)
+            # before anything is written: a producer id, a partition registered
+            part.check_fits(prepared, _widest(self.transactional_id))
             if self._producer_id < 0:
                 self._producer_id = allocate_producer_id(self._log, None)
             self._resolve_in_doubt(tp)
@@ -243,7 +259,6 @@ class Producer:
                 transactional_id=self.transactional_id,
             )
             if self._coordinator is not None and tp not in self._txn_partitions:
-                part.check_fits(prepared, who)  # an oversize batch registers nothing
                 self._register(partitions={tp})
             try:
                 result = part.append(prepared, expected_offset=expected_offset, identity=who)
@@ -251,7 +266,7 @@ class Producer:
                 if self._coordinator is not None:
                     self._set_state(ProducerState.ABORTABLE_ERROR)
                 else:
-                    self._in_doubt[tp] = _InDoubt(prepared, who)
+                    self._in_doubt[tp] = _InDoubt(prepared, who, expected_offset)
                 raise
             except (OutOfOrderSequenceError, ProducerFencedError) as e:
                 self._state = (
@@ -293,7 +308,16 @@ class Producer:
         doubt = self._in_doubt.get(tp)
         if doubt is None:
             return
-        result = self._log.partition(*tp).append(doubt.batch, identity=doubt.identity)
+        part = self._log.partition(*tp)
+        try:
+            result = part.append(
+                doubt.batch, expected_offset=doubt.expected_offset, identity=doubt.identity
+            )
+        except OffsetMismatchError:
+            # an expected-offset batch lands there or nowhere: it did not land
+            # (its sequence would have made it a duplicate), and now cannot
+            del self._in_doubt[tp]
+            raise
         del self._in_doubt[tp]
         self._sequences[tp] = doubt.identity.base_sequence + result.record_count
 
@@ -327,6 +351,17 @@ class Producer:
             self._state = ProducerState.CLOSED
 
     # --- transactions -------------------------------------------------------------
+
+    def _check_in_transaction(self, call: str) -> None:
+        if self._state is ProducerState.ABORTABLE_ERROR:
+            raise InvalidTxnStateError("the transaction failed; abort it")
+        if self._state is ProducerState.ENDING:
+            raise InvalidTxnStateError(
+                f"{call}: the transaction is past its point of no return; call "
+                "commit_transaction (or abort_transaction) again to finish it"
+            )
+        if self._state is not ProducerState.IN_TRANSACTION:
+            raise InvalidTxnStateError(f"{call} outside a transaction: begin_transaction first")
 
     def _require_transactional(self) -> CoordinatorLog:
         if self._coordinator is None:
@@ -383,6 +418,7 @@ class Producer:
             self._txn_partitions = set(latest.partitions)
             self._txn_offsets = {g: dict(o) for g, o in latest.offsets.items()}
             self._txn_ends = {}
+            self._txn_marked = set()  # marks only if it sends offsets of its own
             self._resumed = True
             self._txn_began = None
             self._txn_started_ms = latest.txn_started_ms
@@ -404,6 +440,7 @@ class Producer:
             self._txn_partitions = set()
             self._txn_offsets = {}
             self._txn_ends = {}
+            self._txn_marked = set()
             self._resumed = False
             self._txn_started_ms = int(time.time() * 1000)
             self._txn_began = time.monotonic()
@@ -416,8 +453,7 @@ class Producer:
         self._require_transactional()
         with self._lock:
             self._check_usable()
-            if self._state is not ProducerState.IN_TRANSACTION:
-                raise InvalidTxnStateError("add_partitions outside a transaction")
+            self._check_in_transaction("add_partitions")
             wanted = set()
             for topic, partition in partitions:
                 self._log.topic(topic).check_partition(partition)
@@ -435,22 +471,21 @@ class Producer:
         check_id("group id", group_id)
         with self._lock:
             self._check_usable()
-            if self._state is not ProducerState.IN_TRANSACTION:
-                raise InvalidTxnStateError("send_offsets_to_transaction outside a transaction")
+            self._check_in_transaction("send_offsets_to_transaction")
             for (topic, partition), offset in offsets.items():
                 self._log.topic(topic).check_partition(partition)
                 if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                     raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
             merged = {**self._txn_offsets.get(group_id, {})}
             merged.update({tp_key(t, p): o for (t, p), o in offsets.items()})
-            first = group_id not in self._txn_offsets
             self._register(offsets={**self._txn_offsets, group_id: merged})
-            if first:
+            if group_id not in self._txn_marked:
                 # After the coordinator entry names the offsets, before anything can
                 # commit them: from here on readers of the group ask how we ended.
                 GroupOffsets(self._log.store, group_id, self._log.config.retry).mark_pending(
                     self.transactional_id or "", self._epoch
                 )
+                self._txn_marked.add(group_id)
 
     def _register(
         self,
@@ -553,44 +588,73 @@ class Producer:
         with self._lock:
             self._check_usable()
             verb = "commit" if commit else "abort"
-            if self._state is ProducerState.ABORTABLE_ERROR and commit:
-                raise InvalidTxnStateError("the transaction failed and can only be aborted")
-            if self._state not in (ProducerState.IN_TRANSACTION, ProducerState.ABORTABLE_ERROR):
-                raise InvalidTxnStateError(f"{verb}_transaction without begin_transaction")
-            if not self._txn_partitions and not self._txn_offsets:
-                self._set_state(ProducerState.READY)  # nothing reached the log
-                return
-            # this instance's own elapsed time (a resumed transaction's age is the
-            # coordinator's to judge: an expirer's entry makes PREPARE fail)
-            began = self._txn_began
-            expired = (
-                began is not None and time.monotonic() - began > self.transaction_timeout_ms / 1e3
-            )
-            if expired:
-                commit = False
-            extra: dict[str, object] = {}
-            if commit:
-                extra["members"] = members
-                extra["bounds"] = self._bounds(members)
-                if metadata is not None:
-                    extra["metadata"] = dict(metadata)
-            prepared = self._write_entry(
-                TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, reason=verb, **extra
-            )
+            if self._state is ProducerState.ENDING:
+                prepared = self._prepared
+                assert prepared is not None
+                doing = "commit" if prepared.state is TxnState.PREPARE_COMMIT else "abort"
+                # (a commit that ran past its timeout prepared an abort: retrying
+                # the commit finishes that abort)
+                if doing != verb and not (self._prepared_expired and commit):
+                    raise InvalidTxnStateError(
+                        f"the transaction is past its point of no return ({doing}): "
+                        f"call {doing}_transaction again to finish it"
+                    )
+            else:
+                if self._state is ProducerState.ABORTABLE_ERROR and commit:
+                    raise InvalidTxnStateError("the transaction failed and can only be aborted")
+                if self._state not in (
+                    ProducerState.IN_TRANSACTION,
+                    ProducerState.ABORTABLE_ERROR,
+                ):
+                    raise InvalidTxnStateError(f"{verb}_transaction without begin_transaction")
+                if not self._txn_partitions and not self._txn_offsets:
+                    self._set_state(ProducerState.READY)  # nothing reached the log
+                    return
+                prepared = self._prepare(commit, members, metadata)
             complete = finish(self._log, self._require_transactional(), prepared, reason=verb)
+            expired = self._prepared_expired
+            self._prepared = None
             if complete is None:
                 # Someone fenced us while we finished: the outcome stands, but this
                 # instance may not start another transaction.
                 self._state = ProducerState.FENCED
-                return
-            self._entry = complete
-            self._epoch = complete.producer_epoch
-            self._set_state(ProducerState.READY)
+            else:
+                self._entry = complete
+                self._epoch = complete.producer_epoch
+                self._set_state(ProducerState.READY)
             if expired:
                 raise TransactionTimeoutError(
                     f"transaction of {self.transactional_id!r} ran past its timeout "
                     f"({self.transaction_timeout_ms} ms) and was aborted"
                 )
+
+    def _prepare(
+        self, commit: bool, members: tuple[int, ...], metadata: Mapping[str, str] | None
+    ) -> TxnEntry:
+        """Write PREPARE_COMMIT (or PREPARE_ABORT): the point of no return. From
+        here the producer is ENDING: it sends nothing more, and a retry of the
+        call that failed finishes this very entry (never a second PREPARE with
+        new bounds)."""
+        # this instance's own elapsed time (a resumed transaction's age is the
+        # coordinator's to judge: an expirer's entry makes PREPARE fail)
+        began = self._txn_began
+        expired = began is not None and time.monotonic() - began > self.transaction_timeout_ms / 1e3
+        commit = commit and not expired
+        extra: dict[str, object] = {}
+        if commit:
+            extra["members"] = members
+            extra["bounds"] = self._bounds(members)
+            if metadata is not None:
+                extra["metadata"] = dict(metadata)
+        prepared = self._write_entry(
+            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+            reason="commit" if commit else "abort",
+            **extra,
+        )
+        self._prepared = prepared
+        self._prepared_expired = expired
+        self._set_state(ProducerState.ENDING)
+        return prepared
 
     def _bounds(self, members: tuple[int, ...]) -> dict[str, int]:
         """Where the transaction's records end in each of its partitions, fixed
@@ -733,3 +797,15 @@ def finish(
         return coordinator.write(prepared, complete)
     except EntryConflictError:
         return None
+
+
+def _widest(transactional_id: str | None) -> WriterIdentity:
+    """An identity whose header is as long as any this producer writes: for
+    size checks before the real producer id and sequence are known."""
+    return WriterIdentity(
+        producer_id=MAX_PRODUCER_ID,
+        producer_epoch=2**31,
+        base_sequence=2**31,
+        transactional=transactional_id is not None,
+        transactional_id=transactional_id,
+    )

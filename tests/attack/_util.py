@@ -50,9 +50,11 @@ def visible(
     reader: arrowlog.Consumer, topic: str = "t", partition: int = 0, start: int | None = None
 ) -> list[int]:
     """The records a read_committed reader sees in a partition."""
-    return list(reader.read(topic, partition, start=start).column("v").to_pylist())
+    column = reader.read(topic, partition, start=start).column("v")
+    return [v for v in column.to_pylist() if isinstance(v, int)]
 
 
 def everything(log: arrowlog.ArrowLog, topic: str = "t", partition: int = 0) -> list[int]:
     """Every data record in the partition (read_uncommitted)."""
-    return log.partition(topic, partition).read().column("v").to_pylist()
+    column = log.partition(topic, partition).read().column("v")
+    return [v for v in column.to_pylist() if isinstance(v, int)]
