@@ -684,6 +684,10 @@ class PartitionLog:
             time.sleep(pause)
 
     def _check_expected(self, expected_offset: int) -> None:
+        if expected_offset > self._end:
+            # the listing may have stopped short of the real end: the error must
+            # carry the end the log really has (a loader resumes from it)
+            self._probe_tail()
         if expected_offset != self._end:
             raise OffsetMismatchError(
                 f"{self._name}: expected offset {expected_offset} but the log ends at {self._end}",

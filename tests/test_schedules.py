@@ -447,3 +447,21 @@ def test_a_writer_that_loses_a_race_its_listing_cannot_see_moves_on(
     r = writer.append("t", rows(2))
     assert r.base_offset == 1
     assert values(arrowlog.connect(store), "t") == [1, 2]
+
+
+def test_an_expected_offset_mismatch_carries_the_real_end_past_a_listing_gap(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """A loader resuming at the end it last wrote while its listing misses a
+    segment: the log does end there, so the append lands (no spurious
+    mismatch); and a mismatch reports the real end, not the listing's."""
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    other = arrowlog.connect(store)
+    other.append("t", rows(1, 2))
+    other.append("t", rows(3))
+    scripted.hide(segment_key("t", 0, 2), times=10**9)
+    loader = arrowlog.connect(scripted)
+    assert loader.append("t", rows(4), expected_offset=3).base_offset == 3
+    with pytest.raises(arrowlog.OffsetMismatchError) as e:
+        arrowlog.connect(scripted).append("t", rows(5), expected_offset=9)
+    assert e.value.log_end_offset == 4
