@@ -234,6 +234,7 @@ def plan_committed(
     """
     hw, state = view
     lso = last_stable_offset(hw, state, decide)
+    open_ended = end is None
     start = part.start_offset() if start is None else start
     end = lso if end is None else end
     if isinstance(end, int) and not isinstance(end, bool) and end > lso:
@@ -252,9 +253,22 @@ def plan_committed(
     }
     hidden: set[int] = set()
     for s in summaries:
-        if s.control or (s.transactional and not _committed(s, markers, decide, tp)):
+        verdict = True if not s.transactional else _committed(s, markers, decide, tp)
+        if verdict is None:
+            # Undecided for this read although a marker (ignored: it came after
+            # the snapshot froze) closed it in the state: it holds the read's end
+            # like an LSO. Skipping it would lose it for a reader going on.
+            if not open_ended:
+                raise OffsetOutOfRangeError(
+                    f"{part.topic.name}/{part.partition}: end offset {end} is past "
+                    f"{s.base}, where a transaction this read cannot decide starts"
+                )
+            end = lso = max(start, s.base)
+            summaries = [k for k in summaries if k.base < end]
+            break
+        if s.control or not verdict:
             hidden.add(s.base)
-    return CommittedPlan(start, end, lso, summaries, frozenset(hidden))
+    return CommittedPlan(start, end, lso, summaries, frozenset(b for b in hidden if b < end))
 
 
 def _committed(
@@ -262,11 +276,17 @@ def _committed(
     markers: Mapping[tuple[int, int], SegmentSummary],
     decide: Snapshot,
     tp: str,
-) -> bool:
+) -> bool | None:
+    """Whether a transactional batch is visible; None if its transaction is
+    undecided for this read."""
+    if s.control:
+        return False
     marker = markers.get((s.producer_id, s.producer_epoch))
     if marker is not None and s.base < marker.base:
         return marker.control_type == ControlType.COMMIT.value and s.base < marker.txn_bound
     outcome = decide.outcome(s.transactional_id or "", s.producer_epoch)
+    if outcome.decision is Decision.UNDECIDED:
+        return None
     return outcome.includes(s.producer_id, tp, s.base)
 
 

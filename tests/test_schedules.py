@@ -465,3 +465,29 @@ def test_an_expected_offset_mismatch_carries_the_real_end_past_a_listing_gap(
     with pytest.raises(arrowlog.OffsetMismatchError) as e:
         arrowlog.connect(scripted).append("t", rows(5), expected_offset=9)
     assert e.value.log_end_offset == 4
+
+
+def test_a_transaction_unknown_when_a_read_froze_holds_its_end_instead_of_being_skipped(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """A transaction committed before the read, but the read's first listing
+    missed its segment (and its marker behind the gap): unknown when the
+    snapshot froze, it is undecided for this read. It must hold the read's end
+    like an LSO; hiding it inside the range would lose it for a consumer that
+    goes on from where the read ended."""
+    log = arrowlog.connect(store)
+    log.create_topic("t", SCHEMA)
+    log.append("t", rows(0))
+    w = log.producer(transactional_id="w")
+    w.init_transactions()
+    with w.transaction():
+        w.send("t", rows(1), partition=0)
+    log.append("t", rows(3))
+    scripted.hide(segment_key("t", 0, 1), times=1)
+    reader = arrowlog.connect(scripted).consumer()
+    first = reader.read_snapshot({("t", 0): (0, None)})
+    got = first.tables[("t", 0)].column("v").to_pylist()
+    end = first.ends[("t", 0)]
+    second = reader.read_snapshot({("t", 0): (end, None)})
+    got += second.tables[("t", 0)].column("v").to_pylist()
+    assert got == [0, 1, 3]
