@@ -238,8 +238,11 @@ class CoordinatorLog:
             return None
         return TxnEntry.from_json(raw, key=key)
 
-    def write(self, prev: TxnEntry | None, new: TxnEntry) -> TxnEntry:
-        """Write ``new`` as the entry after ``prev``.
+    def write(
+        self, prev: TxnEntry | None, new: TxnEntry, *, write_id: str | None = None
+    ) -> TxnEntry:
+        """Write ``new`` as the entry after ``prev`` (with ``write_id``, a retry of
+        an attempt whose outcome was unknown: that attempt counts as ours).
 
         Raises:
             EntryConflictError: another client wrote that entry first (with the
@@ -253,7 +256,11 @@ class CoordinatorLog:
                 f"{self.transactional_id}: cannot go from "
                 f"{prev.state.value if prev else 'nothing'} to {new.state.value}"
             )
-        new = replace(new, written_ms=int(time.time() * 1000), write_id=uuid.uuid4().hex)
+        # a caller retrying a write whose outcome it could not tell passes the
+        # write id of that attempt: if it landed, it is recognised as ours
+        new = replace(
+            new, written_ms=int(time.time() * 1000), write_id=write_id or uuid.uuid4().hex
+        )
         key = entry_key(self.transactional_id, new.n)
         data = new.to_json()
         sleeps = self._retry.sleeps()
