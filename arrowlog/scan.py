@@ -207,9 +207,17 @@ def plan_scan(
             start = min(max(start, min_offset), end)
         if max_offset is not None:
             end = max(min(end, max_offset + 1), start)
-        # "latest" under read_committed is left to the snapshot, which may end
-        # lower, before a transaction it would otherwise show in part
-        open_ended = end == latest and start < end and isolation_level == "read_committed"
+        # An end asked as "latest" under read_committed is left to the snapshot,
+        # which may end lower, before a transaction it would otherwise show in
+        # part. An end given as a number (a streaming micro-batch's) is kept as
+        # given, even where it equals the LSO: its offsets are promised whole.
+        open_ended = (
+            isolation_level == "read_committed"
+            and _asks_latest(ending, (topic, partition))
+            and ending_timestamp is None
+            and end == latest
+            and start < end
+        )
         wanted[(topic, partition)] = (start, None if open_ended else end)
     plans = plan_snapshot(log, wanted) if isolation_level == "read_committed" else {}
     ranges = []
@@ -248,6 +256,10 @@ def _pick(spec: OffsetSpec, tp: TopicPartition, earliest: int, latest: int, *, m
     if value == LATEST:
         return latest
     return value
+
+
+def _asks_latest(spec: OffsetSpec, tp: TopicPartition) -> bool:
+    return spec == "latest" or (isinstance(spec, dict) and spec.get(tp, LATEST) == LATEST)
 
 
 def _offset_for_time(part: PartitionLog, timestamp_ms: int, earliest: int, latest: int) -> int:
