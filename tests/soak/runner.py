@@ -45,6 +45,7 @@ from tests.soak.model import (
     OUT,
     OUT_PARTITIONS,
     OUT_SCHEMA,
+    TXN_TIMEOUT_MS,
     tp,
 )
 
@@ -54,6 +55,9 @@ ONE_DAY = 86_400.0
 STOP_GRACE = 10.0
 #: How long a client may take to start before its kill timer runs anyway.
 READY_TIMEOUT = 30.0
+#: how long a client stays down when it waits out its transaction's timeout (plus the
+#: second of rounding of S3 object times, and the expirer's own pace)
+DOWN_PAST_TIMEOUT = TXN_TIMEOUT_MS / 1000 + 2.5
 
 
 class Process:
@@ -236,7 +240,11 @@ class Soak:
         rng = random.Random(f"{self.seed}/{slot}")
         while not self.stopping.is_set():
             self.run_client(slot, role, rng, extra)
-            self.stopping.wait(rng.uniform(0.05, 0.4))
+            # Now and then a transactional client stays down past its
+            # transaction's timeout, so that the expirer (not the next instance)
+            # ends what it left open.
+            down = DOWN_PAST_TIMEOUT if role in ("copier", "job") and rng.random() < 0.2 else 0.0
+            self.stopping.wait(down + rng.uniform(0.05, 0.4))
 
     def _twins(self) -> None:
         """Now and then, one or two more processes for a copier's transactional id,
