@@ -140,10 +140,12 @@ class GroupOffsets:
         Raises:
             ConcurrentTransactionsError: other commits kept winning until the deadline.
         """
+        # Never over a newer mark: a zombie marking late (its transaction already
+        # fenced and decided) must not hide the pending offsets of its successor.
         self._update(
             lambda s: (
                 None
-                if s.pending.get(transactional_id) == txn_epoch
+                if s.pending.get(transactional_id, -1) >= txn_epoch
                 else replace(s, pending={**s.pending, transactional_id: txn_epoch})
             )
         )

@@ -491,3 +491,35 @@ def test_a_transaction_unknown_when_a_read_froze_holds_its_end_instead_of_being_
     second = reader.read_snapshot({("t", 0): (end, None)})
     got += second.tables[("t", 0)].column("v").to_pylist()
     assert got == [0, 1, 3]
+
+
+def test_a_zombie_marking_its_offsets_pending_late_never_hides_its_successors(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """Zombie A registers offsets and is held before marking them pending in
+    the group log; B initialises (fencing A), sends offsets, marks them and
+    commits, but dies before applying them. A's late mark must not replace
+    B's: B's records are visible, so B's offsets count."""
+    setup = arrowlog.connect(store)
+    setup.create_topic("in", SCHEMA)
+    setup.create_topic("t", SCHEMA)
+    a = arrowlog.connect(scripted).producer(transactional_id="copier")
+    a.init_transactions()
+    a.begin_transaction()
+    gate = scripted.hold("put_if_absent", "_arrowlog/groups/g/*")
+    zombie = Background(lambda: a.send_offsets_to_transaction({("in", 0): 1}, group_id="g"))
+    gate.wait_reached()
+    dying = ScriptedStore(store)
+    b = arrowlog.connect(dying, config=FAST).producer(transactional_id="copier")
+    b.init_transactions()
+    b.begin_transaction()
+    b.send("t", rows(2), partition=0)
+    b.send_offsets_to_transaction({("in", 0): 2}, group_id="g")
+    dying.fail("put_if_absent", "_arrowlog/groups/*", times=10**9, maybe_applied=False)
+    with pytest.raises(arrowlog.ArrowLogError):
+        b.commit_transaction()  # committed; applying its offsets failed
+    gate.release()
+    zombie.result()
+    reader = arrowlog.connect(store).consumer(group_id="g")
+    assert values(reader, "t") == [2]
+    assert reader.committed("in", 0) == 2
