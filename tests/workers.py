@@ -245,13 +245,13 @@ def txn_crash(args: argparse.Namespace) -> None:
             die()
         return result
 
-    def write(self, prev, new):  # type: ignore[no-untyped-def]
+    def write(self, prev, new, **kwargs):  # type: ignore[no-untyped-def]
         if step == "before_complete" and new.state in (
             TxnState.COMPLETE_COMMIT,
             TxnState.COMPLETE_ABORT,
         ):
             die()
-        return real_write(self, prev, new)
+        return real_write(self, prev, new, **kwargs)
 
     producer_module.Producer._register = register  # type: ignore[method-assign]
     producer_module.finish = finish
