@@ -23,7 +23,7 @@ from arrowlog.coordinator import (
     describe,
 )
 from arrowlog.errors import ArrowLogError, UnknownTopicOrPartitionError
-from arrowlog.producer import fence_and_recover
+from arrowlog.txn import fence_and_recover
 
 if TYPE_CHECKING:
     from arrowlog.log import ArrowLog
