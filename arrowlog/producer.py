@@ -26,12 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 import crc32c
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from arrowlog._logview import LogView
 from arrowlog.coordinator import (
     EXPIRE,
     OPERATOR_ABORT,
@@ -58,9 +58,6 @@ from arrowlog.producer_ids import allocate_producer_id as allocate_producer_id
 from arrowlog.segment import WriterIdentity
 from arrowlog.txn import fence_and_recover as fence_and_recover
 from arrowlog.txn import finish as finish
-
-if TYPE_CHECKING:
-    from arrowlog.log import ArrowLog
 
 
 def key_partitions(values: Iterable[object], partitions: int) -> list[int]:
@@ -114,7 +111,7 @@ class Producer:
 
     def __init__(
         self,
-        log: ArrowLog,
+        log: LogView,
         *,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,

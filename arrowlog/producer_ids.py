@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import random
 import time
-from typing import TYPE_CHECKING
 
 from arrowlog import _checked_json
+from arrowlog._logview import LogView
 from arrowlog.coordinator import PRODUCER_IDS_PREFIX
-
-if TYPE_CHECKING:
-    from arrowlog.log import ArrowLog
 
 MAX_PRODUCER_ID = 2**62
 
 
-def allocate_producer_id(log: ArrowLog, transactional_id: str | None) -> int:
+def allocate_producer_id(log: LogView, transactional_id: str | None) -> int:
     """A producer id no other producer has, anywhere: a random id claimed with
     put-if-absent (a collision, vanishingly rare, just draws again)."""
     rng = random.SystemRandom()

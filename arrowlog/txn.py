@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+from arrowlog._logview import LogView
 from arrowlog.control import ControlType
 from arrowlog.coordinator import CoordinatorLog, EntryConflictError, TxnEntry, TxnState
 from arrowlog.errors import ConcurrentTransactionsError
@@ -19,12 +19,9 @@ from arrowlog.groups import GroupOffsets, tp_key
 from arrowlog.producer_ids import allocate_producer_id
 from arrowlog.segment import WriterIdentity
 
-if TYPE_CHECKING:
-    from arrowlog.log import ArrowLog
-
 
 def fence_and_recover(
-    log: ArrowLog,
+    log: LogView,
     coordinator: CoordinatorLog,
     *,
     reason: str,
@@ -80,7 +77,7 @@ def fence_and_recover(
 
 
 def finish(
-    log: ArrowLog, coordinator: CoordinatorLog, prepared: TxnEntry, *, reason: str
+    log: LogView, coordinator: CoordinatorLog, prepared: TxnEntry, *, reason: str
 ) -> TxnEntry | None:
     """Carry a prepared transaction to its end: markers into every partition in
     parallel (and, for a commit, the consumer offsets), then the COMPLETE entry.
