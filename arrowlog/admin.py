@@ -9,8 +9,9 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from arrowlog._logview import LogView
 from arrowlog.checkpoint import ProducerEntry
 from arrowlog.consumer import last_stable_offset
 from arrowlog.coordinator import (
@@ -23,10 +24,7 @@ from arrowlog.coordinator import (
     describe,
 )
 from arrowlog.errors import ArrowLogError, UnknownTopicOrPartitionError
-from arrowlog.producer import fence_and_recover
-
-if TYPE_CHECKING:
-    from arrowlog.log import ArrowLog
+from arrowlog.txn import fence_and_recover
 
 
 @dataclass(frozen=True)
@@ -47,15 +45,15 @@ class TransactionInfo:
                    e.partitions, e.groups, e.txn_started_ms, e.timeout_ms)  # fmt: skip
 
 
-def transactional_ids(log: ArrowLog) -> list[str]:
+def transactional_ids(log: LogView) -> list[str]:
     return [info.key[len(TXN_IDS_PREFIX) :] for info in log.store.list(TXN_IDS_PREFIX)]
 
 
-def _coordinator(log: ArrowLog, transactional_id: str) -> CoordinatorLog:
+def _coordinator(log: LogView, transactional_id: str) -> CoordinatorLog:
     return CoordinatorLog(log.store, transactional_id, log.config.retry)
 
 
-def list_transactions(log: ArrowLog) -> list[TransactionInfo]:
+def list_transactions(log: LogView) -> list[TransactionInfo]:
     """The current or last transaction of every transactional id."""
     out = []
     for tid in transactional_ids(log):
@@ -65,7 +63,7 @@ def list_transactions(log: ArrowLog) -> list[TransactionInfo]:
     return out
 
 
-def describe_transaction(log: ArrowLog, transactional_id: str) -> dict[str, Any]:
+def describe_transaction(log: LogView, transactional_id: str) -> dict[str, Any]:
     """The latest coordinator entry of a transactional id, as JSON-friendly data.
 
     Raises:
@@ -77,7 +75,7 @@ def describe_transaction(log: ArrowLog, transactional_id: str) -> dict[str, Any]
     return describe(latest)
 
 
-def abort_transaction(log: ArrowLog, transactional_id: str) -> TransactionInfo:
+def abort_transaction(log: LogView, transactional_id: str) -> TransactionInfo:
     """Fence the transactional id's live instance and finish its transaction now,
     whatever its timeout (an ongoing one is aborted; a prepared one is carried
     through). For a hanging transaction that holds back the LSO. The producer
@@ -94,7 +92,7 @@ def abort_transaction(log: ArrowLog, transactional_id: str) -> TransactionInfo:
     return TransactionInfo.of(entry)
 
 
-def expire_transactions(log: ArrowLog, *, now_ms: int | None = None) -> list[TransactionInfo]:
+def expire_transactions(log: LogView, *, now_ms: int | None = None) -> list[TransactionInfo]:
     """Abort (or finish) every transaction older than its timeout. Any client may
     run this; the epoch bump fences the late producer, which then gets
     TransactionTimeoutError.
@@ -129,7 +127,7 @@ def expire_transactions(log: ArrowLog, *, now_ms: int | None = None) -> list[Tra
 CLOCK_PREFIX = "_arrowlog/clock/"
 
 
-def store_now_ms(log: ArrowLog) -> int:
+def store_now_ms(log: LogView) -> int:
     """The store's current time: write a probe object, read its time, remove
     it. Falls back to this client's clock where the store keeps no times."""
     key = f"{CLOCK_PREFIX}{uuid.uuid4().hex}"
@@ -143,7 +141,7 @@ def store_now_ms(log: ArrowLog) -> int:
     return int(time.time() * 1000) if modified is None else modified
 
 
-def _put_probe(log: ArrowLog, key: str) -> None:
+def _put_probe(log: LogView, key: str) -> None:
     with contextlib.suppress(FileExistsError):  # our own earlier attempt landed
         log.store.put_if_absent(key, b"")
 
@@ -152,13 +150,13 @@ def _not_expired(coordinator: CoordinatorLog, now_ms: int) -> Callable[[TxnEntry
     return lambda entry: not coordinator.expired(entry, now_ms)
 
 
-def list_producers(log: ArrowLog, topic: str, partition: int) -> list[ProducerEntry]:
+def list_producers(log: LogView, topic: str, partition: int) -> list[ProducerEntry]:
     """The producers with state in a partition: the latest batch of each."""
     _, state = log.partition(topic, partition).state()
     return sorted(state.producers.values(), key=lambda e: e.producer_id)
 
 
-def metrics(log: ArrowLog, topics: list[str] | None = None) -> dict[str, Any]:
+def metrics(log: LogView, topics: list[str] | None = None) -> dict[str, Any]:
     """KIP-98's metrics: live producer ids and LSO per partition, open
     transactions per partition, and the active transactional ids."""
     decide = log.resolver.snapshot()

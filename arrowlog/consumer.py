@@ -19,19 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import pyarrow as pa
 
+from arrowlog._logview import LogView
 from arrowlog.checkpoint import Decision, OpenTxn, PartitionState, SegmentSummary
 from arrowlog.control import ControlType
 from arrowlog.coordinator import Snapshot, check_id
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnstableOffsetCommitError
 from arrowlog.groups import GroupOffsets, tp_key
 from arrowlog.partition import PartitionLog
-
-if TYPE_CHECKING:
-    from arrowlog.log import ArrowLog
 
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
 Decide = Callable[[OpenTxn], Decision]
@@ -52,7 +50,7 @@ class Consumer:
 
     def __init__(
         self,
-        log: ArrowLog,
+        log: LogView,
         *,
         group_id: str | None = None,
         isolation_level: IsolationLevel = "read_committed",
@@ -291,7 +289,7 @@ def _committed(
 
 
 def plan_snapshot(
-    log: ArrowLog, ranges: Mapping[tuple[str, int], tuple[int | None, int | None]]
+    log: LogView, ranges: Mapping[tuple[str, int], tuple[int | None, int | None]]
 ) -> dict[tuple[str, int], CommittedPlan]:
     """Plan a read_committed read of several partitions as one snapshot.
 
@@ -335,7 +333,7 @@ def plan_snapshot(
 
 
 def _cut_torn(
-    log: ArrowLog,
+    log: LogView,
     plans: dict[tuple[str, int], CommittedPlan],
     open_ended: set[tuple[str, int]],
     snapshot: Snapshot,

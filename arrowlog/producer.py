@@ -21,23 +21,20 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 import crc32c
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from arrowlog import _checked_json
-from arrowlog.control import ControlType
+from arrowlog._logview import LogView
 from arrowlog.coordinator import (
     EXPIRE,
     OPERATOR_ABORT,
-    PRODUCER_IDS_PREFIX,
     CoordinatorLog,
     EntryConflictError,
     TxnEntry,
@@ -46,7 +43,6 @@ from arrowlog.coordinator import (
 )
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
-    ConcurrentTransactionsError,
     InvalidConfigError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
@@ -57,34 +53,17 @@ from arrowlog.errors import (
 )
 from arrowlog.groups import GroupOffsets, tp_key
 from arrowlog.partition import AppendResult
+from arrowlog.producer_ids import MAX_PRODUCER_ID
+from arrowlog.producer_ids import allocate_producer_id as allocate_producer_id
 from arrowlog.segment import WriterIdentity
-
-if TYPE_CHECKING:
-    from arrowlog.log import ArrowLog
-
-MAX_PRODUCER_ID = 2**62
+from arrowlog.txn import fence_and_recover as fence_and_recover
+from arrowlog.txn import finish as finish
 
 
 def key_partitions(values: Iterable[object], partitions: int) -> list[int]:
     """The partition of each key: CRC32C of the value's text modulo the partition
     count, the same in every process (``send_keyed`` and the Spark sink)."""
     return [crc32c.crc32c(str(v).encode()) % partitions for v in values]
-
-
-def allocate_producer_id(log: ArrowLog, transactional_id: str | None) -> int:
-    """A producer id no other producer has, anywhere: a random id claimed with
-    put-if-absent (a collision, vanishingly rare, just draws again)."""
-    rng = random.SystemRandom()
-    while True:
-        pid = rng.randrange(1, MAX_PRODUCER_ID)
-        body = _checked_json.dump(
-            {"transactional_id": transactional_id, "created_ms": int(time.time() * 1000)}
-        )
-        try:
-            log.store.put_if_absent(f"{PRODUCER_IDS_PREFIX}{pid:020d}", body)
-            return pid
-        except FileExistsError:
-            continue
 
 
 class ProducerState(enum.Enum):
@@ -132,7 +111,7 @@ class Producer:
 
     def __init__(
         self,
-        log: ArrowLog,
+        log: LogView,
         *,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,
@@ -689,114 +668,6 @@ class Producer:
                 self.abort_transaction()
             raise
         self.commit_transaction()
-
-
-def fence_and_recover(
-    log: ArrowLog,
-    coordinator: CoordinatorLog,
-    *,
-    reason: str,
-    unless: Callable[[TxnEntry], bool] | None = None,
-) -> TxnEntry | None:
-    """Bump the producer epoch of a transactional id, fencing every instance
-    that holds an older one, and finish the transaction it left: roll forward
-    after PREPARE_COMMIT, roll back otherwise. Returns the entry this call wrote
-    last, whose epoch the caller may hold.
-
-    ``unless`` is checked against the latest entry before every attempt: if it
-    holds, nothing is written and None is returned (an expirer that finds the
-    transaction finished, after losing a race to its producer, leaves it alone)."""
-    sleeps = log.config.retry.sleeps()
-    while True:
-        latest = coordinator.latest()
-        if unless is not None and latest is not None and unless(latest):
-            return None
-        try:
-            if latest is None:
-                pid = allocate_producer_id(log, coordinator.transactional_id)
-                return coordinator.write(
-                    None,
-                    TxnEntry(
-                        n=0,
-                        transactional_id=coordinator.transactional_id,
-                        producer_id=pid,
-                        producer_epoch=0,
-                        state=TxnState.EMPTY,
-                        reason=reason,
-                    ),
-                )
-            fenced = replace(latest, n=latest.n + 1, producer_epoch=latest.producer_epoch + 1,
-                             reason=reason)  # fmt: skip
-            if latest.state is TxnState.ONGOING:
-                fenced = replace(fenced, state=TxnState.PREPARE_ABORT)
-            entry = coordinator.write(latest, fenced)
-            if not entry.state.is_complete:
-                complete = finish(log, coordinator, entry, reason=reason)
-                if complete is None:
-                    # Another client wrote after our entry: its epoch is not ours
-                    # to hold. Fence again, from what is there now.
-                    raise EntryConflictError(None)
-                entry = complete
-            return entry
-        except EntryConflictError:
-            pause = next(sleeps, None)
-            if pause is None:
-                raise ConcurrentTransactionsError(
-                    f"{coordinator.transactional_id}: the coordinator log kept changing"
-                ) from None
-            time.sleep(pause)
-
-
-def finish(
-    log: ArrowLog, coordinator: CoordinatorLog, prepared: TxnEntry, *, reason: str
-) -> TxnEntry | None:
-    """Carry a prepared transaction to its end: markers into every partition in
-    parallel (and, for a commit, the consumer offsets), then the COMPLETE entry.
-    Safe to run twice (by a zombie and its successor): markers are idempotent for
-    readers, offsets are applied once per transaction, and only one COMPLETE entry
-    can be written. Returns the COMPLETE entry this call wrote, or None if another
-    client wrote the next entry first (the outcome stands either way; the epoch
-    that entry grants belongs to its writer)."""
-    commit = prepared.state is TxnState.PREPARE_COMMIT
-    kind = ControlType.COMMIT if commit else ControlType.ABORT
-    who = WriterIdentity(
-        producer_id=prepared.producer_id,
-        producer_epoch=prepared.txn_epoch,
-        transactional=True,
-        transactional_id=prepared.transactional_id,
-    )
-
-    def write_marker(topic: str, partition: int) -> None:
-        bound = prepared.bounds.get(tp_key(topic, partition), -1)
-        log.partition(topic, partition).append_control(kind, who, prepared.n, bound=bound)
-
-    def apply_offsets(group: str, offsets: dict[str, int]) -> None:
-        groups = GroupOffsets(log.store, group, log.config.retry)
-        if commit:
-            groups.commit(
-                offsets, transactional_id=prepared.transactional_id, txn_epoch=prepared.txn_epoch
-            )
-        else:
-            groups.settle(prepared.transactional_id, prepared.txn_epoch)
-
-    jobs = len(prepared.partitions) + len(prepared.offsets)
-    if jobs:
-        with ThreadPoolExecutor(max_workers=min(16, jobs)) as pool:
-            futures = [pool.submit(write_marker, t, p) for t, p in prepared.partitions]
-            futures += [pool.submit(apply_offsets, g, o) for g, o in prepared.offsets.items()]
-            for future in futures:
-                future.result()
-    complete = replace(
-        prepared,
-        n=prepared.n + 1,
-        state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
-        producer_epoch=max(prepared.producer_epoch, prepared.txn_epoch) + 1,
-        reason=reason,
-    )
-    try:
-        return coordinator.write(prepared, complete)
-    except EntryConflictError:
-        return None
 
 
 def _widest(transactional_id: str | None) -> WriterIdentity:

@@ -44,7 +44,8 @@ from pyspark.sql.types import StructType
 
 import arrowlog
 from arrowlog.errors import InvalidConfigError
-from arrowlog.producer import allocate_producer_id, key_partitions
+from arrowlog.producer import key_partitions
+from arrowlog.producer_ids import allocate_producer_id
 from arrowlog.scan import (
     METADATA_COLUMNS,
     ScanTask,

@@ -1,0 +1,416 @@
+"""Appends: checking a batch, claiming the offset at the log end with
+put-if-absent, the expected offset (KIP-27), the producer's sequence check, and
+resolving a lost reply by reading back what sits at the offset. See
+docs/protocol.md, "Appending".
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+import uuid
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from arrowlog.checkpoint import ProducerEntry, SegmentSummary, advance
+from arrowlog.config import MAX_OFFSET
+from arrowlog.control import ControlType, marker_batch
+from arrowlog.errors import (
+    AppendOutcomeUnknownError,
+    DuplicateSequenceError,
+    InvalidBatchError,
+    OffsetMismatchError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+    RecordBatchTooLargeError,
+    SchemaMismatchError,
+    TransientStoreError,
+)
+from arrowlog.partition.reads import Reads
+from arrowlog.segment import (
+    PLAIN_APPEND,
+    SegmentHeader,
+    WriterIdentity,
+    empty_batch,
+    encode_segment,
+    segment_size_floor,
+)
+from arrowlog.topic import not_null_violations
+
+#: more than a real segment header can add to the shortest one (ids, offsets,
+#: a transactional id of up to 249 characters, the timestamp)
+_HEADER_SLACK = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where an appended batch landed: offsets ``[base_offset, next_offset)``."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    record_count: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.record_count
+
+
+class _Owner(enum.Enum):
+    """Who holds an offset, as read back after an ambiguous write."""
+
+    OURS = "ours"
+    THEIRS = "theirs"
+    NOBODY = "nobody"
+
+
+class Appends(Reads):
+    """Writing batches and transaction markers at the log end."""
+
+    def prepare_batch(self, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
+        """Check a batch against the topic and return it as one record batch with
+        the topic's exact schema.
+
+        Every check here is cheap (no data is copied or encoded), so a producer can
+        call this before it writes anything for the batch (a coordinator entry).
+
+        Raises:
+            InvalidBatchError: not Arrow data, or empty.
+            SchemaMismatchError: columns, types or nullability differ from the
+                topic, or a not-null column (or struct or list child) holds nulls.
+            RecordBatchTooLargeError: the batch's segment would exceed the topic's
+                ``max_batch_bytes`` (checked again, exactly, when it is encoded).
+        """
+        if isinstance(batch, pa.Table):
+            table = batch.combine_chunks()
+            batch = table.to_batches()[0] if table.num_rows else empty_batch(table.schema)
+        if not isinstance(batch, pa.RecordBatch):
+            raise InvalidBatchError(
+                f"expected a pyarrow RecordBatch or Table, got {type(batch).__name__}"
+            )
+        schema = self._topic.schema
+        if not batch.schema.equals(schema, check_metadata=False):
+            raise SchemaMismatchError(_describe_mismatch(self._topic.name, schema, batch.schema))
+        if batch.num_rows == 0:
+            raise InvalidBatchError("empty batch: a segment holds at least one record")
+        # Equal schemas say nothing of the data: nulls can sit under a not-null field.
+        problems = not_null_violations(schema, batch)
+        if problems:
+            raise SchemaMismatchError(
+                f"batch for topic {self._topic.name!r}: " + "; ".join(problems)
+            )
+        batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        size = segment_size_floor(batch)
+        limit = self._topic.config.max_batch_bytes
+        if size > limit:
+            raise RecordBatchTooLargeError(
+                f"batch encodes to at least {size} bytes, over the topic's max_batch_bytes "
+                f"({limit}); split it"
+            )
+        return batch
+
+    def check_fits(self, batch: pa.RecordBatch, identity: WriterIdentity) -> None:
+        """Refuse a prepared batch whose segment would exceed ``max_batch_bytes``
+        wherever it lands. :meth:`prepare_batch` checks a lower bound; within a
+        header's length of the limit this encodes the batch once, at the largest
+        offset, to be sure before anything is written elsewhere (a transaction
+        registering the partition).
+
+        Raises:
+            RecordBatchTooLargeError: the segment would be too large.
+        """
+        if segment_size_floor(batch) + _HEADER_SLACK <= self._topic.config.max_batch_bytes:
+            return
+        self._encode(batch, MAX_OFFSET, uuid.uuid4().hex, identity)
+
+    def append(
+        self,
+        batch: pa.RecordBatch | pa.Table,
+        *,
+        expected_offset: int | None = None,
+        identity: WriterIdentity = PLAIN_APPEND,
+    ) -> AppendResult:
+        """Append ``batch`` at the log end, or exactly at ``expected_offset``.
+
+        Without an expected offset, a lost race is retried at the new end. With
+        one (KIP-27), the batch lands exactly there or not at all. With a producer
+        id in ``identity``, the batch's sequence is checked against that
+        producer's latest batch in this partition (see :meth:`_check_sequence`).
+
+        Raises:
+            OffsetMismatchError: the log does not end at ``expected_offset``;
+                nothing was written.
+            SchemaMismatchError, InvalidBatchError, RecordBatchTooLargeError: bad
+                input; nothing was written.
+            DuplicateSequenceError, OutOfOrderSequenceError, ProducerFencedError:
+                the sequence or epoch does not follow the producer's last batch;
+                nothing was written.
+            AppendOutcomeUnknownError: the deadline passed while the outcome of
+                the last attempt could not be read back.
+        """
+        if identity.control:
+            raise InvalidBatchError("control records are written by transactions only")
+        return self._append(self.prepare_batch(batch), expected_offset, identity)
+
+    def append_control(
+        self, kind: ControlType, identity: WriterIdentity, entry: int, *, bound: int = -1
+    ) -> AppendResult:
+        """Append a COMMIT or ABORT marker for the transaction ``identity`` names;
+        ``bound`` is where the transaction's records in this partition end."""
+        marker = WriterIdentity(
+            producer_id=identity.producer_id,
+            producer_epoch=identity.producer_epoch,
+            transactional=True,
+            control_type=kind.value,
+            transactional_id=identity.transactional_id,
+            txn_bound=bound,
+        )
+        return self._append(marker_batch(kind, entry), None, marker)
+
+    def check_expected_offset(self, expected_offset: int | None) -> None:
+        """Refuse an expected offset that no log can end at.
+
+        Raises:
+            OffsetMismatchError: not an int in ``[0, MAX_OFFSET]``.
+        """
+        if expected_offset is not None and (
+            isinstance(expected_offset, bool)
+            or not isinstance(expected_offset, int)
+            or not 0 <= expected_offset <= MAX_OFFSET
+        ):
+            raise OffsetMismatchError(
+                f"invalid expected offset {expected_offset!r}",
+                expected_offset=-1,
+                log_end_offset=self.end_offset(refresh=False),
+            )
+
+    def _append(
+        self, batch: pa.RecordBatch, expected_offset: int | None, identity: WriterIdentity
+    ) -> AppendResult:
+        self.check_expected_offset(expected_offset)
+        append_id = uuid.uuid4().hex
+        with self._lock:
+            self._ensure_open()
+            if identity.producer_id >= 0 and not identity.control:
+                duplicate = self._check_sequence(identity, batch.num_rows)
+                if duplicate is not None:
+                    return duplicate
+            if expected_offset is not None and expected_offset != self._end:
+                self._sync_tail()
+                self._check_expected(expected_offset)
+            try:
+                result = self._put_at_end(batch, expected_offset, identity, append_id)
+            except AppendOutcomeUnknownError:
+                if identity.producer_id >= 0:
+                    self._in_doubt.add(identity.producer_id)
+                raise
+            if identity.producer_id >= 0 and not identity.control:
+                self._own[identity.producer_id] = ProducerEntry(
+                    identity.producer_id, identity.producer_epoch, identity.base_sequence,
+                    batch.num_rows, result.base_offset, int(time.time() * 1000),
+                )  # fmt: skip
+                self._in_doubt.discard(identity.producer_id)
+            return result
+
+    def _check_sequence(self, who: WriterIdentity, count: int) -> AppendResult | None:
+        """Check ``who``'s sequence against the producer's latest batch here (the
+        single-batch window). Returns the original append for a retry of that
+        latest batch (nothing is written), None if the batch is next in order.
+
+        The latest batch is known without a request when this object wrote it; a
+        producer's first batch of an epoch (sequence 0) needs no history either.
+        Otherwise, and always after an unknown outcome, the tail's headers are read.
+        """
+        pid = who.producer_id
+        latest = self._own.get(pid)
+        if pid in self._in_doubt or (latest is None and who.base_sequence != 0):
+            self._sync_tail()
+            latest = advance(self._base_state, self._tail_summaries()).producers.get(pid)
+        if latest is None:
+            if who.base_sequence != 0:
+                raise OutOfOrderSequenceError(
+                    f"producer {pid} has no batch in {self._name}; its first must have "
+                    f"sequence 0, not {who.base_sequence}"
+                )
+            return None
+        if who.producer_epoch < latest.producer_epoch:
+            raise ProducerFencedError(
+                f"producer {pid} epoch {who.producer_epoch} is older than epoch "
+                f"{latest.producer_epoch} already in {self._name}"
+            )
+        if who.producer_epoch > latest.producer_epoch:
+            if who.base_sequence != 0:
+                raise OutOfOrderSequenceError(
+                    f"a new epoch of producer {pid} must start at sequence 0, not "
+                    f"{who.base_sequence}"
+                )
+            return None
+        if who.base_sequence == latest.last_sequence + 1:
+            return None
+        if who.base_sequence == latest.base_sequence and count == latest.record_count:
+            self._own[pid] = latest
+            self._in_doubt.discard(pid)
+            return AppendResult(self._topic.name, self._partition, latest.base_offset, count)
+        if who.base_sequence <= latest.last_sequence:
+            raise DuplicateSequenceError(
+                f"producer {pid} sequence {who.base_sequence} in {self._name} was written "
+                f"before (latest batch: sequences {latest.base_sequence}..{latest.last_sequence})"
+            )
+        raise OutOfOrderSequenceError(
+            f"producer {pid} sequence {who.base_sequence} in {self._name} leaves a gap after "
+            f"{latest.last_sequence}"
+        )
+
+    def _put_at_end(
+        self,
+        batch: pa.RecordBatch,
+        expected_offset: int | None,
+        identity: WriterIdentity,
+        append_id: str,
+    ) -> AppendResult:
+        offset = self._end
+        data, header = self._encode(batch, offset, append_id, identity)
+        sleeps = self._config.retry.sleeps()
+        uncertain = False
+        while True:
+            if offset != self._end:  # lost a race: move to the new end
+                offset = self._end
+                data, header = self._encode(batch, offset, append_id, identity)
+            owner, maybe_applied = self._try_put(offset, data, append_id)
+            uncertain = uncertain or maybe_applied
+            if maybe_applied:
+                self.stats["ambiguous"] += 1
+            if owner is _Owner.OURS:
+                self.stats["appends"] += 1
+                self._record_append(SegmentSummary.of(header, len(data)))
+                return AppendResult(self._topic.name, self._partition, offset, batch.num_rows)
+            if owner is _Owner.THEIRS:
+                self.stats["conflicts"] += 1
+                self._sync_tail()
+                if self._end <= offset:
+                    # the listing missed the segment that beat us (not a snapshot):
+                    # follow the chain by HEAD instead of retrying the same key
+                    self._probe_tail()
+                if identity.producer_id >= 0 and not identity.control:
+                    # What won may be this very batch, written by an earlier send
+                    # whose outcome was unknown and whose PUT landed late: decide by
+                    # writer identity (producer id, epoch, sequence), not append id.
+                    self._in_doubt.add(identity.producer_id)
+                    duplicate = self._check_sequence(identity, batch.num_rows)
+                    if duplicate is not None:
+                        return duplicate
+                if expected_offset is not None:
+                    self._check_expected(expected_offset)
+                uncertain = False  # our earlier attempts at that offset cannot land now
+                continue
+            pause = next(sleeps, None)
+            if pause is None:
+                if uncertain:
+                    raise AppendOutcomeUnknownError(
+                        f"{self._key(offset)}: gave up after the deadline; the last "
+                        "attempt may still have landed",
+                        offset=offset,
+                    )
+                raise TransientStoreError(
+                    f"{self._key(offset)}: store unavailable until the deadline",
+                    maybe_applied=False,
+                )
+            time.sleep(pause)
+
+    def _check_expected(self, expected_offset: int) -> None:
+        if expected_offset > self._end:
+            # the listing may have stopped short of the real end: the error must
+            # carry the end the log really has (a loader resumes from it)
+            self._probe_tail()
+        if expected_offset != self._end:
+            raise OffsetMismatchError(
+                f"{self._name}: expected offset {expected_offset} but the log ends at {self._end}",
+                expected_offset=expected_offset,
+                log_end_offset=self._end,
+            )
+
+    def _encode(
+        self,
+        batch: pa.RecordBatch,
+        offset: int,
+        append_id: str,
+        identity: WriterIdentity,
+    ) -> tuple[memoryview, SegmentHeader]:
+        header = SegmentHeader(
+            base_offset=offset,
+            record_count=batch.num_rows,
+            timestamp_ms=int(time.time() * 1000),
+            append_id=append_id,
+            identity=identity,
+        )
+        data = encode_segment(batch, header)
+        limit = self._topic.config.max_batch_bytes
+        if len(data) > limit:
+            raise RecordBatchTooLargeError(
+                f"batch encodes to {len(data)} bytes, over the topic's max_batch_bytes "
+                f"({limit}); split it"
+            )
+        return data, header
+
+    def _try_put(self, offset: int, data: memoryview, append_id: str) -> tuple[_Owner, bool]:
+        """One put-if-absent attempt, and who holds the offset afterwards.
+
+        Returns the owner (NOBODY means: try again) and whether this attempt
+        may have been applied without our knowing.
+        """
+        key = self._key(offset)
+        try:
+            self._store.put_if_absent(key, data)
+        except FileExistsError:
+            # Ours if an earlier attempt of this very append landed unseen (the S3
+            # client retries internally too, so always read back).
+            return self._owner(offset, append_id), False
+        except TransientStoreError as e:
+            if not e.maybe_applied:
+                return _Owner.NOBODY, False
+            return self._owner(offset, append_id), True
+        return _Owner.OURS, False
+
+    def _owner(self, offset: int, append_id: str) -> _Owner:
+        """Read back what sits at ``offset``.
+
+        Raises:
+            AppendOutcomeUnknownError: the store stayed unavailable until the deadline.
+        """
+        try:
+            header = self._read_header(offset)
+        except FileNotFoundError:
+            return _Owner.NOBODY
+        except TransientStoreError as e:
+            raise AppendOutcomeUnknownError(
+                f"{self._key(offset)}: cannot read back the outcome of an append: {e}",
+                offset=offset,
+            ) from e
+        return _Owner.OURS if header.append_id == append_id else _Owner.THEIRS
+
+    def _record_append(self, summary: SegmentSummary) -> None:
+        self._tail.append((summary.base, summary.size))
+        self._summaries[summary.base] = summary
+        self._end = summary.end
+        self._last_base = summary.base
+        self._write_due_checkpoints()
+
+
+def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:
+    problems = [
+        f"duplicate column {n!r}" for n in dict.fromkeys(got.names) if got.names.count(n) > 1
+    ]
+    want_fields = {f.name: f for f in want}
+    got_fields = {f.name: f for f in got}
+    for name in want.names:
+        if name not in got_fields:
+            problems.append(f"missing column {name!r}")
+        elif not got_fields[name].equals(want_fields[name]):
+            problems.append(f"column {name!r} is {got_fields[name]}, topic has {want_fields[name]}")
+    problems += [
+        f"unexpected column {n!r}" for n in dict.fromkeys(got.names) if n not in want_fields
+    ]
+    if not problems and want.names != got.names:
+        problems.append(f"column order {got.names} differs from the topic's {want.names}")
+    return f"batch does not match the schema of topic {topic!r}: " + "; ".join(problems)

@@ -1,0 +1,192 @@
+"""Checkpoints: opening a partition from the newest usable one, loading (or
+rebuilding) the window that holds an offset, writing every window that is due.
+A checkpoint only saves work: a corrupt one is skipped for its segments. See
+docs/protocol.md, "Checkpoints and opening a partition".
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Iterator
+
+from arrowlog.checkpoint import Checkpoint, PartitionState, advance
+from arrowlog.errors import (
+    ArrowLogError,
+    CorruptCheckpointError,
+    SegmentNotFoundError,
+    TransientStoreError,
+)
+from arrowlog.partition.listing import Listing
+from arrowlog.storage import ObjectInfo
+from arrowlog.topic import (
+    checkpoint_key,
+    checkpoint_prefix,
+    parse_checkpoint_key,
+    parse_segment_key,
+    segment_prefix,
+)
+
+#: How long a producer's latest batch is remembered after it was written (Kafka's
+#: producer.id.expiration.ms is a day; transactional ids live 7 days).
+PRODUCER_STATE_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+class Checkpoints(Listing):
+    """Opening from checkpoints, reading their windows, writing due ones."""
+
+    def _ensure_open(self) -> bool:
+        """Open the partition if not yet open; True if it was opened just now
+        (and so is fresh: no need to list the tail again)."""
+        if self._opened:
+            return False
+        self._open()
+        return True
+
+    def _open(self) -> None:
+        """Read the newest usable checkpoint, then list the segments after it."""
+        self._tail = []
+        self._summaries = {}
+        self._last_checkpoint = None
+        self._last_base = None
+        self._base_state = PartitionState()
+        self._window_start = self._end = self._log_start = 0
+        cp = self._newest_checkpoint()
+        if cp is not None:
+            self._last_checkpoint = cp
+            self._log_start = cp.log_start
+            self._window_start = self._end = cp.end
+            self._base_state = cp.state.copy()
+            self._last_base = cp.segments[-1].base
+        self._opened = True
+        self._sync_tail()
+
+    def _newest_checkpoint(self) -> Checkpoint | None:
+        """The newest checkpoint that reads back intact; None if there is none.
+
+        A corrupt one is skipped with a warning, for the next older one (and
+        then the log start): a checkpoint only saves work. The segments it
+        summarised are read instead, each checked by its own checksums. Each
+        checkpoint skipped costs one more LIST and GET.
+        """
+        prefix = checkpoint_prefix(self._topic.name, self._partition)
+
+        def first_after(key: str | None) -> list[ObjectInfo]:
+            return list(self._store.list(prefix, start_after=key, limit=1))
+
+        after: str | None = None
+        while found := self._retry(functools.partial(first_after, after)):
+            after = found[0].key
+            start = parse_checkpoint_key(after)
+            try:
+                if start is None:
+                    raise CorruptCheckpointError("not a checkpoint name", key=after)
+                return self._load_checkpoint(start)
+            except (CorruptCheckpointError, FileNotFoundError) as e:
+                _warn_skipped(after, e, "opening from an older one or the log start")
+        return None
+
+    def _load_checkpoint(self, start: int) -> Checkpoint:
+        key = checkpoint_key(self._topic.name, self._partition, start)
+        raw = self._retry(lambda: self._store.get(key))
+        return Checkpoint.from_json(raw, key=key, start=start)
+
+    def _load_window(self, start: int) -> Checkpoint:
+        """The checkpoint of the window starting at ``start``, for reading. If it
+        is corrupt (or gone), the window is rebuilt from its segments' headers,
+        with a warning: one LIST and ``checkpoint_interval`` ranged GETs. The
+        rebuilt one has no partition state: reads use only its segments."""
+        try:
+            return self._load_checkpoint(start)
+        except (CorruptCheckpointError, FileNotFoundError) as e:
+            key = checkpoint_key(self._topic.name, self._partition, start)
+            _warn_skipped(key, e, "reading its segments' headers instead")
+        prefix = segment_prefix(self._topic.name, self._partition)
+        after = None if start == 0 else self._key(start - 1)
+        found = self._retry(
+            lambda: list(self._store.list(prefix, start_after=after, limit=self._interval))
+        )
+        listed = [
+            (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
+        ]
+        window = self._chain_from(start, listed)
+        if len(window) < self._interval:
+            raise SegmentNotFoundError(
+                f"checkpoint window at {start} is corrupt and its segments are not all there",
+                key=self._key(window[-1].end if window else start),
+            )
+        return Checkpoint(log_start=self._log_start, start=start, end=window[-1].end,
+                          segments=tuple(window), state=PartitionState())  # fmt: skip
+
+    def _checkpoints_from(self, start: int) -> Iterator[Checkpoint]:
+        """The checkpoint windows from the one holding ``start`` to the newest."""
+        if start >= self._window_start:
+            return
+        last = self._last_checkpoint
+        cp = (
+            last
+            if last is not None and last.start <= start < last.end
+            else self._checkpoint_covering(start)
+        )
+        while True:
+            yield cp
+            if cp.end >= self._window_start:
+                return
+            cp = self._load_window(cp.end)
+
+    def _checkpoint_covering(self, offset: int) -> Checkpoint:
+        # Checkpoint keys are inverted: the first key at or after checkpoint_key(offset)
+        # is the window with the greatest start <= offset.
+        prefix = checkpoint_prefix(self._topic.name, self._partition)
+        after = checkpoint_key(self._topic.name, self._partition, offset + 1)
+        found = self._retry(lambda: list(self._store.list(prefix, start_after=after, limit=1)))
+        start = parse_checkpoint_key(found[0].key) if found else None
+        # A listing is not a snapshot: it may have missed the window wanted (and
+        # shown an older one, or none). Windows are contiguous from the log start:
+        # follow them by key from what it showed.
+        cp = self._load_window(self._log_start if start is None else start)
+        while cp.end <= offset:
+            cp = self._load_window(cp.end)
+        if not cp.start <= offset:
+            raise CorruptCheckpointError(f"checkpoint does not cover offset {offset}", key=prefix)
+        return cp
+
+    def _write_due_checkpoints(self) -> None:
+        """Write the checkpoint of every complete window we know of. Best effort:
+        a checkpoint only saves work, so a failure here never fails an append."""
+        while len(self._tail) >= self._interval:
+            try:
+                window = self._tail_summaries(self._interval)
+                state = advance(self._base_state, window)
+                if self._decide is not None:
+                    state.forget_decided(self._decide)
+            except ArrowLogError:
+                return  # store or coordinator unavailable: the next append tries again
+            state.forget_producers_before(window[-1].timestamp_ms - PRODUCER_STATE_RETENTION_MS)
+            cp = Checkpoint(
+                log_start=self._log_start,
+                start=self._window_start,
+                end=window[-1].end,
+                segments=tuple(window),
+                state=state,
+            )
+            key = checkpoint_key(self._topic.name, self._partition, cp.start)
+            try:
+                self._store.put_if_absent(key, cp.to_json())
+            except FileExistsError:
+                pass  # another writer wrote the same window
+            except TransientStoreError:
+                return
+            self._last_checkpoint = cp
+            self._window_start = cp.end
+            self._base_state = state
+            for base, _ in self._tail[: self._interval]:
+                self._summaries.pop(base, None)
+            del self._tail[: self._interval]
+
+
+def _warn_skipped(key: str, error: BaseException, instead: str) -> None:
+    reason = f"{key}: gone" if isinstance(error, FileNotFoundError) else str(error)
+    warnings.warn(
+        f"skipping an unusable checkpoint: {reason}; {instead}", RuntimeWarning, stacklevel=2
+    )

@@ -1,0 +1,152 @@
+"""The tail: the segments after the newest known checkpoint, by listing.
+
+A listing is not a snapshot, so a listed segment joins the chain only if it
+starts where the one before it ends (the listing rule); a HEAD follows the chain
+past a listing that stopped short; a segment the log was known to reach through
+and that is gone is reported, never appended over. See docs/protocol.md, "The
+listing rule" and "Lost segments".
+"""
+
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+
+from arrowlog.checkpoint import SegmentSummary
+from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
+from arrowlog.partition._base import PartitionBase
+from arrowlog.segment import HEAD_BYTES, SegmentHeader, read_header
+from arrowlog.topic import parse_segment_key, segment_prefix
+
+#: Segment headers a sync reads at once (in parallel).
+_HEADER_READS = 8
+
+
+class Listing(PartitionBase):
+    """Listing the tail, the contiguous-chain rule, probing by HEAD."""
+
+    def _sync_tail(self) -> bool:
+        """List the segments from the last known one on; True if the log grew.
+
+        A listing is not a snapshot: racing appends, it can show segment N+1
+        without N. So a listed segment counts only if it starts where the one
+        before it ends, by that one's header; from the first gap on, keys are
+        "not visible yet": ignored now, never cached, listed again next time.
+
+        The listing starts just before the last known segment, so that segment
+        is in it: if it is gone, the log lost records this client (or the
+        checkpoint it opened from) saw, and appending at its end would reuse
+        their offsets.
+
+        Cost: one LIST, plus one ranged GET (of at most ``HEAD_BYTES``) per new
+        segment, in parallel. No fewer is sound: only a header tells where its
+        segment ends, so each link of the chain needs the header before it. A
+        writer reads each header at most once (it is kept for the checkpoint).
+        """
+        last = self._last_base
+        after = None if last is None or last == 0 else self._key(last - 1)
+        prefix = segment_prefix(self._topic.name, self._partition)
+        found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
+        listed = [
+            (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
+        ]
+        if last is not None:
+            if listed and listed[0][0] == last:
+                del listed[0]
+            elif not self._exists(last):
+                # the listing may just have missed it (not a snapshot): only a
+                # HEAD that finds nothing says it is gone
+                raise SegmentNotFoundError(
+                    f"segment missing: the log was known to reach offset {self._end} "
+                    "through it; its records are lost",
+                    key=self._key(last),
+                )
+        chain = self._chain_from(self._end, listed)
+        if not chain:
+            return False
+        for summary in chain:
+            self._tail.append((summary.base, summary.size))
+            self._summaries[summary.base] = summary
+        self._end = chain[-1].end
+        self._last_base = chain[-1].base
+        return True
+
+    def _exists(self, base: int) -> bool:
+        key = self._key(base)
+        try:
+            self._retry(lambda: self._store.head(key))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _chain_from(self, end: int, listed: list[tuple[int, int]]) -> list[SegmentSummary]:
+        """The listed ``(base, size)`` segments that continue the chain from
+        ``end``, up to the first gap; headers read a few at a time in parallel."""
+        chain: list[SegmentSummary] = []
+        for i in range(0, len(listed), _HEADER_READS):
+            batch = listed[i : i + _HEADER_READS]
+            if batch[0][0] != end:
+                return chain  # a gap: read no header past it
+            headers = self._read_headers([base for base, _ in batch])
+            for (base, size), header in zip(batch, headers, strict=True):
+                if base != end or isinstance(header, FileNotFoundError):
+                    return chain  # a gap, or a key gone since the listing
+                if isinstance(header, BaseException):
+                    raise header  # a corrupt segment in the chain is never skipped
+                chain.append(SegmentSummary.of(header, size))
+                end = header.next_offset
+        return chain
+
+    def _read_headers(self, bases: list[int]) -> list[SegmentHeader | BaseException]:
+        """The headers of ``bases`` read in parallel, each or its error."""
+
+        def read(base: int) -> SegmentHeader | BaseException:
+            try:
+                return self._read_header(base)
+            except (ArrowLogError, FileNotFoundError) as e:
+                return e
+
+        if len(bases) == 1:
+            return [read(bases[0])]
+        with ThreadPoolExecutor(max_workers=len(bases), thread_name_prefix="arrowlog-head") as pool:
+            return list(pool.map(read, bases))
+
+    def _read_header(self, base: int) -> SegmentHeader:
+        key = self._key(base)
+        head = self._retry(lambda: self._store.get_range(key, 0, HEAD_BYTES))
+        header = read_header(head, key=key)
+        if isinstance(header, int):
+            need = header
+            head = self._retry(lambda: self._store.get_range(key, 0, need))
+            header = read_header(head, key=key)
+            if isinstance(header, int):
+                raise CorruptSegmentError("segment truncated inside its schema", key=key)
+        if header.base_offset != base:
+            raise CorruptSegmentError(f"segment says it starts at {header.base_offset}", key=key)
+        return header
+
+    def _tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:
+        """Summaries of the tail segments (the first ``upto``). All are known: a
+        sync reads the header of every segment it adds to the chain."""
+        wanted = self._tail if upto is None else self._tail[:upto]
+        return [self._summaries[base] for base, _ in wanted]
+
+    def _probe_tail(self) -> None:
+        """Follow the chain past the listing, object by object: a listing racing
+        appends may stop short of segments already written (a gap is "not
+        visible yet" to it), but a HEAD of the key at the known end sees any
+        completed write. One HEAD when nothing follows; a HEAD and a header read
+        per segment the listing missed. Where the end must cover everything
+        acknowledged before (a transaction's bound, a snapshot's views), not
+        just what a listing showed."""
+        while True:
+            key = self._key(self._end)
+            try:
+                info = self._retry(functools.partial(self._store.head, key))
+            except FileNotFoundError:
+                return
+            summary = SegmentSummary.of(self._read_header(self._end), info.size)
+            self._tail.append((summary.base, summary.size))
+            self._summaries[summary.base] = summary
+            self._end = summary.end
+            self._last_base = summary.base

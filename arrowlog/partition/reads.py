@@ -1,0 +1,246 @@
+"""Reads: the end and start offsets, the partition state, and the segments of a
+range, found through the checkpoint windows and the tail and fetched (checked
+against what the index says they hold). See docs/protocol.md, "Reading".
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from arrowlog.checkpoint import PartitionState, SegmentSummary, advance
+from arrowlog.config import RetryPolicy
+from arrowlog.errors import CorruptSegmentError, OffsetOutOfRangeError, SegmentNotFoundError
+from arrowlog.partition.checkpoints import Checkpoints
+from arrowlog.segment import SegmentHeader, decode_segment
+from arrowlog.storage import Store
+from arrowlog.topic import segment_key
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRef:
+    """A segment known from the index: offsets ``[base, end)``, ``size`` bytes."""
+
+    key: str
+    base: int
+    end: int
+    size: int
+
+
+class Reads(Checkpoints):
+    """Offsets, summaries and records of the log."""
+
+    def end_offset(self, *, refresh: bool = True, complete: bool = False) -> int:
+        """The high watermark: the offset the next append lands at. With
+        ``complete``, at least every append acknowledged before the call (see
+        :meth:`_probe_tail`); otherwise a listing may have missed the newest."""
+        with self._lock:
+            if not self._ensure_open() and refresh:
+                self._sync_tail()
+            if complete:
+                self._probe_tail()
+            return self._end
+
+    def start_offset(self) -> int:
+        """The log start offset: the first offset still readable."""
+        with self._lock:
+            self._ensure_open()
+            return self._log_start
+
+    def state(self, *, refresh: bool = True, complete: bool = False) -> tuple[int, PartitionState]:
+        """The high watermark and the partition state there: the latest batch of
+        every producer, and the transactions with data but no marker. With
+        ``complete``, as :meth:`end_offset`."""
+        with self._lock:
+            if not self._ensure_open() and refresh:
+                self._sync_tail()
+            if complete:
+                self._probe_tail()
+            return self._end, advance(self._base_state, self._tail_summaries())
+
+    def _resolve_range(self, start: int | None, end: int | None) -> tuple[int, int]:
+        if not self._ensure_open() and (end is None or end > self._end):
+            self._sync_tail()
+        start = self._log_start if start is None else start
+        end = self._end if end is None else end
+        for name, value in (("start", start), ("end", end)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise OffsetOutOfRangeError(f"{name} offset must be an int, got {value!r}")
+        if start < self._log_start:
+            raise OffsetOutOfRangeError(
+                f"{self._name}: offset {start} is below the log start {self._log_start}"
+            )
+        if end > self._end or start > end:
+            raise OffsetOutOfRangeError(
+                f"{self._name}: range [{start}, {end}) is outside the log "
+                f"[{self._log_start}, {self._end})"
+            )
+        return start, end
+
+    def segments(self, start: int | None = None, end: int | None = None) -> list[SegmentRef]:
+        """The segments that hold offsets ``[start, end)`` (default: the whole log).
+
+        Raises:
+            OffsetOutOfRangeError: the range is not inside the log.
+        """
+        return self._plan(start, end)[2]
+
+    def summaries(self, start: int | None = None, end: int | None = None) -> list[SegmentSummary]:
+        """Header summaries of the segments holding ``[start, end)``: from
+        checkpoints where they cover the range, else from the segments' heads."""
+        with self._lock:
+            start, end = self._resolve_range(start, end)
+            out: list[SegmentSummary] = []
+            if start >= end:
+                return out
+            for cp in self._checkpoints_from(start):
+                out.extend(s for s in cp.segments if s.end > start and s.base < end)
+            tail = [s for s in self._tail_summaries() if s.end > start and s.base < end]
+            return out + tail
+
+    def _plan(self, start: int | None, end: int | None) -> tuple[int, int, list[SegmentRef]]:
+        with self._lock:
+            start, end = self._resolve_range(start, end)
+            refs: list[SegmentRef] = []
+            if start < end:
+                for ref in self._refs_from(start):
+                    if ref.base >= end:
+                        break
+                    refs.append(ref)
+            return start, end, refs
+
+    def _refs_from(self, start: int) -> Iterator[SegmentRef]:
+        """Segments in order, from the one holding ``start`` to the known end."""
+        offset = start
+        for cp in self._checkpoints_from(start):
+            yield from _window_refs(
+                self._topic.name, self._partition, cp.bases,
+                tuple(s.size for s in cp.segments), cp.end, offset,
+            )  # fmt: skip
+            offset = cp.end
+        bases = [b for b, _ in self._tail]
+        sizes = [s for _, s in self._tail]
+        if bases and offset < self._end:
+            yield from _window_refs(
+                self._topic.name, self._partition, bases, sizes, self._end, offset
+            )
+
+    def iter_segments(
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        skip: Callable[[SegmentRef], bool] | None = None,
+    ) -> Generator[tuple[SegmentHeader, pa.RecordBatch], None, None]:
+        """Stream ``(header, batch)`` for offsets ``[start, end)``: each batch is
+        the part of its segment inside the range. Up to ``read_ahead`` segments
+        are fetched in parallel; memory stays bounded however long the range.
+        Segments for which ``skip`` is true are not fetched at all.
+
+        Raises:
+            OffsetOutOfRangeError: the range is not inside the log.
+            CorruptSegmentError: a segment fails its checksum.
+            SegmentNotFoundError: a segment of the range is gone.
+        """
+        start, end, refs = self._plan(start, end)
+        if skip is not None:
+            refs = [ref for ref in refs if not skip(ref)]
+        ahead = self._config.read_ahead
+        if ahead is None:
+            ahead = 1 if self._store.url.startswith(("file:", "memory:")) else 8
+        if ahead == 1:
+            for ref in refs:
+                yield _cut(self._fetch(ref), ref, start, end)
+            return
+        pool = ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="arrowlog-read")
+        pending: collections.deque[Future[tuple[SegmentHeader, pa.RecordBatch]]] = (
+            collections.deque()
+        )
+        try:
+            queue = iter(refs)
+            for ref in queue:
+                pending.append(pool.submit(self._fetch, ref))
+                if len(pending) >= ahead:
+                    break
+            for ref in refs:
+                item = pending.popleft().result()
+                for nxt in queue:
+                    pending.append(pool.submit(self._fetch, nxt))
+                    break
+                yield _cut(item, ref, start, end)
+        finally:
+            for future in pending:
+                future.cancel()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _fetch(self, ref: SegmentRef) -> tuple[SegmentHeader, pa.RecordBatch]:
+        return fetch_segment(self._store, ref.key, ref.base, ref.end, self._config.retry)
+
+    def iter_batches(
+        self, start: int | None = None, end: int | None = None
+    ) -> Generator[pa.RecordBatch, None, None]:
+        """Stream the records of ``[start, end)`` as record batches, every record
+        as written (read_uncommitted; control records left out)."""
+        for header, batch in self.iter_segments(start, end):
+            if not header.identity.control:
+                yield batch
+
+    def read(self, start: int | None = None, end: int | None = None) -> pa.Table:
+        """The records of ``[start, end)`` as one table (read_uncommitted)."""
+        return pa.Table.from_batches(list(self.iter_batches(start, end)), schema=self._topic.schema)
+
+
+def fetch_segment(
+    store: Store, key: str, base: int, end: int, retry: RetryPolicy | None = None
+) -> tuple[SegmentHeader, pa.RecordBatch]:
+    """Read and check one segment that the index says holds ``[base, end)``.
+
+    Raises:
+        CorruptSegmentError: checksum mismatch, or offsets other than the index's.
+        SegmentNotFoundError: the segment is gone.
+    """
+    try:
+        data = (retry or RetryPolicy()).call(lambda: store.get(key))
+    except FileNotFoundError:
+        raise SegmentNotFoundError(
+            f"segment missing: the log says it holds [{base}, {end}); its records are lost",
+            key=key,
+        ) from None
+    header, batch = decode_segment(data, key=key)
+    if header.base_offset != base or header.next_offset != end:
+        raise CorruptSegmentError(
+            f"segment holds [{header.base_offset}, {header.next_offset}), the log says "
+            f"[{base}, {end})",
+            key=key,
+        )
+    return header, batch
+
+
+def _window_refs(
+    topic: str,
+    partition: int,
+    bases: list[int] | tuple[int, ...],
+    sizes: list[int] | tuple[int, ...],
+    end: int,
+    offset: int,
+) -> Iterator[SegmentRef]:
+    first = max(0, bisect.bisect_right(bases, offset) - 1)
+    for i in range(first, len(bases)):
+        nxt = bases[i + 1] if i + 1 < len(bases) else end
+        yield SegmentRef(segment_key(topic, partition, bases[i]), bases[i], nxt, sizes[i])
+
+
+def _cut(
+    item: tuple[SegmentHeader, pa.RecordBatch], ref: SegmentRef, start: int, end: int
+) -> tuple[SegmentHeader, pa.RecordBatch]:
+    header, batch = item
+    lo = max(start, ref.base) - ref.base
+    hi = min(end, ref.end) - ref.base
+    if lo == 0 and hi == batch.num_rows:
+        return header, batch
+    return header, batch.slice(lo, hi - lo)
