@@ -1,0 +1,164 @@
+"""Round 2 of the adversarial review: schedules that break arrowlog's guarantees
+on the code they were written against (each test asserts the guarantee, so it
+fails while the hole is open). Each docstring gives the schedule step by step,
+what is expected and what happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+
+import arrowlog
+from arrowlog.errors import ArrowLogError
+from arrowlog.storage import Store
+from arrowlog.storage.scripted import ScriptedStore
+from tests.attack._util import FAST, FOREVER, SCHEMA, Background, everything, rows, visible
+
+
+@pytest.fixture
+def scripted(store: Store) -> Iterator[ScriptedStore]:
+    yield ScriptedStore(store)
+
+
+def _pipeline_topics(store: Store) -> None:
+    setup = arrowlog.connect(store)
+    setup.create_topic("in", SCHEMA)
+    setup.create_topic("t", SCHEMA)
+
+
+def _commit_then_die_before_offsets(
+    scripted: ScriptedStore, tid: str, value: int, offset: int
+) -> None:
+    """A copier of ``tid`` commits rows(value) to t/0 with offsets {in/0: offset}
+    for group g; PREPARE_COMMIT and the marker land, every group-log PUT fails
+    from then on (the process dies before applying its offsets)."""
+    p = arrowlog.connect(scripted, config=FAST).producer(transactional_id=tid)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", rows(value), partition=0)
+    p.send_offsets_to_transaction({("in", 0): offset}, group_id="g")
+    dead = scripted.fail("put_if_absent", "_arrowlog/groups/*", times=FOREVER, maybe_applied=False)
+    with pytest.raises(ArrowLogError):
+        p.commit_transaction()
+    dead.stop()
+
+
+# --- consumer group offsets -----------------------------------------------------------
+
+
+def test_a_group_position_moves_back_when_an_older_committed_transaction_is_applied_late(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """Two transactional ids commit offsets for the same input partition, one
+    after the other; the older one's offsets, applied late, win over the newer.
+
+    1. Copier "a" consumes in/0 [0, 5): begin, send rows(1) to t/0,
+       send_offsets({in/0: 5}, g), commit: PREPARE_COMMIT lands (decided: the
+       record is visible, committed(in/0) == 5 through the pending mark), then
+       the process dies before the group-log update.
+    2. The partition is reassigned to copier "b" (another transactional id, as
+       with KIP-447 per-producer ids): committed(in/0) == 5, so b consumes
+       [5, 10): begin, send rows(2), send_offsets({in/0: 10}, g), commit: all of
+       it lands; the group log now says in/0 = 10.
+    3. A consumer asks committed(in/0); later "a" is recovered (init) and rolls
+       its commit forward, applying {in/0: 5}.
+
+    Expected: the position never goes back: 10 after step 2 and after step 3
+    (Kafka orders offset commits by their place in the offsets log: b's commit
+    came after a's, so a's marker does not overwrite it). Observed: 5 (the
+    pending mark of "a" is applied over b's newer offsets on every read, and
+    recovery writes 5 for good): input [5, 10) is processed twice, and rows(2)
+    would be produced again.
+    """
+    _pipeline_topics(store)
+    _commit_then_die_before_offsets(scripted, "a", 1, 5)
+    reader = arrowlog.connect(store).consumer(group_id="g")
+    assert visible(reader) == [1]
+    assert reader.committed("in", 0) == 5
+    b = arrowlog.connect(store).producer(transactional_id="b")
+    b.init_transactions()
+    with b.transaction():
+        b.send("t", rows(2), partition=0)
+        b.send_offsets_to_transaction({("in", 0): 10}, group_id="g")
+    assert visible(reader) == [1, 2]
+    seen_before_recovery = reader.committed("in", 0)
+    arrowlog.connect(store).producer(transactional_id="a").init_transactions()
+    seen_after_recovery = reader.committed("in", 0)
+    assert (seen_before_recovery, seen_after_recovery) == (10, 10)
+
+
+def test_a_plain_commit_after_a_decided_transaction_is_undone_by_its_late_offsets(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """A plain Consumer.commit made after a transaction's PREPARE_COMMIT is
+    overwritten when that transaction's offsets are applied later.
+
+    1. Copier "a": rows(1) to t/0 with {in/0: 5} for group g; PREPARE_COMMIT
+       lands, the process dies before the group-log update (committed == 5).
+    2. The group moves on outside transactions (e.g. a non-transactional
+       consumer of the group processed [5, 10) and commits): Consumer.commit
+       ({in/0: 10}) succeeds.
+    3. committed(in/0)? then "a" is recovered (init) and applies {in/0: 5}.
+
+    Expected: 10 both times (the later commit wins, as in Kafka where the
+    commit record appended after the transactional one is the newer).
+    Observed: 5 both times: the acknowledged plain commit is lost.
+    """
+    _pipeline_topics(store)
+    _commit_then_die_before_offsets(scripted, "a", 1, 5)
+    reader = arrowlog.connect(store).consumer(group_id="g")
+    assert reader.committed("in", 0) == 5
+    reader.commit({("in", 0): 10})
+    seen_before_recovery = reader.committed("in", 0)
+    arrowlog.connect(store).producer(transactional_id="a").init_transactions()
+    seen_after_recovery = reader.committed("in", 0)
+    assert (seen_before_recovery, seen_after_recovery) == (10, 10)
+
+
+def test_a_commit_after_a_failed_pending_mark_makes_visible_records_without_their_offsets(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """commit_transaction is allowed after send_offsets_to_transaction failed
+    to mark the group pending, so the offsets are not decided with the records.
+
+    1. P: init, begin, send rows(1) to t/0.
+    2. P: send_offsets_to_transaction({in/0: 1}, g): the coordinator entry
+       naming the offsets lands; every PUT to the group log gets 503 until the
+       deadline: ConcurrentTransactionsError. (Not retried: the closed hole of
+       round 1 retried it.)
+    3. P: commit_transaction (the store is fine again, except the group log,
+       which is still unreachable: the process dies there): PREPARE_COMMIT with
+       the offsets and the marker land; the offsets update fails.
+
+    Expected: either commit_transaction is refused after the failed
+    send_offsets (Kafka puts the producer in an abortable state), or
+    committed(in/0) == 1 once rows(1) is visible (offsets decided with the
+    records). Observed: rows(1) is visible and committed(in/0) is None: a
+    consumer taking over reprocesses in/0 [0, 1) and produces rows(1) again.
+    """
+    _pipeline_topics(store)
+    p = arrowlog.connect(scripted, config=FAST).producer(transactional_id="copier")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", rows(1), partition=0)
+    refusing = scripted.throttle("put_if_absent", "_arrowlog/groups/g/*", times=FOREVER)
+    with pytest.raises(arrowlog.ConcurrentTransactionsError):
+        p.send_offsets_to_transaction({("in", 0): 1}, group_id="g")
+    refused = False
+    try:
+        p.commit_transaction()
+    except arrowlog.InvalidTxnStateError:
+        refused = True
+    except ArrowLogError:
+        pass  # PREPARE_COMMIT landed, the group update failed: the "crash"
+    refusing.stop()
+    reader = arrowlog.connect(store).consumer(group_id="g")
+    seen = visible(reader)
+    if not refused:
+        assert seen == [1]
+        assert reader.committed("in", 0) == 1, "records visible, offsets not counted"
+    else:
+        assert seen == []
