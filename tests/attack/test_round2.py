@@ -7,6 +7,7 @@ what is expected and what happened.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -162,3 +163,44 @@ def test_a_commit_after_a_failed_pending_mark_makes_visible_records_without_thei
         assert reader.committed("in", 0) == 1, "records visible, offsets not counted"
     else:
         assert seen == []
+
+
+# --- expiry ------------------------------------------------------------------------------
+
+
+def test_a_transactional_id_whose_registration_failed_is_never_expired(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """An id's first coordinator entry lands but its registration under
+    _arrowlog/transactional-ids/ does not (the process dies between the two
+    PUTs, or the registration PUT keeps failing); no later entry registers it,
+    and expiry only looks at registered ids.
+
+    1. P1: init_transactions: entry 0 lands; the PUT of
+       transactional-ids/copier fails until the deadline (the "crash").
+    2. P2 (same id, a restart): init_transactions succeeds (entry 1), begin,
+       send rows(1) to t/0; P2 dies with the transaction ONGOING.
+    3. Long after the timeout, expire_transactions(now_ms=far in the future).
+
+    Expected (invariant 6): the abandoned transaction is aborted by expiry; the
+    LSO of t/0 moves past rows(1). Observed: expire_transactions returns []
+    and the LSO of t/0 stays at 0 until some instance of "copier" initialises
+    again (list_transactions and metrics do not show it either).
+    """
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    p1 = arrowlog.connect(scripted, config=FAST).producer(transactional_id="copier")
+    dead = scripted.fail(
+        "put_if_absent", "_arrowlog/transactional-ids/*", times=FOREVER, maybe_applied=False
+    )
+    with pytest.raises(ArrowLogError):
+        p1.init_transactions()
+    dead.stop()
+    p2 = arrowlog.connect(store).producer(transactional_id="copier", transaction_timeout_ms=1000)
+    p2.init_transactions()
+    p2.begin_transaction()
+    p2.send("t", rows(1), partition=0)
+    log = arrowlog.connect(store)
+    assert log.stable_offsets("t") == {0: 0}
+    expired = log.expire_transactions(now_ms=int(time.time() * 1000) + 86_400_000)
+    assert [e.transactional_id for e in expired] == ["copier"]
+    assert log.stable_offsets("t") == {0: 1}
