@@ -204,3 +204,67 @@ def test_a_transactional_id_whose_registration_failed_is_never_expired(
     expired = log.expire_transactions(now_ms=int(time.time() * 1000) + 86_400_000)
     assert [e.transactional_id for e in expired] == ["copier"]
     assert log.stable_offsets("t") == {0: 1}
+
+
+# --- streaming micro-batch ends ----------------------------------------------------------
+
+
+def test_a_streaming_micro_batch_shows_half_a_transaction_committed_between_its_views(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """The streaming source's latestOffset takes one view per partition, one
+    after another (a one-round snapshot: the schedule of hole 3), and
+    plan_scan keeps numeric ends whole, so a micro-batch is torn.
+
+    1. A streaming reader of t (partitions 0 and 1), at start {t/0: 0, t/1: 0},
+       asks latestOffset: it fixes its view of t/0 (empty: LSO 0); its first
+       request for t/1 is held.
+    2. P: init, begin, send rows(1) to t/0 and rows(2) to t/1, commit (whole).
+    3. The held request goes on: t/1's view shows P's record, committed: LSO 1.
+       The micro-batch is [0, 0) on t/0 and [0, 1) on t/1.
+    4. The micro-batch is planned (plan_scan with those numeric ends) and read;
+       then the next micro-batch.
+
+    Expected (invariant 4): a read_committed micro-batch shows all of P's
+    transaction or none of it. Observed: micro-batch 1 holds rows(2) alone,
+    micro-batch 2 rows(1) alone.
+    """
+    pytest.importorskip("pyspark")
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from arrowlog.scan import output_schema, read_task
+    from arrowlog.spark.options import ReadOptions
+    from arrowlog.spark.streaming import ArrowLogStreamReader
+
+    arrowlog.connect(store).create_topic("t", SCHEMA, partitions=2)
+    options = ReadOptions(
+        root=store.url, storage={}, topics=("t",), starting="earliest", ending="latest",
+        starting_timestamp=None, ending_timestamp=None, isolation_level="read_committed",
+        fail_on_data_loss=True, target_bytes=1 << 20,
+    )  # fmt: skip
+    reader = ArrowLogStreamReader(options, None)  # type: ignore[arg-type]
+    reader._log = lambda: arrowlog.connect(scripted)  # type: ignore[method-assign]
+
+    def micro_batch(start: dict[str, int], end: dict[str, int]) -> list[int]:
+        out: list[int] = []
+        for part in reader.partitions(start, end):
+            for batch in read_task(store, part.task, output_schema(SCHEMA)):  # type: ignore[attr-defined]
+                out += batch.column(0).to_pylist()
+        return sorted(out)
+
+    start = {"t/0": 0, "t/1": 0}
+    gate = scripted.hold("list", lambda key: key.startswith("t/1/"))
+    asking = Background(lambda: reader.latestOffset(start, ReadAllAvailable()))
+    gate.wait_reached()
+    p = arrowlog.connect(store).producer(transactional_id="writer")
+    p.init_transactions()
+    with p.transaction():
+        p.send("t", rows(1), partition=0)
+        p.send("t", rows(2), partition=1)
+    gate.release()
+    end = asking.result()
+    first = micro_batch(start, end)  # type: ignore[arg-type]
+    second_end = reader.latestOffset(end, ReadAllAvailable())  # type: ignore[arg-type]
+    second = micro_batch(end, second_end)  # type: ignore[arg-type]
+    assert sorted(first + second) == [1, 2]
+    assert first in ([], [1, 2]), f"micro-batches {first} then {second}: a torn transaction"
