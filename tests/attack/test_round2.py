@@ -268,3 +268,63 @@ def test_a_streaming_micro_batch_shows_half_a_transaction_committed_between_its_
     second = micro_batch(end, second_end)  # type: ignore[arg-type]
     assert sorted(first + second) == [1, 2]
     assert first in ([], [1, 2]), f"micro-batches {first} then {second}: a torn transaction"
+
+
+# --- a listing is not a snapshot: explicit ends ------------------------------------------
+
+
+def _two_committed_records(store: Store) -> None:
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    p = arrowlog.connect(store).producer(transactional_id="writer")
+    p.init_transactions()
+    with p.transaction():
+        p.send("t", rows(1), partition=0)
+        p.send("t", rows(2), partition=0)
+
+
+def test_a_micro_batch_with_a_known_end_raises_when_a_listing_misses_a_segment(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """plan_scan checks a numeric end against a listing-based view, so one LIST
+    racing (or lagging) appends makes a valid micro-batch fail.
+
+    1. P commits rows(1), rows(2) to t/0 (data at 0 and 1, marker at 2): the
+       LSO is 3; a streaming query's latestOffset says {t/0: 3}.
+    2. The micro-batch is planned: plan_scan(starting {t/0: 0}, ending
+       {t/0: 3}); the one LIST of t/0's segments it makes first does not show
+       segment 1 (a listing is not a snapshot).
+
+    Expected (the listing rule: a gap is "not visible yet", never an error; an
+    end known to exist is followed by key, as expected offsets are): the plan
+    covers [0, 3) and reads [1, 2). Observed: OffsetOutOfRangeError "ending
+    offset 3 is past the latest offset 1": the streaming query fails.
+    """
+    from arrowlog.scan import plan_scan
+
+    _two_committed_records(store)
+    assert arrowlog.connect(store).stable_offsets("t") == {0: 3}
+    scripted.hide("t/0/segments/*00001.arrow")
+    plan = plan_scan(
+        arrowlog.connect(scripted), ["t"], starting={("t", 0): 0}, ending={("t", 0): 3}
+    )
+    assert [(r.start, r.end) for r in plan.ranges] == [(0, 3)]
+    assert sum(task.rows for task in plan.tasks) == 2
+
+
+def test_a_read_to_a_known_end_raises_when_a_listing_misses_a_segment(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """The same through Consumer.read: a reader continuing to an end that
+    another read returned (read_snapshot(...).ends) fails on one listing gap.
+
+    1. P commits rows(1), rows(2) to t/0; read_snapshot returns ends {t/0: 3}.
+    2. Another consumer reads t/0 [0, 3); its LIST misses segment 1.
+
+    Expected: [1, 2]. Observed: OffsetOutOfRangeError.
+    """
+    _two_committed_records(store)
+    snap = arrowlog.connect(store).consumer().read_snapshot({("t", 0): (0, None)})
+    assert snap.ends == {("t", 0): 3}
+    scripted.hide("t/0/segments/*00001.arrow")
+    table = arrowlog.connect(scripted).consumer().read("t", 0, start=0, end=3)
+    assert table.column("v").to_pylist() == [1, 2]
