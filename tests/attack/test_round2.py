@@ -328,3 +328,94 @@ def test_a_read_to_a_known_end_raises_when_a_listing_misses_a_segment(
     scripted.hide("t/0/segments/*00001.arrow")
     table = arrowlog.connect(scripted).consumer().read("t", 0, start=0, end=3)
     assert table.column("v").to_pylist() == [1, 2]
+
+
+# --- schedules that held (regression tests; they pass) -----------------------------------
+
+
+def test_held_a_prepare_commit_whose_reply_was_lost_keeps_later_sends_out(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """PREPARE_COMMIT in doubt, then more sends, then a retried commit.
+
+    1. P: init, begin, send rows(1) to t/0 (offset 0).
+    2. P: commit_transaction: the PREPARE_COMMIT PUT times out on the client
+       (deferred), every read-back and retry fails until the deadline: commit
+       raises before P knows it is ENDING (still IN_TRANSACTION).
+    3. The deferred PREPARE_COMMIT lands (bound t/0 = 1): rows(1) is visible.
+    4. P sends rows(2) (accepted, offset 1) and retries commit_transaction.
+
+    Held: the retry's PREPARE_COMMIT loses to the landed one; rows(2), past the
+    bound, is never visible; P is fenced (the error is misleading: P's own
+    entry "fenced" it, but no guarantee breaks).
+    """
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    p = arrowlog.connect(scripted, config=FAST).producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", rows(1), partition=0)
+    late = scripted.late_put("_arrowlog/coordinator/tx/*")
+    down = scripted.fail("get", "_arrowlog/coordinator/tx/*", times=FOREVER)
+    with pytest.raises(ArrowLogError):
+        p.commit_transaction()
+    down.stop()
+    assert late.land()
+    reader = arrowlog.connect(store).consumer()
+    assert visible(reader) == [1]
+    with contextlib.suppress(ArrowLogError):
+        p.send("t", rows(2), partition=0)
+    with contextlib.suppress(ArrowLogError):
+        p.commit_transaction()
+    arrowlog.connect(store).producer(transactional_id="tx").init_transactions()
+    assert visible(arrowlog.connect(store).consumer()) == [1]
+
+
+def test_held_spark_members_failed_attempts_and_late_puts_stay_out(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """Spark-style members: the driver begins, task attempts write with their
+    own producer ids, the driver resumes and commits naming the good attempts.
+
+    1. Driver: init, begin, add t/0. Task attempt 1 (pid M1) writes rows(1)
+       and fails. Attempt 2 (pid M2) writes rows(2); its second batch rows(3)
+       times out on the client, deferred, its outcome unknown: the attempt
+       fails. Attempt 3 (pid M3) writes rows(4) and succeeds.
+    2. The driver (resumed) commits with members = [M3].
+       (M2's deferred PUT of rows(3) lands before attempt 3 writes: a key is
+       an offset, so a late PUT lands only where the log still ends.)
+
+    Held: visible == [4]; the LSO reaches the high watermark.
+    """
+    from arrowlog.producer import allocate_producer_id
+    from arrowlog.segment import WriterIdentity
+
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    driver = arrowlog.connect(store).producer(transactional_id="spark.job")
+    driver.init_transactions()
+    driver.begin_transaction()
+    driver.add_partitions([("t", 0)])
+    epoch = driver.epoch
+
+    def task(log: arrowlog.ArrowLog, *values: int) -> int:
+        pid = allocate_producer_id(log, "spark.job")
+        seq = 0
+        for v in values:
+            who = WriterIdentity(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                 transactional=True, transactional_id="spark.job")  # fmt: skip
+            log.partition("t", 0).append(rows(v), identity=who)
+            seq += 1
+        return pid
+
+    task(arrowlog.connect(store), 1)  # attempt 1: fails after writing
+    late = scripted.late_put("t/0/segments/*", nth=2)
+    scripted.fail("get_range", "t/0/segments/*", nth=2, times=FOREVER)
+    with pytest.raises(ArrowLogError):
+        task(arrowlog.connect(scripted, config=FAST), 2, 3)  # attempt 2: in doubt, fails
+    assert late.land()  # M2's rows(3) lands after its attempt gave up
+    m3 = task(arrowlog.connect(store), 4)
+    committer = arrowlog.connect(store).producer(transactional_id="spark.job")
+    committer.resume_transaction(epoch)
+    committer.commit_transaction(members=[m3])
+    log = arrowlog.connect(store)
+    assert visible(log.consumer()) == [4]
+    assert log.stable_offsets("t") == log.end_offsets("t")
