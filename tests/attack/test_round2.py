@@ -419,3 +419,36 @@ def test_held_spark_members_failed_attempts_and_late_puts_stay_out(
     log = arrowlog.connect(store)
     assert visible(log.consumer()) == [4]
     assert log.stable_offsets("t") == log.end_offsets("t")
+
+
+# --- bulk loading --------------------------------------------------------------------------
+
+
+def test_a_rerun_bulk_load_fails_when_its_listing_misses_the_last_chunk(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """A restarted load asks where the log ends with a listing, not a complete
+    end, so one listing gap makes it fail as if another writer had appended.
+
+    1. Run 1 loads rows 0..5 in chunks of 2 (segments 0, 2, 4) and is killed
+       after writing segment 2 (rows 2, 3).
+    2. Run 2 (the same input, start_offset 0): its LIST of t/0 does not show
+       segment 2 (a listing is not a snapshot); it resumes at 2.
+
+    Expected: run 2 resumes where the log really ends (4) and the partition
+    holds 0..5 once ("a crashed or restarted loader resumes where the log
+    really ends"; a gap is never an error). Observed: OffsetMismatchError
+    "another writer appended to t/0 during the load": no other writer exists;
+    the load stops (a further rerun is needed).
+    """
+    from arrowlog.bulkload import bulk_load
+
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    data = [rows(0, 1, 2, 3, 4, 5)]
+    first = arrowlog.connect(store).partition("t", 0)
+    bulk_load(first, [rows(0, 1, 2, 3)], start_offset=0, rows_per_batch=2)  # killed here
+    scripted.hide("t/0/segments/*00002.arrow")
+    again = arrowlog.connect(scripted).partition("t", 0)
+    result = bulk_load(again, data, start_offset=0, rows_per_batch=2)
+    assert result.end_offset == 6
+    assert everything(arrowlog.connect(store)) == [0, 1, 2, 3, 4, 5]
