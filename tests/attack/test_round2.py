@@ -165,6 +165,52 @@ def test_a_commit_after_a_failed_pending_mark_makes_visible_records_without_thei
         assert seen == []
 
 
+
+def test_a_resumed_commit_makes_visible_records_whose_offsets_were_never_marked_pending(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """A process dies between the coordinator entry naming its offsets and the
+    group's pending mark; another process resumes the transaction and commits
+    it, and cannot know the mark is missing.
+
+    1. A: init, begin, send rows(1) to t/0, send_offsets_to_transaction
+       ({in/0: 1}, g): the ONGOING entry with the offsets lands; A dies before
+       the pending-mark PUT (scripted: the group log is unreachable for A).
+    2. B (same transactional id, another process): resume_transaction(A's
+       epoch), commit_transaction: PREPARE_COMMIT (with A's offsets) and the
+       marker land; B dies before the group-log update.
+
+    Expected: records and offsets are decided together: rows(1) is visible, so
+    committed(in/0) == 1 (or the commit is refused). Observed: rows(1) is
+    visible and committed(in/0) is None until some instance of the id is
+    recovered: a consumer taking over the group in between reprocesses in/0
+    [0, 1) and produces rows(1) again.
+    """
+    _pipeline_topics(store)
+    a = arrowlog.connect(scripted, config=FAST).producer(transactional_id="job")
+    a.init_transactions()
+    a.begin_transaction()
+    a.send("t", rows(1), partition=0)
+    dead = scripted.fail("put_if_absent", "_arrowlog/groups/*", times=FOREVER, maybe_applied=False)
+    with pytest.raises(ArrowLogError):
+        a.send_offsets_to_transaction({("in", 0): 1}, group_id="g")  # A dies here
+    b = arrowlog.connect(scripted, config=FAST).producer(transactional_id="job")
+    b.resume_transaction(a.epoch)
+    refused = False
+    try:
+        b.commit_transaction()
+    except arrowlog.InvalidTxnStateError:
+        refused = True
+    except ArrowLogError:
+        pass  # PREPARE_COMMIT and the marker landed; B dies at the group log
+    dead.stop()
+    reader = arrowlog.connect(store).consumer(group_id="g")
+    if refused:
+        assert visible(reader) == []
+    else:
+        assert visible(reader) == [1]
+        assert reader.committed("in", 0) == 1, "records visible, offsets not counted"
+
 # --- expiry ------------------------------------------------------------------------------
 
 
