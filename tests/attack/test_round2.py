@@ -165,7 +165,6 @@ def test_a_commit_after_a_failed_pending_mark_makes_visible_records_without_thei
         assert seen == []
 
 
-
 def test_a_resumed_commit_makes_visible_records_whose_offsets_were_never_marked_pending(
     store: Store, scripted: ScriptedStore
 ) -> None:
@@ -210,6 +209,7 @@ def test_a_resumed_commit_makes_visible_records_whose_offsets_were_never_marked_
     else:
         assert visible(reader) == [1]
         assert reader.committed("in", 0) == 1, "records visible, offsets not counted"
+
 
 # --- expiry ------------------------------------------------------------------------------
 
@@ -444,12 +444,10 @@ def test_held_spark_members_failed_attempts_and_late_puts_stay_out(
 
     def task(log: arrowlog.ArrowLog, *values: int) -> int:
         pid = allocate_producer_id(log, "spark.job")
-        seq = 0
-        for v in values:
+        for seq, v in enumerate(values):
             who = WriterIdentity(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                                  transactional=True, transactional_id="spark.job")  # fmt: skip
             log.partition("t", 0).append(rows(v), identity=who)
-            seq += 1
         return pid
 
     task(arrowlog.connect(store), 1)  # attempt 1: fails after writing
