@@ -496,3 +496,40 @@ def test_a_rerun_bulk_load_fails_when_its_listing_misses_the_last_chunk(
     result = bulk_load(again, data, start_offset=0, rows_per_batch=2)
     assert result.end_offset == 6
     assert everything(arrowlog.connect(store)) == [0, 1, 2, 3, 4, 5]
+
+
+# --- lost replies on coordinator entries -------------------------------------------------
+
+
+def test_a_retried_send_after_an_in_doubt_registration_is_fenced_by_its_own_entry(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """CoordinatorLog.write can recognise an earlier attempt's late landing by
+    its write id, but the producer never passes one: a retry of a call whose
+    entry landed unseen meets its own entry and calls itself fenced.
+
+    1. P: init, begin, send rows(1) to t/0: the ONGOING entry registering t/0
+       times out on the client (deferred); every read-back fails until the
+       deadline: send raises (retriable; nothing sent).
+    2. The deferred entry lands.
+    3. P retries send rows(1) to t/0.
+
+    Expected: the retry recognises its own registration (or re-registers) and
+    the send succeeds; P commits; readers see [1]. Observed:
+    ProducerFencedError "a newer instance has epoch 0": no other instance
+    exists; P is unusable, its transaction hangs until expiry or a restart.
+    (No record is lost or duplicated: a liveness hole and a false error.)
+    """
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    p = arrowlog.connect(scripted, config=FAST).producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    late = scripted.late_put("_arrowlog/coordinator/tx/*")
+    down = scripted.fail("get", "_arrowlog/coordinator/tx/*", times=FOREVER)
+    with pytest.raises(ArrowLogError):
+        p.send("t", rows(1), partition=0)
+    down.stop()
+    assert late.land()
+    p.send("t", rows(1), partition=0)
+    p.commit_transaction()
+    assert visible(arrowlog.connect(store).consumer()) == [1]
