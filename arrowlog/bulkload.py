@@ -94,7 +94,7 @@ def bulk_load(
         or rows_per_batch < 1
     ):
         raise InvalidConfigError(f"rows_per_batch must be >= 1, got {rows_per_batch!r}")
-    end = log.end_offset()
+    end = log.end_offset(complete=True)  # a listing may stop short of the last chunk
     if end < start_offset:
         raise LoadMismatchError(
             f"the log ends at {end}, before the load's start offset {start_offset}"

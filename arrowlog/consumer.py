@@ -82,7 +82,9 @@ class Consumer:
     def _groups(self) -> GroupOffsets:
         if self.group_id is None:
             raise InvalidConfigError("this consumer has no group_id")
-        return GroupOffsets(self._log.store, self.group_id, self._log.config.retry)
+        return GroupOffsets(
+            self._log.store, self.group_id, self._log.config.retry, resolver=self._log.resolver
+        )
 
     def committed(self, topic: str, partition: int) -> int | None:
         """The group's committed offset (the next offset to read), if any. Offsets

@@ -261,6 +261,10 @@ class CoordinatorLog:
         new = replace(
             new, written_ms=int(time.time() * 1000), write_id=write_id or uuid.uuid4().hex
         )
+        if new.n == 0:
+            # before the entry: an id with entries is always listed, so expiry
+            # finds every transaction it could leave open
+            self._register()
         key = entry_key(self.transactional_id, new.n)
         data = new.to_json()
         sleeps = self._retry.sleeps()
@@ -286,8 +290,6 @@ class CoordinatorLog:
                         f"{self.transactional_id}: coordinator unavailable: {e}"
                     ) from e
                 time.sleep(pause)
-        if new.n == 0:
-            self._register()
         return new
 
     def _register(self) -> None:

@@ -63,10 +63,20 @@ class GroupState:
 class GroupOffsets:
     """The committed offsets of one consumer group."""
 
-    def __init__(self, store: Store, group_id: str, retry: RetryPolicy) -> None:
+    def __init__(
+        self,
+        store: Store,
+        group_id: str,
+        retry: RetryPolicy,
+        *,
+        resolver: TxnResolver | None = None,
+    ) -> None:
         self._store = store
         self.group_id = check_id("group id", group_id)
         self._retry = retry
+        # with a resolver, every write first settles the pending transactions
+        # that have been decided (see _settled)
+        self._resolver = resolver
         self._prefix = f"{GROUPS_PREFIX}{group_id}/"
 
     def _key(self, n: int) -> str:
@@ -198,9 +208,12 @@ class GroupOffsets:
         sleeps = self._retry.sleeps()
         while True:
             state = self.latest()
-            new = change(state)
+            settled = self._settled(state)
+            new = change(settled)
             if new is None:
-                return False
+                if settled == state:
+                    return False
+                new = settled
             fields = {
                 "n": state.n + 1,
                 "offsets": new.offsets,
@@ -220,6 +233,26 @@ class GroupOffsets:
                         f"group {self.group_id}: could not update offsets before the deadline"
                     ) from None
                 time.sleep(pause)
+
+    def _settled(self, state: GroupState) -> GroupState:
+        """``state`` with its decided pending transactions settled: a committed
+        one's offsets applied, an aborted one's dropped. A write does this before
+        its own change, so that a later commit (plain, or of another transactional
+        id) lands on top of an earlier one whose committer died before applying
+        it, never under it."""
+        if self._resolver is None or not state.pending:
+            return state
+        offsets, applied, pending = dict(state.offsets), dict(state.applied), {}
+        for tid, epoch in sorted(state.pending.items()):
+            if applied.get(tid, -1) >= epoch:
+                continue
+            outcome = self._resolver.outcome(tid, epoch)
+            if outcome.decision is Decision.COMMITTED:
+                offsets.update(outcome.offsets.get(self.group_id, {}))
+                applied[tid] = epoch
+            elif outcome.decision is Decision.UNDECIDED:
+                pending[tid] = epoch
+        return GroupState(state.n, offsets, applied, pending)
 
 
 def _tp(key: str) -> tuple[str, int]:

@@ -458,13 +458,17 @@ class Producer:
             merged = {**self._txn_offsets.get(group_id, {})}
             merged.update({tp_key(t, p): o for (t, p), o in offsets.items()})
             self._register(offsets={**self._txn_offsets, group_id: merged})
-            if group_id not in self._txn_marked:
-                # After the coordinator entry names the offsets, before anything can
-                # commit them: from here on readers of the group ask how we ended.
-                GroupOffsets(self._log.store, group_id, self._log.config.retry).mark_pending(
-                    self.transactional_id or "", self._epoch
-                )
-                self._txn_marked.add(group_id)
+            self._mark_pending(group_id)
+
+    def _mark_pending(self, group_id: str) -> None:
+        """After the coordinator entry names the offsets, before anything can
+        commit them: from here on readers of the group ask how we ended."""
+        if group_id not in self._txn_marked:
+            groups = GroupOffsets(
+                self._log.store, group_id, self._log.config.retry, resolver=self._log.resolver
+            )
+            groups.mark_pending(self.transactional_id or "", self._epoch)
+            self._txn_marked.add(group_id)
 
     def _register(
         self,
@@ -621,6 +625,10 @@ class Producer:
         commit = commit and not expired
         extra: dict[str, object] = {}
         if commit:
+            # every group's pending mark must be in place before the commit point
+            # (a failed mark, or a resumed transaction that never saw them made)
+            for group_id in sorted(self._txn_offsets):
+                self._mark_pending(group_id)
             extra["members"] = members
             extra["bounds"] = self._bounds(members)
             if metadata is not None:

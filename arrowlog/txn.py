@@ -100,7 +100,7 @@ def finish(
         log.partition(topic, partition).append_control(kind, who, prepared.n, bound=bound)
 
     def apply_offsets(group: str, offsets: dict[str, int]) -> None:
-        groups = GroupOffsets(log.store, group, log.config.retry)
+        groups = GroupOffsets(log.store, group, log.config.retry, resolver=log.resolver)
         if commit:
             groups.commit(
                 offsets, transactional_id=prepared.transactional_id, txn_epoch=prepared.txn_epoch
