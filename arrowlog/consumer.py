@@ -233,6 +233,10 @@ def plan_committed(
         OffsetOutOfRangeError: the range is outside the log or past the LSO.
     """
     hw, state = view
+    if isinstance(end, int) and end > hw:
+        # an end given as known (a micro-batch's, a previous read's) may lie past
+        # a listing gap: follow the chain by HEAD before calling it out of range
+        hw, state = view = part.state(complete=True)
     lso = last_stable_offset(hw, state, decide)
     open_ended = end is None
     start = part.start_offset() if start is None else start

@@ -21,6 +21,7 @@ import itertools
 import random
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ from arrowlog.coordinator import (
 )
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
+    ArrowLogError,
     InvalidConfigError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
@@ -144,6 +146,11 @@ class Producer:
         self._txn_ends: dict[tuple[str, int], int] = {}
         self._txn_marked: set[str] = set()  # groups whose log marks us pending
         self._prepared: TxnEntry | None = None  # our PREPARE entry, while ENDING
+        # while ENDING: the PREPARE entry to write (state, reason, fields)
+        self._prepare_plan: tuple[TxnState, str, dict[str, object]] | None = None
+        # (entry number, write id) of our last coordinator write whose outcome
+        # could not be told: if it lands later, it is recognised as ours
+        self._doubtful_write: tuple[int, str] | None = None
         self._prepared_expired = False
         self._resumed = False
         self._txn_started_ms = 0
@@ -514,12 +521,29 @@ class Producer:
             "txn_started_ms": self._txn_started_ms,
             **changes,
         }
+        write_id = uuid.uuid4().hex
         try:
-            entry = coordinator.write(prev, replace(prev, **fields))  # type: ignore[arg-type]
+            entry = coordinator.write(prev, replace(prev, **fields), write_id=write_id)  # type: ignore[arg-type]
+        except ArrowLogError as e:
+            if e.retriable:
+                self._doubtful_write = (prev.n + 1, write_id)  # it may land later
+            raise
         except EntryConflictError as conflict:
-            self._state = ProducerState.FENCED
             # The entry that took our place says why; later ones may be anything.
             winner = coordinator.entry(prev.n + 1) or conflict.latest
+            if winner is not None and self._doubtful_write == (winner.n, winner.write_id):
+                # our own earlier attempt, landed after we gave up on it: it is
+                # ours (only hold what you wrote: we wrote it). If it is this very
+                # change, it is done; else build this change on top of it.
+                self._entry, self._doubtful_write = winner, None
+                intended = replace(prev, **fields)  # type: ignore[arg-type]
+                if (
+                    replace(intended, written_ms=winner.written_ms, write_id=winner.write_id)
+                    == winner
+                ):
+                    return winner
+                return self._write_entry(state, reason=reason, **changes)
+            self._state = ProducerState.FENCED
             ours = winner is not None and winner.txn_epoch == self._epoch
             name = f"transaction of {self.transactional_id!r} (epoch {self._epoch})"
             if ours and winner is not None and winner.reason == EXPIRE:
@@ -535,7 +559,7 @@ class Producer:
                 f"producer for {self.transactional_id!r} (epoch {self._epoch}) was fenced: "
                 f"a newer instance has epoch {epoch}"
             ) from None
-        self._entry = entry
+        self._entry, self._doubtful_write = entry, None
         return entry
 
     def commit_transaction(
@@ -572,9 +596,9 @@ class Producer:
             self._check_usable()
             verb = "commit" if commit else "abort"
             if self._state is ProducerState.ENDING:
-                prepared = self._prepared
-                assert prepared is not None
-                doing = "commit" if prepared.state is TxnState.PREPARE_COMMIT else "abort"
+                assert self._prepare_plan is not None
+                planned, reason, extra = self._prepare_plan
+                doing = "commit" if planned is TxnState.PREPARE_COMMIT else "abort"
                 # (a commit that ran past its timeout prepared an abort: retrying
                 # the commit finishes that abort)
                 if doing != verb and not (self._prepared_expired and commit):
@@ -582,6 +606,9 @@ class Producer:
                         f"the transaction is past its point of no return ({doing}): "
                         f"call {doing}_transaction again to finish it"
                     )
+                prepared = self._prepared
+                if prepared is None:  # the PREPARE write itself was in doubt
+                    prepared = self._prepared = self._write_entry(planned, reason=reason, **extra)
             else:
                 if self._state is ProducerState.ABORTABLE_ERROR and commit:
                     raise InvalidTxnStateError("the transaction failed and can only be aborted")
@@ -596,7 +623,7 @@ class Producer:
                 prepared = self._prepare(commit, members, metadata)
             complete = finish(self._log, self._require_transactional(), prepared, reason=verb)
             expired = self._prepared_expired
-            self._prepared = None
+            self._prepared = self._prepare_plan = None
             if complete is None:
                 # Someone fenced us while we finished: the outcome stands, but this
                 # instance may not start another transaction.
@@ -633,15 +660,15 @@ class Producer:
             extra["bounds"] = self._bounds(members)
             if metadata is not None:
                 extra["metadata"] = dict(metadata)
-        prepared = self._write_entry(
-            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
-            reason="commit" if commit else "abort",
-            **extra,
-        )
-        self._prepared = prepared
+        planned = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        reason = "commit" if commit else "abort"
+        # ENDING before the write: once it may have landed, nothing may be sent,
+        # and a retry writes exactly this entry again (recognised if it landed)
+        self._prepare_plan = (planned, reason, extra)
         self._prepared_expired = expired
         self._set_state(ProducerState.ENDING)
-        return prepared
+        self._prepared = self._write_entry(planned, reason=reason, **extra)
+        return self._prepared
 
     def _bounds(self, members: tuple[int, ...]) -> dict[str, int]:
         """Where the transaction's records end in each of its partitions, fixed

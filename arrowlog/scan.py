@@ -195,6 +195,12 @@ def plan_scan(
                 )
             start = log_start
         if end > latest:
+            # a known end (a micro-batch's) may lie past a listing gap: follow
+            # the chain by HEAD before calling it out of range
+            hw, state = part.state(complete=True)
+            committed = isolation_level == "read_committed"
+            latest = last_stable_offset(hw, state, decide) if committed else hw
+        if end > latest:
             raise OffsetOutOfRangeError(
                 f"{topic}/{partition}: ending offset {end} is past the latest offset {latest}"
                 + (" (the LSO under read_committed)" if isolation_level == "read_committed" else "")

@@ -66,6 +66,8 @@ class Reads(Checkpoints):
     def _resolve_range(self, start: int | None, end: int | None) -> tuple[int, int]:
         if not self._ensure_open() and (end is None or end > self._end):
             self._sync_tail()
+        if isinstance(end, int) and end > self._end:
+            self._probe_tail()  # a known end past a listing gap is no error
         start = self._log_start if start is None else start
         end = self._end if end is None else end
         for name, value in (("start", start), ("end", end)):

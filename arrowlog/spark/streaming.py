@@ -37,6 +37,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 import arrowlog
+from arrowlog.consumer import plan_snapshot
 from arrowlog.errors import InvalidConfigError
 from arrowlog.scan import TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions
@@ -63,15 +64,19 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _log(self) -> arrowlog.ArrowLog:
         return arrowlog.connect(self.options.root, self.options.storage)
 
-    def _latest(self) -> dict[str, int]:
+    def _latest(self, start: dict[str, int] | None = None) -> dict[str, int]:
+        """Where the next micro-batch may end: under read_committed, the ends of
+        one snapshot from ``start`` (plan_snapshot), so that a transaction
+        committing while they are fixed is in one micro-batch whole, never split
+        across two; else the high watermarks."""
         log = self._log()
-        consumer = log.consumer(isolation_level=self.options.isolation_level)
-        decide = log.resolver.snapshot()
-        return {
-            _key((topic, p)): consumer.stable_offset(topic, p, decide=decide)
-            for topic in self.options.topics
-            for p in range(log.topic(topic).partitions)
+        tps = [(t, p) for t in self.options.topics for p in range(log.topic(t).partitions)]
+        if self.options.isolation_level == "read_uncommitted":
+            return {_key(tp): log.partition(*tp).end_offset() for tp in tps}
+        ranges: dict[TopicPartition, tuple[int | None, int | None]] = {
+            tp: ((start or {}).get(_key(tp)), None) for tp in tps
         }
+        return {_key(tp): plan.end for tp, plan in plan_snapshot(log, ranges).items()}
 
     def initialOffset(self) -> dict[str, int]:
         latest = self._latest()
@@ -96,7 +101,7 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = self._latest()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        latest = self.target if self.target is not None else self._latest()
+        latest = self.target if self.target is not None else self._latest(start)
         ends = {k: max(latest.get(k, start.get(k, 0)), start.get(k, 0)) for k in latest}
         start = {k: start.get(k, 0) for k in ends}
         if isinstance(limit, ReadMaxRows):

@@ -277,7 +277,6 @@ def test_a_streaming_micro_batch_shows_half_a_transaction_committed_between_its_
     transaction or none of it. Observed: micro-batch 1 holds rows(2) alone,
     micro-batch 2 rows(1) alone.
     """
-    pytest.importorskip("pyspark")
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from arrowlog.scan import output_schema, read_task
