@@ -97,10 +97,10 @@ def test_a_late_prepare_commit_after_the_producer_gave_up_is_finished_by_the_nex
 ) -> None:
     """PREPARE_COMMIT's PUT times out on the client, every retry gets 503 until
     the deadline (ConcurrentTransactionsError); then the PUT lands. The
-    producer's abort finds entry 2 taken and reports itself fenced (although
-    it was its own commit: a misreport, not a broken guarantee). Its records
-    are visible (decided at PREPARE_COMMIT) and its offsets count; the next
-    instance completes the commit; nothing hangs."""
+    producer, in doubt past its point of no return, refuses an abort; its
+    records are visible (decided at PREPARE_COMMIT) and its offsets count; its
+    retried commit recognises its own entry and finishes it; the next instance
+    commits on top; nothing hangs."""
     setup = arrowlog.connect(store)
     setup.create_topic("t", SCHEMA)
     setup.create_topic("in", SCHEMA)
@@ -115,11 +115,13 @@ def test_a_late_prepare_commit_after_the_producer_gave_up_is_finished_by_the_nex
         p.commit_transaction()
     refusing.stop()
     assert late.land()
-    with pytest.raises(arrowlog.ProducerFencedError):
+    # in doubt about its PREPARE_COMMIT, the producer may only retry the commit
+    with pytest.raises(arrowlog.InvalidTxnStateError, match="point of no return"):
         p.abort_transaction()
     reader = arrowlog.connect(store).consumer(group_id="g")
     assert visible(reader) == [1]
     assert reader.committed("in", 0) == 4
+    p.commit_transaction()  # recognises its own landed entry and finishes it
     nxt = arrowlog.connect(store).producer(transactional_id="tx")
     nxt.init_transactions()
     assert _can_commit(nxt, 2)
