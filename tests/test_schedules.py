@@ -7,16 +7,12 @@ Every test runs on memory, a local directory and SeaweedFS over HTTP.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 
-import pyarrow as pa
 import pytest
 
 import arrowlog
-from arrowlog import LogConfig, RetryPolicy
 from arrowlog.coordinator import CoordinatorLog, TxnState, entry_key
 from arrowlog.errors import AppendOutcomeUnknownError
 from arrowlog.groups import GroupOffsets
@@ -25,42 +21,13 @@ from arrowlog.scan import ScanPlan, plan_scan
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.topic import segment_key
+from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.conftest import StoreSpec
 
-T = TypeVar("T")
-SCHEMA = pa.schema([("v", pa.int64())])
-# Short deadlines: a schedule decides every outcome, the clock never should.
-FAST = LogConfig(retry=RetryPolicy(initial_backoff=0.001, max_backoff=0.01, deadline=0.3))
 
-
-def rows(*values: int) -> pa.RecordBatch:
-    return pa.record_batch({"v": list(values)}, schema=SCHEMA)
-
-
-class Background:
-    """Runs a call in a thread; ``result()`` joins it and re-raises its error."""
-
-    def __init__(self, call: Callable[[], T]) -> None:
-        self._out: list[object] = []
-        self._err: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                self._out.append(call())
-            except BaseException as e:  # noqa: BLE001 - re-raised by result()
-                self._err.append(e)
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-
-    def result(self, timeout: float = 30.0) -> object:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the scheduled call never finished"
-        if self._err:
-            raise self._err[0]
-        return self._out[0]
-
-
+# Shared with the adversarial review's tests: the topic schema, rows, a short
+# retry deadline (a schedule decides every outcome, the clock never should) and
+# a call run in a thread.
 @pytest.fixture
 def scripted(store: Store) -> Iterator[ScriptedStore]:
     yield ScriptedStore(store)
