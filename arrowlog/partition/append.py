@@ -390,10 +390,7 @@ class Appends(Reads):
         return _Owner.OURS if header.append_id == append_id else _Owner.THEIRS
 
     def _record_append(self, summary: SegmentSummary) -> None:
-        self._tail.append((summary.base, summary.size))
-        self._summaries[summary.base] = summary
-        self._end = summary.end
-        self._last_base = summary.base
+        self._extend_tail(summary)
         self._write_due_checkpoints()
 
 

@@ -65,11 +65,15 @@ class Listing(PartitionBase):
         if not chain:
             return False
         for summary in chain:
-            self._tail.append((summary.base, summary.size))
-            self._summaries[summary.base] = summary
-        self._end = chain[-1].end
-        self._last_base = chain[-1].base
+            self._extend_tail(summary)
         return True
+
+    def _extend_tail(self, summary: SegmentSummary) -> None:
+        """The segment ``summary`` describes now ends the known log."""
+        self._tail.append((summary.base, summary.size))
+        self._summaries[summary.base] = summary
+        self._end = summary.end
+        self._last_base = summary.base
 
     def _exists(self, base: int) -> bool:
         key = self._key(base)
@@ -145,8 +149,4 @@ class Listing(PartitionBase):
                 info = self._retry(functools.partial(self._store.head, key))
             except FileNotFoundError:
                 return
-            summary = SegmentSummary.of(self._read_header(self._end), info.size)
-            self._tail.append((summary.base, summary.size))
-            self._summaries[summary.base] = summary
-            self._end = summary.end
-            self._last_base = summary.base
+            self._extend_tail(SegmentSummary.of(self._read_header(self._end), info.size))
