@@ -365,6 +365,13 @@ class Outcome:
             return False
         return offset < self.bounds.get(tp, -1)
 
+    def for_producer(self, producer_id: int) -> Decision:
+        """The decision for batches of ``producer_id``: a committed transaction
+        commits only its owner's and its members' batches."""
+        if self.decision is Decision.COMMITTED and producer_id not in self.committers:
+            return Decision.ABORTED
+        return self.decision
+
 
 UNDECIDED = Outcome(Decision.UNDECIDED)
 ABORTED = Outcome(Decision.ABORTED)
@@ -414,10 +421,7 @@ class TxnResolver:
 
     def decide(self, txn: OpenTxn) -> Decision:
         """The decision for ``txn``'s batches: COMMITTED only for a committer."""
-        found = self.outcome(txn.transactional_id, txn.producer_epoch)
-        if found.decision is Decision.COMMITTED and txn.producer_id not in found.committers:
-            return Decision.ABORTED
-        return found.decision
+        return self.outcome(txn.transactional_id, txn.producer_epoch).for_producer(txn.producer_id)
 
     def snapshot(self) -> Snapshot:
         """Decisions that stay the same for the life of the snapshot."""
@@ -452,10 +456,7 @@ class Snapshot:
         return self._seen[key]
 
     def __call__(self, txn: OpenTxn) -> Decision:
-        found = self.outcome(txn.transactional_id, txn.producer_epoch)
-        if found.decision is Decision.COMMITTED and txn.producer_id not in found.committers:
-            return Decision.ABORTED
-        return found.decision
+        return self.outcome(txn.transactional_id, txn.producer_epoch).for_producer(txn.producer_id)
 
     def note_marker(self, transactional_id: str, txn_epoch: int) -> None:
         """A marker of this transaction was seen: it is decided."""

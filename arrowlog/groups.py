@@ -35,7 +35,6 @@ from arrowlog.errors import (
     ConcurrentTransactionsError,
     CorruptObjectError,
     TransientStoreError,
-    UnstableOffsetCommitError,
 )
 
 if TYPE_CHECKING:
@@ -104,44 +103,14 @@ class GroupOffsets:
             dict(fields.get("pending", {})),
         )
 
-    def committed(self, resolver: TxnResolver) -> dict[tuple[str, int], int]:
-        """Every committed offset of the group, by (topic, partition), with the
-        offsets of committed transactions that are not applied yet.
-
-        Raises:
-            UnstableOffsetCommitError: an undecided transaction has offsets for
-                some partition; ``partitions`` names them (:meth:`position` gives
-                the others).
-        """
-        offsets, unstable = self.position(resolver)
-        if unstable:
-            names = ", ".join(sorted(f"{t}/{p}" for t, p in unstable))
-            raise UnstableOffsetCommitError(
-                f"group {self.group_id}: a transaction with offsets for {names} is not "
-                "decided yet; retry once it ends (or expires)",
-                partitions=unstable,
-            )
-        return offsets
-
     def position(
         self, resolver: TxnResolver
     ) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
         """The group's position with every decided transaction applied, and the
         partitions an undecided transaction may still move (for those the
         position is only a lower bound)."""
-        state = self.latest()
-        offsets = dict(state.offsets)
-        unstable: set[str] = set()
-        for tid, epoch in sorted(state.pending.items()):
-            if state.applied.get(tid, -1) >= epoch:
-                continue
-            outcome = resolver.outcome(tid, epoch)
-            mine = outcome.offsets.get(self.group_id, {})
-            if outcome.decision is Decision.COMMITTED:
-                offsets.update(mine)
-            elif outcome.decision is Decision.UNDECIDED:
-                unstable |= set(mine)
-        return {_tp(k): o for k, o in offsets.items()}, {_tp(k) for k in unstable}
+        state, unstable = _settle(self.latest(), self.group_id, resolver)
+        return {_tp(k): o for k, o in state.offsets.items()}, {_tp(k) for k in unstable}
 
     def mark_pending(self, transactional_id: str, txn_epoch: int) -> None:
         """Record that the transaction ``txn_epoch`` of ``transactional_id`` has
@@ -240,19 +209,30 @@ class GroupOffsets:
         its own change, so that a later commit (plain, or of another transactional
         id) lands on top of an earlier one whose committer died before applying
         it, never under it."""
-        if self._resolver is None or not state.pending:
+        if self._resolver is None:
             return state
-        offsets, applied, pending = dict(state.offsets), dict(state.applied), {}
-        for tid, epoch in sorted(state.pending.items()):
-            if applied.get(tid, -1) >= epoch:
-                continue
-            outcome = self._resolver.outcome(tid, epoch)
-            if outcome.decision is Decision.COMMITTED:
-                offsets.update(outcome.offsets.get(self.group_id, {}))
-                applied[tid] = epoch
-            elif outcome.decision is Decision.UNDECIDED:
-                pending[tid] = epoch
-        return GroupState(state.n, offsets, applied, pending)
+        return _settle(state, self.group_id, self._resolver)[0]
+
+
+def _settle(state: GroupState, group_id: str, resolver: TxnResolver) -> tuple[GroupState, set[str]]:
+    """``state`` with the pending transactions the coordinator has decided
+    settled (the undecided ones stay pending), and the partitions ("topic/p")
+    the undecided ones may still move."""
+    if not state.pending:
+        return state, set()
+    offsets, applied, pending = dict(state.offsets), dict(state.applied), {}
+    unstable: set[str] = set()
+    for tid, epoch in sorted(state.pending.items()):
+        if applied.get(tid, -1) >= epoch:
+            continue
+        outcome = resolver.outcome(tid, epoch)
+        if outcome.decision is Decision.COMMITTED:
+            offsets.update(outcome.offsets.get(group_id, {}))
+            applied[tid] = epoch
+        elif outcome.decision is Decision.UNDECIDED:
+            pending[tid] = epoch
+            unstable |= set(outcome.offsets.get(group_id, {}))
+    return GroupState(state.n, offsets, applied, pending), unstable
 
 
 def _tp(key: str) -> tuple[str, int]:
