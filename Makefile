@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m spark_jobs.demo
+	$(BIN)/python -m arrowlog.jobs.demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

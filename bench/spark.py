@@ -19,7 +19,7 @@ from typing import Any
 
 import arrowlog
 from arrowlog.bulkload import bulk_load
-from spark_jobs._spark import local_session
+from arrowlog.jobs._spark import local_session
 
 ROWS = 6_000_000
 PARTITIONS = 4

@@ -1,4 +1,4 @@
-"""The jobs in spark_jobs/: backfill killed and rerun, exact; export_delta rerun,
+"""The jobs in arrowlog/jobs/: backfill killed and rerun, exact; export_delta rerun,
 no duplicates, and the Delta table equal to the committed range."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs.export_delta import export, exported_state, read_delta
+from arrowlog.jobs.export_delta import export, exported_state, read_delta
 from tests.conftest import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def test_backfill_killed_mid_run_and_rerun_is_exact(tmp_path: Path) -> None:
     table = pa.Table.from_batches([rows(0, 300_000)])
     pq.write_table(table, data, row_group_size=10_000)
     root = str(tmp_path / "log")
-    argv = [sys.executable, "-m", "spark_jobs.backfill", root, "events", str(data), "--create",
+    argv = [sys.executable, "-m", "arrowlog.jobs.backfill", root, "events", str(data), "--create",
             "--rows-per-batch", "1000", "--no-progress"]  # fmt: skip
     spec = StoreSpec("local", root, {})
     proc = subprocess.Popen(argv, cwd=ROOT)

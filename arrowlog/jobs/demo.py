@@ -10,7 +10,7 @@
 
 Run it again, or kill it anywhere and run it again: nothing is written twice.
 
-    python -m spark_jobs.demo [--root DIR_OR_URL] [--rows N]
+    python -m arrowlog.jobs.demo [--root DIR_OR_URL] [--rows N]
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 
 import arrowlog
 from arrowlog.bulkload import bulk_load
-from spark_jobs._spark import local_session
-from spark_jobs.export_delta import export, read_delta
+from arrowlog.jobs._spark import local_session
+from arrowlog.jobs.export_delta import export, read_delta
 
 PARTITIONS = 4
 

@@ -13,7 +13,7 @@ options), and delta-rs (``deltalake``) otherwise; both share the range and
 idempotence logic below. Only the delta-rs path runs on the project's machines
 (delta-spark's jars come from Maven Central).
 
-    python -m spark_jobs.export_delta ROOT TOPIC DELTA_PATH [--storage-options JSON]
+    python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [--storage-options JSON]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 import arrowlog
-from spark_jobs._spark import local_session, storage_options_json
+from arrowlog.jobs._spark import local_session, storage_options_json
 
 OFFSETS_KEY = "arrowlog.offsets"
 

@@ -2,7 +2,7 @@
 with expected offsets. Kill it at any moment and run it again: it resumes where
 the log really ends, and the partition holds the input exactly once, in order.
 
-    python -m spark_jobs.backfill ROOT TOPIC FILE [--partition 0] [--start-offset 0]
+    python -m arrowlog.jobs.backfill ROOT TOPIC FILE [--partition 0] [--start-offset 0]
         [--rows-per-batch 65536] [--create] [--storage-options JSON]
 """
 
@@ -17,7 +17,7 @@ from tqdm import tqdm
 import arrowlog
 from arrowlog.bulkload import LoadProgress, bulk_load
 from arrowlog.cli import open_input
-from spark_jobs._spark import storage_options_json
+from arrowlog.jobs._spark import storage_options_json
 
 
 def main(argv: list[str] | None = None) -> int:
