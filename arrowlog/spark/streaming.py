@@ -41,7 +41,8 @@ from arrowlog.consumer import plan_snapshot
 from arrowlog.errors import InvalidConfigError
 from arrowlog.scan import TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions
-from arrowlog.spark.source import _Partition, read_partition, split_by_partition
+from arrowlog.spark.sink import split_by_partition
+from arrowlog.spark.source import _Partition, read_partition
 
 STAGING_PREFIX = "_arrowlog/staging/"
 
