@@ -617,8 +617,10 @@ class Producer:
                     ProducerState.ABORTABLE_ERROR,
                 ):
                     raise InvalidTxnStateError(f"{verb}_transaction without begin_transaction")
-                if not self._txn_partitions and not self._txn_offsets:
-                    self._set_state(ProducerState.READY)  # nothing reached the log
+                if self._entry is None or self._entry.state is not TxnState.ONGOING:
+                    # nothing reached the log (a resumed transaction did, even
+                    # with no partitions: a job that wrote no row still ends it)
+                    self._set_state(ProducerState.READY)
                     return
                 prepared = self._prepare(commit, members, metadata)
             complete = finish(self._log, self._require_transactional(), prepared, reason=verb)

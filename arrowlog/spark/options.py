@@ -16,6 +16,11 @@ from arrowlog.errors import InvalidConfigError
 from arrowlog.scan import DEFAULT_TARGET_BYTES, OffsetSpec, parse_offsets
 
 STORAGE_PREFIX = "storage."
+#: Delta's session-level idempotence keys, arrowlog's names; as options they come
+#: from the session (arrowlog.spark.sink.save copies them) and lose to
+#: ``txnAppId`` / ``txnVersion``
+SESSION_APP_ID = "spark.arrowlog.write.txnAppId"
+SESSION_VERSION = "spark.arrowlog.write.txnVersion"
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -146,6 +151,13 @@ class WriteOptions:
         version = _int(options, "txnversion")
         if not streaming and (app_id is None) != (version is None):
             raise InvalidConfigError("txnAppId and txnVersion go together (as in Delta)")
+        if not streaming and app_id is None:
+            app_id = options.get(SESSION_APP_ID.lower())
+            version = _int(options, SESSION_VERSION.lower())
+            if (app_id is None) != (version is None):
+                raise InvalidConfigError(
+                    f"{SESSION_APP_ID} and {SESSION_VERSION} go together (as in Delta)"
+                )
         return cls(
             root=_root(options),
             storage=storage_options(options),

@@ -1,35 +1,114 @@
 """The write side of the ``arrowlog`` Spark data source: atomic batch writes.
 
-A write is one transaction for the whole job. The driver begins it and registers
-every partition of the topic in one coordinator write; each task attempt writes
-its rows as a *member* producer of that transaction (its own producer id and
-sequences, the job's transactional id and epoch); the driver's commit names the
-producer ids of the task attempts that succeeded. Rows written by failed or
-retried attempts stay in the log but are never visible: only members commit.
-With ``txnAppId`` and ``txnVersion`` (as in Delta), a job whose version was
-committed already writes nothing.
+A write is one transaction for the whole job (:mod:`arrowlog.distributed`). The
+driver begins it, with no partition yet; each task attempt registers the
+partitions it is about to write to, then writes its rows as a *member* producer
+of that transaction (its own producer id and sequences, the job's transactional
+id and epoch); the driver's commit names the producer ids of the task attempts
+that succeeded. Rows written by failed or retried attempts stay in the log but
+are never visible: only members commit. Markers go only to partitions some
+attempt wrote to.
+
+Idempotence keys (as in Delta): options ``txnAppId`` and ``txnVersion``, or else
+the session's ``spark.arrowlog.write.txnAppId`` / ``.txnVersion`` through
+:func:`save` (a Python data source cannot read the session's configuration: see
+docs/spark.md). A keyed job uses the transactional id ``spark.<txnAppId>``; a
+version committed already makes the job a no-op that writes nothing at all, not
+even a coordinator entry, so it never fences a newer version running meanwhile.
+A job without keys takes an idle transactional id from a small pool
+(``spark-jobs.<n>``) instead of leaving a new one behind per job.
 """
 
 from __future__ import annotations
 
 import contextlib
-import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 import arrowlog
-from arrowlog.errors import InvalidConfigError
+from arrowlog.coordinator import CoordinatorLog, TxnState
+from arrowlog.distributed import begin_if_idle, begin_pooled, join_partitions
+from arrowlog.errors import (
+    ConcurrentTransactionsError,
+    InvalidConfigError,
+    InvalidTransactionTimeoutError,
+    ProducerFencedError,
+)
 from arrowlog.producer import key_partitions
 from arrowlog.producer_ids import allocate_producer_id
 from arrowlog.scan import METADATA_COLUMNS
 from arrowlog.segment import WriterIdentity, empty_batch
-from arrowlog.spark.options import WriteOptions
+from arrowlog.spark.options import SESSION_APP_ID, SESSION_VERSION, WriteOptions
 from arrowlog.spark.source import arrow_schema
 from arrowlog.topic import not_null_violations
+from arrowlog.txn import fence_and_recover
+
+#: transactional ids of writes without idempotence keys: ``spark-jobs.0``, ...
+#: (``spark-`` so that no ``spark.<txnAppId>`` can be one of them)
+POOL_PREFIX = "spark-jobs"
+#: a commit that lost its coordinator entry to a late member registering a
+#: partition resumes and tries again this many times
+_COMMIT_ATTEMPTS = 5
+
+
+def app_transactional_id(app_id: str) -> str:
+    """The transactional id of Spark writes with ``txnAppId`` = ``app_id``."""
+    return f"spark.{app_id}"
+
+
+def committed_version(log: arrowlog.ArrowLog, app_id: str) -> int | None:
+    """The last ``txnVersion`` committed by Spark writes with ``txnAppId`` =
+    ``app_id``, or None. Reads only: call it before building a DataFrame to skip
+    work a rerun would throw away (:func:`save` does)."""
+    return last_version(log, app_transactional_id(app_id))
+
+
+def last_version(log: arrowlog.ArrowLog, transactional_id: str) -> int | None:
+    """The ``txnVersion`` in the metadata of the last transaction of
+    ``transactional_id`` that reached PREPARE_COMMIT, or None. Reads only."""
+    latest = CoordinatorLog(log.store, transactional_id, log.config.retry).latest()
+    return _version(latest.metadata if latest is not None else {})
+
+
+def _version(metadata: Mapping[str, str]) -> int | None:
+    done = metadata.get("txnVersion")
+    return None if done is None else int(done)
+
+
+def is_done(done: int | None, version: int | None) -> bool:
+    """Whether ``version`` is at or below the committed version ``done``."""
+    return version is not None and done is not None and done >= version
+
+
+def save(df: Any, path: str, options: Mapping[str, str]) -> bool:
+    """``df.write.format("arrowlog").mode("append").options(**options).save(path)``
+    with Delta's idempotence keys: options ``txnAppId`` and ``txnVersion``, or
+    else the session's ``spark.arrowlog.write.txnAppId`` and
+    ``spark.arrowlog.write.txnVersion`` (options win when both are set). If that
+    version was committed already, returns False at once: the DataFrame is not
+    computed. Returns True after a write.
+
+    Raises:
+        InvalidConfigError: only one of a pair of keys is set, or another option
+            is malformed (before anything runs).
+    """
+    merged = dict(options)
+    for key in (SESSION_APP_ID, SESSION_VERSION):
+        value = df.sparkSession.conf.get(key, None)
+        if value is not None:
+            merged.setdefault(key, value)
+    parsed = WriteOptions.parse({**merged, "path": path})
+    if parsed.app_id is not None:
+        log = arrowlog.connect(parsed.root, parsed.storage)
+        if is_done(committed_version(log, parsed.app_id), parsed.app_version):
+            return False
+    df.write.format("arrowlog").mode("append").options(**merged).save(path)
+    return True
 
 
 @dataclass
@@ -56,31 +135,51 @@ class ArrowLogWriter(DataSourceArrowWriter):
             raise InvalidConfigError(
                 f"keyColumn {options.key_column!r} is not a column of the DataFrame"
             )
-        self.partitions = topic.partitions
-        self.transactional_id = f"spark.{options.app_id or uuid.uuid4().hex}"
-        producer = log.producer(
-            transactional_id=self.transactional_id,
-            transaction_timeout_ms=options.transaction_timeout_ms,
+        limit = topic.config.max_transaction_timeout_ms
+        if options.transaction_timeout_ms > limit:
+            raise InvalidTransactionTimeoutError(
+                f"transactionTimeoutMs {options.transaction_timeout_ms} is above topic "
+                f"{topic.name!r}'s max_transaction_timeout_ms {limit}"
+            )
+        self.skip = False
+        self.epoch = -1
+        if options.app_id is None:
+            begun = begin_pooled(log, POOL_PREFIX, timeout_ms=options.transaction_timeout_ms)
+            self.transactional_id = begun.transactional_id
+            self.epoch = begun.producer_epoch
+            return
+        self.transactional_id = app_transactional_id(options.app_id)
+        # Read first, write nothing if done: fencing here would abort a newer
+        # version that is running now.
+        if is_done(committed_version(log, options.app_id), options.app_version):
+            self.skip = True
+            return
+        coordinator = CoordinatorLog(log.store, self.transactional_id, log.config.retry)
+        # fences (and aborts) an earlier attempt of this version, or rolls it
+        # forward if it got past PREPARE_COMMIT: then this one has nothing to do
+        recovered = fence_and_recover(log, coordinator, reason="init")
+        assert recovered is not None
+        if is_done(_version(recovered.metadata), options.app_version):
+            self.skip = True
+            return
+        started = begin_if_idle(
+            log,
+            self.transactional_id,
+            timeout_ms=options.transaction_timeout_ms,
+            recover_expired=False,
         )
-        producer.init_transactions()  # fences (and aborts) an earlier attempt of this job
-        done = producer.last_committed_metadata.get("txnVersion")
-        self.skip = (
-            options.app_version is not None
-            and done is not None
-            and int(done) >= options.app_version
-        )
-        self.epoch = producer.epoch
-        if not self.skip:
-            producer.begin_transaction()
-            producer.add_partitions((options.topic, p) for p in range(topic.partitions))
+        if started is None:
+            raise ConcurrentTransactionsError(
+                f"another write with txnAppId {options.app_id!r} began at the same moment"
+            )
+        self.epoch = started.producer_epoch
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:  # type: ignore[override]
         o = self.options
-        log = arrowlog.connect(o.root, o.storage)
         if self.skip:
-            for _ in iterator:  # this version is committed: write nothing
-                pass
-            return TaskCommit(producer_id=-1)
+            return TaskCommit(producer_id=-1)  # committed already: not a row is read
+        _refuse_unseen_session_keys(o)
+        log = arrowlog.connect(o.root, o.storage)
         topic = log.topic(o.topic)
         pid = allocate_producer_id(log, self.transactional_id)
         from pyspark import TaskContext
@@ -90,44 +189,57 @@ class ArrowLogWriter(DataSourceArrowWriter):
         sequences: dict[int, int] = {}
         pending: dict[int, list[pa.RecordBatch]] = {}
         counts: dict[int, int] = {}
+        joined: set[int] = set()
         rows = 0
 
-        def flush(p: int) -> None:
-            batches = pending.pop(p, [])
-            counts[p] = 0
-            if not batches:
-                return
-            table = pa.Table.from_batches(batches).combine_chunks()
-            who = WriterIdentity(
-                producer_id=pid,
-                producer_epoch=self.epoch,
-                base_sequence=sequences.get(p, 0),
-                transactional=True,
-                transactional_id=self.transactional_id,
-            )
-            log.partition(o.topic, p).append(table, identity=who)
-            sequences[p] = sequences.get(p, 0) + table.num_rows
+        def flush(partitions: list[int]) -> None:
+            # registered before anything is written there, all new ones at once
+            new = [p for p in partitions if p not in joined and pending.get(p)]
+            if new:
+                join_partitions(log, self.transactional_id, self.epoch, [(o.topic, p) for p in new])
+                joined.update(new)
+            for p in partitions:
+                batches = pending.pop(p, [])
+                counts[p] = 0
+                if not batches:
+                    continue
+                table = pa.Table.from_batches(batches).combine_chunks()
+                who = WriterIdentity(
+                    producer_id=pid,
+                    producer_epoch=self.epoch,
+                    base_sequence=sequences.get(p, 0),
+                    transactional=True,
+                    transactional_id=self.transactional_id,
+                )
+                log.partition(o.topic, p).append(table, identity=who)
+                sequences[p] = sequences.get(p, 0) + table.num_rows
 
         for batch in iterator:
             for p, part in split_by_partition(batch, topic, o.key_column, default_partition):
                 pending.setdefault(p, []).append(part)
                 counts[p] = counts.get(p, 0) + part.num_rows
                 rows += part.num_rows
-                if counts[p] >= o.rows_per_batch:
-                    flush(p)
-        for p in list(pending):
-            flush(p)
+            flush(sorted(p for p, n in counts.items() if n >= o.rows_per_batch))
+        flush(sorted(pending))
         return TaskCommit(producer_id=pid, rows=rows, partitions=sorted(sequences))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.skip:
             return
         members = [m.producer_id for m in messages if isinstance(m, TaskCommit)]
-        producer = self._resume()
         metadata = None
         if self.options.app_version is not None:
             metadata = {"txnVersion": str(self.options.app_version)}
-        producer.commit_transaction(members=members, metadata=metadata)
+        for attempt in range(_COMMIT_ATTEMPTS):
+            try:
+                self._resume().commit_transaction(members=members, metadata=metadata)
+                return
+            except ProducerFencedError:
+                # A late attempt of a failed task may register a partition just
+                # as the commit writes its entry; the transaction is still ours
+                # then: resume it as it is now and commit again.
+                if attempt + 1 == _COMMIT_ATTEMPTS or not self._still_running():
+                    raise
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         # Not a reliable cleanup (a task may still write after it): nothing needs
@@ -144,6 +256,38 @@ class ArrowLogWriter(DataSourceArrowWriter):
         )
         producer.resume_transaction(self.epoch)
         return producer
+
+    def _still_running(self) -> bool:
+        o = self.options
+        log = arrowlog.connect(o.root, o.storage)
+        latest = CoordinatorLog(log.store, self.transactional_id, log.config.retry).latest()
+        return (
+            latest is not None
+            and latest.state is TxnState.ONGOING
+            and latest.txn_epoch == self.epoch
+            and latest.producer_epoch == self.epoch
+        )
+
+
+def _refuse_unseen_session_keys(options: WriteOptions) -> None:
+    """Session configuration reaches the tasks (Spark hands them the session's
+    settings) but not ``DataSource.writer()``, where the keys decide the job's
+    transaction. A session key the writer never saw would silently make a rerun
+    write twice: refuse the job instead, before a row is written."""
+    if options.app_id is not None:
+        return
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return
+    seen = [k for k in (SESSION_APP_ID, SESSION_VERSION) if context.getLocalProperty(k)]
+    if seen:
+        raise InvalidConfigError(
+            f"session configuration {', '.join(seen)} is set, but df.write.format('arrowlog') "
+            "cannot read it (Spark passes a Python data source only its options): write with "
+            "arrowlog.spark.sink.save(df, path, options), or pass options txnAppId and txnVersion"
+        )
 
 
 def split_by_partition(

@@ -41,7 +41,7 @@ from arrowlog.consumer import plan_snapshot
 from arrowlog.errors import InvalidConfigError
 from arrowlog.scan import TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions
-from arrowlog.spark.sink import split_by_partition
+from arrowlog.spark.sink import is_done, last_version, split_by_partition
 from arrowlog.spark.source import _Partition, read_partition
 
 STAGING_PREFIX = "_arrowlog/staging/"
@@ -181,6 +181,9 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         o = self.options
         log = arrowlog.connect(o.root, o.storage)
+        if is_done(last_version(log, self.transactional_id), batchId):
+            self._sweep(log)  # a replay: read only, fence nothing
+            return
         producer = log.producer(
             transactional_id=self.transactional_id,
             transaction_timeout_ms=o.transaction_timeout_ms,
