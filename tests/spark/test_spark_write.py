@@ -213,3 +213,43 @@ def test_key_column_routes_rows_like_the_producer(spark: Any, tmp_path: Path) ->
         via_spark = consumer.read("k", p).column("id").to_pylist()
         via_producer = consumer.read("k2", p).column("id").to_pylist()
         assert via_spark and sorted(via_spark, key=str) == sorted(via_producer, key=str)
+
+
+def partition_keys(log: arrowlog.ArrowLog, topic: str) -> dict[int, list[str]]:
+    """Every object of each partition of ``topic``: segments, markers, checkpoints."""
+    return {
+        p: sorted(i.key for i in log.store.list(f"{topic}/{p}/"))
+        for p in range(log.topic(topic).partitions)
+    }
+
+
+@pytest.mark.spark
+def test_a_job_puts_markers_only_in_the_partitions_it_wrote_to(
+    spark: Any, shared_store_spec: StoreSpec, small_batches: None
+) -> None:
+    spec = shared_store_spec
+    log = spec.connect()
+    log.create_topic("w", SCHEMA, partitions=4)
+    for p in range(4):  # some history everywhere
+        history = pa.record_batch([pa.array([-1 - p]), pa.array(["x"])], schema=SCHEMA)
+        log.producer().send("w", history, partition=p)
+    before = partition_keys(log, "w")
+    ends = log.end_offsets("w")
+    df = frame(spark, 600, partitions=2).selectExpr("*", "cast(1 as int) as partition")
+    writer(df, spec, topic="w", rowsPerBatch="100").save()
+    after = partition_keys(log, "w")
+    assert {p: after[p] for p in (0, 2, 3)} == {p: before[p] for p in (0, 2, 3)}
+    assert {p: log.end_offsets("w")[p] for p in (0, 2, 3)} == {p: ends[p] for p in (0, 2, 3)}
+    assert log.stable_offsets("w") == log.end_offsets("w")
+    ids = log.consumer().read("w", 1).column("id").to_pylist()
+    assert sorted(ids) == [-2, *range(600)]  # type: ignore[type-var]
+    [txn] = [t for t in log.list_transactions() if t.transactional_id.startswith("spark")]
+    assert txn.partitions == (("w", 1),)
+    # a job that fails after writing to partition 1: its abort marks only there too
+    failing = df.mapInArrow(poisoned(False), df.schema)
+    with pytest.raises(Exception, match=r"outside 0\.\.3"):
+        writer(failing, spec, topic="w", rowsPerBatch="100").save()
+    final = partition_keys(log, "w")
+    assert {p: final[p] for p in (0, 2, 3)} == {p: before[p] for p in (0, 2, 3)}
+    assert log.stable_offsets("w") == log.end_offsets("w")
+    assert sorted(log.consumer().read("w", 1).column("id").to_pylist()) == [-2, *range(600)]  # type: ignore[type-var]
