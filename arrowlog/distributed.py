@@ -22,9 +22,9 @@ from dataclasses import replace
 from arrowlog._logview import LogView
 from arrowlog.admin import store_now_ms
 from arrowlog.coordinator import EXPIRE, CoordinatorLog, EntryConflictError, TxnEntry, TxnState
-from arrowlog.errors import ConcurrentTransactionsError, ProducerFencedError
+from arrowlog.errors import ProducerFencedError
 from arrowlog.producer_ids import allocate_producer_id
-from arrowlog.txn import fence_and_recover
+from arrowlog.txn import back_off, fence_and_recover
 
 
 def begin_if_idle(
@@ -145,9 +145,4 @@ def join_partitions(
             )
             return
         except EntryConflictError:
-            pause = next(sleeps, None)
-            if pause is None:
-                raise ConcurrentTransactionsError(
-                    f"{transactional_id}: the coordinator log kept changing"
-                ) from None
-            time.sleep(pause)
+            back_off(sleeps, transactional_id)

@@ -7,7 +7,7 @@ abort, and ``init_transactions``) and by the admin (abort, expire).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -68,12 +68,22 @@ def fence_and_recover(
                 entry = complete
             return entry
         except EntryConflictError:
-            pause = next(sleeps, None)
-            if pause is None:
-                raise ConcurrentTransactionsError(
-                    f"{coordinator.transactional_id}: the coordinator log kept changing"
-                ) from None
-            time.sleep(pause)
+            back_off(sleeps, coordinator.transactional_id)
+
+
+def back_off(sleeps: Iterator[float], transactional_id: str) -> None:
+    """After losing a coordinator entry: sleep before re-reading, or give up
+    once the retry policy's deadline is near.
+
+    Raises:
+        ConcurrentTransactionsError: the deadline passed.
+    """
+    pause = next(sleeps, None)
+    if pause is None:
+        raise ConcurrentTransactionsError(
+            f"{transactional_id}: the coordinator log kept changing"
+        ) from None
+    time.sleep(pause)
 
 
 def finish(
