@@ -60,8 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as e:
         code = e.exit_code
     except click.ClickException as e:
-        e.show()
-        code = e.exit_code if isinstance(e, click.UsageError) else EXIT_USAGE
+        # one line, like every other error: click's own form takes four
+        where = e.ctx.command_path if isinstance(e, click.UsageError) and e.ctx else "arrowlog"
+        hint = f" (see {where} --help)" if isinstance(e, click.UsageError) else ""
+        click.echo(f"{where}: error: {' '.join(e.format_message().split())}{hint}", err=True)
+        code = EXIT_USAGE
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("interrupted", err=True)
         code = EXIT_INTERRUPTED

@@ -271,8 +271,6 @@ def _start_offsets(
         raise click.BadParameter(
             f"--offset takes earliest, latest or an offset >= 0, not {offset!r}"
         )
-    if len(partitions) != 1:
-        raise click.UsageError("--offset N needs --partition")
     return {partitions[0]: int(offset)}
 
 
@@ -376,6 +374,8 @@ def consume(
     """
     if from_beginning:
         offset = "earliest"
+    if offset.isdigit() and partition is None:
+        raise click.UsageError("--offset N needs --partition")
     if timeout_ms is not None and not follow:
         raise click.UsageError("--timeout-ms goes with --follow")
     log = session.connect()
@@ -388,10 +388,11 @@ def consume(
     consumer = log.consumer(isolation_level=isolation_level)  # type: ignore[arg-type]
     positions = _start_offsets(log, consumer, topic, partitions, offset, from_time)
     for p, position in positions.items():
-        start = log.partition(topic, p).start_offset()
-        if position < start:
+        part = log.partition(topic, p)
+        start, end = part.start_offset(), part.end_offset()
+        if not start <= position <= end:
             raise OffsetOutOfRangeError(
-                f"{topic}/{p}: offset {position} is below the log start {start}"
+                f"{topic}/{p}: offset {position} is outside the log [{start}, {end}]"
             )
     sink = _Sink(session, described, to_parquet)
     try:
