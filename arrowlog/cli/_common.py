@@ -207,10 +207,13 @@ _COMMON: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
 ]  # fmt: skip
 
 
-def leaf(*, read_only: bool) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def leaf(
+    *, read_only: bool | Callable[[dict[str, Any]], bool]
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command the shared options and the error handling. The command
     receives a :class:`Session` as its first argument. A ``read_only`` command's
-    store refuses every write, and it never creates a local directory."""
+    store refuses every write, and it never creates a local directory;
+    ``read_only`` may decide from the command's own arguments (a dry run)."""
 
     def wrap(fn: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(fn)
@@ -231,7 +234,7 @@ def leaf(*, read_only: bool) -> Callable[[Callable[..., None]], Callable[..., No
                     options=parse_options(option, storage_options, endpoint_url),
                     output=output,
                     debug=debug,
-                    read_only=read_only,
+                    read_only=read_only(kwargs) if callable(read_only) else read_only,
                 )
                 try:
                     fn(session, **kwargs)

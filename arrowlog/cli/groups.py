@@ -109,7 +109,7 @@ def _targets(
 @click.option(
     "--execute", is_flag=True, help="Apply the reset (default: a dry run that only prints it)."
 )
-@leaf(read_only=False)
+@leaf(read_only=lambda args: not args["execute"])  # a dry run writes nothing
 @with_examples(
     "arrowlog groups reset-offsets etl --topic events --to-earliest            # dry run",
     "arrowlog groups reset-offsets etl --topic events:0,1 --shift-by -100 --execute",
