@@ -13,7 +13,7 @@ import pytest
 from arrowlog.cli import cli, main
 from arrowlog.cli._store import coerce_option, parse_options
 from arrowlog.errors import InvalidConfigError
-from tests.cli.conftest import build_mixed_log, files, run
+from tests.cli.conftest import build_mixed_log, files, rows, run
 
 READ_ONLY = [
     "topics list",
@@ -52,7 +52,7 @@ def test_read_only_commands_write_nothing(root: Path, capsys: pytest.CaptureFixt
     producer = log.producer(transactional_id="open")
     producer.init_transactions()
     producer.begin_transaction()
-    producer.send("t", build_rows(), partition=0)
+    producer.send("t", rows(42), partition=0)
     before = files(root)
     for line in READ_ONLY:
         run(capsys, *line.split())
@@ -60,12 +60,6 @@ def test_read_only_commands_write_nothing(root: Path, capsys: pytest.CaptureFixt
     for line in FAILING_READ_ONLY:
         assert main(line.split()) != 0, line
         assert files(root) == before, line
-
-
-def build_rows() -> object:
-    from tests.cli.conftest import rows
-
-    return rows(42)
 
 
 @pytest.mark.parametrize("line", READ_ONLY + FAILING_READ_ONLY)
