@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 import arrowlog
-from arrowlog.cli._store import RootNotFoundError, open_cli_store, parse_options
+from arrowlog.cli._store import RootNotFoundError, is_local, open_cli_store, parse_options
 from arrowlog.errors import (
     ArrowLogError,
     CorruptObjectError,
@@ -72,7 +72,7 @@ def exit_code(error: BaseException) -> int:
     """The documented exit code of an error."""
     if isinstance(error, (UnknownTopicOrPartitionError, RootNotFoundError, NotFoundError)):
         return EXIT_NOT_FOUND
-    if isinstance(error, FileNotFoundError):
+    if isinstance(error, FileNotFoundError) or "NoSuchBucket" in str(error):
         return EXIT_NOT_FOUND
     if isinstance(error, CorruptObjectError):
         return EXIT_CORRUPT
@@ -253,20 +253,34 @@ def handled(debug: bool, session: Callable[[], Session | None]) -> Iterator[None
     """Turn an error into one line on stderr and its exit code (click's ``Exit``)."""
     try:
         yield
-    except (click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError, KeyboardInterrupt):
+    except BrokenPipeError:
+        # the reader went away (`| head`): quietly, with the shell's code for it
+        raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
+    except (click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
         raise
     except click.UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - every error becomes one line and a code
         if debug:
             traceback.print_exc()
-        click.echo(one_line(e), err=True)
+        click.echo(one_line(e) + _hint(e, session()), err=True)
         raise click.exceptions.Exit(exit_code(e)) from None
     finally:
         current = session()
         if debug and current is not None:
             counts = " ".join(f"{k}={v}" for k, v in sorted(current.requests.items()))
             click.echo(f"arrowlog: store requests: {counts or 'none'}", err=True)
+
+
+def _hint(error: BaseException, session: Session | None) -> str:
+    """What to check when a remote store answers "not found" to the root itself:
+    a wrong endpoint (any HTTP server answers 404) or a missing bucket."""
+    root = None if session is None else session.root
+    if root is None or not isinstance(error, FileNotFoundError):
+        return ""
+    if is_local(root) or root.startswith("memory:"):
+        return ""
+    return f" (not found at {root}: check the endpoint URL and that the bucket exists)"
 
 
 def examples(*lines: str) -> str:

@@ -111,13 +111,21 @@ def load(
             )  # fmt: skip
         except KeyboardInterrupt:
             bar.stop()
-            # what this process knows is written: every chunk it appended or found
-            raise interrupted(f"offset {part.end_offset(refresh=False)}") from None
+            raise interrupted(f"offset {_end_after_interrupt(part)}") from None
     click.echo(
         f"loaded {file} into {topic}/{partition}: offsets [{result.start_offset}, "
         f"{result.end_offset}), {result.rows_written:,} rows written, "
         f"{result.rows_skipped:,} already there"
     )
+
+
+def _end_after_interrupt(part: arrowlog.PartitionLog) -> int:
+    """Where the log ends now: an append cut short by Ctrl-C may have landed
+    after all, so ask the store; what this process knows if that fails too."""
+    try:
+        return part.end_offset(complete=True)
+    except (arrowlog.ArrowLogError, OSError, KeyboardInterrupt):
+        return part.end_offset(refresh=False)
 
 
 @click.command("export-delta")
