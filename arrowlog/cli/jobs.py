@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 import click
 from rich.progress import (
@@ -27,7 +26,11 @@ from arrowlog.cli._inputs import open_input, row_count
 
 @contextlib.contextmanager
 def progress_bar(total: int | None, unit: str, *, enabled: bool) -> Iterator[Progress]:
-    """One bar on stderr: done/total, percentage, elapsed and ETA."""
+    """One bar on stderr: done/total, percentage, elapsed and ETA. Live on a
+    terminal; otherwise (a log file, a test) printed once when the job is done.
+    On an error the bar goes away: the error's one line says it all."""
+    err = console(err=True)
+    live = enabled and err.is_terminal
     bar = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -36,13 +39,20 @@ def progress_bar(total: int | None, unit: str, *, enabled: bool) -> Iterator[Pro
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=console(err=True),
-        disable=not enabled,
-        transient=False,
+        console=err,
+        disable=not live,
     )
     bar.add_task(unit, total=total)
-    with bar:
+    bar.start()
+    try:
         yield bar
+    except BaseException:
+        bar.live.transient = True
+        raise
+    finally:
+        bar.stop()
+    if enabled and not live:
+        err.print(bar.get_renderable())
 
 
 def interrupted(where: str) -> click.exceptions.Exit:
@@ -99,19 +109,18 @@ def load(
             log.create_topic(topic, schema, partitions)
     part = log.partition(topic, partition)
     total = row_count(file)
-    with progress_bar(total, "rows", enabled=not no_progress) as bar:
+    try:
+        with progress_bar(total, "rows", enabled=not no_progress) as bar:
 
-        def advance(p: LoadProgress) -> None:
-            bar.update(bar.task_ids[0], completed=p.rows_done)
+            def advance(p: LoadProgress) -> None:
+                bar.update(bar.task_ids[0], completed=p.rows_done)
 
-        try:
             result = bulk_load(
                 part, batches, start_offset=start_offset, rows_per_batch=rows_per_batch,
                 progress=advance,
             )  # fmt: skip
-        except KeyboardInterrupt:
-            bar.stop()
-            raise interrupted(f"offset {_end_after_interrupt(part)}") from None
+    except KeyboardInterrupt:
+        raise interrupted(f"offset {_end_after_interrupt(part)}") from None
     click.echo(
         f"loaded {file} into {topic}/{partition}: offsets [{result.start_offset}, "
         f"{result.end_offset}), {result.rows_written:,} rows written, "
@@ -152,17 +161,14 @@ def export_delta(session: Session, topic: str, delta_path: str, no_progress: boo
     stable = log.stable_offsets(topic)
     starts = log.start_offsets(topic)
     total = sum(end - before.offsets.get(str(p), starts[p]) for p, end in stable.items())
-    with progress_bar(total, "rows", enabled=not no_progress) as bar:
-        try:
+    try:
+        with progress_bar(total, "rows", enabled=not no_progress) as bar:
             spark = local_session("arrowlog-export-delta")
-            rows = export(spark, session.root or "", topic, delta_path, _options(session))
-        except KeyboardInterrupt:
-            bar.stop()
-            raise interrupted(f"offsets {before.offsets or 'the log start'}") from None
-        bar.update(bar.task_ids[0], completed=total)
+            rows = export(spark, session.root or "", topic, delta_path, dict(session.options))
+            bar.update(bar.task_ids[0], completed=total)
+    except KeyboardInterrupt:
+        # nothing of this run counts unless its Delta commit landed: the rerun
+        # finds out from the table itself
+        raise interrupted(f"offsets {before.offsets or 'the log start'}") from None
     after = exported_state(delta_path, topic)
     click.echo(f"exported {rows:,} rows of {topic} to {delta_path}; now at {after.offsets}")
-
-
-def _options(session: Session) -> dict[str, Any]:
-    return dict(session.options)
