@@ -176,6 +176,23 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+# --- options shared by several commands --------------------------------------------
+
+partitions_option = click.option(
+    "--partition", "partitions", type=click.IntRange(min=0), multiple=True,
+    help="A partition (repeatable). Default: every partition.",
+)  # fmt: skip
+
+
+def isolation_option(
+    default: str, help: str | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--isolation-level", type=click.Choice(["read_committed", "read_uncommitted"]),
+        default=default, show_default=True, help=help,
+    )  # fmt: skip
+
+
 # --- options shared by every command ----------------------------------------------
 
 _COMMON: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [

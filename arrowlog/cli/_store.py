@@ -4,13 +4,12 @@ a read-only guard, and request counting (shown with ``--debug``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from arrowlog.errors import ArrowLogError, InvalidConfigError
-from arrowlog.storage import Blob, ObjectInfo, Store
+from arrowlog.storage import Blob, Store
 from arrowlog.storage.local import LocalStore
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
@@ -85,42 +84,14 @@ class _ExistingLocalStore(LocalStore):
         self._fsync = False
 
 
-class ReadOnlyStore:
-    """Passes reads through and refuses every write."""
-
-    def __init__(self, inner: Store) -> None:
-        self.inner = inner
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
-
-    @property
-    def atomic_put_if_absent(self) -> bool:
-        return self.inner.atomic_put_if_absent
-
-    def get(self, key: str) -> Blob:
-        return self.inner.get(key)
-
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        return self.inner.get_range(key, start, end)
-
-    def head(self, key: str) -> ObjectInfo:
-        return self.inner.head(key)
-
-    def list(
-        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
-    ) -> Iterator[ObjectInfo]:
-        return self.inner.list(prefix, start_after=start_after, limit=limit)
+class ReadOnlyStore(CountingStore):
+    """Counts requests like its base, and refuses every write."""
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         raise ReadOnlyCommandError(f"a read-only command tried to write {key}")
 
     def delete(self, key: str) -> None:
         raise ReadOnlyCommandError(f"a read-only command tried to delete {key}")
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def open_cli_store(url: str, options: dict[str, Any], *, read_only: bool) -> CountingStore:
@@ -141,6 +112,4 @@ def open_cli_store(url: str, options: dict[str, Any], *, read_only: bool) -> Cou
         inner = _ExistingLocalStore(path)
     else:
         inner = open_store(url, options)
-    if read_only:
-        inner = ReadOnlyStore(inner)
-    return CountingStore(inner)
+    return ReadOnlyStore(inner) if read_only else CountingStore(inner)

@@ -13,7 +13,7 @@ import click
 import pyarrow as pa
 
 import arrowlog
-from arrowlog.cli._common import EXIT_INTERRUPTED, Session, leaf, with_examples
+from arrowlog.cli._common import EXIT_INTERRUPTED, Session, isolation_option, leaf, with_examples
 from arrowlog.consumer import Records
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.topic import Topic
@@ -334,12 +334,7 @@ def _poll(
     show_default=True,
     help="With --follow: pause between polls.",
 )
-@click.option(
-    "--isolation-level",
-    type=click.Choice(["read_committed", "read_uncommitted"]),
-    default="read_committed",
-    show_default=True,
-)
+@isolation_option("read_committed")
 @click.option(
     "--to-parquet", metavar="FILE", help="Write the records (and their offsets) to a Parquet file."
 )

@@ -12,7 +12,14 @@ import click
 
 import arrowlog
 from arrowlog.checkpoint import Checkpoint
-from arrowlog.cli._common import EXIT_CORRUPT, Session, leaf, with_examples
+from arrowlog.cli._common import (
+    EXIT_CORRUPT,
+    Session,
+    isolation_option,
+    leaf,
+    partitions_option,
+    with_examples,
+)
 from arrowlog.cli.console import iso, parse_time
 from arrowlog.errors import CorruptObjectError, CorruptSegmentError, InvalidConfigError
 from arrowlog.segment import SegmentHeader, decode_segment, read_header
@@ -21,13 +28,7 @@ from arrowlog.topic import parse_checkpoint_key, parse_segment_key
 
 @click.command("get-offsets")
 @click.argument("topic")
-@click.option(
-    "--partition",
-    "partitions",
-    type=click.IntRange(min=0),
-    multiple=True,
-    help="Default: every partition.",
-)
+@partitions_option
 @click.option(
     "--time",
     "when",
@@ -36,12 +37,8 @@ from arrowlog.topic import parse_checkpoint_key, parse_segment_key
     metavar="earliest|latest|TIME",
     help="TIME: ISO date-time or ms; gives the first offset appended at or after it.",
 )
-@click.option(
-    "--isolation-level",
-    type=click.Choice(["read_committed", "read_uncommitted"]),
-    default="read_uncommitted",
-    show_default=True,
-    help="latest: the high watermark (read_uncommitted) or the last stable offset.",
+@isolation_option(
+    "read_uncommitted", "latest: the high watermark (read_uncommitted) or the last stable offset."
 )
 @leaf(read_only=True)
 @with_examples(

@@ -11,7 +11,7 @@ import click
 
 import arrowlog
 from arrowlog import admin
-from arrowlog.cli._common import Session, leaf, with_examples
+from arrowlog.cli._common import Session, leaf, partitions_option, with_examples
 from arrowlog.cli.console import iso
 from arrowlog.coordinator import check_id
 
@@ -154,13 +154,7 @@ def find_hanging(session: Session, topics: tuple[str, ...], show_all: bool) -> N
 
 @click.command("producers")
 @click.argument("topic")
-@click.option(
-    "--partition",
-    "partitions",
-    type=click.IntRange(min=0),
-    multiple=True,
-    help="Default: every partition.",
-)
+@partitions_option
 @leaf(read_only=True)
 @with_examples("arrowlog producers events", "arrowlog producers events --partition 0 --output json")
 def producers(session: Session, topic: str, partitions: tuple[int, ...]) -> None:

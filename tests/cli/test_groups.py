@@ -35,6 +35,10 @@ def test_list_and_describe_with_lag(root: Path, capsys: pytest.CaptureFixture[st
     assert "unknown consumer group 'nope'" in fails(capsys, 3, "groups", "describe", "nope")
 
 
+def reset(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    return run(capsys, "groups", "reset-offsets", "g", *argv)
+
+
 def _position(log: arrowlog.ArrowLog, group: str, p: int) -> int | None:
     return log.consumer(group_id=group).committed("t", p)
 
@@ -45,11 +49,8 @@ def test_reset_offsets_is_a_dry_run_until_execute(
     log = make(root)
     before = files(root)
     plan = json.loads(
-        run(
+        reset(
             capsys,
-            "groups",
-            "reset-offsets",
-            "g",
             "--topic",
             "t",
             "--to-earliest",
@@ -62,25 +63,22 @@ def test_reset_offsets_is_a_dry_run_until_execute(
         (1, None, 0),
     ]
     assert files(root) == before  # a dry run writes nothing
-    run(capsys, "groups", "reset-offsets", "g", "--topic", "t:0", "--to-latest", "--execute")
+    reset(capsys, "--topic", "t:0", "--to-latest", "--execute")
     assert (_position(log, "g", 0), _position(log, "g", 1)) == (5, None)
-    run(capsys, "groups", "reset-offsets", "g", "--topic", "t:0", "--shift-by", "-2", "--execute")
+    reset(capsys, "--topic", "t:0", "--shift-by", "-2", "--execute")
     assert _position(log, "g", 0) == 3
-    run(capsys, "groups", "reset-offsets", "g", "--topic", "t:0", "--shift-by", "-99", "--execute")
+    reset(capsys, "--topic", "t:0", "--shift-by", "-99", "--execute")
     assert _position(log, "g", 0) == 0  # clamped to the log start
-    run(capsys, "groups", "reset-offsets", "g", "--topic", "t:0,1", "--to-offset", "1", "--execute")
+    reset(capsys, "--topic", "t:0,1", "--to-offset", "1", "--execute")
     assert (_position(log, "g", 0), _position(log, "g", 1)) == (1, 1)
-    run(capsys, "groups", "reset-offsets", "g", "--all-topics", "--to-offset", "99", "--execute")
+    reset(capsys, "--all-topics", "--to-offset", "99", "--execute")
     assert (_position(log, "g", 0), _position(log, "g", 1)) == (5, 3)  # clamped to the end
     time.sleep(0.01)
     later = int(time.time() * 1000)
     time.sleep(0.01)
     log.append("t", rows(5), partition=0)
-    run(
+    reset(
         capsys,
-        "groups",
-        "reset-offsets",
-        "g",
         "--topic",
         "t",
         "--to-datetime",
@@ -88,11 +86,8 @@ def test_reset_offsets_is_a_dry_run_until_execute(
         "--execute",
     )
     assert (_position(log, "g", 0), _position(log, "g", 1)) == (5, 3)
-    run(
+    reset(
         capsys,
-        "groups",
-        "reset-offsets",
-        "g",
         "--topic",
         "t:0",
         "--to-datetime",
