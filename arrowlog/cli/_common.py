@@ -7,10 +7,10 @@ Exit codes (docs/cli.md):
 ==== ============================================================
 0    success
 1    the operation failed (an error not listed below)
-2    usage: a bad option, argument, value or input file
+2    usage: a bad option, argument, value, store URL or input file
 3    not found: topic, partition, group, transactional id, root, bucket
 4    corrupt data: a checksum mismatch in a segment or checkpoint
-5    the store failed or refused (unreachable endpoint, credentials)
+5    the store failed or refused (credentials, permissions)
 75   retriable: try again (an undecided transaction, a lost race)
 130  interrupted (Ctrl-C); a load or backfill says where to resume
 141  the reader of the output went away (``| head``)
@@ -78,11 +78,12 @@ def exit_code(error: BaseException) -> int:
         return EXIT_CORRUPT
     if isinstance(error, ArrowLogError) and error.retriable:
         return EXIT_RETRIABLE
-    if isinstance(error, (StoreError, UnsupportedStoreError)):
+    if isinstance(error, StoreError):
         return EXIT_STORE
     if isinstance(
         error,
         (InvalidConfigError, InvalidNameError, SchemaMismatchError, InvalidBatchError,
+         UnsupportedStoreError,
          pa.ArrowInvalid, click.UsageError),
     ):  # fmt: skip
         return EXIT_USAGE

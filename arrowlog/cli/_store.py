@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from arrowlog.errors import ArrowLogError, InvalidConfigError
+from arrowlog.errors import ArrowLogError, InvalidConfigError, UnsupportedStoreError
 from arrowlog.storage import Blob, Store
 from arrowlog.storage.local import LocalStore
 from arrowlog.storage.url import open_store
@@ -108,7 +108,7 @@ def open_cli_store(url: str, options: dict[str, Any], *, read_only: bool) -> Cou
             raise RootNotFoundError(f"no arrowlog root at {path}: no such directory")
         unknown = sorted(set(options) - {"fsync"})
         if unknown:
-            raise InvalidConfigError(f"unknown storage options for a local directory: {unknown}")
+            raise UnsupportedStoreError(f"unknown storage options for a local directory: {unknown}")
         inner = _ExistingLocalStore(path)
     else:
         inner = open_store(url, options)
