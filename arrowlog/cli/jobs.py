@@ -162,7 +162,7 @@ def export_delta(session: Session, topic: str, delta_path: str, no_progress: boo
     starts = log.start_offsets(topic)
     total = sum(end - before.offsets.get(str(p), starts[p]) for p, end in stable.items())
     try:
-        with progress_bar(total, "rows", enabled=not no_progress) as bar:
+        with progress_bar(total, "offsets", enabled=not no_progress) as bar:
             spark = local_session("arrowlog-export-delta")
             rows = export(spark, session.root or "", topic, delta_path, dict(session.options))
             bar.update(bar.task_ids[0], completed=total)
