@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arrowlog._logview import LogView
-from arrowlog.checkpoint import ProducerEntry
+from arrowlog.checkpoint import Decision, ProducerEntry
 from arrowlog.consumer import last_stable_offset
 from arrowlog.coordinator import (
     EXPIRE,
@@ -24,6 +24,7 @@ from arrowlog.coordinator import (
     describe,
 )
 from arrowlog.errors import ArrowLogError, UnknownTopicOrPartitionError
+from arrowlog.groups import GroupOffsets
 from arrowlog.txn import fence_and_recover
 
 
@@ -172,3 +173,97 @@ def metrics(log: LogView, topics: list[str] | None = None) -> dict[str, Any]:
             }
     active = [t.transactional_id for t in list_transactions(log) if not t.state.is_complete]
     return {"partitions": partitions, "active_transactional_ids": sorted(active)}
+
+
+def list_topic_producers(
+    log: LogView, topic: str, partitions: list[int] | None = None
+) -> list[tuple[int, ProducerEntry]]:
+    """``(partition, entry)`` for the producers with state in each partition of
+    ``topic`` (every partition by default)."""
+    wanted = range(log.topic(topic).partitions) if partitions is None else partitions
+    return [(p, e) for p in wanted for e in list_producers(log, topic, p)]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One partition of a consumer group's position (kafka-consumer-groups
+    --describe). ``lag`` counts offsets up to the high watermark, as Kafka does;
+    ``unstable``: an undecided transaction may still move the position."""
+
+    topic: str
+    partition: int
+    current_offset: int | None
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+    lag: int | None
+    unstable: bool
+
+
+def describe_group(log: LogView, group_id: str) -> list[PartitionLag]:
+    """The group's position in every partition of the topics it has offsets
+    for, with the lag behind each partition's end.
+
+    Raises:
+        UnknownTopicOrPartitionError: no such group.
+    """
+    groups = GroupOffsets(log.store, group_id, log.config.retry, resolver=log.resolver)
+    if not groups.exists():
+        raise UnknownTopicOrPartitionError(f"unknown consumer group {group_id!r}")
+    offsets, unstable = groups.position(log.resolver)
+    decide = log.resolver.snapshot()
+    rows = []
+    for topic in sorted({t for t, _ in offsets} | {t for t, _ in unstable}):
+        for p in range(log.topic(topic).partitions):
+            part = log.partition(topic, p)
+            hw, state = part.state()
+            current = offsets.get((topic, p))
+            rows.append(
+                PartitionLag(
+                    topic, p, current, part.start_offset(), hw,
+                    last_stable_offset(hw, state, decide),
+                    None if current is None else max(0, hw - current),
+                    (topic, p) in unstable,
+                )
+            )  # fmt: skip
+    return rows
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """A transaction with records in a partition and no decision yet: it holds
+    the partition's LSO at ``first_offset``."""
+
+    topic: str
+    partition: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    #: when the transaction began, on the store's clock (None if unknown)
+    started_ms: int | None
+    timeout_ms: int | None
+
+
+def open_transactions(log: LogView, topics: list[str] | None = None) -> list[OpenTransaction]:
+    """Every undecided transaction holding back the LSO of a partition of
+    ``topics`` (default: every topic). Reads only."""
+    decide = log.resolver.snapshot()
+    found = []
+    for topic in topics if topics is not None else log.list_topics():
+        for p in range(log.topic(topic).partitions):
+            _, state = log.partition(topic, p).state()
+            for txn in state.open_txns.values():
+                if decide(txn) is not Decision.UNDECIDED:
+                    continue
+                coordinator = _coordinator(log, txn.transactional_id)
+                latest = coordinator.latest()
+                found.append(
+                    OpenTransaction(
+                        topic, p, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                        txn.first_offset,
+                        None if latest is None else coordinator.started_ms(latest),
+                        None if latest is None else latest.timeout_ms,
+                    )
+                )  # fmt: skip
+    return sorted(found, key=lambda t: (t.topic, t.partition, t.first_offset))

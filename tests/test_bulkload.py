@@ -37,8 +37,8 @@ def make_input(path: Path) -> pa.Table:
 
 
 def loader(spec: StoreSpec, data: Path) -> list[str]:
-    argv = [sys.executable, "-m", "arrowlog.cli", "load", spec.url, "bulk", str(data), "--create",
-            "--rows-per-batch", "800", "--quiet"]  # fmt: skip
+    argv = [sys.executable, "-m", "arrowlog.cli", "load", "--root", spec.url, "bulk", str(data),
+            "--create", "--rows-per-batch", "800", "--quiet"]  # fmt: skip
     for key, value in spec.options.items():
         if key == "endpoint_url":
             argv += ["--endpoint-url", str(value)]

@@ -13,12 +13,12 @@ options), and delta-rs (``deltalake``) otherwise; both share the range and
 idempotence logic below. Only the delta-rs path runs on the project's machines
 (delta-spark's jars come from Maven Central).
 
+    arrowlog export-delta TOPIC DELTA_PATH --root ROOT [--storage-options JSON]
     python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [--storage-options JSON]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
@@ -27,7 +27,6 @@ from typing import Any
 import pyarrow as pa
 
 import arrowlog
-from arrowlog.jobs._spark import local_session, storage_options_json
 
 OFFSETS_KEY = "arrowlog.offsets"
 
@@ -123,19 +122,14 @@ def read_delta(path: str) -> pa.Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("root")
-    parser.add_argument("topic")
-    parser.add_argument("delta_path")
-    parser.add_argument("--storage-options", help="JSON, e.g. endpoint_url, key, secret")
-    args = parser.parse_args(argv)
-    spark = local_session("arrowlog-export-delta")
-    rows = export(
-        spark, args.root, args.topic, args.delta_path, storage_options_json(args.storage_options)
-    )
-    state = exported_state(args.delta_path, args.topic)
-    print(f"exported {rows:,} rows of {args.topic} to {args.delta_path}; now at {state.offsets}")
-    return 0
+    """``python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [options]``: the
+    same as ``arrowlog export-delta TOPIC DELTA_PATH --root ROOT [options]``."""
+    from arrowlog.cli import main as cli_main
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0].startswith("-"):
+        return cli_main(["export-delta", *args])
+    return cli_main(["export-delta", "--root", args[0], *args[1:]])
 
 
 if __name__ == "__main__":

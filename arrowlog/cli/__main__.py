@@ -1,0 +1,5 @@
+import sys
+
+from arrowlog.cli import main
+
+sys.exit(main())

