@@ -144,3 +144,37 @@ def test_streaming_progress_shows_kafka_offsets_and_the_latest(spark: Any, tmp_p
     assert json.loads(source["endOffset"]) == {"t": {"0": 2, "1": 2}}  # 4 of 6 records
     assert json.loads(source["latestOffset"]) == {"t": {"0": 3, "1": 3}}
     assert sorted(r.id for r in spark.table("progress").collect()) == [0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.spark
+def test_a_query_restarts_from_a_checkpoint_in_the_old_offset_shape(
+    spark: Any, tmp_path: Path
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = two_partitions(spec, 3)
+    checkpoint = tmp_path / "checkpoint"
+
+    out = tmp_path / "out"
+
+    def run() -> list[int]:
+        """Everything the (recoverable) Parquet sink holds after a run."""
+        stream = (
+            spark.readStream.format("arrowlog")
+            .option("topic", "t")
+            .option("startingOffsets", "earliest")
+            .load(spec.url)
+        )
+        stream.select("id").writeStream.format("parquet").option("path", str(out)).option(
+            "checkpointLocation", str(checkpoint)
+        ).trigger(availableNow=True).start().awaitTermination()
+        return sorted(r.id for r in spark.read.parquet(str(out)).collect())
+
+    assert run() == [0, 0, 1, 1, 2, 2]
+    # what a checkpoint written before the Kafka shape holds
+    [entry] = (checkpoint / "offsets").glob("0")
+    lines = entry.read_text().splitlines()
+    assert json.loads(lines[-1]) == {"t": {"0": 3, "1": 3}}
+    entry.write_text("\n".join([*lines[:-1], json.dumps({"t/0": 3, "t/1": 3})]))
+    log.append("t", pa.record_batch({"id": [10, 11]}, schema=SCHEMA), partition=1)
+    # resumed where the old offsets say: the new rows once, nothing twice
+    assert run() == [0, 0, 1, 1, 2, 2, 10, 11]
