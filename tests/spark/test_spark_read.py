@@ -313,3 +313,17 @@ def test_structured_storage_options_reach_the_store(spark: Any, s3_server: Any) 
         df.sparkSession.read.format("arrowlog").option("topic", "t").option(
             "storage.client_kwargs", "{'region_name': 'us-east-1'}"
         ).load(spec.url).collect()
+
+
+@pytest.mark.spark
+def test_register_by_hand(spark: Any, tmp_path: Any) -> None:
+    """arrowlog.spark.register(spark), for sessions whose lookup cannot see the
+    package, is harmless where it can: no DATA_SOURCE_ALREADY_EXISTS, and the
+    format reads as before. (Spark shows no difference between a registered and a
+    discovered source, so this cannot prove that registration alone suffices.)"""
+    import arrowlog.spark
+
+    spec = local_spec(tmp_path)
+    timed_log(spec, appends=2)
+    arrowlog.spark.register(spark)
+    assert sorted(r.v for r in reader(spark, spec, topic="t").collect()) == [0, 1, 10, 11]
