@@ -9,14 +9,19 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# pyproject.toml and this file decide the install: a change to either redoes it
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 
 .PHONY: setup demo test lint bench soak clean
 
-$(STAMP): pyproject.toml
+# editable_mode=compat puts the checkout on sys.path with a static .pth entry,
+# which Spark's data source lookup (pkgutil.iter_modules) sees; setuptools'
+# default editable finder hides pyspark_arrowlog from it, and the arrowlog format
+# would be found only from the repository root.
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 import arrowlog
+from arrowlog.spark.options import spark_storage_options
 
 OFFSETS_KEY = "arrowlog.offsets"
 
@@ -76,8 +77,8 @@ def export(spark: Any, root: str, topic: str, path: str, storage: dict[str, Any]
         .option("endingOffsets", json.dumps({topic: ending}))
         .option("isolationLevel", "read_committed")
     )
-    for key, value in storage.items():
-        reader = reader.option(f"storage.{key}", str(value))
+    for key, value in spark_storage_options(storage).items():
+        reader = reader.option(key, value)
     df = reader.load(root)
     version = state.version + 1
     metadata = {OFFSETS_KEY: json.dumps(ending)}

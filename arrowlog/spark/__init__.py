@@ -2,8 +2,10 @@
 ``df.write.format("arrowlog")``, and Structured Streaming in both directions.
 
 The source registers itself: the package installs the top-level module
-``pyspark_arrowlog``, which Spark's Python data source lookup finds on the
-workers' path. :func:`register` does it by hand where that lookup is off.
+``pyspark_arrowlog``, which Spark's Python data source lookup
+(``pkgutil.iter_modules`` in a Python worker) finds in a normal install and in an
+editable one made with ``editable_mode=compat`` (``make setup``). :func:`register`
+does it by hand where that lookup cannot see the package.
 """
 
 from __future__ import annotations
@@ -19,5 +21,6 @@ __all__ = ["ArrowLogDataSource", "register"]
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``arrowlog`` format with a session."""
+    """Register the ``arrowlog`` format with ``spark`` (for this session; the
+    class is pickled to the workers, which still need arrowlog importable)."""
     spark.dataSource.register(ArrowLogDataSource)

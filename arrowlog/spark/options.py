@@ -1,19 +1,28 @@
 """Options of the Spark source and sink, named as in Spark's Kafka source.
 
-Options arrive case-insensitive. Storage options are the ones prefixed
-``storage.`` (``storage.endpoint_url``, ``storage.key``, ``storage.secret``, ...),
-as the Kafka source passes ``kafka.``-prefixed ones to its client.
+Options arrive case-insensitive (Spark hands them over lower-cased). Storage
+options are the ones prefixed ``storage.`` (``storage.endpoint_url``,
+``storage.key``, ``storage.client_kwargs`` as JSON, ...), as the Kafka source
+passes ``kafka.``-prefixed ones to its client.
+
+Every name is checked: an unknown one, a typo, or a Kafka option that means
+nothing for a log in an object store is refused with one message naming it, the
+closest known name, or the reason. The known names live in the tuples below, so
+that a new option is one line here plus its parsing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from arrowlog.consumer import IsolationLevel
 from arrowlog.errors import InvalidConfigError
-from arrowlog.scan import DEFAULT_TARGET_BYTES, OffsetSpec, parse_offsets
+from arrowlog.scan import DEFAULT_TARGET_BYTES, OffsetSpec, TopicPartition, parse_offsets
 
 STORAGE_PREFIX = "storage."
 #: Delta's session-level idempotence keys, arrowlog's names; as options they come
@@ -22,25 +31,157 @@ STORAGE_PREFIX = "storage."
 SESSION_APP_ID = "spark.arrowlog.write.txnAppId"
 SESSION_VERSION = "spark.arrowlog.write.txnVersion"
 
+# Exactly one of these names what a read subscribes to (as in Kafka).
+SUBSCRIPTION_OPTIONS = ("topic", "subscribe", "assign", "subscribePattern")
+# Options of batch and streaming reads alike.
+READ_OPTIONS = (
+    "path",
+    *SUBSCRIPTION_OPTIONS,
+    "startingOffsets",
+    "startingTimestamp",
+    "startingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "isolationLevel",
+    "kafka.isolation.level",
+    "failOnDataLoss",
+    "targetSplitBytes",
+    "minPartitions",
+)
+# Only a batch read has an end: a stream's end is Trigger.AvailableNow's.
+BATCH_READ_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+STREAM_READ_OPTIONS = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+WRITE_OPTIONS = (
+    "path",
+    "topic",
+    "keyColumn",
+    "txnAppId",
+    "txnVersion",
+    "transactionTimeoutMs",
+    "rowsPerBatch",
+)
+# Spark itself hands a streaming sink the query's checkpoint location.
+STREAM_WRITE_OPTIONS = ("checkpointLocation",)
+
+_NO_BROKER = (
+    "arrowlog has no brokers and no Kafka client: the log is the root URL in option path "
+    "(or .load(path)), and storage.* options configure the object store client"
+)
+_NO_GROUP = (
+    "a Spark query keeps its progress in its checkpoint, not in a consumer group "
+    "(arrowlog's consumer groups are for arrowlog.connect(...).consumer(group_id=...))"
+)
+_NO_POLL = "there is no broker to poll: executors fetch the planned segments from the store by key"
+# Kafka source and sink options that make no sense for a log in an object store.
+KAFKA_ONLY_OPTIONS: dict[str, str] = {
+    "kafka.bootstrap.servers": _NO_BROKER,
+    "kafka.group.id": _NO_GROUP,
+    "groupIdPrefix": _NO_GROUP,
+    "includeHeaders": "arrowlog records have no headers: every field is a column of the topic",
+    "kafkaConsumer.pollTimeoutMs": _NO_POLL,
+    "fetchOffset.numRetries": _NO_POLL,
+    "fetchOffset.retryIntervalMs": _NO_POLL,
+    "maxRecordsPerPartition": "use minPartitions to split large partitions across tasks",
+}
+# Any other kafka.* name configures a Kafka client, which arrowlog does not have.
+KAFKA_PREFIX = "kafka."
+
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Kafka's default, 15m
+TimestampStrategy = Literal["error", "latest"]
+
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {k.lower(): v for k, v in options.items()}
 
 
+def check_names(
+    options: Iterable[str], known: Iterable[str], *, what: str, elsewhere: Mapping[str, str]
+) -> None:
+    """Refuse every option name that ``known`` lacks, in one message.
+
+    ``elsewhere`` maps names valid in another context (a write option given to a
+    read, a streaming option given to a batch read) to that context's name.
+
+    Raises:
+        InvalidConfigError: one or more names are unknown or unsupported.
+    """
+    canonical = {name.lower(): name for name in known}
+    other = {name.lower(): (name, where) for name, where in elsewhere.items()}
+    kafka_only = {name.lower(): reason for name, reason in KAFKA_ONLY_OPTIONS.items()}
+    problems = []
+    for name in sorted(options):
+        low = name.lower()
+        if low in canonical or low.startswith(STORAGE_PREFIX):
+            continue
+        if low in kafka_only or low.startswith(KAFKA_PREFIX):
+            reason = kafka_only.get(low, _NO_BROKER)
+            problems.append(f"{name!r} is a Kafka option that arrowlog does not take: {reason}")
+        elif low in other:
+            known_name, where = other[low]
+            problems.append(f"{known_name!r} applies to {where} only")
+        else:
+            close = difflib.get_close_matches(low, list(canonical), n=1, cutoff=0.6)
+            hint = f" (did you mean {canonical[close[0]]!r}?)" if close else ""
+            problems.append(f"unknown option {name!r}{hint}")
+    if problems:
+        raise InvalidConfigError(
+            f"{what}: " + "; ".join(problems) + f". Known options: {', '.join(canonical.values())}"
+            f", and {STORAGE_PREFIX}<name> for the store"
+        )
+
+
 def storage_options(options: Mapping[str, str]) -> dict[str, Any]:
+    """The ``storage.*`` options as storage options of :func:`arrowlog.connect`.
+
+    A value that is a JSON object (``storage.client_kwargs``) becomes a dict;
+    ``storage.region_name`` is short for ``client_kwargs.region_name``. Other
+    values stay strings: ``connect`` checks and coerces them.
+
+    Raises:
+        InvalidConfigError: a value that starts like a JSON object is not one.
+    """
     out: dict[str, Any] = {}
     for key, value in _lower(options).items():
-        if key.startswith(STORAGE_PREFIX):
-            name = key[len(STORAGE_PREFIX) :]
-            if name == "region_name":
-                out.setdefault("client_kwargs", {})["region_name"] = value
-            else:
-                out[name] = value
+        if not key.startswith(STORAGE_PREFIX):
+            continue
+        name = key[len(STORAGE_PREFIX) :]
+        if name == "region_name":
+            out.setdefault("client_kwargs", {})["region_name"] = value
+        elif value.lstrip().startswith("{"):
+            parsed = _json(value, option=f"{STORAGE_PREFIX}{name}", expect="a JSON object")
+            if not isinstance(parsed, dict):
+                raise InvalidConfigError(f"option {STORAGE_PREFIX}{name}: expected a JSON object")
+            out[name] = {**parsed, **out.get(name, {})}
+        else:
+            out[name] = value
     return out
 
 
+def spark_storage_options(storage: Mapping[str, Any]) -> dict[str, str]:
+    """The inverse of :func:`storage_options`: storage options as Spark options
+    (dicts as JSON, booleans as ``true``/``false``)."""
+    out = {}
+    for name, value in storage.items():
+        if isinstance(value, dict):
+            text = json.dumps(value)
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        else:
+            text = str(value)
+        out[f"{STORAGE_PREFIX}{name}"] = text
+    return out
+
+
+def _json(value: str, *, option: str, expect: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as e:
+        raise InvalidConfigError(
+            f"option {option}: expected {expect}, got {value!r} ({e.msg})"
+        ) from None
+
+
 def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
-    value = options.get(key)
+    value = options.get(key.lower())
     if value is None:
         return default
     if value.strip().lower() in ("true", "1", "yes"):
@@ -50,14 +191,36 @@ def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
     raise InvalidConfigError(f"option {key}: expected true or false, got {value!r}")
 
 
-def _int(options: Mapping[str, str], key: str) -> int | None:
-    value = options.get(key)
+def _int(options: Mapping[str, str], key: str, *, minimum: int | None = None) -> int | None:
+    value = options.get(key.lower())
     if value is None or value.strip() == "":
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise InvalidConfigError(f"option {key}: expected an integer, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise InvalidConfigError(f"option {key}: expected an integer >= {minimum}, got {value!r}")
+    return number
+
+
+_DURATION = re.compile(r"\s*(\d+)\s*(ms|s|sec|m|min|h|d)?\s*", re.IGNORECASE)
+_UNIT_MS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+
+
+def _duration_ms(options: Mapping[str, str], key: str, default: int) -> int:
+    """A duration as Spark writes them (``15m``, ``30s``, ``500ms``; a bare number
+    is milliseconds)."""
+    value = options.get(key.lower())
+    if value is None:
+        return default
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        raise InvalidConfigError(
+            f"option {key}: expected a duration like 500ms, 30s, 15m or 1h, got {value!r}"
+        )
+    unit = (match.group(2) or "ms").lower()
+    return int(match.group(1)) * _UNIT_MS.get(unit, 86_400_000)
 
 
 def _root(options: Mapping[str, str]) -> str:
@@ -69,13 +232,76 @@ def _root(options: Mapping[str, str]) -> str:
     return root
 
 
-def _topics(options: Mapping[str, str]) -> tuple[str, ...]:
-    raw = options.get("topic") or options.get("topics") or options.get("subscribe")
-    if not raw:
+def _topic_list(value: str, option: str) -> tuple[str, ...]:
+    topics = tuple(t.strip() for t in value.split(",") if t.strip())
+    if not topics:
+        raise InvalidConfigError(f"option {option}: expected one topic or several separated by ','")
+    return topics
+
+
+def _subscription(
+    options: Mapping[str, str],
+) -> tuple[tuple[str, ...], str | None, frozenset[TopicPartition] | None]:
+    """(topics, pattern, assigned partitions) from exactly one of the
+    subscription options."""
+    given = [name for name in SUBSCRIPTION_OPTIONS if options.get(name.lower())]
+    if len(given) != 1:
+        which = " and ".join(given) if given else "none"
         raise InvalidConfigError(
-            "option topic is required (a name, or several separated by commas)"
+            f"give exactly one of the options {', '.join(SUBSCRIPTION_OPTIONS)} (got {which}): "
+            "topic or subscribe take names separated by ',', assign takes JSON like "
+            '{"events": [0, 1]}, subscribePattern a regular expression over topic names'
         )
-    return tuple(t.strip() for t in raw.split(",") if t.strip())
+    [option] = given
+    value = options[option.lower()]
+    if option == "subscribePattern":
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise InvalidConfigError(
+                f"option subscribePattern: {value!r} is not a regular expression ({e})"
+            ) from None
+        return (), value, None
+    if option != "assign":
+        return _topic_list(value, option), None, None
+    parsed = _json(value, option="assign", expect='JSON like {"events": [0, 1]}')
+    shape = (
+        isinstance(parsed, dict)
+        and bool(parsed)
+        and all(
+            isinstance(parts, list)
+            and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts)
+            for parts in parsed.values()
+        )
+    )
+    if not shape:
+        raise InvalidConfigError(
+            f'option assign: expected JSON like {{"events": [0, 1]}} (topic -> partition '
+            f"numbers), got {value!r}"
+        )
+    assigned = frozenset((t, p) for t, parts in parsed.items() for p in parts)
+    return tuple(parsed), None, assigned
+
+
+def _timestamps(options: Mapping[str, str], option: str) -> dict[TopicPartition, int] | None:
+    """``{"topic": {"0": ms}}``: a timestamp per partition."""
+    value = options.get(option.lower())
+    if value is None:
+        return None
+    expect = 'JSON like {"events": {"0": 1700000000000}} (ms since the epoch per partition)'
+    parsed = _json(value, option=option, expect=expect)
+    bad = InvalidConfigError(f"option {option}: expected {expect}, got {value!r}")
+    if not isinstance(parsed, dict) or not parsed:
+        raise bad
+    out: dict[TopicPartition, int] = {}
+    for topic, parts in parsed.items():
+        if not isinstance(parts, dict):
+            raise bad
+        for p, ts in parts.items():
+            if not str(p).isdigit() or isinstance(ts, bool) or not isinstance(ts, int):
+                raise bad
+            out[(topic, int(p))] = ts
+    return out
 
 
 @dataclass(frozen=True)
@@ -91,23 +317,61 @@ class ReadOptions:
     fail_on_data_loss: bool
     target_bytes: int
     max_offsets_per_trigger: int | None = None
+    # subscribePattern: topics are the ones whose whole name matches, found when
+    # the read is planned; ``topics`` is then empty.
+    topic_pattern: str | None = None
+    # assign: only these partitions are read.
+    assigned: frozenset[TopicPartition] | None = None
+    starting_by_timestamp: dict[TopicPartition, int] | None = None
+    ending_by_timestamp: dict[TopicPartition, int] | None = None
+    # Kafka's startingOffsetsByTimestampStrategy: what a starting timestamp with
+    # no record at or after it gives (error: fail; latest: start at the latest).
+    timestamp_strategy: TimestampStrategy = "error"
+    min_partitions: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
-        """Raises:
-        InvalidConfigError: an option is missing, unknown in value, or malformed."""
+    def parse(cls, raw: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
+        """``streaming`` None: either kind of read (Spark asks the schema of both).
+
+        Raises:
+            InvalidConfigError: an option is missing, unknown, or malformed."""
         options = _lower(raw)
-        isolation = options.get("isolationlevel", "read_committed")
-        if isolation not in ("read_committed", "read_uncommitted"):
+        elsewhere = dict.fromkeys((*WRITE_OPTIONS, *STREAM_WRITE_OPTIONS), "writes")
+        if streaming is None:
+            known: tuple[str, ...] = (*READ_OPTIONS, *BATCH_READ_OPTIONS, *STREAM_READ_OPTIONS)
+        elif streaming:
+            known = (*READ_OPTIONS, *STREAM_READ_OPTIONS)
+            elsewhere |= dict.fromkeys(BATCH_READ_OPTIONS, "batch reads (a stream has no end)")
+        else:
+            known = (*READ_OPTIONS, *BATCH_READ_OPTIONS)
+            elsewhere |= dict.fromkeys(STREAM_READ_OPTIONS, "streaming reads")
+        check_names(
+            options,
+            known,
+            what="reading arrowlog" + (" as a stream" if streaming else ""),
+            elsewhere=elsewhere,
+        )
+        isolation = _isolation(options)
+        strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+        if strategy not in ("error", "latest"):
             raise InvalidConfigError(
-                "option isolationLevel: expected read_committed or read_uncommitted, "
-                f"got {isolation!r}"
+                "option startingOffsetsByTimestampStrategy: expected error or latest, "
+                f"got {options['startingoffsetsbytimestampstrategy']!r}"
             )
-        target = _int(options, "targetsplitbytes") or DEFAULT_TARGET_BYTES
+        topics, pattern, assigned = _subscription(options)
+        min_offsets = _int(options, "minOffsetsPerTrigger", minimum=1)
+        max_offsets = _int(options, "maxOffsetsPerTrigger", minimum=1)
+        if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+            raise InvalidConfigError(
+                f"option minOffsetsPerTrigger ({min_offsets}) is above maxOffsetsPerTrigger "
+                f"({max_offsets})"
+            )
         return cls(
             root=_root(options),
             storage=storage_options(options),
-            topics=_topics(options),
+            topics=topics,
             starting=parse_offsets(
                 options.get("startingoffsets"),
                 option="startingOffsets",
@@ -116,15 +380,44 @@ class ReadOptions:
             ending=parse_offsets(
                 options.get("endingoffsets"), option="endingOffsets", default="latest"
             ),
-            starting_timestamp=_int(options, "startingtimestamp"),
-            ending_timestamp=_int(options, "endingtimestamp"),
-            isolation_level="read_committed"
-            if isolation == "read_committed"
-            else "read_uncommitted",
-            fail_on_data_loss=_bool(options, "failondataloss", True),
-            target_bytes=target,
-            max_offsets_per_trigger=_int(options, "maxoffsetspertrigger"),
+            starting_timestamp=_int(options, "startingTimestamp", minimum=0),
+            ending_timestamp=_int(options, "endingTimestamp", minimum=0),
+            isolation_level=isolation,
+            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+            target_bytes=_int(options, "targetSplitBytes", minimum=1) or DEFAULT_TARGET_BYTES,
+            max_offsets_per_trigger=max_offsets,
+            topic_pattern=pattern,
+            assigned=assigned,
+            starting_by_timestamp=_timestamps(options, "startingOffsetsByTimestamp"),
+            ending_by_timestamp=_timestamps(options, "endingOffsetsByTimestamp"),
+            timestamp_strategy="latest" if strategy == "latest" else "error",
+            min_partitions=_int(options, "minPartitions", minimum=1),
+            min_offsets_per_trigger=min_offsets,
+            max_trigger_delay_ms=_duration_ms(
+                options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS
+            ),
         )
+
+
+def _isolation(options: Mapping[str, str]) -> IsolationLevel:
+    """isolationLevel, or Kafka's client property kafka.isolation.level."""
+    given = {
+        name: options[name.lower()]
+        for name in ("isolationLevel", "kafka.isolation.level")
+        if name.lower() in options
+    }
+    if len(set(given.values())) > 1:
+        raise InvalidConfigError(
+            "options isolationLevel and kafka.isolation.level disagree: "
+            + ", ".join(f"{k}={v!r}" for k, v in given.items())
+        )
+    for name, value in given.items():
+        if value not in ("read_committed", "read_uncommitted"):
+            raise InvalidConfigError(
+                f"option {name}: expected read_committed or read_uncommitted, got {value!r}"
+            )
+    value = next(iter(given.values()), "read_committed")
+    return "read_committed" if value == "read_committed" else "read_uncommitted"
 
 
 @dataclass(frozen=True)
@@ -142,13 +435,24 @@ class WriteOptions:
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, streaming: bool = False) -> WriteOptions:
         """Raises:
-        InvalidConfigError: an option is missing or malformed."""
+        InvalidConfigError: an option is missing, unknown, or malformed."""
         options = _lower(raw)
-        topics = _topics(options)
+        read_only = (*READ_OPTIONS, *BATCH_READ_OPTIONS, *STREAM_READ_OPTIONS)
+        check_names(
+            options,
+            (*WRITE_OPTIONS, *(STREAM_WRITE_OPTIONS if streaming else ())),
+            what="writing arrowlog" + (" as a stream" if streaming else ""),
+            elsewhere={n: "reads" for n in read_only if n.lower() not in WRITE_LOWER}
+            | ({} if streaming else dict.fromkeys(STREAM_WRITE_OPTIONS, "streaming writes")),
+        )
+        topic = options.get("topic")
+        if not topic:
+            raise InvalidConfigError("option topic is required: the topic to write to")
+        topics = _topic_list(topic, "topic")
         if len(topics) != 1:
             raise InvalidConfigError("writing takes exactly one topic")
         app_id = options.get("txnappid")
-        version = _int(options, "txnversion")
+        version = _int(options, "txnVersion")
         if not streaming and (app_id is None) != (version is None):
             raise InvalidConfigError("txnAppId and txnVersion go together (as in Delta)")
         if not streaming and app_id is None:
@@ -165,6 +469,10 @@ class WriteOptions:
             key_column=options.get("keycolumn"),
             app_id=app_id,
             app_version=version,
-            transaction_timeout_ms=_int(options, "transactiontimeoutms") or 15 * 60 * 1000,
-            rows_per_batch=_int(options, "rowsperbatch") or 100_000,
+            transaction_timeout_ms=_int(options, "transactionTimeoutMs", minimum=1)
+            or 15 * 60 * 1000,
+            rows_per_batch=_int(options, "rowsPerBatch", minimum=1) or 100_000,
         )
+
+
+WRITE_LOWER = frozenset(n.lower() for n in (*WRITE_OPTIONS, *STREAM_WRITE_OPTIONS))

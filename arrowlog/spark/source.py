@@ -16,6 +16,7 @@ committed already writes nothing.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -49,6 +50,13 @@ from arrowlog.scan import (
     read_task,
 )
 from arrowlog.spark.options import ReadOptions, WriteOptions
+from arrowlog.spark.planning import (
+    ending_offsets,
+    split_tasks,
+    starting_offsets,
+    subscribed_partitions,
+    subscribed_topics,
+)
 from arrowlog.storage.url import open_store
 
 
@@ -60,14 +68,19 @@ class ArrowLogDataSource(DataSource):
         return "arrowlog"
 
     def schema(self) -> StructType:
-        opts = ReadOptions.parse(self.options)
+        # Spark asks for the schema of batch and streaming reads alike.
+        opts = ReadOptions.parse(self.options, streaming=None)
         log = arrowlog.connect(opts.root, opts.storage)
-        arrow = output_schema(log.topic(opts.topics[0]).schema)
+        topics = subscribed_topics(log, opts)
+        arrow = output_schema(log.topic(topics[0]).schema)
         spark_schema: StructType = from_arrow_schema(arrow)
         return spark_schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return ArrowLogReader(ReadOptions.parse(self.options), schema)
+        options = ReadOptions.parse(self.options)
+        if planning_with_pushdown():
+            return ArrowLogFilteringReader(options, schema)
+        return ArrowLogReader(options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         from arrowlog.spark.sink import ArrowLogWriter
@@ -98,15 +111,67 @@ class _Partition(InputPartition):
         self.task = task
 
 
+# Spark plans a read in one of two Python workers: this one when
+# spark.sql.python.filterPushdown.enabled is true (it calls pushFilters), the
+# plain planner otherwise, which refuses every reader that overrides pushFilters
+# (DATA_SOURCE_PUSHDOWN_DISABLED). The flag itself never reaches Python, but the
+# worker module does: the daemon imports it by name, or it runs as __main__.
+PUSHDOWN_PLANNER = "pyspark.sql.worker.data_source_pushdown_filters"
+
+
+def planning_with_pushdown() -> bool:
+    """Whether this process is Spark's filter-pushdown planner. Were Spark to move
+    the module, pushdown would silently stop (reads stay correct: Spark applies
+    every filter itself), and the test that counts planned tasks would fail."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    return PUSHDOWN_PLANNER in sys.modules or name == PUSHDOWN_PLANNER
+
+
 class ArrowLogReader(DataSourceReader):
+    """A batch read: planned on the driver, read by the executors. This class does
+    not push filters, so that reads work in a default session."""
+
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
-        self.partitions_filter: set[tuple[str, int]] | None = None
+        self.partition_numbers: set[int] | None = None
         self.min_offset: int | None = None
         self.max_offset: int | None = None
         self.min_timestamp_us: int | None = None
         self.max_timestamp_us: int | None = None
+
+    def partitions(self) -> Sequence[InputPartition]:
+        o = self.options
+        log = arrowlog.connect(o.root, o.storage)
+        topics = subscribed_topics(log, o)
+        every = subscribed_partitions(log, o, topics)
+        numbers = self.partition_numbers
+        chosen = {tp for tp in every if numbers is None or tp[1] in numbers}
+        plan = plan_scan(
+            log,
+            topics,
+            starting=starting_offsets(log, o, every),
+            ending=ending_offsets(log, o, every),
+            isolation_level=o.isolation_level,
+            fail_on_data_loss=o.fail_on_data_loss,
+            partitions=chosen,
+            min_offset=self.min_offset,
+            max_offset=self.max_offset,
+            min_timestamp_us=self.min_timestamp_us,
+            max_timestamp_us=self.max_timestamp_us,
+            target_bytes=o.target_bytes,
+        )
+        tasks = split_tasks(plan.tasks, o.min_partitions)
+        return [_Partition(task) for task in tasks] or [_Partition(None)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.options, self.schema, partition)
+
+
+class ArrowLogFilteringReader(ArrowLogReader):
+    """The reader Spark's pushdown planner gets: filters on ``partition``,
+    ``offset`` and ``timestamp`` become part of the plan."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         """Take filters on ``partition``, ``offset`` and ``timestamp`` into the plan
@@ -118,10 +183,9 @@ class ArrowLogReader(DataSourceReader):
             column = path[0] if len(path) == 1 else None
             if column == names["partition"] and isinstance(f, EqualTo | In):
                 values = {f.value} if isinstance(f, EqualTo) else set(f.value)
-                wanted = {(t, int(v)) for t in self.options.topics for v in values}
-                self.partitions_filter = (
-                    wanted if self.partitions_filter is None else self.partitions_filter & wanted
-                )
+                wanted = {int(v) for v in values}
+                numbers = self.partition_numbers
+                self.partition_numbers = wanted if numbers is None else numbers & wanted
             elif column == names["offset"] and isinstance(
                 f, EqualTo | GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual
             ):
@@ -142,30 +206,6 @@ class ArrowLogReader(DataSourceReader):
                     self.max_timestamp_us = min(high, self.max_timestamp_us or high)
             else:
                 yield f
-
-    def partitions(self) -> Sequence[InputPartition]:
-        o = self.options
-        log = arrowlog.connect(o.root, o.storage)
-        plan = plan_scan(
-            log,
-            o.topics,
-            starting=o.starting,
-            ending=o.ending,
-            starting_timestamp=o.starting_timestamp,
-            ending_timestamp=o.ending_timestamp,
-            isolation_level=o.isolation_level,
-            fail_on_data_loss=o.fail_on_data_loss,
-            partitions=self.partitions_filter,
-            min_offset=self.min_offset,
-            max_offset=self.max_offset,
-            min_timestamp_us=self.min_timestamp_us,
-            max_timestamp_us=self.max_timestamp_us,
-            target_bytes=o.target_bytes,
-        )
-        return [_Partition(task) for task in plan.tasks] or [_Partition(None)]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.options, self.schema, partition)
 
 
 def read_partition(
@@ -219,4 +259,4 @@ def _bounds(f: Filter, to_int: Callable[[Any], int] = int) -> tuple[int | None, 
     return None, value
 
 
-__all__ = ["ArrowLogDataSource", "ArrowLogReader"]
+__all__ = ["ArrowLogDataSource", "ArrowLogFilteringReader", "ArrowLogReader"]

@@ -1,10 +1,14 @@
 """Structured Streaming: an arrowlog source and an exactly-once arrowlog sink.
 
-Source offsets are ``{"topic/partition": offset}``: how far each partition was
-read. The latest offset is the LSO under read_committed (every transaction below
-it is decided, so a micro-batch never changes its mind) or the high watermark.
-``maxOffsetsPerTrigger`` splits the backlog across partitions in proportion;
-``Trigger.AvailableNow`` reads up to the offsets current when the query starts.
+Source offsets are ``{"topic": {"partition": offset}}`` as in Spark's Kafka
+source (checkpoints holding the earlier ``{"topic/partition": offset}`` are read
+back too): how far each partition was read. The latest offset is the LSO under
+read_committed (every transaction below it is decided, so a micro-batch never
+changes its mind) or the high watermark.
+``maxOffsetsPerTrigger`` splits the backlog across partitions in proportion,
+``minOffsetsPerTrigger`` / ``maxTriggerDelay`` hold a micro-batch back until
+enough records are there; ``Trigger.AvailableNow`` reads up to the offsets
+current when the query starts.
 
 The sink commits each micro-batch as one transaction, idempotent by (``txnAppId``,
 batch id). Tasks stage their rows as Arrow files under
@@ -17,9 +21,11 @@ of failed tasks and replays are swept after every commit.
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -39,102 +45,162 @@ from pyspark.sql.types import StructType
 import arrowlog
 from arrowlog.consumer import plan_snapshot
 from arrowlog.errors import InvalidConfigError
-from arrowlog.scan import TopicPartition, plan_scan
+from arrowlog.scan import LATEST, TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions
+from arrowlog.spark.planning import split_tasks, starting_offsets, subscribed_partitions
 from arrowlog.spark.sink import is_done, last_version, split_by_partition
 from arrowlog.spark.source import _Partition, read_partition
 
 STAGING_PREFIX = "_arrowlog/staging/"
 
+# Offsets as Spark's Kafka source writes them to the checkpoint.
+StreamOffsets = dict[str, dict[str, int]]
 
-def _key(tp: TopicPartition) -> str:
-    return f"{tp[0]}/{tp[1]}"
+
+def offsets_json(offsets: Mapping[TopicPartition, int]) -> StreamOffsets:
+    """``{"topic": {"0": 42}}``, partitions in order."""
+    out: StreamOffsets = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = offset
+    return out
 
 
-def _tp(key: str) -> TopicPartition:
-    topic, _, partition = key.rpartition("/")
-    return topic, int(partition)
+def parse_offsets_json(value: Mapping[str, Any]) -> dict[TopicPartition, int]:
+    """Offsets read back from a checkpoint: the Kafka shape, or the
+    ``{"topic/partition": offset}`` that checkpoints written before it hold.
+
+    Raises:
+        InvalidConfigError: neither shape.
+    """
+    out: dict[TopicPartition, int] = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            for partition, offset in item.items():
+                out[(key, int(partition))] = int(offset)
+        elif isinstance(item, int) and "/" in key:  # topic names have no '/'
+            topic, _, partition = key.rpartition("/")
+            out[(topic, int(partition))] = item
+        else:
+            raise InvalidConfigError(f"not an arrowlog stream offset: {dict(value)!r}")
+    return out
 
 
 class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
-        self.target: dict[str, int] | None = None
+        self.target: dict[TopicPartition, int] | None = None
+        # what the last latestOffset saw (reportLatestOffset: progress's latestOffset)
+        self.seen: dict[TopicPartition, int] | None = None
+        # when the last micro-batch was let through (minOffsetsPerTrigger);
+        # None: the first one goes at once, as in Kafka
+        self.last_trigger: float | None = None
 
     def _log(self) -> arrowlog.ArrowLog:
         return arrowlog.connect(self.options.root, self.options.storage)
 
-    def _latest(self, start: dict[str, int] | None = None) -> dict[str, int]:
+    def _latest(
+        self, start: Mapping[TopicPartition, int] | None = None
+    ) -> dict[TopicPartition, int]:
         """Where the next micro-batch may end: under read_committed, the ends of
         one snapshot from ``start`` (plan_snapshot), so that a transaction
         committing while they are fixed is in one micro-batch whole, never split
-        across two; else the high watermarks."""
+        across two; else the high watermarks. Topics are looked up every time:
+        subscribePattern picks up new topics, which start at earliest."""
         log = self._log()
-        tps = [(t, p) for t in self.options.topics for p in range(log.topic(t).partitions)]
+        tps = subscribed_partitions(log, self.options)
         if self.options.isolation_level == "read_uncommitted":
-            return {_key(tp): log.partition(*tp).end_offset() for tp in tps}
+            return {tp: log.partition(*tp).end_offset() for tp in tps}
         ranges: dict[TopicPartition, tuple[int | None, int | None]] = {
-            tp: ((start or {}).get(_key(tp)), None) for tp in tps
+            tp: ((start or {}).get(tp), None) for tp in tps
         }
-        return {_key(tp): plan.end for tp, plan in plan_snapshot(log, ranges).items()}
+        return {tp: plan.end for tp, plan in plan_snapshot(log, ranges).items()}
 
-    def initialOffset(self) -> dict[str, int]:
+    def initialOffset(self) -> StreamOffsets:
         latest = self._latest()
-        spec = self.options.starting
-        if spec == "latest":
-            return latest
         log = self._log()
-        start = {k: log.partition(*_tp(k)).start_offset() for k in latest}
+        spec = starting_offsets(log, self.options, list(latest))
+        if spec == "latest":
+            return offsets_json(latest)
+        start = {tp: log.partition(*tp).start_offset() for tp in latest}
         if isinstance(spec, dict):
             for tp, offset in spec.items():
                 if offset >= 0:
-                    start[_key(tp)] = offset
-                elif offset == -1:
-                    start[_key(tp)] = latest[_key(tp)]
-        return start
+                    start[tp] = offset
+                elif offset == LATEST:
+                    start[tp] = latest[tp]
+        return offsets_json(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # minOffsetsPerTrigger is applied in latestOffset: Python sources have
+        # no composite limit (min and max at once)
         limit = self.options.max_offsets_per_trigger
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._latest()
 
-    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        latest = self.target if self.target is not None else self._latest(start)
-        ends = {k: max(latest.get(k, start.get(k, 0)), start.get(k, 0)) for k in latest}
-        start = {k: start.get(k, 0) for k in ends}
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> StreamOffsets:
+        begin = parse_offsets_json(start)
+        latest = self.target if self.target is not None else self._latest(begin)
+        self.seen = latest
+        ends = {tp: max(latest.get(tp, begin.get(tp, 0)), begin.get(tp, 0)) for tp in latest}
+        begin = {tp: begin.get(tp, 0) for tp in ends}
+        backlog = {tp: ends[tp] - begin[tp] for tp in ends}
+        if self.target is None and self._delay(sum(backlog.values())):
+            return offsets_json(begin)
         if isinstance(limit, ReadMaxRows):
-            backlog = {k: ends[k] - start[k] for k in ends}
             total = sum(backlog.values())
             if total > limit.max_rows:
                 budget = limit.max_rows
-                for k in sorted(backlog):
-                    share = min(backlog[k], max(1, backlog[k] * limit.max_rows // total), budget)
-                    ends[k] = start[k] + share
+                for tp in sorted(backlog):
+                    share = min(backlog[tp], max(1, backlog[tp] * limit.max_rows // total), budget)
+                    ends[tp] = begin[tp] + share
                     budget -= share
-        return ends
+        return offsets_json(ends)
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        if all(end[k] <= start.get(k, 0) for k in end):
+    def _delay(self, available: int) -> bool:
+        """Kafka's minOffsetsPerTrigger: hold the micro-batch back while fewer
+        records are available, until maxTriggerDelay has passed since the last
+        one. (Never under Trigger.AvailableNow, which would wait forever.)"""
+        least = self.options.min_offsets_per_trigger
+        if least is None:
+            return False
+        now = time.monotonic()
+        waited = self.last_trigger is None or (
+            (now - self.last_trigger) * 1000 >= self.options.max_trigger_delay_ms
+        )
+        if available < least and not waited:
+            return True
+        self.last_trigger = now
+        return False
+
+    def reportLatestOffset(self) -> StreamOffsets | None:
+        """The offsets the last trigger saw as latest: the query's progress shows
+        them as the source's ``latestOffset``, next to its ``endOffset``."""
+        return None if self.seen is None else offsets_json(self.seen)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, until = parse_offsets_json(start), parse_offsets_json(end)
+        if all(until[tp] <= begin.get(tp, 0) for tp in until):
             return []
         o = self.options
         plan = plan_scan(
             self._log(),
-            o.topics,
-            starting={_tp(k): v for k, v in start.items()},
-            ending={_tp(k): v for k, v in end.items()},
+            sorted({topic for topic, _ in until}),
+            starting=begin,
+            ending=until,
             isolation_level=o.isolation_level,
             fail_on_data_loss=o.fail_on_data_loss,
+            partitions=set(until),
             target_bytes=o.target_bytes,
         )
-        return [_Partition(task) for task in plan.tasks]
+        return [_Partition(task) for task in split_tasks(plan.tasks, o.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.options, self.schema, partition)
 
-    def commit(self, end: dict[str, int]) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the log keeps every record."""
 
 

@@ -1,49 +1,77 @@
-"""One local Spark session for every Spark test (starting one costs seconds)."""
+"""One local Spark session for every Spark test (starting one costs seconds),
+configured as a user's would be: Spark's defaults, nothing arrowlog-specific
+(no filter pushdown flag, no registration), started from a directory outside the
+repository, so that the format must be found the way an installed arrowlog
+offers it."""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from arrowlog.spark.options import spark_storage_options
 from tests.conftest import StoreSpec
+
+PUSHDOWN_FLAG = "spark.sql.python.filterPushdown.enabled"
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+def absolute_pythonpath() -> None:
+    """Spark's Python workers start in the JVM's directory: a relative entry of
+    PYTHONPATH (``PYTHONPATH=.`` in a worktree) must not change meaning there."""
+    entries = os.environ.get("PYTHONPATH")
+    if entries:
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            str(Path(e).resolve()) for e in entries.split(os.pathsep) if e
+        )
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master("local[2, 3]")  # 3 attempts per task
-        .appName("arrowlog-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
+    absolute_pythonpath()
+    here = os.getcwd()
+    # The JVM, and every Python worker it starts, keep the directory it starts in.
+    os.chdir(tmp_path_factory.mktemp("spark-cwd"))
+    try:
+        session = (
+            SparkSession.builder.master("local[2, 3]")  # 3 attempts per task
+            .appName("arrowlog-tests")
+            # test hygiene only: no web UI port, two shuffle partitions on two cores
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
+    finally:
+        os.chdir(here)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def pushdown(spark: Any) -> Iterator[None]:
+    """Filter pushdown on for one test (Spark's default is off)."""
+    spark.conf.set(PUSHDOWN_FLAG, "true")
+    yield
+    spark.conf.unset(PUSHDOWN_FLAG)
 
 
 def with_options(builder: Any, spec: StoreSpec, options: dict[str, str]) -> Any:
     """A DataFrameReader or DataFrameWriter pointed at ``spec``'s store (its storage
     options as ``storage.*`` options) with ``options`` set."""
     builder = builder.option("path", spec.url)
-    for key, value in spec.options.items():
-        if key == "client_kwargs":
-            builder = builder.option("storage.region_name", value["region_name"])
-        else:
-            builder = builder.option(f"storage.{key}", str(value))
+    for key, value in spark_storage_options(spec.options).items():
+        builder = builder.option(key, value)
     for key, value in options.items():
         builder = builder.option(key, value)
     return builder
