@@ -59,6 +59,9 @@ WRITE_OPTIONS = (
     "transactionTimeoutMs",
     "rowsPerBatch",
 )
+# Only a batch write takes the session-level keys (arrowlog.spark.sink.save passes
+# them as options).
+BATCH_WRITE_OPTIONS = (SESSION_APP_ID, SESSION_VERSION)
 # Spark itself hands a streaming sink the query's checkpoint location.
 STREAM_WRITE_OPTIONS = ("checkpointLocation",)
 
@@ -440,10 +443,14 @@ class WriteOptions:
         read_only = (*READ_OPTIONS, *BATCH_READ_OPTIONS, *STREAM_READ_OPTIONS)
         check_names(
             options,
-            (*WRITE_OPTIONS, *(STREAM_WRITE_OPTIONS if streaming else ())),
+            (*WRITE_OPTIONS, *(STREAM_WRITE_OPTIONS if streaming else BATCH_WRITE_OPTIONS)),
             what="writing arrowlog" + (" as a stream" if streaming else ""),
             elsewhere={n: "reads" for n in read_only if n.lower() not in WRITE_LOWER}
-            | ({} if streaming else dict.fromkeys(STREAM_WRITE_OPTIONS, "streaming writes")),
+            | (
+                dict.fromkeys(BATCH_WRITE_OPTIONS, "batch writes")
+                if streaming
+                else dict.fromkeys(STREAM_WRITE_OPTIONS, "streaming writes")
+            ),
         )
         topic = options.get("topic")
         if not topic:
@@ -475,4 +482,6 @@ class WriteOptions:
         )
 
 
-WRITE_LOWER = frozenset(n.lower() for n in (*WRITE_OPTIONS, *STREAM_WRITE_OPTIONS))
+WRITE_LOWER = frozenset(
+    n.lower() for n in (*WRITE_OPTIONS, *BATCH_WRITE_OPTIONS, *STREAM_WRITE_OPTIONS)
+)
