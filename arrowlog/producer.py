@@ -132,7 +132,7 @@ class Producer:
         self._epoch = 0
         self._sequences: dict[tuple[str, int], int] = {}
         self._in_doubt: dict[tuple[str, int], _InDoubt] = {}
-        self._round_robin: dict[str, Iterator[int]] = {}
+        self._round_robin: dict[str, tuple[int, Iterator[int]]] = {}
         self._coordinator = (
             CoordinatorLog(log.store, transactional_id, log.config.retry)
             if transactional_id is not None
@@ -282,11 +282,13 @@ class Producer:
         return results
 
     def _next_partition(self, topic: str) -> int:
-        if topic not in self._round_robin:
-            count = self._log.topic(topic).partitions
+        count = self._log.topic(topic).partitions
+        known, cycle = self._round_robin.get(topic, (0, None))
+        if cycle is None or known != count:  # first send, or partitions were added
             start = random.randrange(count)
-            self._round_robin[topic] = itertools.cycle([(start + i) % count for i in range(count)])
-        return next(self._round_robin[topic])
+            cycle = itertools.cycle([(start + i) % count for i in range(count)])
+            self._round_robin[topic] = (count, cycle)
+        return next(cycle)
 
     def _resolve_in_doubt(self, tp: tuple[str, int]) -> None:
         """Resend a batch whose outcome was unknown, with its original sequence:
