@@ -46,6 +46,8 @@ class _Known:
 
     entry: TopicEntry
     checked: float
+    #: False if version 0 alone was read (partitions' listings tell of later ones)
+    followed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,18 +179,29 @@ class ArrowLog:
         return topic
 
     def topic(self, name: str, *, refresh: bool = False) -> Topic:
-        """The definition of a topic, as this client knows it.
+        """The definition of a topic, as this client knows it: the latest
+        version when first looked up (one GET, and one more per version after
+        the first), then cached.
 
-        What a client knows can be stale, as a Kafka client's metadata: it
-        learns of more partitions or a delete when it lists one of the topic's
-        partitions (opening, syncing: the change was announced there first),
-        when asked for a partition beyond the count it knows, when an object it
-        knew of is gone, and on the first lookup after ``metadata_max_age_ms``.
-        ``refresh`` reads the latest version now (one GET when unchanged).
+        What a client caches can go stale, as a Kafka client's metadata does:
+        it learns of more partitions or a delete when it lists one of the
+        topic's partitions (opening, syncing: the change was announced there
+        before it was made), when asked for a partition beyond the count it
+        knows, when an object it knew of is gone, and on the first lookup
+        after ``metadata_max_age_ms``. ``refresh`` reads the latest version now.
 
         Raises:
             UnknownTopicOrPartitionError: no such topic, or it was deleted.
         """
+        return self._lookup(name, refresh=refresh, follow=True)
+
+    def _partition_topic(self, name: str) -> Topic:
+        """The topic, for using its partitions: on first lookup version 0 alone
+        (one GET, as before topics had versions), because using a partition
+        lists it, and the listing shows any later version."""
+        return self._lookup(name, refresh=False, follow=False)
+
+    def _lookup(self, name: str, *, refresh: bool, follow: bool) -> Topic:
         check_topic_name(name)
         with self._lock:
             known = self._topics.get(name)
@@ -197,30 +210,29 @@ class ArrowLog:
             known is not None
             and not refresh
             and isinstance(known.entry, Topic)
+            and (known.followed or not follow)
             and time.monotonic() - known.checked < max_age
         ):
             return known.entry
-        if known is None and not refresh:
-            # one GET, as before topics had versions: a partition's listing
-            # shows any later version
-            entry = self._versions.read(name, 0)
+        if known is None and not refresh and not follow:
+            entry, followed = self._versions.read(name, 0), False
         else:
             start = known.entry if known is not None else self._versions.read(name, 0)
-            entry = None if start is None else self._versions.follow(start)
+            entry, followed = (None if start is None else self._versions.follow(start)), True
         if entry is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-        entry = self._remember(entry)
+        entry = self._remember(entry, followed=followed)
         if isinstance(entry, TopicTombstone):
             raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
         return entry
 
-    def _remember(self, entry: TopicEntry) -> TopicEntry:
+    def _remember(self, entry: TopicEntry, *, followed: bool = True) -> TopicEntry:
         """Keep ``entry`` unless a later version is known; return the latest."""
         with self._lock:
             known = self._topics.get(entry.name)
             if known is not None and known.entry.version > entry.version:
                 return known.entry
-            self._topics[entry.name] = _Known(entry, time.monotonic())
+            self._topics[entry.name] = _Known(entry, time.monotonic(), followed)
             return entry
 
     def _topic_at_least(self, name: str, version: int) -> Topic:
@@ -310,7 +322,7 @@ class ArrowLog:
         Raises:
             UnknownTopicOrPartitionError: no such topic or partition.
         """
-        t = self.topic(topic)
+        t = self._partition_topic(topic)
         if isinstance(partition, int) and partition >= t.partitions:
             t = self.topic(topic, refresh=True)  # added since we looked?
         t.check_partition(partition)
@@ -334,7 +346,7 @@ class ArrowLog:
         any newer version of the topic, and the count is read again before each
         next partition."""
         p = 0
-        while p < self.topic(topic).partitions:
+        while p < self._partition_topic(topic).partitions:
             yield self.partition(topic, p)
             p += 1
 

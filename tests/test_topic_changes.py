@@ -309,6 +309,40 @@ def test_changes_cost_the_hot_path_nothing(store: Store) -> None:
     assert counting.counts == {"list": 5}  # partition 0 syncs, 1 and 2 open (no checkpoint)
 
 
+def test_a_first_lookup_gives_the_latest_version(
+    make_log: Callable[..., arrowlog.ArrowLog],
+) -> None:
+    admin = make_log()
+    admin.create_topic("t", SCHEMA, partitions=2)
+    admin.create_partitions("t", 3)
+    assert make_log().topic("t").partitions == 3
+    admin.delete_topic("t")
+    with pytest.raises(UnknownTopicOrPartitionError, match="was deleted"):
+        make_log().topic("t")
+
+
+def test_a_change_announced_and_never_claimed_costs_a_get_per_sync(store: Store) -> None:
+    """A changer that died between announcing a version and claiming it: until
+    a change claims that version, each sync of the partition asks for it."""
+    admin = arrowlog.connect(store)
+    admin.create_topic("t", SCHEMA)
+    admin.append("t", rows(1))
+    store.put_if_absent(announcement_key("t", 0, 1), b"{}")
+    counting = CountingStore(store)
+    log = arrowlog.connect(counting)
+    assert log.end_offsets("t") == {0: 1}
+    counting.reset()
+    assert log.partition("t", 0).end_offset() == 1
+    assert counting.counts == {"list": 1, "get": 1}  # version 1: not there
+    admin.create_partitions("t", 2)  # claims version 1
+    counting.reset()
+    assert log.end_offsets("t") == {0: 1, 1: 0}
+    assert counting.counts == {"list": 3, "get": 2}  # version 1, no version 2; open 1
+    counting.reset()
+    assert log.partition("t", 0).end_offset() == 1
+    assert counting.counts == {"list": 1}
+
+
 # --- several processes ----------------------------------------------------------------
 
 
