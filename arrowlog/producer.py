@@ -444,7 +444,7 @@ class Producer:
             self._check_in_transaction("add_partitions")
             wanted = set()
             for topic, partition in partitions:
-                self._log.topic(topic).check_partition(partition)
+                self._log.partition(topic, partition)  # re-reads the topic if beyond its count
                 wanted.add((topic, partition))
             if wanted - self._txn_partitions:
                 self._register(partitions=wanted - self._txn_partitions)
@@ -461,7 +461,7 @@ class Producer:
             self._check_usable()
             self._check_in_transaction("send_offsets_to_transaction")
             for (topic, partition), offset in offsets.items():
-                self._log.topic(topic).check_partition(partition)
+                self._log.partition(topic, partition)  # re-reads the topic if beyond its count
                 if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                     raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
             merged = {**self._txn_offsets.get(group_id, {})}

@@ -104,8 +104,14 @@ def test_a_new_partition_is_found_when_asked_for(
     producer.send("t", rows(2), partition=1)
     producer.commit_transaction()
     assert admin.stable_offsets("t") == {0: 0, 1: 2, 2: 1}
-    with pytest.raises(UnknownTopicOrPartitionError, match=r"partitions 0\.\.2, not 3"):
-        cached.partition("t", 3)
+    admin.create_partitions("t", 5)
+    producer.begin_transaction()
+    producer.add_partitions([("t", 3)])
+    producer.send_offsets_to_transaction({("t", 4): 0}, group_id="g")
+    producer.commit_transaction()
+    cached.consumer(group_id="g").commit({("t", 4): 0})
+    with pytest.raises(UnknownTopicOrPartitionError, match=r"partitions 0\.\.4, not 5"):
+        cached.partition("t", 5)
 
 
 def test_keys_route_by_the_new_count(make_log: Callable[..., arrowlog.ArrowLog]) -> None:
