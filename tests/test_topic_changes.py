@@ -14,6 +14,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
 from arrowlog.topic import announcement_key, parse_announcement_key
+from tests.attack._util import Background
 from tests.conftest import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,6 +241,69 @@ def test_a_recreated_topic_never_reads_the_old_ones_objects(
     # ...except that left in the first incarnation, which a vacuum of old
     # incarnations would remove: it is never read as any topic's
     assert data_keys(store) == ["t/0/segments/00000000000000000004.arrow"]
+
+
+def test_writers_and_readers_racing_a_delete_never_see_half_a_topic(
+    make_log: Callable[..., arrowlog.ArrowLog],
+) -> None:
+    """Record n of each partition sits at offset n: a read that succeeds must
+    return exactly 0..k-1. Every other outcome must be UnknownTopicOrPartitionError
+    (never SegmentNotFoundError, never a shorter or gapped log)."""
+    admin = make_log()
+    admin.create_topic("t", SCHEMA, partitions=2, config=TopicConfig(checkpoint_interval=3))
+    for n in range(10):
+        for p in range(2):
+            admin.append("t", rows(n), partition=p, expected_offset=n)
+    stop = threading.Event()
+    deleted = threading.Event()
+    outcomes: list[str] = []
+
+    def write(p: int, client: arrowlog.ArrowLog) -> None:
+        n = 10
+        while not stop.is_set():
+            try:
+                client.append("t", rows(n), partition=p, expected_offset=n)
+            except UnknownTopicOrPartitionError:
+                outcomes.append(f"writer {p} refused" + (" after" if deleted.is_set() else ""))
+                return
+            n += 1
+
+    def read(fresh: bool) -> None:
+        cached = make_log()
+        rounds_after = 0
+        while rounds_after < 5:
+            rounds_after += deleted.is_set()
+            client = make_log() if fresh else cached
+            for p in range(2):
+                try:
+                    got = client.read("t", p)["n"].to_pylist()
+                    assert got == list(range(len(got))) and len(got) >= 10
+                    outcomes.append("read")
+                except UnknownTopicOrPartitionError:
+                    outcomes.append("unknown" + (" after" if deleted.is_set() else ""))
+
+    strict = make_log(config=LogConfig(metadata_max_age_ms=0))
+    writer0 = Background(lambda: write(0, strict))
+    others = [
+        Background(lambda: write(1, make_log())),
+        Background(lambda: read(True)),
+        Background(lambda: read(False)),
+    ]
+    deadline = time.monotonic() + 60  # a failed reader raises from result() below
+    while outcomes.count("read") < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    admin.delete_topic("t")
+    deleted.set()
+    # max age 0: refused from the tombstone on, so at the latest once the delete returned
+    writer0.result(timeout=60)
+    stop.set()  # the writer with the default max age would go on for 30 s
+    for background in others:
+        background.result(timeout=60)  # re-raises any failed assertion
+    assert "writer 0 refused" in " ".join(outcomes)
+    assert outcomes.count("unknown after") >= 10  # every read once the delete returned
+    with pytest.raises(UnknownTopicOrPartitionError):
+        make_log().read("t", 0)
+    assert admin.delete_topic("t").already_deleted  # and removes what the late writer left
 
 
 def test_with_max_age_zero_a_writer_learns_of_the_delete_at_once(
