@@ -170,12 +170,12 @@ def plan_scan(
     # where each range starts and ends; plan_snapshot below fixes views of its own
     views = {}
     for t in topics:
-        if partitions is not None and any(n == t and p >= log.topic(t).partitions
-                                           for n, p in partitions):  # fmt: skip
+        wanted_here = {p for n, p in partitions or () if n == t}
+        if wanted_here and max(wanted_here) >= log.topic(t).partitions:
             log.topic(t, refresh=True)  # a filter names a partition added since we looked
-        # listing each partition shows any version of the topic newer than ours
+        # using each partition lists it, which shows any newer version of the topic
         for part in log.iter_partitions(t):
-            if partitions is None or (t, part.partition) in partitions:
+            if partitions is None or part.partition in wanted_here:
                 views[(t, part.partition)] = part.state()
     chosen = list(views)
     decide = log.resolver.snapshot()

@@ -111,20 +111,12 @@ class TopicVersions:
                 outcome may be unknown (``maybe_applied``): read the version.
         """
         key = topic_version_key(entry.name, entry.version)
-        data = entry.to_json()
-        sleeps = self._retry.sleeps()
-        while True:
-            try:
-                self._store.put_if_absent(key, data)
-                return True
-            except FileExistsError:
-                found = self.read(entry.name, entry.version)
-                return found is not None and found.change_id == entry.change_id
-            except TransientStoreError:
-                pause = next(sleeps, None)
-                if pause is None:
-                    raise
-                time.sleep(pause)  # the same bytes at the same key: lands at most once
+        try:
+            self._put_retrying(key, entry.to_json())
+            return True
+        except FileExistsError:
+            found = self.read(entry.name, entry.version)
+            return found is not None and found.change_id == entry.change_id
 
     def announce(self, topic: Topic, version: int) -> None:
         """Announce ``version`` in every partition of ``topic``, before it is
@@ -139,6 +131,9 @@ class TopicVersions:
         _each(put, range(topic.partitions))
 
     def _put_retrying(self, key: str, data: bytes) -> None:
+        """Put-if-absent, retried while the store fails transiently: the same
+        bytes at the same key land at most once, and "exists" is the caller's
+        to judge."""
         sleeps = self._retry.sleeps()
         while True:
             try:
