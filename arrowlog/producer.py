@@ -54,7 +54,7 @@ from arrowlog.errors import (
     TransactionTimeoutError,
 )
 from arrowlog.groups import GroupOffsets, tp_key
-from arrowlog.partition import AppendResult
+from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.producer_ids import MAX_PRODUCER_ID
 from arrowlog.producer_ids import allocate_producer_id as allocate_producer_id
 from arrowlog.segment import WriterIdentity
@@ -131,6 +131,9 @@ class Producer:
         self._producer_id = -1
         self._epoch = 0
         self._sequences: dict[tuple[str, int], int] = {}
+        # the log each sequence is for: a topic deleted and created anew is a
+        # new log (a new PartitionLog), where the sequence starts over
+        self._sequence_logs: dict[tuple[str, int], PartitionLog] = {}
         self._in_doubt: dict[tuple[str, int], _InDoubt] = {}
         self._round_robin: dict[str, tuple[int, Iterator[int]]] = {}
         self._coordinator = (
@@ -232,6 +235,9 @@ class Producer:
             prepared = part.prepare_batch(batch)
             part.check_expected_offset(expected_offset)
             tp = (topic, partition)
+            if self._sequence_logs.setdefault(tp, part) is not part:
+                self._sequences.pop(tp, None)
+                self._sequence_logs[tp] = part
             # before anything is written: a producer id, a partition registered
             part.check_fits(prepared, _widest(self.transactional_id))
             if self._producer_id < 0:

@@ -318,6 +318,24 @@ def test_with_max_age_zero_a_writer_learns_of_the_delete_at_once(
         writer.append("t", rows(2))
 
 
+def test_an_idempotent_producer_starts_over_in_a_topic_created_anew(
+    make_log: Callable[..., arrowlog.ArrowLog],
+) -> None:
+    admin = make_log()
+    admin.create_topic("t", SCHEMA)
+    producer = make_log(config=LogConfig(metadata_max_age_ms=0)).producer()
+    for n in range(3):
+        producer.send("t", rows(n), partition=0)
+    admin.delete_topic("t")
+    with pytest.raises(UnknownTopicOrPartitionError):
+        producer.send("t", rows(3), partition=0)
+    admin.create_topic("t", SCHEMA)
+    # its sequence in the old topic's partition means nothing in the new one
+    assert producer.send("t", rows(4), partition=0).base_offset == 0
+    assert producer.send("t", rows(5), partition=0).base_offset == 1
+    assert make_log().read("t", 0)["n"].to_pylist() == [4, 5]
+
+
 def test_transactions_over_a_deleted_topic_still_end(
     make_log: Callable[..., arrowlog.ArrowLog],
 ) -> None:
