@@ -15,6 +15,7 @@ from arrowlog.errors import (
     InvalidBatchError,
     InvalidConfigError,
     InvalidNameError,
+    InvalidPartitionsError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     OffsetMismatchError,
@@ -37,6 +38,7 @@ from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.producer import Producer, ProducerState
 from arrowlog.segment import SegmentHeader, WriterIdentity
 from arrowlog.topic import Topic
+from arrowlog.topic_changes import TopicDeletion
 
 __version__ = "0.1.0"
 
@@ -57,6 +59,7 @@ __all__ = [
     "InvalidBatchError",
     "InvalidConfigError",
     "InvalidNameError",
+    "InvalidPartitionsError",
     "InvalidTransactionTimeoutError",
     "InvalidTxnStateError",
     "LogConfig",
@@ -76,6 +79,7 @@ __all__ = [
     "StoreError",
     "Topic",
     "TopicConfig",
+    "TopicDeletion",
     "TopicDescription",
     "TopicExistsError",
     "TransactionInfo",

@@ -116,16 +116,24 @@ class LogConfig:
             by store: 1 for local and memory stores (already at memory speed;
             threads only add overhead, measured), 8 for remote ones (one request's
             latency hides behind the others').
+        metadata_max_age_ms: how long a client trusts the version of a topic
+            it knows (partition count, not deleted) before it reads the topic's
+            chain of versions again, one GET, on its next lookup. Listing a
+            partition shows any change sooner (see docs/protocol.md, "Changing
+            a topic"). Kafka's metadata.max.age.ms is 5 minutes.
     """
 
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     read_ahead: int | None = None
+    metadata_max_age_ms: int = 30_000
 
     def __post_init__(self) -> None:
         if not isinstance(self.retry, RetryPolicy):
             raise InvalidConfigError(f"LogConfig.retry must be a RetryPolicy, got {self.retry!r}")
         if self.read_ahead is not None:
             _check_int(self.read_ahead, 1, 64, "read_ahead")
+        day = 24 * 3600 * 1000
+        _check_int(self.metadata_max_age_ms, 0, day, "metadata_max_age_ms", "0 and 24 h")
 
 
 def _check_int(value: object, lo: int, hi: int, name: str, bounds: str = "") -> None:

@@ -107,7 +107,7 @@ class Consumer:
     def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Commit the group's position outside any transaction."""
         for (topic, partition), offset in offsets.items():
-            self._log.topic(topic).check_partition(partition)
+            self._log.partition(topic, partition)  # re-reads the topic if beyond its count
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                 raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
         self._groups().commit({tp_key(t, p): o for (t, p), o in offsets.items()})

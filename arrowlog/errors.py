@@ -43,6 +43,12 @@ class UnknownTopicOrPartitionError(ArrowLogError):
     """The topic does not exist, or it has no such partition."""
 
 
+class InvalidPartitionsError(ArrowLogError, ValueError):
+    """``create_partitions`` asked for a total that is not above the topic's
+    current partition count (Kafka's INVALID_PARTITIONS), or above the limit.
+    Nothing was written."""
+
+
 class SchemaMismatchError(ArrowLogError):
     """A batch's schema differs from its topic's schema. Nothing was written."""
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import threading
-from collections.abc import Generator
+import time
+import uuid
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -25,7 +29,25 @@ from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.producer import Producer
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
-from arrowlog.topic import TOPICS_PREFIX, Topic, check_topic_name, topic_key
+from arrowlog.topic import (
+    TOPICS_PREFIX,
+    Topic,
+    TopicEntry,
+    TopicTombstone,
+    check_topic_name,
+    parse_topic_listing,
+)
+from arrowlog.topic_changes import TopicDeletion, TopicVersions
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """The latest version of a topic this client has read, and when (monotonic)."""
+
+    entry: TopicEntry
+    checked: float
+    #: False if version 0 alone was read (partitions' listings tell of later ones)
+    followed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +108,8 @@ class ArrowLog:
     def __init__(self, store: Store, *, config: LogConfig) -> None:
         self._store = store
         self._config = config
-        self._topics: dict[str, Topic] = {}
+        self._topics: dict[str, _Known] = {}
+        self._versions = TopicVersions(store, config.retry)
         self._partitions: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
         self.resolver = TxnResolver(store, config.retry)
@@ -124,6 +147,8 @@ class ArrowLog:
         config: TopicConfig | None = None,
     ) -> Topic:
         """Create a topic. Exactly one of several concurrent creators succeeds.
+        A name whose topic was deleted can be used again: the new topic is a new
+        incarnation, whose objects never mix with the old one's.
 
         Raises:
             InvalidNameError: the name is not allowed.
@@ -133,53 +158,152 @@ class ArrowLog:
         if config is not None and not isinstance(config, TopicConfig):
             raise InvalidConfigError("config must be a TopicConfig")
         topic = Topic(
-            name=name, schema=schema, partitions=partitions, config=config or TopicConfig()
+            name=name,
+            schema=schema,
+            partitions=partitions,
+            config=config or TopicConfig(),
+            change_id=uuid.uuid4().hex,
         )
-        try:
-            self._store.put_if_absent(topic_key(name), topic.to_json())
-        except FileExistsError:
-            raise TopicExistsError(f"topic {name!r} already exists") from None
-        with self._lock:
-            self._topics[name] = topic
+        while not self._versions.claim(topic):
+            latest = self._versions.latest(name)
+            if not isinstance(latest, TopicTombstone):
+                raise TopicExistsError(f"topic {name!r} already exists")
+            after = latest.version + 1
+            topic = dataclasses.replace(
+                topic,
+                version=after,
+                incarnation=after,
+                new=False,  # InitVar: checked above already
+            )
+        self._remember(topic)
         return topic
 
-    def topic(self, name: str) -> Topic:
-        """The stored definition of a topic (cached: topics are immutable).
+    def topic(self, name: str, *, refresh: bool = False) -> Topic:
+        """The definition of a topic, as this client knows it: the latest
+        version when first looked up (one GET, and one more per version after
+        the first), then cached.
+
+        What a client caches can go stale, as a Kafka client's metadata does:
+        it learns of more partitions or a delete when it lists one of the
+        topic's partitions (opening, syncing: the change was announced there
+        before it was made), when asked for a partition beyond the count it
+        knows, when an object it knew of is gone, and on the first lookup
+        after ``metadata_max_age_ms``. ``refresh`` reads the latest version now.
 
         Raises:
-            UnknownTopicOrPartitionError: no such topic.
+            UnknownTopicOrPartitionError: no such topic, or it was deleted.
         """
+        return self._lookup(name, refresh=refresh, follow=True)
+
+    def _partition_topic(self, name: str) -> Topic:
+        """The topic, for using its partitions: on first lookup version 0 alone
+        (one GET, as before topics had versions), because using a partition
+        lists it, and the listing shows any later version."""
+        return self._lookup(name, refresh=False, follow=False)
+
+    def _lookup(self, name: str, *, refresh: bool, follow: bool) -> Topic:
         check_topic_name(name)
         with self._lock:
-            cached = self._topics.get(name)
-        if cached is not None:
-            return cached
-        key = topic_key(name)
-        try:
-            topic = Topic.from_json(self._config.retry.call(lambda: self._store.get(key)), key=key)
-        except FileNotFoundError:
-            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}") from None
+            known = self._topics.get(name)
+        max_age = self._config.metadata_max_age_ms / 1000
+        if (
+            known is not None
+            and not refresh
+            and isinstance(known.entry, Topic)
+            and (known.followed or not follow)
+            and time.monotonic() - known.checked < max_age
+        ):
+            return known.entry
+        if known is None and not refresh and not follow:
+            entry, followed = self._versions.read(name, 0), False
+        else:
+            start = known.entry if known is not None else self._versions.read(name, 0)
+            entry, followed = (None if start is None else self._versions.follow(start)), True
+        if entry is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        entry = self._remember(entry, followed=followed)
+        if isinstance(entry, TopicTombstone):
+            raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
+        return entry
+
+    def _remember(self, entry: TopicEntry, *, followed: bool = True) -> TopicEntry:
+        """Keep ``entry`` unless a later version is known; return the latest."""
         with self._lock:
-            return self._topics.setdefault(name, topic)
+            known = self._topics.get(entry.name)
+            if known is not None and known.entry.version > entry.version:
+                return known.entry
+            self._topics[entry.name] = _Known(entry, time.monotonic(), followed)
+            return entry
+
+    def _topic_at_least(self, name: str, version: int) -> Topic:
+        """The topic, read anew unless a version at least ``version`` is known
+        (a partition saw it announced, or lost an object it knew of)."""
+        with self._lock:
+            known = self._topics.get(name)
+        if known is not None and known.entry.version >= version:
+            if isinstance(known.entry, TopicTombstone):
+                raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
+            return known.entry
+        return self.topic(name, refresh=True)
 
     def list_topics(self) -> list[str]:
-        names = []
+        """The topics that exist (deleted ones left out). A topic never changed
+        costs nothing beyond the LIST; a changed one one GET per version after
+        the newest listed (a listing is not a snapshot)."""
+        newest: dict[str, int] = {}
         for info in self._config.retry.call(lambda: list(self._store.list(TOPICS_PREFIX))):
-            name = info.key[len(TOPICS_PREFIX) :]
-            if name.endswith(".json") and "/" not in name:
-                names.append(name[: -len(".json")])
+            parsed = parse_topic_listing(info.key)
+            if parsed is not None:
+                newest[parsed[0]] = max(newest.get(parsed[0], 0), parsed[1])
+        names = []
+        for name, version in newest.items():
+            entry = self._versions.read(name, version) if version else None
+            if entry is not None:
+                entry = self._versions.follow(entry)
+            if entry is None or isinstance(entry, Topic):
+                names.append(name)
         return names
 
+    def create_partitions(self, topic: str, total: int) -> Topic:
+        """Raise the number of partitions of ``topic`` to ``total`` (Kafka's
+        createPartitions: the new total, not the number to add). Existing
+        partitions keep their records; keyed sends (``send_keyed``, Spark
+        writes by key) route many keys to other partitions from then on, as in
+        Kafka. Of concurrent changes, one claims each version; a call whose
+        total another change reached first raises InvalidPartitionsError.
+
+        Raises:
+            InvalidPartitionsError: ``total`` is not above the current count,
+                or above the limit; nothing was written.
+            UnknownTopicOrPartitionError: no such topic, or it was deleted.
+        """
+        wider = self._versions.create_partitions(topic, total)
+        self._remember(wider)
+        return wider
+
+    def delete_topic(self, topic: str) -> TopicDeletion:
+        """Delete ``topic``: first one durable step (a tombstone version of the
+        topic: from then on every client that looks sees no topic), then its
+        objects. Removing them is idempotent: if this call dies, calling it
+        again finishes it. Records appended by a client that had not yet learnt
+        of the delete go with the topic.
+
+        Raises:
+            UnknownTopicOrPartitionError: no topic of that name ever existed.
+        """
+        deletion = self._versions.delete(topic)
+        self._remember(deletion.tombstone)
+        return deletion
+
     def describe_topic(self, name: str) -> TopicDescription:
-        topic = self.topic(name)
+        topic = self.topic(name, refresh=True)
         decide = self.resolver.snapshot()
         infos = []
-        for p in range(topic.partitions):
-            log = self.partition(name, p)
+        for log in self.iter_partitions(name):
             end, state = log.state()
             infos.append(
                 PartitionInfo(
-                    partition=p,
+                    partition=log.partition,
                     log_start_offset=log.start_offset(),
                     high_watermark=end,
                     last_stable_offset=last_stable_offset(end, state, decide),
@@ -188,7 +312,7 @@ class ArrowLog:
                     open_transactions=len(state.open_txns),
                 )
             )
-        return TopicDescription(topic, tuple(infos))
+        return TopicDescription(self.topic(topic.name), tuple(infos))
 
     # --- partitions ---------------------------------------------------------------
 
@@ -198,16 +322,33 @@ class ArrowLog:
         Raises:
             UnknownTopicOrPartitionError: no such topic or partition.
         """
-        t = self.topic(topic)
+        t = self._partition_topic(topic)
+        if isinstance(partition, int) and partition >= t.partitions:
+            t = self.topic(topic, refresh=True)  # added since we looked?
         t.check_partition(partition)
         with self._lock:
             log = self._partitions.get((topic, partition))
-            if log is None:
+            if log is None or log.topic.incarnation != t.incarnation:
                 log = PartitionLog(
-                    self._store, t, partition, self._config, decide=self.resolver.decide
+                    self._store,
+                    t,
+                    partition,
+                    self._config,
+                    decide=self.resolver.decide,
+                    refresh_topic=functools.partial(self._topic_at_least, topic),
                 )
                 self._partitions[(topic, partition)] = log
             return log
+
+    def iter_partitions(self, topic: str) -> Iterator[PartitionLog]:
+        """Every partition of ``topic``, in order, including those added since
+        the version this client knew: using a partition lists it, which shows
+        any newer version of the topic, and the count is read again before each
+        next partition."""
+        p = 0
+        while p < self._partition_topic(topic).partitions:
+            yield self.partition(topic, p)
+            p += 1
 
     def append(
         self,
@@ -235,21 +376,21 @@ class ArrowLog:
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """High watermark of every partition."""
-        t = self.topic(topic)
-        return {p: self.partition(topic, p).end_offset() for p in range(t.partitions)}
+        return {log.partition: log.end_offset() for log in self.iter_partitions(topic)}
 
     def start_offsets(self, topic: str) -> dict[int, int]:
         """Log start offset of every partition."""
-        t = self.topic(topic)
-        return {p: self.partition(topic, p).start_offset() for p in range(t.partitions)}
+        return {log.partition: log.start_offset() for log in self.iter_partitions(topic)}
 
     def stable_offsets(self, topic: str) -> dict[int, int]:
         """Last stable offset (LSO) of every partition: read_committed reads end
         there."""
         consumer = self.consumer()
         decide = self.resolver.snapshot()
-        t = self.topic(topic)
-        return {p: consumer.stable_offset(topic, p, decide=decide) for p in range(t.partitions)}
+        return {
+            log.partition: consumer.stable_offset(topic, log.partition, decide=decide)
+            for log in self.iter_partitions(topic)
+        }
 
     # --- producers and consumers --------------------------------------------------
 

@@ -54,7 +54,7 @@ from arrowlog.errors import (
     TransactionTimeoutError,
 )
 from arrowlog.groups import GroupOffsets, tp_key
-from arrowlog.partition import AppendResult
+from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.producer_ids import MAX_PRODUCER_ID
 from arrowlog.producer_ids import allocate_producer_id as allocate_producer_id
 from arrowlog.segment import WriterIdentity
@@ -131,8 +131,11 @@ class Producer:
         self._producer_id = -1
         self._epoch = 0
         self._sequences: dict[tuple[str, int], int] = {}
+        # the log each sequence is for: a topic deleted and created anew is a
+        # new log (a new PartitionLog), where the sequence starts over
+        self._sequence_logs: dict[tuple[str, int], PartitionLog] = {}
         self._in_doubt: dict[tuple[str, int], _InDoubt] = {}
-        self._round_robin: dict[str, Iterator[int]] = {}
+        self._round_robin: dict[str, tuple[int, Iterator[int]]] = {}
         self._coordinator = (
             CoordinatorLog(log.store, transactional_id, log.config.retry)
             if transactional_id is not None
@@ -232,6 +235,9 @@ class Producer:
             prepared = part.prepare_batch(batch)
             part.check_expected_offset(expected_offset)
             tp = (topic, partition)
+            if self._sequence_logs.setdefault(tp, part) is not part:
+                self._sequences.pop(tp, None)
+                self._sequence_logs[tp] = part
             # before anything is written: a producer id, a partition registered
             part.check_fits(prepared, _widest(self.transactional_id))
             if self._producer_id < 0:
@@ -282,11 +288,13 @@ class Producer:
         return results
 
     def _next_partition(self, topic: str) -> int:
-        if topic not in self._round_robin:
-            count = self._log.topic(topic).partitions
+        count = self._log.topic(topic).partitions
+        known, cycle = self._round_robin.get(topic, (0, None))
+        if cycle is None or known != count:  # first send, or partitions were added
             start = random.randrange(count)
-            self._round_robin[topic] = itertools.cycle([(start + i) % count for i in range(count)])
-        return next(self._round_robin[topic])
+            cycle = itertools.cycle([(start + i) % count for i in range(count)])
+            self._round_robin[topic] = (count, cycle)
+        return next(cycle)
 
     def _resolve_in_doubt(self, tp: tuple[str, int]) -> None:
         """Resend a batch whose outcome was unknown, with its original sequence:
@@ -442,7 +450,7 @@ class Producer:
             self._check_in_transaction("add_partitions")
             wanted = set()
             for topic, partition in partitions:
-                self._log.topic(topic).check_partition(partition)
+                self._log.partition(topic, partition)  # re-reads the topic if beyond its count
                 wanted.add((topic, partition))
             if wanted - self._txn_partitions:
                 self._register(partitions=wanted - self._txn_partitions)
@@ -459,7 +467,7 @@ class Producer:
             self._check_usable()
             self._check_in_transaction("send_offsets_to_transaction")
             for (topic, partition), offset in offsets.items():
-                self._log.topic(topic).check_partition(partition)
+                self._log.partition(topic, partition)  # re-reads the topic if beyond its count
                 if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                     raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
             merged = {**self._txn_offsets.get(group_id, {})}

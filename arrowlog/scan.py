@@ -26,7 +26,7 @@ from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTo
 from arrowlog.log import ArrowLog
 from arrowlog.partition import PartitionLog, fetch_segment
 from arrowlog.storage import Store
-from arrowlog.topic import segment_key
+from arrowlog.topic import Topic, segment_key
 
 EARLIEST = -2
 LATEST = -1
@@ -155,7 +155,6 @@ def plan_scan(
     for name in topics[1:]:
         if not log.topic(name).schema.equals(schema, check_metadata=False):
             raise InvalidConfigError(f"topics {topics[0]!r} and {name!r} have different schemas")
-    every = [(t, p) for t in topics for p in range(log.topic(t).partitions)]
     for spec, option in ((starting, "startingOffsets"), (ending, "endingOffsets")):
         if isinstance(spec, dict):
             for topic, partition in spec:
@@ -163,14 +162,22 @@ def plan_scan(
                     raise UnknownTopicOrPartitionError(
                         f"{option} names topic {topic!r}, which is not being read"
                     )
-                log.topic(topic).check_partition(partition)
+                log.partition(topic, partition)  # exists (perhaps added since we looked)
             if option == "endingOffsets" and EARLIEST in spec.values():
                 raise InvalidConfigError("endingOffsets: -2 (earliest) is not allowed")
     if starting == "latest":
         raise InvalidConfigError("startingOffsets: 'latest' is not allowed for a batch read")
-    chosen = [tp for tp in every if partitions is None or tp in partitions]
     # where each range starts and ends; plan_snapshot below fixes views of its own
-    views = {tp: log.partition(*tp).state() for tp in chosen}
+    views = {}
+    for t in topics:
+        wanted_here = {p for n, p in partitions or () if n == t}
+        if wanted_here and max(wanted_here) >= log.topic(t).partitions:
+            log.topic(t, refresh=True)  # a filter names a partition added since we looked
+        # using each partition lists it, which shows any newer version of the topic
+        for part in log.iter_partitions(t):
+            if partitions is None or part.partition in wanted_here:
+                views[(t, part.partition)] = part.state()
+    chosen = list(views)
     decide = log.resolver.snapshot()
     wanted: dict[TopicPartition, tuple[int, int | None]] = {}
     for topic, partition in chosen:
@@ -245,7 +252,7 @@ def plan_scan(
             visible = [s for s in visible if s.timestamp_ms * 1000 >= min_timestamp_us]
         if max_timestamp_us is not None:
             visible = [s for s in visible if s.timestamp_ms * 1000 <= max_timestamp_us]
-        tasks.extend(_split(topic, partition, visible, start, end, target_bytes))
+        tasks.extend(_split(part.topic, partition, visible, start, end, target_bytes))
     return ScanPlan(tuple(ranges), tuple(tasks))
 
 
@@ -279,7 +286,7 @@ def _offset_for_time(part: PartitionLog, timestamp_ms: int, earliest: int, lates
 
 
 def _split(
-    topic: str,
+    topic: Topic,
     partition: int,
     visible: list[SegmentSummary],
     start: int,
@@ -289,14 +296,14 @@ def _split(
     run: list[ScanSegment] = []
     size = 0
     for s in visible:
-        key = segment_key(topic, partition, s.base)
+        key = segment_key(topic.prefix, partition, s.base)
         run.append(ScanSegment(key, s.base, s.end, max(s.base, start), min(s.end, end)))
         size += s.size
         if size >= target_bytes:
-            yield ScanTask(topic, partition, tuple(run), size)
+            yield ScanTask(topic.name, partition, tuple(run), size)
             run, size = [], 0
     if run:
-        yield ScanTask(topic, partition, tuple(run), size)
+        yield ScanTask(topic.name, partition, tuple(run), size)
 
 
 def metadata_names(schema: pa.Schema) -> dict[str, str]:

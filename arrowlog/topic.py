@@ -2,9 +2,16 @@
 
 Bucket layout (keys relative to the root prefix)::
 
-    _arrowlog/topics/<topic>.json                          topic config + schema
-    <topic>/<partition>/segments/<base offset:020d>.arrow  one segment per batch
-    <topic>/<partition>/checkpoints/<inverted start:020d>.json
+    _arrowlog/topics/<topic>.json                          version 0: config + schema
+    _arrowlog/topics/<topic>/<version:020d>.json           later versions (changes)
+    <prefix>/<partition>/segments/<base offset:020d>.arrow  one segment per batch
+    <prefix>/<partition>/segments/topic-version-<version:020d>.json  a change announced
+    <prefix>/<partition>/checkpoints/<inverted start:020d>.json
+
+``<prefix>`` is the topic's name for the topic first created under it
+(incarnation 0) and ``<topic>=<incarnation>`` for one created again after a
+delete, so a new topic never reads an old one's objects. See docs/protocol.md,
+"Changing a topic".
 
 Offsets are zero-padded so that a LIST returns segments in offset order.
 Checkpoint keys hold ``10**20 - 1 - window_start`` so that a LIST returns the
@@ -37,6 +44,8 @@ INTERNAL_PREFIX = "_arrowlog"
 TOPICS_PREFIX = f"{INTERNAL_PREFIX}/topics/"
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
 _SEGMENT_NAME = re.compile(r"(\d{20})\.arrow")
+_ANNOUNCEMENT_NAME = re.compile(r"topic-version-(\d{20})\.json")
+_VERSION_NAME = re.compile(r"([^/]+)/(\d{20})\.json")
 _INVERT = 10**20 - 1
 MAX_PARTITIONS = 10_000
 
@@ -61,13 +70,22 @@ def check_topic_name(name: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Topic:
-    """A topic as stored: immutable once created."""
+    """One version of a topic as stored; each version is immutable, a change
+    (more partitions) is a new version, a delete a :class:`TopicTombstone`."""
 
     name: str
     schema: pa.Schema
     partitions: int
     config: TopicConfig = field(default_factory=TopicConfig)
     created_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    #: Position in the topic's chain of versions (0: as first created).
+    version: int = 0
+    #: The version that created this topic under its name: 0 unless the name
+    #: was used by a topic deleted before. It names where the objects live.
+    incarnation: int = 0
+    #: Random id of the call that wrote this version: after a lost reply, the
+    #: writer knows the version as its own by this, not by luck.
+    change_id: str = ""
     #: Apply the rules for a new topic (:meth:`check_new`). False when a stored
     #: topic is loaded: a rule added later must not make an existing topic unreadable.
     new: InitVar[bool] = True
@@ -120,6 +138,11 @@ class Topic:
             )
         return partition
 
+    @property
+    def prefix(self) -> str:
+        """Where this topic's partitions live (see :func:`topic_prefix`)."""
+        return topic_prefix(self.name, self.incarnation)
+
     def to_json(self) -> bytes:
         return _checked_json.dump(
             {
@@ -129,6 +152,9 @@ class Topic:
                 "config": asdict(self.config),
                 "created_ms": self.created_ms,
                 "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode(),
+                "version": self.version,
+                "incarnation": self.incarnation,
+                "change_id": self.change_id,
             }
         )
 
@@ -136,19 +162,68 @@ class Topic:
     def from_json(cls, raw: bytes | memoryview, *, key: str) -> Topic:
         """Raises:
         CorruptObjectError: the stored topic fails its checksum or is unreadable."""
-        fields = _checked_json.load(raw, key=key, error=CorruptObjectError)
-        try:
-            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(fields["schema"])))
-            return cls(
+        entry = load_topic_entry(raw, key=key)
+        if not isinstance(entry, Topic):
+            raise CorruptObjectError("a tombstone where a topic was expected", key=key)
+        return entry
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicTombstone:
+    """The version of a topic that deletes it: from here on the topic (this
+    incarnation of its name) does not exist. ``partitions`` is how many it had,
+    for the cleanup."""
+
+    name: str
+    version: int
+    incarnation: int
+    partitions: int
+    change_id: str
+    deleted_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    @property
+    def prefix(self) -> str:
+        return topic_prefix(self.name, self.incarnation)
+
+    def to_json(self) -> bytes:
+        return _checked_json.dump({"v": 1, "deleted": True, **asdict(self)})
+
+
+TopicEntry = Topic | TopicTombstone
+
+
+def load_topic_entry(raw: bytes | memoryview, *, key: str) -> TopicEntry:
+    """One version of a topic's chain: a topic or a tombstone. Topics stored
+    before versions existed read as version 0 of incarnation 0.
+
+    Raises:
+        CorruptObjectError: the entry fails its checksum or is unreadable.
+    """
+    fields = _checked_json.load(raw, key=key, error=CorruptObjectError)
+    try:
+        if fields.get("deleted"):
+            return TopicTombstone(
                 name=fields["name"],
-                schema=schema,
+                version=fields["version"],
+                incarnation=fields["incarnation"],
                 partitions=fields["partitions"],
-                config=TopicConfig(**fields["config"]),
-                created_ms=fields["created_ms"],
-                new=False,
+                change_id=fields["change_id"],
+                deleted_ms=fields["deleted_ms"],
             )
-        except (ValueError, TypeError, KeyError, pa.ArrowException) as e:
-            raise CorruptObjectError(f"unreadable topic: {e}", key=key) from e
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(fields["schema"])))
+        return Topic(
+            name=fields["name"],
+            schema=schema,
+            partitions=fields["partitions"],
+            config=TopicConfig(**fields["config"]),
+            created_ms=fields["created_ms"],
+            version=fields.get("version", 0),
+            incarnation=fields.get("incarnation", 0),
+            change_id=fields.get("change_id", ""),
+            new=False,
+        )
+    except (ValueError, TypeError, KeyError, pa.ArrowException) as e:
+        raise CorruptObjectError(f"unreadable topic: {e}", key=key) from e
 
 
 def _check_unique_names(fields: Sequence[pa.Field[Any]], path: str) -> None:
@@ -206,12 +281,49 @@ def topic_key(name: str) -> str:
     return f"{TOPICS_PREFIX}{check_topic_name(name)}.json"
 
 
-def segment_prefix(topic: str, partition: int) -> str:
-    return f"{topic}/{partition}/segments/"
+def topic_version_key(name: str, version: int) -> str:
+    """Version 0 keeps the key topics always had; later ones sit beside it,
+    zero-padded so a LIST returns them in order."""
+    if version == 0:
+        return topic_key(name)
+    return f"{TOPICS_PREFIX}{check_topic_name(name)}/{version:020d}.json"
 
 
-def segment_key(topic: str, partition: int, offset: int) -> str:
-    return f"{topic}/{partition}/segments/{offset:020d}.arrow"
+def parse_topic_listing(key: str) -> tuple[str, int] | None:
+    """``(topic, version)`` named by a key listed under ``TOPICS_PREFIX``."""
+    rest = key[len(TOPICS_PREFIX) :] if key.startswith(TOPICS_PREFIX) else ""
+    if rest.endswith(".json") and "/" not in rest:
+        return rest[: -len(".json")], 0
+    match = _VERSION_NAME.fullmatch(rest)
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def topic_prefix(name: str, incarnation: int) -> str:
+    """Where the partitions of one incarnation of a topic live: its name for
+    the first (so topics stored before versions existed stay where they are),
+    ``<name>=<incarnation>`` after. ``=`` is not allowed in topic names, so no
+    other topic's prefix can be equal to it."""
+    return name if incarnation == 0 else f"{name}={incarnation}"
+
+
+def announcement_key(prefix: str, partition: int, version: int) -> str:
+    """Written into each partition before version ``version`` of its topic is
+    claimed. It sorts after every segment key, so every listing of the tail
+    (opening, syncing) sees it without a request of its own."""
+    return f"{prefix}/{partition}/segments/topic-version-{version:020d}.json"
+
+
+def parse_announcement_key(key: str) -> int | None:
+    match = _ANNOUNCEMENT_NAME.fullmatch(key.rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
+
+
+def segment_prefix(prefix: str, partition: int) -> str:
+    return f"{prefix}/{partition}/segments/"
+
+
+def segment_key(prefix: str, partition: int, offset: int) -> str:
+    return f"{prefix}/{partition}/segments/{offset:020d}.arrow"
 
 
 def parse_segment_key(key: str) -> int | None:
@@ -220,12 +332,12 @@ def parse_segment_key(key: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def checkpoint_prefix(topic: str, partition: int) -> str:
-    return f"{topic}/{partition}/checkpoints/"
+def checkpoint_prefix(prefix: str, partition: int) -> str:
+    return f"{prefix}/{partition}/checkpoints/"
 
 
-def checkpoint_key(topic: str, partition: int, window_start: int) -> str:
-    return f"{topic}/{partition}/checkpoints/{_INVERT - window_start:020d}.json"
+def checkpoint_key(prefix: str, partition: int, window_start: int) -> str:
+    return f"{prefix}/{partition}/checkpoints/{_INVERT - window_start:020d}.json"
 
 
 def parse_checkpoint_key(key: str) -> int | None:

@@ -6,6 +6,7 @@ abort, and ``init_transactions``) and by the admin (abort, expire).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,7 @@ from dataclasses import replace
 from arrowlog._logview import LogView
 from arrowlog.control import ControlType
 from arrowlog.coordinator import CoordinatorLog, EntryConflictError, TxnEntry, TxnState
-from arrowlog.errors import ConcurrentTransactionsError
+from arrowlog.errors import ConcurrentTransactionsError, UnknownTopicOrPartitionError
 from arrowlog.groups import GroupOffsets, tp_key
 from arrowlog.producer_ids import allocate_producer_id
 from arrowlog.segment import WriterIdentity
@@ -107,7 +108,10 @@ def finish(
 
     def write_marker(topic: str, partition: int) -> None:
         bound = prepared.bounds.get(tp_key(topic, partition), -1)
-        log.partition(topic, partition).append_control(kind, who, prepared.n, bound=bound)
+        # A deleted topic's records went with it, and the transaction must
+        # still end: no marker there (Kafka drops deleted partitions' markers too).
+        with contextlib.suppress(UnknownTopicOrPartitionError):
+            log.partition(topic, partition).append_control(kind, who, prepared.n, bound=bound)
 
     def apply_offsets(group: str, offsets: dict[str, int]) -> None:
         groups = GroupOffsets(log.store, group, log.config.retry, resolver=log.resolver)

@@ -8,8 +8,9 @@ an empty partition). By induction the segments form one chain
 ``0 = b0 < b1 < ...`` with ``b[i+1] = b[i] + count[i]``: a write at the end of a
 segment that is not the last finds the key taken and fails; a write at the end
 of the last one extends the chain. Nothing else is ever written in
-``segments/``. There is no "reserve, then write" step whose crash could leave a
-hole. See docs/protocol.md for the whole argument.
+``segments/`` but announcements of topic changes, under names no segment has
+(sorted after every segment). There is no "reserve, then write" step whose
+crash could leave a hole. See docs/protocol.md for the whole argument.
 
 A lost reply is resolved by reading back what sits at the offset and comparing
 its ``append_id`` with ours, never by retrying blindly, so an acknowledged batch

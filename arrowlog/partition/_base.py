@@ -17,10 +17,25 @@ from arrowlog.checkpoint import (
     SegmentSummary,
 )
 from arrowlog.config import LogConfig
+from arrowlog.errors import UnknownTopicOrPartitionError
 from arrowlog.storage import Store
 from arrowlog.topic import Topic, segment_key
 
 T = TypeVar("T")
+
+#: Given by the ArrowLog: the topic's latest version, reading the chain of
+#: versions if the one it knows is older than the argument; raises
+#: UnknownTopicOrPartitionError if the topic was deleted.
+RefreshTopic = Callable[[int], Topic]
+
+
+class _Reincarnated(Exception):
+    """Raised while opening: the topic was deleted and created anew, and this
+    partition had no state yet, so it opens the new topic instead."""
+
+    def __init__(self, topic: Topic) -> None:
+        super().__init__(topic.name)
+        self.topic = topic
 
 
 class PartitionBase:
@@ -35,9 +50,12 @@ class PartitionBase:
         config: LogConfig,
         *,
         decide: Callable[[OpenTxn], Decision] | None = None,
+        refresh_topic: RefreshTopic | None = None,
     ) -> None:
         self._store = store
         self._topic = topic
+        self._refresh_topic = refresh_topic
+        self._opening = False
         self._partition = topic.check_partition(partition)
         self._config = config
         self._decide = decide
@@ -73,12 +91,37 @@ class PartitionBase:
     def partition(self) -> int:
         return self._partition
 
+    def _topic_announced(self, version: int) -> None:
+        """A listing showed that version ``version`` of the topic is (being)
+        claimed: learn it. More partitions change nothing here; a delete makes
+        every call on this partition raise from now on."""
+        if self._refresh_topic is not None and version > self._topic.version:
+            self._adopt(self._refresh_topic(version))
+
+    def _check_alive(self) -> None:
+        """An object the log knew of is gone. Raises UnknownTopicOrPartitionError
+        if that is because the topic was deleted; returns if it was not (the
+        caller then reports the loss)."""
+        if self._refresh_topic is not None:
+            self._adopt(self._refresh_topic(self._topic.version + 1))
+
+    def _adopt(self, latest: Topic) -> None:
+        if latest.incarnation == self._topic.incarnation:
+            self._topic = latest  # a later version of the same topic: more partitions
+            return
+        if self._opening:
+            raise _Reincarnated(latest)
+        raise UnknownTopicOrPartitionError(
+            f"topic {self._topic.name!r} was deleted and created anew: partition "
+            f"{self._partition} of the old topic is gone (look the partition up again)"
+        )
+
     def _retry(self, call: Callable[[], T]) -> T:
         """Run a read-only request, retrying transient failures until the deadline."""
         return self._config.retry.call(call)
 
     def _key(self, offset: int) -> str:
-        return segment_key(self._topic.name, self._partition, offset)
+        return segment_key(self._topic.prefix, self._partition, offset)
 
     @property
     def _name(self) -> str:

@@ -17,6 +17,7 @@ from arrowlog.errors import (
     SegmentNotFoundError,
     TransientStoreError,
 )
+from arrowlog.partition._base import _Reincarnated
 from arrowlog.partition.listing import Listing
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
@@ -44,7 +45,24 @@ class Checkpoints(Listing):
         return True
 
     def _open(self) -> None:
-        """Read the newest usable checkpoint, then list the segments after it."""
+        """Read the newest usable checkpoint, then list the segments after it.
+        If the listing shows the topic was deleted and created anew (and still
+        has this partition), open the new topic's partition instead: nothing of
+        the old one was known yet."""
+        self._opening = True
+        try:
+            while True:
+                try:
+                    return self._open_once()
+                except _Reincarnated as e:
+                    e.topic.check_partition(self._partition)
+                    self._topic = e.topic
+                    self._interval = e.topic.config.checkpoint_interval
+        finally:
+            self._opening = False
+
+    def _open_once(self) -> None:
+        self._opened = False
         self._tail = []
         self._summaries = {}
         self._last_checkpoint = None
@@ -69,7 +87,7 @@ class Checkpoints(Listing):
         summarised are read instead, each checked by its own checksums. Each
         checkpoint skipped costs one more LIST and GET.
         """
-        prefix = checkpoint_prefix(self._topic.name, self._partition)
+        prefix = checkpoint_prefix(self._topic.prefix, self._partition)
 
         def first_after(key: str | None) -> list[ObjectInfo]:
             return list(self._store.list(prefix, start_after=key, limit=1))
@@ -83,11 +101,13 @@ class Checkpoints(Listing):
                     raise CorruptCheckpointError("not a checkpoint name", key=after)
                 return self._load_checkpoint(start)
             except (CorruptCheckpointError, FileNotFoundError) as e:
+                if isinstance(e, FileNotFoundError):
+                    self._check_alive()  # listed, then gone: deleted with its topic?
                 _warn_skipped(after, e, "opening from an older one or the log start")
         return None
 
     def _load_checkpoint(self, start: int) -> Checkpoint:
-        key = checkpoint_key(self._topic.name, self._partition, start)
+        key = checkpoint_key(self._topic.prefix, self._partition, start)
         raw = self._retry(lambda: self._store.get(key))
         return Checkpoint.from_json(raw, key=key, start=start)
 
@@ -99,9 +119,11 @@ class Checkpoints(Listing):
         try:
             return self._load_checkpoint(start)
         except (CorruptCheckpointError, FileNotFoundError) as e:
-            key = checkpoint_key(self._topic.name, self._partition, start)
+            if isinstance(e, FileNotFoundError):
+                self._check_alive()
+            key = checkpoint_key(self._topic.prefix, self._partition, start)
             _warn_skipped(key, e, "reading its segments' headers instead")
-        prefix = segment_prefix(self._topic.name, self._partition)
+        prefix = segment_prefix(self._topic.prefix, self._partition)
         after = None if start == 0 else self._key(start - 1)
         found = self._retry(
             lambda: list(self._store.list(prefix, start_after=after, limit=self._interval))
@@ -137,8 +159,8 @@ class Checkpoints(Listing):
     def _checkpoint_covering(self, offset: int) -> Checkpoint:
         # Checkpoint keys are inverted: the first key at or after checkpoint_key(offset)
         # is the window with the greatest start <= offset.
-        prefix = checkpoint_prefix(self._topic.name, self._partition)
-        after = checkpoint_key(self._topic.name, self._partition, offset + 1)
+        prefix = checkpoint_prefix(self._topic.prefix, self._partition)
+        after = checkpoint_key(self._topic.prefix, self._partition, offset + 1)
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after, limit=1)))
         start = parse_checkpoint_key(found[0].key) if found else None
         # A listing is not a snapshot: it may have missed the window wanted (and
@@ -170,7 +192,7 @@ class Checkpoints(Listing):
                 segments=tuple(window),
                 state=state,
             )
-            key = checkpoint_key(self._topic.name, self._partition, cp.start)
+            key = checkpoint_key(self._topic.prefix, self._partition, cp.start)
             try:
                 self._store.put_if_absent(key, cp.to_json())
             except FileExistsError:

@@ -16,7 +16,7 @@ from arrowlog.checkpoint import SegmentSummary
 from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
 from arrowlog.partition._base import PartitionBase
 from arrowlog.segment import HEAD_BYTES, SegmentHeader, read_header
-from arrowlog.topic import parse_segment_key, segment_prefix
+from arrowlog.topic import parse_announcement_key, parse_segment_key, segment_prefix
 
 #: Segment headers a sync reads at once (in parallel).
 _HEADER_READS = 8
@@ -38,6 +38,11 @@ class Listing(PartitionBase):
         checkpoint it opened from) saw, and appending at its end would reuse
         their offsets.
 
+        Changes to the topic are announced in every partition before they are
+        claimed, under keys that sort after every segment: the same LIST shows
+        them, and a newer version than the one known is read (a delete raises
+        UnknownTopicOrPartitionError here).
+
         Cost: one LIST, plus one ranged GET (of at most ``HEAD_BYTES``) per new
         segment, in parallel. No fewer is sound: only a header tells where its
         segment ends, so each link of the chain needs the header before it. A
@@ -45,8 +50,11 @@ class Listing(PartitionBase):
         """
         last = self._last_base
         after = None if last is None or last == 0 else self._key(last - 1)
-        prefix = segment_prefix(self._topic.name, self._partition)
+        prefix = segment_prefix(self._topic.prefix, self._partition)
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
+        announced = [v for info in found if (v := parse_announcement_key(info.key)) is not None]
+        if announced:
+            self._topic_announced(max(announced))
         listed = [
             (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
         ]
@@ -55,7 +63,9 @@ class Listing(PartitionBase):
                 del listed[0]
             elif not self._exists(last):
                 # the listing may just have missed it (not a snapshot): only a
-                # HEAD that finds nothing says it is gone
+                # HEAD that finds nothing says it is gone; a deleted topic says
+                # so instead
+                self._check_alive()
                 raise SegmentNotFoundError(
                     f"segment missing: the log was known to reach offset {self._end} "
                     "through it; its records are lost",

@@ -121,7 +121,7 @@ class Reads(Checkpoints):
         offset = start
         for cp in self._checkpoints_from(start):
             yield from _window_refs(
-                self._topic.name, self._partition, cp.bases,
+                self._topic.prefix, self._partition, cp.bases,
                 tuple(s.size for s in cp.segments), cp.end, offset,
             )  # fmt: skip
             offset = cp.end
@@ -129,7 +129,7 @@ class Reads(Checkpoints):
         sizes = [s for _, s in self._tail]
         if bases and offset < self._end:
             yield from _window_refs(
-                self._topic.name, self._partition, bases, sizes, self._end, offset
+                self._topic.prefix, self._partition, bases, sizes, self._end, offset
             )
 
     def iter_segments(
@@ -181,7 +181,11 @@ class Reads(Checkpoints):
             pool.shutdown(wait=False, cancel_futures=True)
 
     def _fetch(self, ref: SegmentRef) -> tuple[SegmentHeader, pa.RecordBatch]:
-        return fetch_segment(self._store, ref.key, ref.base, ref.end, self._config.retry)
+        try:
+            return fetch_segment(self._store, ref.key, ref.base, ref.end, self._config.retry)
+        except SegmentNotFoundError:
+            self._check_alive()  # a deleted topic raises UnknownTopicOrPartitionError
+            raise
 
     def iter_batches(
         self, start: int | None = None, end: int | None = None
@@ -224,7 +228,7 @@ def fetch_segment(
 
 
 def _window_refs(
-    topic: str,
+    prefix: str,
     partition: int,
     bases: list[int] | tuple[int, ...],
     sizes: list[int] | tuple[int, ...],
@@ -234,7 +238,7 @@ def _window_refs(
     first = max(0, bisect.bisect_right(bases, offset) - 1)
     for i in range(first, len(bases)):
         nxt = bases[i + 1] if i + 1 < len(bases) else end
-        yield SegmentRef(segment_key(topic, partition, bases[i]), bases[i], nxt, sizes[i])
+        yield SegmentRef(segment_key(prefix, partition, bases[i]), bases[i], nxt, sizes[i])
 
 
 def _cut(
