@@ -8,12 +8,11 @@ from typing import Any
 import click
 import pyarrow as pa
 
-import arrowlog
 from arrowlog.cli._common import Session, leaf, with_examples
 from arrowlog.cli._inputs import parse_schema, schema_of_file
 from arrowlog.cli._store import coerce_option
 from arrowlog.config import TopicConfig
-from arrowlog.errors import ArrowLogError, InvalidConfigError, TopicExistsError
+from arrowlog.errors import InvalidConfigError, TopicExistsError
 
 
 @click.group()
@@ -151,7 +150,7 @@ def describe(session: Session, topic: str | None) -> None:
 def alter(session: Session, topic: str, partitions: int) -> None:
     """Add partitions to TOPIC: --partitions is the new total, as in kafka-topics."""
     log = session.connect()
-    _library_call(log, "create_partitions")(topic, partitions)
+    log.create_partitions(topic, partitions)
     session.message(f"topic {topic} now has {partitions} partition(s)")
 
 
@@ -160,16 +159,14 @@ def alter(session: Session, topic: str, partitions: int) -> None:
 @leaf(read_only=False)
 @with_examples("arrowlog topics delete events")
 def delete(session: Session, topic: str) -> None:
-    """Delete TOPIC and its records."""
+    """Delete TOPIC and its records. The delete is durable at once; removing the
+    objects may be cut short (a crash, Ctrl-C): run it again to finish."""
     log = session.connect()
-    _library_call(log, "delete_topic")(topic)
-    session.message(f"deleted topic {topic}")
-
-
-def _library_call(log: arrowlog.ArrowLog, name: str) -> Any:
-    """``ArrowLog.create_partitions`` and ``ArrowLog.delete_topic`` are built in
-    parallel with this command line; until both are merged, say so plainly."""
-    call = getattr(log, name, None)
-    if call is None:
-        raise ArrowLogError(f"this version of arrowlog has no ArrowLog.{name}")
-    return call
+    deletion = log.delete_topic(topic)
+    if deletion.already_deleted:
+        session.message(
+            f"topic {topic} was already deleted; removed {deletion.objects_deleted} "
+            "object(s) left behind"
+        )
+    else:
+        session.message(f"deleted topic {topic} ({deletion.objects_deleted} object(s) removed)")
