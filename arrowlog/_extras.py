@@ -15,7 +15,7 @@ from arrowlog.errors import MissingDependencyError
 
 #: extra -> (the modules it provides that arrowlog imports, what it is for)
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
-    "s3": (("s3fs", "botocore"), "s3:// stores"),
+    "s3": (("s3fs", "botocore"), "an s3:// store"),
     "spark": (("pyspark", "pandas"), "the Spark data source (arrowlog.spark)"),
     "delta": (("deltalake",), "the Delta export"),
 }
@@ -33,6 +33,6 @@ def require_extra(extra: str) -> tuple[ModuleType, ...]:
         return tuple(importlib.import_module(name) for name in modules)
     except ImportError as e:
         raise MissingDependencyError(
-            f"{purpose} need the {extra!r} extra: pip install 'arrowlog[{extra}]' ({e})",
+            f"{purpose} needs the {extra!r} extra: pip install 'arrowlog[{extra}]' ({e})",
             name=e.name,
         ) from e
