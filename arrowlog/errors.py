@@ -35,6 +35,12 @@ class UnsupportedStoreError(ArrowLogError):
     put-if-absent), or the URL names no known store."""
 
 
+class MissingDependencyError(ArrowLogError, ImportError):
+    """A feature needs a package that is not installed; the message names the
+    extra to install (``pip install 'arrowlog[s3]'``). An ImportError too, so
+    code that probes for optional features with ``except ImportError`` works."""
+
+
 class TopicExistsError(ArrowLogError):
     """``create_topic`` found a topic of that name already."""
 

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from arrowlog.spark.source import ArrowLogDataSource
+from arrowlog._extras import require_extra
+
+require_extra("spark")  # before pyspark is imported: say which extra is missing
+
+from arrowlog.spark.source import ArrowLogDataSource  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

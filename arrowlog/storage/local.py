@@ -46,6 +46,11 @@ class LocalStore:
         return self._root
 
     @property
+    def fsync(self) -> bool:
+        """Whether writes are synced to disk before they are acknowledged."""
+        return self._fsync
+
+    @property
     def atomic_put_if_absent(self) -> bool:
         return True
 

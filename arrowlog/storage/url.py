@@ -7,8 +7,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from arrowlog.errors import UnsupportedStoreError
+from arrowlog.errors import MissingDependencyError, UnsupportedStoreError
 from arrowlog.storage import Store
+from arrowlog.storage.options import (
+    LOCAL_OPTIONS,
+    MEMORY_OPTIONS,
+    coerce_options,
+    fsspec_options,
+    s3_options,
+)
 
 
 def open_store(
@@ -21,16 +28,22 @@ def open_store(
     other fsspec protocol is refused unless ``allow_unsafe_store`` is True, because
     its put-if-absent is not known to be atomic.
 
+    ``storage_options`` are checked against the backend's known keys and coerced
+    (see :mod:`arrowlog.storage.options`) before anything is opened or created.
+
     Raises:
         UnsupportedStoreError: unknown protocol, or one without atomic
             put-if-absent and no opt-in.
+        InvalidConfigError: an unknown storage option or a value of the wrong kind.
+        MissingDependencyError: the backend's package is not installed (for
+            ``s3://``: the ``s3`` extra).
     """
-    options = dict(storage_options or {})
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "memory":
         from arrowlog.storage.memory import MemoryStore
 
+        coerce_options("memory://", storage_options, MEMORY_OPTIONS)
         return MemoryStore(parts.netloc + parts.path)
     if scheme in ("", "file") or (len(scheme) == 1 and url[1:3] in (":\\", ":/")):
         from arrowlog.storage.local import LocalStore
@@ -38,21 +51,26 @@ def open_store(
         path = parts.path if scheme == "file" else url
         if scheme == "file" and parts.netloc not in ("", "localhost"):
             raise UnsupportedStoreError(f"file:// URLs must name a local path, got {url!r}")
-        fsync = _as_bool(options.pop("fsync", True), "fsync")
-        if options:
-            raise UnsupportedStoreError(
-                f"unknown storage options for a local directory: {sorted(options)}"
-            )
-        return LocalStore(Path(path), fsync=fsync)
+        local = coerce_options("a local directory", storage_options, LOCAL_OPTIONS)
+        return LocalStore(Path(path), **local)
     if scheme in ("s3", "s3a"):
+        s3 = s3_options(storage_options)
+        from arrowlog._extras import require_extra
+
+        require_extra("s3")
         from arrowlog.storage.s3 import S3Store
 
-        return S3Store(parts.netloc, parts.path, options)
+        return S3Store(parts.netloc, parts.path, s3)
 
     import fsspec
 
     if scheme not in fsspec.available_protocols():
         raise UnsupportedStoreError(f"unknown store protocol {scheme!r} in {url!r}")
+    try:
+        filesystem = fsspec.get_filesystem_class(scheme)
+    except ImportError as e:
+        raise MissingDependencyError(f"{scheme}:// needs a package: {e}") from e
+    options = coerce_options(f"{scheme}://", storage_options, fsspec_options(filesystem))
     if not allow_unsafe_store:
         raise UnsupportedStoreError(
             f"the {scheme!r} filesystem has no atomic put-if-absent that arrowlog can "
@@ -68,15 +86,3 @@ def open_store(
     from arrowlog.storage.fsspec_store import FsspecStore
 
     return FsspecStore(scheme, parts.netloc + parts.path, options)
-
-
-def _as_bool(value: object, name: str) -> bool:
-    # Options may come from a command line or Spark as strings.
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise UnsupportedStoreError(f"storage option {name} must be true or false, got {value!r}")

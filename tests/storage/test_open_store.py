@@ -74,7 +74,7 @@ def test_unknown_protocols_and_remote_file_urls_are_refused() -> None:
         arrowlog.connect("nosuchfs://x/y")
     with pytest.raises(arrowlog.UnsupportedStoreError, match="local path"):
         arrowlog.connect("file://otherhost/data")
-    with pytest.raises(arrowlog.UnsupportedStoreError, match="unknown storage options"):
+    with pytest.raises(arrowlog.InvalidConfigError, match="unknown storage option"):
         open_store("/tmp/x", {"bogus": 1})
     with pytest.raises(arrowlog.UnsupportedStoreError, match="needs a bucket"):
         arrowlog.connect("s3:///prefix")

@@ -1,0 +1,38 @@
+"""Optional dependencies, grouped as the extras of ``pyproject.toml``.
+
+The core (``pip install arrowlog``) reads and writes memory and local-directory
+stores. S3, Spark and Delta each need an extra; reaching one of them without it
+raises :class:`~arrowlog.errors.MissingDependencyError` naming the extra, instead
+of a bare ``No module named 's3fs'`` from deep inside arrowlog.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from arrowlog.errors import MissingDependencyError
+
+#: extra -> (the modules it provides that arrowlog imports, what it is for)
+EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
+    "s3": (("s3fs", "botocore"), "an s3:// store"),
+    "spark": (("pyspark", "pandas"), "the Spark data source (arrowlog.spark)"),
+    "delta": (("deltalake",), "the Delta export"),
+}
+
+
+def require_extra(extra: str) -> tuple[ModuleType, ...]:
+    """Import the modules of ``extra`` and return them.
+
+    Raises:
+        MissingDependencyError: one of them cannot be imported; the message says
+            ``pip install 'arrowlog[<extra>]'`` and why the import failed.
+    """
+    modules, purpose = EXTRAS[extra]
+    try:
+        return tuple(importlib.import_module(name) for name in modules)
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"{purpose} needs the {extra!r} extra: pip install 'arrowlog[{extra}]' ({e})",
+            name=e.name,
+        ) from e

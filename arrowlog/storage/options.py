@@ -1,0 +1,212 @@
+"""Storage options: which keys each backend takes, and coercing their values.
+
+Options reach :func:`arrowlog.connect` from Python (real booleans and dicts), from
+the command line (``--option anon=false``) and from Spark (``storage.anon`` =
+``"false"``): the last two only ever carry strings. Every value is therefore
+coerced here, once, by the kind its backend declares, and every key is checked
+against the backend's known keys. Passing the strings through unchanged is how
+``anon=false`` used to mean *true* (a non-empty string) and how a
+``client_kwargs`` given as JSON failed deep inside s3fs.
+
+Each refusal is one :class:`~arrowlog.errors.InvalidConfigError` on one line, raised
+before anything is opened or written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from arrowlog.errors import InvalidConfigError
+
+#: How a value is read. ``text`` is passed on as given (a string or None);
+#: ``object`` is a JSON object (a dict) or a string holding one.
+Kind = Literal["bool", "int", "float", "text", "object"]
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+#: A local directory (:class:`arrowlog.storage.local.LocalStore`).
+LOCAL_OPTIONS: Mapping[str, Kind] = {"fsync": "bool"}
+
+#: The in-process store takes no options.
+MEMORY_OPTIONS: Mapping[str, Kind] = {}
+
+#: ``s3://``: the arguments of ``s3fs.S3FileSystem.__init__`` (s3fs 2026.9) that
+#: make sense for arrowlog, plus ``profile`` (s3fs hands unnamed arguments to the
+#: botocore session, and a profile is the only one users set) and arrowlog's own
+#: ``region_name`` (moved into ``client_kwargs``, where botocore wants it).
+#: Left out on purpose: ``session``, ``loop`` and ``asynchronous`` (live objects
+#: that cannot travel to a Spark worker; arrowlog runs its own loop) and the
+#: listing-cache switches (arrowlog never uses s3fs's listings).
+S3_OPTIONS: Mapping[str, Kind] = {
+    "endpoint_url": "text",
+    "key": "text",
+    "secret": "text",
+    "token": "text",
+    "username": "text",
+    "password": "text",
+    "profile": "text",
+    "region_name": "text",
+    "anon": "bool",
+    "use_ssl": "bool",
+    "requester_pays": "bool",
+    "version_aware": "bool",
+    "cache_regions": "bool",
+    "default_fill_cache": "bool",
+    "fixed_upload_size": "bool",
+    "local_expiry_check": "bool",
+    "default_block_size": "int",
+    "max_concurrency": "int",
+    "default_cache_type": "text",
+    "client_kwargs": "object",
+    "config_kwargs": "object",
+    "s3_additional_kwargs": "object",
+}
+
+# Arguments of an fsspec filesystem that arrowlog sets itself or that cannot be
+# given as an option.
+_FSSPEC_RESERVED = frozenset({"self", "skip_instance_cache", "asynchronous", "loop"})
+
+
+def coerce_options(
+    backend: str, options: Mapping[str, Any] | None, known: Mapping[str, Kind]
+) -> dict[str, Any]:
+    """Check ``options`` against ``known`` and coerce each value to its kind.
+
+    A value of None means "not set" and is dropped, as if the key were absent.
+
+    Args:
+        backend: how the store is named in messages, e.g. ``"s3://"``.
+        options: the user's options (any mix of strings and real values).
+        known: every key the backend takes, with its kind.
+
+    Raises:
+        InvalidConfigError: an unknown key (the message lists the known ones), or a
+            value that is not of its key's kind.
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise InvalidConfigError(f"storage_options must be a dict, got {type(options).__name__}")
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        kind = known.get(name) if isinstance(name, str) else None
+        if kind is None:
+            raise InvalidConfigError(_unknown(backend, name, known))
+        if value is not None:
+            out[name] = _coerce(backend, name, value, kind)
+    return out
+
+
+def s3_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:data:`S3_OPTIONS`, coerced, with ``region_name`` moved into
+    ``client_kwargs`` for botocore.
+
+    Raises:
+        InvalidConfigError: as :func:`coerce_options`, or a region given twice.
+    """
+    out = coerce_options("s3://", options, S3_OPTIONS)
+    region = out.pop("region_name", None)
+    if region is not None:
+        client_kwargs = dict(out.get("client_kwargs", {}))
+        if client_kwargs.setdefault("region_name", region) != region:
+            raise InvalidConfigError(
+                "storage options region_name and client_kwargs.region_name disagree: "
+                f"{region!r} vs {client_kwargs['region_name']!r}"
+            )
+        out["client_kwargs"] = client_kwargs
+    return out
+
+
+def fsspec_options(filesystem: type[Any]) -> dict[str, Kind]:
+    """The keys an fsspec filesystem class takes: the named arguments of every
+    ``__init__`` along its MRO, each of the kind its default value has."""
+    known: dict[str, Kind] = {}
+    for cls in filesystem.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        for param in inspect.signature(init).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if param.name not in _FSSPEC_RESERVED:
+                known.setdefault(param.name, _kind_of_default(param.name, param.default))
+    return known
+
+
+def _kind_of_default(name: str, default: object) -> Kind:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, float):
+        return "float"
+    if isinstance(default, dict) or name.endswith("_kwargs"):
+        return "object"
+    return "text"
+
+
+def _coerce(backend: str, name: str, value: object, kind: Kind) -> object:
+    where = f"storage option {name} for {backend}"
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise InvalidConfigError(f"{where} must be true or false, got {value!r}")
+    if kind in ("int", "float"):
+        number = _number(value, int if kind == "int" else float)
+        if number is None:
+            raise InvalidConfigError(f"{where} must be {_A[kind]}, got {value!r}")
+        return number
+    if kind == "object":
+        parsed = _json_object(value)
+        if parsed is None:
+            raise InvalidConfigError(
+                f"{where} must be a JSON object (a dict, or a string like "
+                f'\'{{"region_name": "us-east-1"}}\'), got {value!r}'
+            )
+        return parsed
+    if not isinstance(value, str):
+        raise InvalidConfigError(f"{where} must be a string, got {value!r}")
+    return value
+
+
+_A = {"int": "an integer", "float": "a number"}
+
+
+def _number(value: object, kind: type[int] | type[float]) -> int | float | None:
+    if isinstance(value, bool):  # bool is an int, but True is no block size
+        return None
+    if isinstance(value, kind) or (kind is float and isinstance(value, int)):
+        return kind(value)
+    if isinstance(value, str):
+        try:
+            return kind(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _json_object(value: object) -> dict[str, Any] | None:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return None
+
+
+def _unknown(backend: str, name: object, known: Mapping[str, Kind]) -> str:
+    if not known:
+        return f"{backend} takes no storage options, got {name!r}"
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown storage option {name!r} for {backend}{hint}; known: {', '.join(sorted(known))}"

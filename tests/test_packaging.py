@@ -1,0 +1,199 @@
+"""What a user gets from ``pip install arrowlog``: the wheel's files and metadata,
+and a core that works without the extras (and says which extra is missing).
+
+Wheels are built from a copy of the working tree (setuptools writes ``build/`` and
+``*.egg-info`` beside the sources, which the suite must not do to the checkout).
+Running Spark from an installed wheel is tested in ``tests/spark``.
+"""
+
+from __future__ import annotations
+
+import email
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import arrowlog
+from arrowlog._extras import EXTRAS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Only what the wheel is built from: the rest (venvs, caches, stores) can be large.
+_NOT_SOURCES = shutil.ignore_patterns(
+    ".git", ".venv*", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis",
+    "demo-*", "results",
+)  # fmt: skip
+
+
+def build_wheel(dest: Path) -> Path:
+    """Build arrowlog's wheel from a copy of the working tree into ``dest``."""
+    src = dest / "src"
+    shutil.copytree(ROOT, src, ignore=_NOT_SOURCES)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dest), str(src)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = dest.glob("arrowlog-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[zipfile.ZipFile]:
+    with zipfile.ZipFile(build_wheel(tmp_path_factory.mktemp("wheel"))) as whl:
+        yield whl
+
+
+def metadata(whl: zipfile.ZipFile) -> email.message.Message:
+    (name,) = (n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+    return email.message_from_bytes(whl.read(name))
+
+
+def test_the_wheel_carries_the_library_the_jobs_and_the_spark_entry_point(
+    wheel: zipfile.ZipFile,
+) -> None:
+    names = set(wheel.namelist())
+    for module in ("__init__", "demo", "backfill", "export_delta"):
+        assert f"arrowlog/jobs/{module}.py" in names
+    for name in ("pyspark_arrowlog.py", "arrowlog/py.typed", "arrowlog/spark/source.py"):
+        assert name in names
+    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "arrowlog").rglob("*.py")}
+    assert sources <= names  # every module of the package, none forgotten
+
+
+def test_the_wheel_holds_no_tests_benchmarks_or_infrastructure(wheel: zipfile.ZipFile) -> None:
+    tops = {name.split("/")[0] for name in wheel.namelist()}
+    assert tops == {"arrowlog", "pyspark_arrowlog.py", f"arrowlog-{arrowlog.__version__}.dist-info"}
+
+
+def test_the_wheel_carries_the_license(wheel: zipfile.ZipFile) -> None:
+    (name,) = (n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE"))
+    license_text = wheel.read(name)
+    assert license_text == (ROOT / "LICENSE").read_bytes()
+    assert b"Apache License\n                           Version 2.0, January 2004" in license_text
+    assert b"END OF TERMS AND CONDITIONS" in license_text
+    assert metadata(wheel)["License-Expression"] == "Apache-2.0"
+
+
+def test_the_wheel_version_is_arrowlog_version(wheel: zipfile.ZipFile) -> None:
+    assert metadata(wheel)["Version"] == arrowlog.__version__
+
+
+def test_the_extras_and_a_core_without_them(wheel: zipfile.ZipFile) -> None:
+    meta = metadata(wheel)
+    assert set(meta.get_all("Provides-Extra") or []) == {"s3", "spark", "delta", "all", "dev"}
+    requires = meta.get_all("Requires-Dist") or []
+    core = {r.split(";")[0].split(">")[0].split("=")[0].strip() for r in requires if ";" not in r}
+    assert core == {"pyarrow", "fsspec", "crc32c", "numpy", "click", "rich"}
+    assert 'arrowlog[delta,s3,spark]; extra == "all"' in requires
+    for extra, (modules, _) in EXTRAS.items():
+        needed = {r.split(";")[0] for r in requires if r.endswith(f'extra == "{extra}"')}
+        package = {"botocore": "s3fs"}  # s3fs brings botocore with it
+        for module in modules:
+            assert any(r.startswith(package.get(module, module)) for r in needed), (extra, module)
+
+
+# --- without the extras: a subprocess whose imports of them fail -----------------------
+
+_BLOCK = """
+import importlib.abc, sys
+BLOCKED = {blocked!r}
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+def run_without(blocked: set[str], code: str, tmp_path: Path) -> str:
+    """Run ``code`` in a fresh interpreter in which ``blocked`` cannot be imported;
+    return its stdout."""
+    script = _BLOCK.format(blocked=sorted(blocked)) + textwrap.dedent(code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+ALL_EXTRAS = {"s3fs", "botocore", "aiobotocore", "boto3", "pyspark", "pandas", "deltalake"}
+
+
+def test_the_core_works_on_local_and_memory_stores_without_any_extra(tmp_path: Path) -> None:
+    out = run_without(
+        ALL_EXTRAS,
+        """
+        import pyarrow as pa, arrowlog
+        schema = pa.schema([("x", pa.int64())])
+        for url in ("memory://", "log"):
+            log = arrowlog.connect(url, {"fsync": "false"} if url == "log" else None)
+            log.create_topic("t", schema)
+            log.append("t", pa.record_batch({"x": [1]}, schema=schema), expected_offset=0)
+            print(log.read("t")["x"].to_pylist())
+        print(sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
+        """,
+        tmp_path,
+    )
+    assert out.split("\n") == ["[1]", "[1]", "[]", ""]
+
+
+def test_s3_without_s3fs_names_the_extra(tmp_path: Path) -> None:
+    out = run_without(
+        {"s3fs"},
+        """
+        import arrowlog
+        try:
+            arrowlog.connect("s3://bucket/prefix", {"anon": "true"})
+        except arrowlog.ArrowLogError as e:
+            print(type(e).__name__, isinstance(e, ImportError), e)
+        """,
+        tmp_path,
+    )
+    assert out.startswith(
+        "MissingDependencyError True an s3:// store needs the 's3' extra: "
+        "pip install 'arrowlog[s3]'"
+    )
+    assert "No module named 's3fs'" in out
+
+
+def test_spark_without_pyspark_names_the_extra(tmp_path: Path) -> None:
+    out = run_without(
+        {"pyspark"},
+        """
+        try:
+            import arrowlog.spark
+        except ImportError as e:
+            print(type(e).__name__, e)
+        """,
+        tmp_path,
+    )
+    assert out.startswith(
+        "MissingDependencyError the Spark data source (arrowlog.spark) needs the 'spark' "
+        "extra: pip install 'arrowlog[spark]'"
+    )
+
+
+def test_delta_without_deltalake_names_the_extra(tmp_path: Path) -> None:
+    out = run_without(
+        {"deltalake"},
+        """
+        from arrowlog._extras import require_extra
+        try:
+            require_extra("delta")
+        except ImportError as e:
+            print(type(e).__name__, e)
+        """,
+        tmp_path,
+    )
+    assert out.startswith("MissingDependencyError the Delta export needs the 'delta' extra")
+    assert "pip install 'arrowlog[delta]'" in out
