@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from arrowlog.errors import ArrowLogError, InvalidConfigError, UnsupportedStoreError
+from arrowlog.errors import ArrowLogError, InvalidConfigError
 from arrowlog.storage import Blob, Store
 from arrowlog.storage.local import LocalStore
+from arrowlog.storage.options import LOCAL_OPTIONS, coerce_options
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
 
@@ -58,7 +59,9 @@ def parse_options(
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InvalidConfigError(f"--option takes key=value, got {item!r}")
-        options[key.strip()] = coerce_option(key.strip(), value)
+        # Text as given: connect coerces each key to its kind (anon=false is
+        # False; a numeric secret stays a string).
+        options[key.strip()] = value
     if endpoint_url:
         options["endpoint_url"] = endpoint_url
     return options
@@ -106,9 +109,7 @@ def open_cli_store(url: str, options: dict[str, Any], *, read_only: bool) -> Cou
         path = local_path(url)
         if not path.is_dir():
             raise RootNotFoundError(f"no arrowlog root at {path}: no such directory")
-        unknown = sorted(set(options) - {"fsync"})
-        if unknown:
-            raise UnsupportedStoreError(f"unknown storage options for a local directory: {unknown}")
+        coerce_options("a local directory", options, LOCAL_OPTIONS)  # checks the keys
         inner = _ExistingLocalStore(path)
     else:
         inner = open_store(url, options)

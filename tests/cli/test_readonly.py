@@ -13,6 +13,7 @@ import pytest
 from arrowlog.cli import cli, main
 from arrowlog.cli._store import coerce_option, parse_options
 from arrowlog.errors import InvalidConfigError
+from arrowlog.storage.options import s3_options
 from tests.cli.conftest import build_mixed_log, files, rows, run
 
 READ_ONLY = [
@@ -129,18 +130,27 @@ def test_storage_options_are_coerced() -> None:
         "region_name": "us-east-1"
     }
     assert coerce_option("key", "abc") == "abc"
+    # --option values stay text for connect to coerce by the key's kind
     options = parse_options(
-        ("anon=false", 'client_kwargs={"a": 1}'), '{"key": "k", "anon": true}', "http://127.0.0.1:1"
+        ("anon=false", 'client_kwargs={"a": 1}', "secret=12345"),
+        '{"key": "k", "anon": true}',
+        "http://127.0.0.1:1",
     )
     assert options == {
         "key": "k",
-        "anon": False,
-        "client_kwargs": {"a": 1},
+        "anon": "false",
+        "client_kwargs": '{"a": 1}',
+        "secret": "12345",
         "endpoint_url": "http://127.0.0.1:1",
     }
-    for bad in (("novalue",), ("=x",), ("client_kwargs={bad",)):
+    coerced = s3_options(options)
+    assert coerced["anon"] is False and coerced["client_kwargs"] == {"a": 1}
+    assert coerced["secret"] == "12345"
+    for bad in (("novalue",), ("=x",)):
         with pytest.raises(InvalidConfigError):
             parse_options(bad, None, None)
+    with pytest.raises(InvalidConfigError, match="client_kwargs"):
+        s3_options(parse_options(("client_kwargs={bad",), None, None))
     with pytest.raises(InvalidConfigError):
         parse_options((), "[1]", None)
 
@@ -150,6 +160,6 @@ def test_bad_storage_options_are_one_line(root: Path, capsys: pytest.CaptureFixt
     assert main(["topics", "list", "--option", "novalue"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert main(["topics", "list", "--option", "colour=blue"]) == 2
-    assert "unknown storage options" in capsys.readouterr().err
+    assert "unknown storage option 'colour'" in capsys.readouterr().err
     assert main(["topics", "create", "u", "--schema", "a: int8", "--option", "colour=blue"]) == 2
-    assert "unknown storage options" in capsys.readouterr().err
+    assert "unknown storage option 'colour'" in capsys.readouterr().err
