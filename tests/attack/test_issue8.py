@@ -60,3 +60,25 @@ def test_acknowledged_send_after_recreate_is_in_the_topic_of_that_name() -> None
             pass  # refused: fine, the caller knows
     fresh = arrowlog.ArrowLog(mine.store, config=FAST)
     assert everything(fresh) == acked
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="group offsets are keyed by (topic, partition) only: a group's offset "
+    "committed on a deleted topic is read as its position in the topic re-created "
+    "under the name, so the group silently skips the new topic's first records "
+    "(Kafka drops a deleted topic's committed offsets). Fix: store the topic's "
+    "incarnation with each committed offset (or key offsets by the topic's prefix) "
+    "and ignore offsets of another incarnation in position()/committed().",
+)
+def test_group_offset_of_deleted_topic_is_not_the_recreated_topics() -> None:
+    mine, other = _two_clients()
+    mine.create_topic("t", SCHEMA, 1)
+    for value in range(5):
+        mine.append("t", rows(value))
+    mine.consumer(group_id="g").commit({("t", 0): 5})
+    other.delete_topic("t")
+    other.create_topic("t", SCHEMA, 1)
+    for value in range(10, 18):
+        other.append("t", rows(value))
+    assert other.consumer(group_id="g").committed("t", 0) is None
