@@ -3,9 +3,12 @@ and the CLI."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import arrowlog
+from arrowlog.cli import main
 from arrowlog.errors import UnknownTopicOrPartitionError
 
 from ._util import FAST, SCHEMA, everything, rows
@@ -82,3 +85,33 @@ def test_group_offset_of_deleted_topic_is_not_the_recreated_topics() -> None:
     for value in range(10, 18):
         other.append("t", rows(value))
     assert other.consumer(group_id="g").committed("t", 0) is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["topics", "delete", "t"],
+        ["topics", "alter", "t", "--partitions", "3"],
+        ["transactions", "abort", "x"],
+        ["groups", "delete", "g"],
+        ["groups", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--execute"],
+        ["load", "t", "in.parquet"],
+    ],
+)
+def test_failing_write_command_leaves_no_root_behind(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --root for a write command that can only fail on it (nothing
+    to delete, alter or abort there) was created as an empty directory tree."""
+    missing = tmp_path / "typo"
+    assert main([*argv, "--root", str(missing)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such directory" in err, err
+    assert not missing.exists()
+
+
+def test_topics_create_still_creates_a_new_local_root(tmp_path: Path) -> None:
+    fresh = tmp_path / "new"
+    argv = ["topics", "create", "t", "--schema", "v: int64", "--root", str(fresh)]
+    assert main(argv) == 0
+    assert arrowlog.connect(str(fresh)).list_topics() == ["t"]
