@@ -105,6 +105,9 @@ class Session:
     output: Output
     debug: bool
     read_only: bool
+    #: The command may create a local root that does not exist (topics create,
+    #: load --create); any other command on a missing local root is refused.
+    creates_root: bool = False
     _store: CountingStore | None = field(default=None, repr=False)
     _log: arrowlog.ArrowLog | None = field(default=None, repr=False)
 
@@ -117,7 +120,9 @@ class Session:
         if self._log is None:
             if not self.root:
                 raise click.UsageError("no root: pass --root URL or set ARROWLOG_ROOT")
-            self._store = open_cli_store(self.root, self.options, read_only=self.read_only)
+            self._store = open_cli_store(
+                self.root, self.options, read_only=self.read_only, creates_root=self.creates_root
+            )
             self._log = arrowlog.connect(self._store)
         return self._log
 
@@ -226,7 +231,9 @@ _COMMON: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
 
 
 def leaf(
-    *, read_only: bool | Callable[[dict[str, Any]], bool]
+    *,
+    read_only: bool | Callable[[dict[str, Any]], bool],
+    creates_root: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command the shared options and the error handling. The command
     receives a :class:`Session` as its first argument. A ``read_only`` command's
@@ -253,6 +260,7 @@ def leaf(
                     output=output,
                     debug=debug,
                     read_only=read_only(kwargs) if callable(read_only) else read_only,
+                    creates_root=(creates_root(kwargs) if callable(creates_root) else creates_root),
                 )
                 try:
                     fn(session, **kwargs)

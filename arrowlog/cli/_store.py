@@ -97,18 +97,22 @@ class ReadOnlyStore(CountingStore):
         raise ReadOnlyCommandError(f"a read-only command tried to delete {key}")
 
 
-def open_cli_store(url: str, options: dict[str, Any], *, read_only: bool) -> CountingStore:
+def open_cli_store(
+    url: str, options: dict[str, Any], *, read_only: bool, creates_root: bool = False
+) -> CountingStore:
     """The store at ``url``, counted; guarded against writes if ``read_only``.
 
     Raises:
-        RootNotFoundError: a read-only command on a local directory
-            that does not exist (opening it would create it).
+        RootNotFoundError: a local directory that does not exist, for any
+            command but one that creates (opening it would create it: a
+            mistyped root must not be left behind by a command that fails).
     """
     inner: Store
-    if read_only and is_local(url):
+    if is_local(url) and not (creates_root and not read_only):
         path = local_path(url)
         if not path.is_dir():
             raise RootNotFoundError(f"no arrowlog root at {path}: no such directory")
+    if read_only and is_local(url):
         coerce_options("a local directory", options, LOCAL_OPTIONS)  # checks the keys
         inner = _ExistingLocalStore(path)
     else:

@@ -79,7 +79,7 @@ def interrupted(where: str) -> click.exceptions.Exit:
     "--partitions", type=click.IntRange(min=1), default=1, show_default=True, help="With --create."
 )
 @click.option("--no-progress", "--quiet", "no_progress", is_flag=True, help="No progress bar.")
-@leaf(read_only=False)
+@leaf(read_only=False, creates_root=lambda args: bool(args["create"]))
 @with_examples(
     "arrowlog load events data.parquet --create",
     "arrowlog load events data.csv --partition 2 --start-offset 1000   # rerun to resume",

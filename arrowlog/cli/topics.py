@@ -58,7 +58,7 @@ def _topic_config(items: tuple[str, ...]) -> TopicConfig | None:
     help="max_batch_bytes, checkpoint_interval, max_transaction_timeout_ms (repeatable).",
 )
 @click.option("--if-not-exists", is_flag=True, help="Succeed if the topic exists already.")
-@leaf(read_only=False)
+@leaf(read_only=False, creates_root=True)
 @with_examples(
     "arrowlog topics create events --schema 'id: int64 not null, name: string' --partitions 4",
     "arrowlog topics create events --schema-from sample.parquet --config checkpoint_interval=50",
