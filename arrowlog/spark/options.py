@@ -469,6 +469,11 @@ class WriteOptions:
                 raise InvalidConfigError(
                     f"{SESSION_APP_ID} and {SESSION_VERSION} go together (as in Delta)"
                 )
+        if app_id is not None and not app_id.strip():
+            raise InvalidConfigError(
+                "option txnAppId (or " + SESSION_APP_ID + "): expected a non-empty name, got "
+                f"{app_id!r}"
+            )
         return cls(
             root=_root(options),
             storage=storage_options(options),

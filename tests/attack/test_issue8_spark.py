@@ -1,0 +1,23 @@
+"""Attacks on the Spark source and sink of issue 8 (option parsing runs without Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from arrowlog.errors import InvalidConfigError
+from arrowlog.spark.options import SESSION_APP_ID, SESSION_VERSION, WriteOptions
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"txnAppId": "", "txnVersion": "1"},
+        {"txnAppId": "   ", "txnVersion": "1"},
+        {SESSION_APP_ID: "", SESSION_VERSION: "1"},
+    ],
+)
+def test_blank_txn_app_id_is_refused(options: dict[str, str]) -> None:
+    # An empty txnAppId used to be taken as an app id: every such job shared the
+    # transactional id "spark." and skipped each other's versions.
+    with pytest.raises(InvalidConfigError, match="txnAppId"):
+        WriteOptions.parse({"path": "memory://x", "topic": "t", **options})
