@@ -7,10 +7,12 @@ importing it back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from arrowlog.config import LogConfig
 from arrowlog.coordinator import TxnResolver
+from arrowlog.errors import UnknownTopicOrPartitionError
 from arrowlog.partition import PartitionLog
 from arrowlog.storage import Store
 from arrowlog.topic import Topic
@@ -32,3 +34,16 @@ class LogView(Protocol):
     def list_topics(self) -> list[str]: ...
 
     def partition(self, topic: str, partition: int) -> PartitionLog: ...
+
+
+def incarnation_of(log: LogView) -> Callable[[str], int | None]:
+    """A topic's current incarnation as ``log`` knows it (None: deleted or
+    unknown), for reading group offsets (see :func:`arrowlog.groups.offset_key`)."""
+
+    def of(name: str) -> int | None:
+        try:
+            return log.topic(name).incarnation
+        except UnknownTopicOrPartitionError:
+            return None
+
+    return of

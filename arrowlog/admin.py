@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from arrowlog._logview import LogView
+from arrowlog._logview import LogView, incarnation_of
 from arrowlog.checkpoint import Decision, ProducerEntry
 from arrowlog.consumer import last_stable_offset
 from arrowlog.coordinator import (
@@ -210,7 +210,7 @@ def describe_group(log: LogView, group_id: str) -> list[PartitionLag]:
     groups = GroupOffsets(log.store, group_id, log.config.retry, resolver=log.resolver)
     if not groups.exists():
         raise UnknownTopicOrPartitionError(f"unknown consumer group {group_id!r}")
-    offsets, unstable = groups.position(log.resolver)
+    offsets, unstable = groups.position(log.resolver, incarnation_of(log))
     decide = log.resolver.snapshot()
     rows = []
     for topic in sorted({t for t, _ in offsets} | {t for t, _ in unstable}):

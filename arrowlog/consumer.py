@@ -23,12 +23,12 @@ from typing import Literal
 
 import pyarrow as pa
 
-from arrowlog._logview import LogView
+from arrowlog._logview import LogView, incarnation_of
 from arrowlog.checkpoint import Decision, OpenTxn, PartitionState, SegmentSummary
 from arrowlog.control import ControlType
 from arrowlog.coordinator import Snapshot, check_id
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnstableOffsetCommitError
-from arrowlog.groups import GroupOffsets, tp_key
+from arrowlog.groups import GroupOffsets, offset_key, tp_key
 from arrowlog.partition import PartitionLog
 
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
@@ -95,7 +95,7 @@ class Consumer:
             UnstableOffsetCommitError: a transaction that is not decided yet has
                 offsets for this partition (retriable: it will end or expire).
         """
-        offsets, unstable = self._groups().position(self._log.resolver)
+        offsets, unstable = self._groups().position(self._log.resolver, incarnation_of(self._log))
         if (topic, partition) in unstable:
             raise UnstableOffsetCommitError(
                 f"group {self.group_id}: a transaction with offsets for {topic}/{partition} "
@@ -106,11 +106,14 @@ class Consumer:
 
     def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Commit the group's position outside any transaction."""
+        keyed = {}
         for (topic, partition), offset in offsets.items():
             self._log.partition(topic, partition)  # re-reads the topic if beyond its count
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                 raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
-        self._groups().commit({tp_key(t, p): o for (t, p), o in offsets.items()})
+            # the topic's chain, as read for the group's position: its incarnation
+            keyed[offset_key(self._log.topic(topic), partition)] = offset
+        self._groups().commit(keyed)
 
     # --- reads --------------------------------------------------------------------
 

@@ -142,6 +142,11 @@ class TxnEntry:
     #: partition end, fixed at PREPARE_COMMIT: records of the transaction at or
     #: past it (a late send of an instance that lost the transaction) never join it
     bounds: dict[str, int] = field(default_factory=dict)
+    #: topic -> the incarnation of it whose partitions the transaction registered
+    #: (absent: 0, as in entries written before topics could be created anew).
+    #: Markers go only where the topic is still that incarnation: a transaction
+    #: begun on a topic since deleted and created anew has nothing in the new one.
+    incarnations: dict[str, int] = field(default_factory=dict)
     #: why this entry was written: begin, add, commit, abort, init (fencing), expire
     reason: str = ""
     #: unique per write: recognises our own entry after a lost reply

@@ -22,7 +22,7 @@ from dataclasses import replace
 from arrowlog._logview import LogView
 from arrowlog.admin import store_now_ms
 from arrowlog.coordinator import EXPIRE, CoordinatorLog, EntryConflictError, TxnEntry, TxnState
-from arrowlog.errors import ProducerFencedError
+from arrowlog.errors import ProducerFencedError, UnknownTopicOrPartitionError
 from arrowlog.producer_ids import allocate_producer_id
 from arrowlog.txn import back_off, fence_and_recover
 
@@ -63,6 +63,7 @@ def begin_if_idle(
         producer_epoch=epoch,
         txn_epoch=epoch,
         partitions=(),
+        incarnations={},
         offsets={},
         members=(),
         bounds={},
@@ -119,9 +120,13 @@ def join_partitions(
     Raises:
         ProducerFencedError: the transaction is no longer running (committed,
             aborted, expired, or a newer instance began): write nothing.
+        UnknownTopicOrPartitionError: a topic is unknown, or was deleted and
+            created anew since the transaction registered it.
         ConcurrentTransactionsError: the coordinator log kept changing.
     """
     wanted = set(partitions)
+    # the incarnation of each topic the member writes to: the markers must go there
+    incarnations = {t: log.partition(t, p).opened_topic().incarnation for t, p in wanted}
     coordinator = CoordinatorLog(log.store, transactional_id, log.config.retry)
     sleeps = log.config.retry.sleeps()
     while True:
@@ -136,13 +141,23 @@ def join_partitions(
                 f"{transactional_id!r}: the transaction of epoch {txn_epoch} is no longer "
                 "running (its job was aborted, expired or superseded)"
             )
-        if wanted <= set(latest.partitions):
+        if any(latest.incarnations.get(t, k) != k for t, k in incarnations.items()):
+            raise UnknownTopicOrPartitionError(
+                f"{transactional_id!r}: a topic of the transaction was deleted and created "
+                "anew since it began; abort the job"
+            )
+        if wanted <= set(latest.partitions) and incarnations.keys() <= latest.incarnations.keys():
             return
         joined = tuple(sorted(wanted | set(latest.partitions)))
+        changed = replace(
+            latest,
+            n=latest.n + 1,
+            partitions=joined,
+            incarnations={**latest.incarnations, **incarnations},
+            reason="add",
+        )
         try:
-            coordinator.write(
-                latest, replace(latest, n=latest.n + 1, partitions=joined, reason="add")
-            )
+            coordinator.write(latest, changed)
             return
         except EntryConflictError:
             back_off(sleeps, transactional_id)

@@ -22,8 +22,9 @@ client rolling the same transaction forward can never move a group back.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,7 @@ from arrowlog.errors import (
 if TYPE_CHECKING:
     from arrowlog.coordinator import TxnResolver
 from arrowlog.storage import Store
+from arrowlog.topic import Topic, parse_topic_prefix
 
 GROUPS_PREFIX = "_arrowlog/groups/"
 _INVERT = 10**20 - 1
@@ -48,6 +50,21 @@ _INVERT = 10**20 - 1
 
 def tp_key(topic: str, partition: int) -> str:
     return f"{topic}/{partition}"
+
+
+def offset_key(topic: Topic, partition: int) -> str:
+    """Where a group's offset for a partition is kept: under the topic's
+    prefix, which names its incarnation (``t/0`` as always for a topic never
+    deleted, ``t=2/0`` for the one created anew at version 2), so that the
+    offsets of a deleted topic never count in one created under its name."""
+    return f"{topic.prefix}/{partition}"
+
+
+def parse_offset_key(key: str) -> tuple[str, int, int]:
+    """``(topic, incarnation, partition)`` of an :func:`offset_key`."""
+    prefix, _, partition = key.rpartition("/")
+    topic, incarnation = parse_topic_prefix(prefix)
+    return topic, incarnation, int(partition)
 
 
 @dataclass(frozen=True)
@@ -105,13 +122,23 @@ class GroupOffsets:
         )
 
     def position(
-        self, resolver: TxnResolver
+        self, resolver: TxnResolver, incarnation: Callable[[str], int | None]
     ) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
         """The group's position with every decided transaction applied, and the
         partitions an undecided transaction may still move (for those the
-        position is only a lower bound)."""
+        position is only a lower bound). ``incarnation`` gives a topic's current
+        incarnation (None: deleted): offsets of another are left out."""
         state, unstable = _settle(self.latest(), self.group_id, resolver)
-        return {_tp(k): o for k, o in state.offsets.items()}, {_tp(k) for k in unstable}
+        current = functools.cache(incarnation)
+
+        def live(keys: Iterable[str]) -> Iterator[tuple[str, tuple[str, int]]]:
+            for key in keys:
+                topic, k, partition = parse_offset_key(key)
+                if current(topic) == k:
+                    yield key, (topic, partition)
+
+        offsets = {tp: state.offsets[key] for key, tp in live(state.offsets)}
+        return offsets, {tp for _, tp in live(unstable)}
 
     def mark_pending(self, transactional_id: str, txn_epoch: int) -> None:
         """Record that the transaction ``txn_epoch`` of ``transactional_id`` has
@@ -192,7 +219,7 @@ class GroupOffsets:
                 raise UnstableOffsetCommitError(
                     f"group {self.group_id}: an undecided transaction has offsets for it; "
                     "retry once it ends (or expires)",
-                    partitions={_tp(k) for k in unstable},
+                    partitions={(t, p) for t, _, p in map(parse_offset_key, unstable)},
                 )
         keys = [info.key for info in self._retry.call(lambda: list(self._store.list(self._prefix)))]
         for key in keys:  # inverted numbers: the listing is newest first
@@ -267,11 +294,6 @@ def list_groups(store: Store, retry: RetryPolicy) -> list[str]:
     """The ids of every consumer group with committed offsets."""
     infos = retry.call(lambda: list(store.list(GROUPS_PREFIX)))
     return sorted({info.key[len(GROUPS_PREFIX) :].split("/", 1)[0] for info in infos})
-
-
-def _tp(key: str) -> tuple[str, int]:
-    topic, _, partition = key.rpartition("/")
-    return topic, int(partition)
 
 
 def _without(d: dict[str, int], key: str) -> dict[str, int]:

@@ -109,6 +109,8 @@ class ArrowLog:
         self._store = store
         self._config = config
         self._topics: dict[str, _Known] = {}
+        #: (name, tombstone version) -> when (monotonic) this client first read it
+        self._graves: dict[tuple[str, int], float] = {}
         self._versions = TopicVersions(store, config.retry)
         self._partitions: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
@@ -148,7 +150,13 @@ class ArrowLog:
     ) -> Topic:
         """Create a topic. Exactly one of several concurrent creators succeeds.
         A name whose topic was deleted can be used again: the new topic is a new
-        incarnation, whose objects never mix with the old one's.
+        incarnation, whose objects never mix with the old one's. Creating it
+        first waits until ``metadata_max_age_ms`` has passed since this client
+        learnt of the delete (every client that held the old topic has read its
+        chain again by then; :meth:`reuse_wait` says how long), and removes what
+        is left of the old topic's objects. Clients sharing a bucket must not
+        trust a topic longer than the one that re-creates its name: keep
+        ``metadata_max_age_ms`` the same everywhere (the default is).
 
         Raises:
             InvalidNameError: the name is not allowed.
@@ -168,6 +176,7 @@ class ArrowLog:
             latest = self._versions.latest(name)
             if not isinstance(latest, TopicTombstone):
                 raise TopicExistsError(f"topic {name!r} already exists")
+            self._outlive(latest)
             after = latest.version + 1
             topic = dataclasses.replace(
                 topic,
@@ -177,6 +186,33 @@ class ArrowLog:
             )
         self._remember(topic)
         return topic
+
+    def reuse_wait(self, name: str) -> float:
+        """Seconds ``create_topic(name)`` would wait before it creates the name
+        again (0 unless the name's topic was deleted and this client learnt of
+        it less than ``metadata_max_age_ms`` ago). Reads the topic's chain."""
+        latest = self._versions.latest(name)
+        if not isinstance(latest, TopicTombstone):
+            return 0.0
+        return self._remaining_grace(latest)
+
+    def _remaining_grace(self, tombstone: TopicTombstone) -> float:
+        with self._lock:
+            seen = self._graves.setdefault((tombstone.name, tombstone.version), time.monotonic())
+        age = time.monotonic() - seen
+        return max(0.0, self._config.metadata_max_age_ms / 1000 - age)
+
+    def _outlive(self, tombstone: TopicTombstone) -> None:
+        """Before a deleted name is created again: wait until every client
+        that held the deleted topic has read its chain again (it trusts what it
+        knows for ``metadata_max_age_ms``; this client saw the tombstone after
+        it was claimed, so waiting that long from then outlives them all), then
+        remove what is left under the old incarnation: a killed deleter's
+        objects, segments acknowledged to writers that had not learnt of the
+        delete. After this, no write that starts can land in the old
+        incarnation, so none is acknowledged there once the name lives again."""
+        time.sleep(self._remaining_grace(tombstone))
+        self._versions.purge(tombstone)
 
     def topic(self, name: str, *, refresh: bool = False) -> Topic:
         """The definition of a topic, as this client knows it: the latest
@@ -233,6 +269,8 @@ class ArrowLog:
             if known is not None and known.entry.version > entry.version:
                 return known.entry
             self._topics[entry.name] = _Known(entry, time.monotonic(), followed)
+            if isinstance(entry, TopicTombstone):
+                self._graves.setdefault((entry.name, entry.version), time.monotonic())
             return entry
 
     def _topic_at_least(self, name: str, version: int) -> Topic:

@@ -52,12 +52,14 @@ from arrowlog.errors import (
     OutOfOrderSequenceError,
     ProducerFencedError,
     TransactionTimeoutError,
+    UnknownTopicOrPartitionError,
 )
-from arrowlog.groups import GroupOffsets, tp_key
+from arrowlog.groups import GroupOffsets, offset_key, tp_key
 from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.producer_ids import MAX_PRODUCER_ID
 from arrowlog.producer_ids import allocate_producer_id as allocate_producer_id
 from arrowlog.segment import WriterIdentity
+from arrowlog.topic import Topic
 from arrowlog.txn import fence_and_recover as fence_and_recover
 from arrowlog.txn import finish as finish
 
@@ -143,6 +145,8 @@ class Producer:
         )
         self._entry: TxnEntry | None = None  # the latest coordinator entry we know
         self._txn_partitions: set[tuple[str, int]] = set()
+        #: topic -> the incarnation whose partitions the transaction registered
+        self._txn_incarnations: dict[str, int] = {}
         self._txn_offsets: dict[str, dict[str, int]] = {}
         # where this instance's records of the transaction end, per partition; a
         # resumed transaction knows none (another instance wrote them)
@@ -250,8 +254,10 @@ class Producer:
                 transactional=self._coordinator is not None,
                 transactional_id=self.transactional_id,
             )
-            if self._coordinator is not None and tp not in self._txn_partitions:
-                self._register(partitions={tp})
+            if self._coordinator is not None:
+                self._check_incarnation(part.opened_topic())
+                if tp not in self._txn_partitions:
+                    self._register(partitions={tp})
             try:
                 result = part.append(prepared, expected_offset=expected_offset, identity=who)
             except AppendOutcomeUnknownError:
@@ -410,6 +416,7 @@ class Producer:
             self._producer_id = latest.producer_id
             self._epoch = producer_epoch
             self._txn_partitions = set(latest.partitions)
+            self._txn_incarnations = dict(latest.incarnations)
             self._txn_offsets = {g: dict(o) for g, o in latest.offsets.items()}
             self._txn_ends = {}
             self._txn_marked = set()  # marks only if it sends offsets of its own
@@ -432,6 +439,7 @@ class Producer:
                 )
             self._set_state(ProducerState.IN_TRANSACTION)
             self._txn_partitions = set()
+            self._txn_incarnations = {}
             self._txn_offsets = {}
             self._txn_ends = {}
             self._txn_marked = set()
@@ -450,7 +458,8 @@ class Producer:
             self._check_in_transaction("add_partitions")
             wanted = set()
             for topic, partition in partitions:
-                self._log.partition(topic, partition)  # re-reads the topic if beyond its count
+                # re-reads the topic if beyond its count
+                self._check_incarnation(self._log.partition(topic, partition).opened_topic())
                 wanted.add((topic, partition))
             if wanted - self._txn_partitions:
                 self._register(partitions=wanted - self._txn_partitions)
@@ -466,12 +475,12 @@ class Producer:
         with self._lock:
             self._check_usable()
             self._check_in_transaction("send_offsets_to_transaction")
+            merged = {**self._txn_offsets.get(group_id, {})}
             for (topic, partition), offset in offsets.items():
                 self._log.partition(topic, partition)  # re-reads the topic if beyond its count
                 if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
                     raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
-            merged = {**self._txn_offsets.get(group_id, {})}
-            merged.update({tp_key(t, p): o for (t, p), o in offsets.items()})
+                merged[offset_key(self._log.topic(topic), partition)] = offset
             self._register(offsets={**self._txn_offsets, group_id: merged})
             self._mark_pending(group_id)
 
@@ -501,6 +510,9 @@ class Producer:
                     f"{topic!r}'s max_transaction_timeout_ms {limit}"
                 )
         new_partitions = self._txn_partitions | (partitions or set())
+        incarnations = dict(self._txn_incarnations)
+        for t, p in partitions or ():
+            incarnations[t] = self._log.partition(t, p).opened_topic().incarnation
         new_offsets = offsets if offsets is not None else self._txn_offsets
         assert self._entry is not None
         begins = self._entry.state is not TxnState.ONGOING
@@ -508,12 +520,31 @@ class Producer:
             TxnState.ONGOING,
             reason="begin" if begins else "add",
             partitions=tuple(sorted(new_partitions)),
+            incarnations=incarnations,
             offsets=new_offsets,
             members=(),
             txn_begin_n=self._entry.n + 1 if begins else self._entry.txn_begin_n,
         )
         self._txn_partitions = new_partitions
+        self._txn_incarnations = incarnations
         self._txn_offsets = new_offsets
+
+    def _check_incarnation(self, topic: Topic) -> None:
+        """Refuse to go on with a transaction that registered partitions of a
+        topic since deleted and created anew: its markers would go to the old
+        topic's partitions only, and records sent to the new one would never
+        be decided. Like a send to a deleted topic, the transaction must abort.
+
+        Raises:
+            UnknownTopicOrPartitionError: the topic is another incarnation.
+        """
+        registered = self._txn_incarnations.get(topic.name, topic.incarnation)
+        if registered != topic.incarnation:
+            self._set_state(ProducerState.ABORTABLE_ERROR)
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic.name!r} was deleted and created anew during this "
+                "transaction; abort it"
+            )
 
     def _write_entry(self, state: TxnState, *, reason: str, **changes: object) -> TxnEntry:
         coordinator = self._require_transactional()

@@ -306,6 +306,12 @@ def topic_prefix(name: str, incarnation: int) -> str:
     return name if incarnation == 0 else f"{name}={incarnation}"
 
 
+def parse_topic_prefix(prefix: str) -> tuple[str, int]:
+    """``(name, incarnation)`` of a :func:`topic_prefix`."""
+    name, _, incarnation = prefix.partition("=")
+    return name, int(incarnation or 0)
+
+
 def announcement_key(prefix: str, partition: int, version: int) -> str:
     """Written into each partition before version ``version`` of its topic is
     claimed. It sorts after every segment key, so every listing of the tail

@@ -109,9 +109,12 @@ def finish(
     def write_marker(topic: str, partition: int) -> None:
         bound = prepared.bounds.get(tp_key(topic, partition), -1)
         # A deleted topic's records went with it, and the transaction must
-        # still end: no marker there (Kafka drops deleted partitions' markers too).
+        # still end: no marker there (Kafka drops deleted partitions' markers
+        # too), nor in a topic created anew under the name since.
         with contextlib.suppress(UnknownTopicOrPartitionError):
-            log.partition(topic, partition).append_control(kind, who, prepared.n, bound=bound)
+            part = log.partition(topic, partition)
+            if part.opened_topic().incarnation == prepared.incarnations.get(topic, 0):
+                part.append_control(kind, who, prepared.n, bound=bound)
 
     def apply_offsets(group: str, offsets: dict[str, int]) -> None:
         groups = GroupOffsets(log.store, group, log.config.retry, resolver=log.resolver)

@@ -121,3 +121,23 @@ def test_a_transaction_with_no_partition_still_commits_its_metadata(log: ArrowLo
     entry = latest(log, "app")
     assert entry.state is TxnState.COMPLETE_COMMIT and entry.metadata == {"txnVersion": "3"}
     assert log.end_offsets("t") == {0: 0, 1: 0, 2: 0, 3: 0}
+
+
+def test_a_job_cannot_go_on_in_a_topic_created_anew(make_log: Callable[..., ArrowLog]) -> None:
+    """A member joining a topic deleted and created anew since the job
+    registered it is refused; the job's end puts no marker in the new topic."""
+    quick = arrowlog.LogConfig(metadata_max_age_ms=50)  # shared by every client
+    log = make_log(config=quick)
+    log.create_topic("t", SCHEMA, partitions=2)
+    begun = begin_pooled(log, "jobs", timeout_ms=60_000)
+    tid, epoch = begun.transactional_id, begun.producer_epoch
+    pid = member_writes(log, tid, epoch, 0, 1)
+    admin = make_log(config=quick)
+    admin.delete_topic("t")
+    admin.create_topic("t", SCHEMA, partitions=2)
+    with pytest.raises(arrowlog.UnknownTopicOrPartitionError, match="created anew"):
+        member_writes(make_log(config=quick), tid, epoch, 1, 2)
+    assert latest(log, tid).incarnations == {"t": 0}
+    commit(log, tid, epoch, [pid])
+    fresh = make_log()
+    assert fresh.end_offsets("t") == fresh.stable_offsets("t") == {0: 0, 1: 0}

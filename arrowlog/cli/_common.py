@@ -23,6 +23,7 @@ import contextlib
 import functools
 import inspect
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -123,7 +124,7 @@ class Session:
             self._store = open_cli_store(
                 self.root, self.options, read_only=self.read_only, creates_root=self.creates_root
             )
-            self._log = arrowlog.connect(self._store)
+            self._log = arrowlog.connect(self._store, config=_log_config())
         return self._log
 
     @property
@@ -197,6 +198,22 @@ def isolation_option(
         "--isolation-level", type=click.Choice(["read_committed", "read_uncommitted"]),
         default=default, show_default=True, help=help,
     )  # fmt: skip
+
+
+def _log_config() -> arrowlog.LogConfig:
+    """The client settings: ``ARROWLOG_METADATA_MAX_AGE_MS`` sets how long a
+    topic's version is trusted (it must match the other clients of the bucket:
+    re-creating a deleted topic waits that long)."""
+    raw = os.environ.get("ARROWLOG_METADATA_MAX_AGE_MS")
+    if raw is None:
+        return arrowlog.LogConfig()
+    try:
+        value = int(raw)
+    except ValueError:
+        raise click.UsageError(
+            f"ARROWLOG_METADATA_MAX_AGE_MS must be an integer (milliseconds), not {raw!r}"
+        ) from None
+    return arrowlog.LogConfig(metadata_max_age_ms=value)
 
 
 # --- options shared by every command ----------------------------------------------

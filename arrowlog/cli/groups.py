@@ -9,6 +9,7 @@ import click
 
 import arrowlog
 from arrowlog import admin
+from arrowlog._logview import incarnation_of
 from arrowlog.cli._common import Session, leaf, with_examples
 from arrowlog.cli.console import parse_time
 from arrowlog.errors import (
@@ -67,7 +68,7 @@ def _targets(
     if all_topics == bool(topics):
         raise click.UsageError("give --topic (repeatable) or --all-topics")
     if all_topics:
-        offsets, unstable = _offsets(log, group).position(log.resolver)
+        offsets, unstable = _offsets(log, group).position(log.resolver, incarnation_of(log))
         names = sorted({t for t, _ in offsets} | {t for t, _ in unstable})
         return [(t, p) for t in names for p in range(log.topic(t).partitions)]
     out = []
@@ -148,7 +149,7 @@ def reset_offsets(
     if not offsets.exists() and (shift_by is not None or all_topics):
         raise UnknownTopicOrPartitionError(f"unknown consumer group {group!r}")
     targets = _targets(log, group, topics, all_topics)
-    current, unstable = offsets.position(log.resolver)
+    current, unstable = offsets.position(log.resolver, incarnation_of(log))
     held = sorted(set(targets) & unstable)
     if held:
         raise UnstableOffsetCommitError(

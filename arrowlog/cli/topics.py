@@ -78,6 +78,12 @@ def create(
     schema = parse_schema(schema_text) if schema_text else schema_of_file(str(schema_from))
     topic_config = _topic_config(config)
     log = session.connect()
+    wait = log.reuse_wait(topic)
+    if wait > 0:
+        session.message(
+            f"topic {topic} was deleted: waiting {wait:.1f} s until every client that held "
+            "it has noticed (metadata_max_age_ms), then creating it anew"
+        )
     try:
         created = log.create_topic(topic, schema, partitions, config=topic_config)
     except TopicExistsError:

@@ -21,6 +21,7 @@ from arrowlog.partition._base import _Reincarnated
 from arrowlog.partition.listing import Listing
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
+    Topic,
     checkpoint_key,
     checkpoint_prefix,
     parse_checkpoint_key,
@@ -43,6 +44,20 @@ class Checkpoints(Listing):
             return False
         self._open()
         return True
+
+    def opened_topic(self) -> Topic:
+        """The topic this partition belongs to, from a listing: opening lists
+        the partition, which shows whether the topic was deleted (raises) or
+        created anew (this object then opens the new topic's partition, if
+        it knew nothing of the old one). Before it is open, a partition knows
+        its topic only as first looked up, which may be a deleted incarnation.
+
+        Raises:
+            UnknownTopicOrPartitionError: the topic was deleted.
+        """
+        with self._lock:
+            self._ensure_open()
+            return self._topic
 
     def _open(self) -> None:
         """Read the newest usable checkpoint, then list the segments after it.

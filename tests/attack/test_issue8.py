@@ -3,6 +3,7 @@ and the CLI."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -22,35 +23,37 @@ def _two_clients() -> tuple[arrowlog.ArrowLog, arrowlog.ArrowLog]:
     return first, arrowlog.ArrowLog(first.store, config=FAST)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a producer that learnt of a topic appends at its known end without "
-    "listing, so it never sees the tombstone's announcement: sends after the "
-    "delete are acknowledged (for up to metadata_max_age_ms) and land in the "
-    "deleted incarnation's prefix, never purged and never readable. Fix: an "
-    "append must not be acknowledged unless the topic's next version was "
-    "unclaimed after its put landed (e.g. GET topic_version_key(name, v+1) after "
-    "the put, or list the tail once per append), raising "
-    "UnknownTopicOrPartitionError otherwise.",
-)
-def test_send_after_delete_is_refused_not_acknowledged() -> None:
+def _two_clients_sharing(max_age_ms: int) -> tuple[arrowlog.ArrowLog, arrowlog.ArrowLog]:
+    """Two clients of one ``metadata_max_age_ms``, as the docs require of
+    clients that share a bucket."""
+    config = dataclasses.replace(FAST, metadata_max_age_ms=max_age_ms)
+    first = arrowlog.connect("memory://", config=config)
+    return first, arrowlog.ArrowLog(first.store, config=config)
+
+
+def test_a_send_acknowledged_after_the_delete_goes_with_the_topic() -> None:
+    """A producer that knew the topic appends at its known end without listing,
+    so for up to metadata_max_age_ms after a delete (Kafka's window between a
+    delete and every broker applying it) a send is still acknowledged. Its
+    segment must go with the topic: never readable, removed by a rerun."""
     mine, other = _two_clients()
     mine.create_topic("t", SCHEMA, 1)
     producer = mine.producer()
     producer.send("t", rows(1), partition=0)  # the producer knows the topic now
     other.delete_topic("t")
+    producer.send("t", rows(2), partition=0)  # within the window: acknowledged
     with pytest.raises(UnknownTopicOrPartitionError):
-        producer.send("t", rows(2), partition=0)
+        arrowlog.ArrowLog(mine.store, config=FAST).read("t", 0)
+    rerun = other.delete_topic("t")
+    assert rerun.already_deleted and rerun.objects_deleted == 1
+    assert [o.key for o in mine.store.list("t/") if o.key.endswith(".arrow")] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="same cause: after the name is re-created, an acknowledged send of a "
-    "producer that knew the old topic goes to the deleted incarnation: acked, "
-    "yet never visible in the topic of that name (invariant 3). Fix as above.",
-)
 def test_acknowledged_send_after_recreate_is_in_the_topic_of_that_name() -> None:
-    mine, other = _two_clients()
+    """Re-creating the name waits metadata_max_age_ms after the delete, so a
+    producer that knew the old topic has read the chain again by then: what it
+    is acknowledged after the re-creation is in the new topic."""
+    mine, other = _two_clients_sharing(300)
     mine.create_topic("t", SCHEMA, 1)
     producer = mine.producer()
     producer.send("t", rows(1), partition=0)
@@ -64,20 +67,11 @@ def test_acknowledged_send_after_recreate_is_in_the_topic_of_that_name() -> None
         except UnknownTopicOrPartitionError:
             pass  # refused: fine, the caller knows
     fresh = arrowlog.ArrowLog(mine.store, config=FAST)
-    assert everything(fresh) == acked
+    assert everything(fresh) == acked == [2, 3]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="group offsets are keyed by (topic, partition) only: a group's offset "
-    "committed on a deleted topic is read as its position in the topic re-created "
-    "under the name, so the group silently skips the new topic's first records "
-    "(Kafka drops a deleted topic's committed offsets). Fix: store the topic's "
-    "incarnation with each committed offset (or key offsets by the topic's prefix) "
-    "and ignore offsets of another incarnation in position()/committed().",
-)
 def test_group_offset_of_deleted_topic_is_not_the_recreated_topics() -> None:
-    mine, other = _two_clients()
+    mine, other = _two_clients_sharing(50)
     mine.create_topic("t", SCHEMA, 1)
     for value in range(5):
         mine.append("t", rows(value))
@@ -87,6 +81,16 @@ def test_group_offset_of_deleted_topic_is_not_the_recreated_topics() -> None:
     for value in range(10, 18):
         other.append("t", rows(value))
     assert other.consumer(group_id="g").committed("t", 0) is None
+    fresh = arrowlog.ArrowLog(mine.store, config=FAST)  # never saw the old topic
+    assert fresh.consumer(group_id="g").committed("t", 0) is None
+    fresh.consumer(group_id="g").commit({("t", 0): 3})  # the new topic's offset
+    assert other.consumer(group_id="g").committed("t", 0) == 3
+    # and in a transaction, by a client that knew only the old topic
+    producer = mine.producer(transactional_id="x")
+    producer.init_transactions()
+    with producer.transaction():
+        producer.send_offsets_to_transaction({("t", 0): 6}, "g")
+    assert arrowlog.ArrowLog(mine.store, config=FAST).consumer(group_id="g").committed("t", 0) == 6
 
 
 @pytest.mark.parametrize(
@@ -119,18 +123,9 @@ def test_topics_create_still_creates_a_new_local_root(tmp_path: Path) -> None:
     assert arrowlog.connect(str(fresh)).list_topics() == ["t"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a coordinator entry names its partitions by (topic, partition) only: "
-    "the next instance that rolls back a transaction begun on a topic since deleted "
-    "and re-created writes the old transaction's ABORT marker into the new topic "
-    "(txn.finish -> log.partition resolves the new incarnation), taking an offset "
-    "there. txn.finish means to drop a deleted topic's markers. Fix: record each "
-    "partition's topic incarnation in the coordinator entry (AddPartitions) and "
-    "skip the marker where the topic's current incarnation differs.",
-)
-def test_recovery_writes_no_marker_into_the_recreated_topic() -> None:
-    mine, other = _two_clients()
+@pytest.mark.parametrize("recoverer", ["creator", "fresh"])
+def test_recovery_writes_no_marker_into_the_recreated_topic(recoverer: str) -> None:
+    mine, other = _two_clients_sharing(50)
     mine.create_topic("t", SCHEMA, 1)
     zombie = mine.producer(transactional_id="x")
     zombie.init_transactions()
@@ -139,22 +134,38 @@ def test_recovery_writes_no_marker_into_the_recreated_topic() -> None:
     other.delete_topic("t")
     other.create_topic("t", SCHEMA, 1)
     other.append("t", rows(7))
-    other.producer(transactional_id="x").init_transactions()  # rolls the old one back
+    successor = other if recoverer == "creator" else arrowlog.ArrowLog(mine.store, config=FAST)
+    successor.producer(transactional_id="x").init_transactions()  # rolls the old one back
     fresh = arrowlog.ArrowLog(mine.store, config=FAST)
     assert fresh.end_offsets("t") == {0: 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a rerun of delete_topic finishes a killed deleter's removal only until "
-    "the name is created again: from then on delete_topic and purge address the "
-    "newest incarnation, and the old one's segments stay in the bucket forever "
-    "(nothing lists or removes them). Fix: create_topic (or the next delete) "
-    "purges every earlier incarnation named by tombstones in the chain.",
-)
+def test_a_transaction_cannot_go_on_in_a_topic_created_anew() -> None:
+    """Its markers would go to the old topic only, and what it sent to the new
+    one would never be decided (an LSO held until expiry)."""
+    mine, other = _two_clients_sharing(50)
+    mine.create_topic("t", SCHEMA, 1)
+    producer = mine.producer(transactional_id="x")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", rows(1), partition=0)
+    other.delete_topic("t")
+    other.create_topic("t", SCHEMA, 1)
+    other.append("t", rows(7))
+    with pytest.raises(UnknownTopicOrPartitionError, match="created anew"):
+        producer.send("t", rows(2), partition=0)
+    producer.abort_transaction()
+    fresh = arrowlog.ArrowLog(mine.store, config=FAST)
+    assert fresh.end_offsets("t") == fresh.stable_offsets("t") == {0: 1}
+    producer.begin_transaction()  # the next transaction writes to the new topic
+    producer.send("t", rows(3), partition=0)
+    producer.commit_transaction()
+    assert everything(fresh) == [7, 3]
+
+
 def test_killed_deleters_leftovers_are_removed_after_the_name_is_recreated() -> None:
     store = ScriptedStore(MemoryStore())
-    log = arrowlog.ArrowLog(store, config=FAST)
+    log = arrowlog.ArrowLog(store, config=dataclasses.replace(FAST, metadata_max_age_ms=50))
     log.create_topic("t", SCHEMA, 1)
     for value in range(3):
         log.append("t", rows(value))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import arrowlog
+from arrowlog.cli import main
 from tests.cli.conftest import SCHEMA, files, rows, run
 
 
@@ -62,3 +63,20 @@ def test_delete(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "was already deleted" in run(capsys, "topics", "delete", "t")
     assert main(["topics", "delete", "never"]) == 3
     assert "never" in capsys.readouterr().err
+
+
+def test_create_again_says_it_waits_for_clients_first(
+    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", SCHEMA)
+    log.append("t", rows(1))
+    log.append("t", rows(2))
+    monkeypatch.setenv("ARROWLOG_METADATA_MAX_AGE_MS", "100")
+    run(capsys, "topics", "delete", "t")
+    out = run(capsys, "topics", "create", "t", "--schema", "x: int64")
+    assert "was deleted: waiting" in out and "created topic t" in out
+    assert arrowlog.connect(str(root)).topic("t").prefix == "t=2"
+    monkeypatch.setenv("ARROWLOG_METADATA_MAX_AGE_MS", "soon")
+    assert main(["topics", "list"]) == 2
+    assert "ARROWLOG_METADATA_MAX_AGE_MS must be an integer" in capsys.readouterr().err

@@ -43,6 +43,7 @@ import pyarrow as pa
 
 import arrowlog
 from arrowlog import LogConfig, ProducerState, RetryPolicy
+from arrowlog._logview import incarnation_of
 from arrowlog.admin import expire_transactions
 from arrowlog.checkpoint import PartitionState
 from arrowlog.coordinator import Outcome, Snapshot
@@ -501,7 +502,8 @@ def _observe(log: arrowlog.ArrowLog, views: Views, start: dict[str, int] | None)
         # With an undecided transaction pending, committed() raises for its
         # partitions; the position with every decided transaction applied is
         # still a lower bound, which is all the checker needs.
-        position, _ = GroupOffsets(log.store, GROUP, log.config.retry).position(log.resolver)
+        groups = GroupOffsets(log.store, GROUP, log.config.retry)
+        position, _ = groups.position(log.resolver, incarnation_of(log))
         return {tp(IN, i): position.get((IN, i)) for i in range(IN_PARTITIONS)}
 
     before = timed("lso_before", lso)
