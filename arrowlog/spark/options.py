@@ -207,8 +207,10 @@ def _int(options: Mapping[str, str], key: str, *, minimum: int | None = None) ->
     return number
 
 
-_DURATION = re.compile(r"\s*(\d+)\s*(ms|s|sec|m|min|h|d)?\s*", re.IGNORECASE)
-_UNIT_MS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+# Spark's units (JavaUtils.timeStringAsMs): us, ms, s, m/min, h, d
+_DURATION = re.compile(r"\s*(\d+)\s*(us|ms|s|sec|m|min|h|d)?\s*", re.IGNORECASE)
+_UNIT_US = {"us": 1, "ms": 1000, "s": 10**6, "sec": 10**6, "m": 6 * 10**7, "min": 6 * 10**7}
+_UNIT_US |= {"h": 3600 * 10**6, "d": 86_400 * 10**6}
 
 
 def _duration_ms(options: Mapping[str, str], key: str, default: int) -> int:
@@ -220,10 +222,11 @@ def _duration_ms(options: Mapping[str, str], key: str, default: int) -> int:
     match = _DURATION.fullmatch(value)
     if match is None:
         raise InvalidConfigError(
-            f"option {key}: expected a duration like 500ms, 30s, 15m or 1h, got {value!r}"
+            f"option {key}: expected a duration like 500ms, 30s, 15m or 1h (units us, ms, s, "
+            f"m, min, h, d), got {value!r}"
         )
     unit = (match.group(2) or "ms").lower()
-    return int(match.group(1)) * _UNIT_MS.get(unit, 86_400_000)
+    return int(match.group(1)) * _UNIT_US[unit] // 1000  # as Spark: 1500us is 1 ms
 
 
 def _root(options: Mapping[str, str]) -> str:
@@ -273,6 +276,7 @@ def _subscription(
         and bool(parsed)
         and all(
             isinstance(parts, list)
+            and bool(parts)
             and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts)
             for parts in parsed.values()
         )
@@ -301,7 +305,7 @@ def _timestamps(options: Mapping[str, str], option: str) -> dict[TopicPartition,
         if not isinstance(parts, dict):
             raise bad
         for p, ts in parts.items():
-            if not str(p).isdigit() or isinstance(ts, bool) or not isinstance(ts, int):
+            if not str(p).isdigit() or isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
                 raise bad
             out[(topic, int(p))] = ts
     return out
@@ -459,12 +463,12 @@ class WriteOptions:
         if len(topics) != 1:
             raise InvalidConfigError("writing takes exactly one topic")
         app_id = options.get("txnappid")
-        version = _int(options, "txnVersion")
+        version = _int(options, "txnVersion", minimum=0)
         if not streaming and (app_id is None) != (version is None):
             raise InvalidConfigError("txnAppId and txnVersion go together (as in Delta)")
         if not streaming and app_id is None:
             app_id = options.get(SESSION_APP_ID.lower())
-            version = _int(options, SESSION_VERSION.lower())
+            version = _int(options, SESSION_VERSION, minimum=0)
             if (app_id is None) != (version is None):
                 raise InvalidConfigError(
                     f"{SESSION_APP_ID} and {SESSION_VERSION} go together (as in Delta)"

@@ -103,3 +103,51 @@ def test_a_404_endpoint_is_one_clear_line(
 ) -> None:
     err = fails(capsys, 3, "topics", "list", "--endpoint-url", http_404)
     assert "check the endpoint URL and that the bucket exists" in err
+
+
+def test_write_commands_against_s3(
+    s3_root: str, s3_server: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every command that writes, on S3 as on a directory: bulk loads resume,
+    alter and delete change the topic, abort ends a hanging transaction."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import arrowlog
+
+    data = tmp_path / "in.parquet"
+    table = pa.table({"x": list(range(1000))})
+    pq.write_table(table, data)
+    out = run(capsys, "load", "l", str(data), "--create", "--rows-per-batch", "300")
+    assert "offsets [0, 1000), 1,000 rows written, 0 already there" in out
+    out = run(capsys, "backfill", "l", str(data), "--rows-per-batch", "300", "--no-progress")
+    assert "0 rows written, 1,000 already there" in out
+    log = arrowlog.connect(s3_root, s3_server.storage_options)
+    assert log.read("l", 0).equals(table)
+    assert "now has 3 partition(s)" in run(capsys, "topics", "alter", "l", "--partitions", "3")
+    assert log.topic("l", refresh=True).partitions == 3
+    at = ("--time", "earliest", "--partition", "0", "--output", "json")
+    [first] = json.loads(run(capsys, "get-offsets", "l", *at))
+    assert first["offset"] == 0
+
+    hanging = log.producer(transactional_id="stuck")
+    hanging.init_transactions()
+    hanging.begin_transaction()
+    hanging.send("l", pa.record_batch({"x": [1]}), partition=1)  # and it never ends
+    assert "stuck" in run(capsys, "transactions", "describe", "stuck")
+    run(capsys, "transactions", "abort", "stuck")
+    assert log.stable_offsets("l") == log.end_offsets("l") == {0: 1000, 1: 2, 2: 0}
+
+    log.consumer(group_id="g").commit({("l", 0): 10})
+    run(capsys, "groups", "delete", "g")
+    assert "g" not in run(capsys, "groups", "list").split()
+    topic_prefix = s3_root.split("/", 3)[3] + "/l/"
+
+    def segments() -> list[str]:
+        return [k for k in bucket_listing(s3_server) if k.startswith(topic_prefix)
+                and k.endswith(".arrow")]  # fmt: skip
+
+    assert len(segments()) == 6  # 4 loaded, a record and a marker
+    assert "deleted topic l" in run(capsys, "topics", "delete", "l")
+    assert segments() == []
+    assert fails(capsys, 3, "consume", "l")

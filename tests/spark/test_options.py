@@ -4,6 +4,8 @@ refuses."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from arrowlog.errors import InvalidConfigError
@@ -56,6 +58,8 @@ def test_kafka_source_options_parse() -> None:
     assert parse(streaming=True).max_trigger_delay_ms == 15 * 60 * 1000  # Kafka's default, 15m
     assert parse({"maxTriggerDelay": "250"}, True).max_trigger_delay_ms == 250
     assert parse({"maxTriggerDelay": "2h"}, True).max_trigger_delay_ms == 7_200_000
+    assert parse({"maxTriggerDelay": "1d"}, True).max_trigger_delay_ms == 86_400_000
+    assert parse({"maxTriggerDelay": "2500us"}, True).max_trigger_delay_ms == 2  # as Spark
 
 
 def test_subscription_is_exactly_one_of_four() -> None:
@@ -74,7 +78,7 @@ def test_subscription_is_exactly_one_of_four() -> None:
     for options in ({}, {"topic": "a", "subscribe": "b"}, {"assign": '{"a": [0]}', "topic": "a"}):
         with pytest.raises(InvalidConfigError, match="exactly one of the options topic, subscribe"):
             sub(**options)
-    for bad in ('{"a": 0}', "[0]", '{"a": [-1]}', '{"a": [true]}', "{}", "a:0"):
+    for bad in ('{"a": 0}', "[0]", '{"a": [-1]}', '{"a": [true]}', "{}", "a:0", '{"a": []}'):
         with pytest.raises(InvalidConfigError, match="option assign: expected JSON"):
             sub(assign=bad)
     with pytest.raises(InvalidConfigError, match="subscribePattern: '\\(' is not a regular"):
@@ -126,6 +130,12 @@ def test_options_of_another_kind_of_query_are_refused() -> None:
     with pytest.raises(InvalidConfigError, match="'checkpointLocation' applies to"):
         WriteOptions.parse({**BASE, "checkpointlocation": "/x"})
     WriteOptions.parse({**BASE, "checkpointlocation": "/x", "txnappid": "a"}, streaming=True)
+    with pytest.raises(InvalidConfigError, match="txnVersion: expected an integer >= 0"):
+        WriteOptions.parse({**BASE, "txnappid": "a", "txnversion": "-1"})
+    session_key = re.escape("spark.arrowlog.write.txnVersion: expected an integer >= 0")
+    with pytest.raises(InvalidConfigError, match=session_key):
+        WriteOptions.parse({**BASE, "spark.arrowlog.write.txnappid": "a",
+                            "spark.arrowlog.write.txnversion": "-3"})  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -138,6 +148,7 @@ def test_options_of_another_kind_of_query_are_refused() -> None:
         ({"startingOffsetsByTimestamp": "{"}, "startingOffsetsByTimestamp: expected JSON like"),
         ({"startingOffsetsByTimestamp": '{"t": {"x": 1}}'}, "startingOffsetsByTimestamp: exp"),
         ({"endingOffsetsByTimestamp": '{"t": [1]}'}, "endingOffsetsByTimestamp: expected JSON"),
+        ({"startingOffsetsByTimestamp": '{"t": {"0": -1}}'}, "startingOffsetsByTimestamp: exp"),
         ({"startingOffsetsByTimestampStrategy": "earliest"}, "expected error or latest"),
         ({"kafka.isolation.level": "dirty"}, "option kafka.isolation.level: expected read_comm"),
         (
