@@ -12,12 +12,16 @@ release (read in each release's ``pyspark/sql/datasource.py`` and
 - 4.2.0: ``pyspark.sql.streaming.datasource`` (``ReadLimit``, ``ReadMaxRows``,
   ``SupportsTriggerAvailableNow``) and ``latestOffset(start, limit)`` with
   ``reportLatestOffset``: ``maxOffsetsPerTrigger``, ``availableNow`` and the
-  streaming progress rest on them.
+  streaming progress rest on them; and ``to_arrow_schema(schema, timezone=)``
+  (4.1 has ``timestamp_utc=`` instead), the exact schema of every batch.
 
 Without this check, pyspark 4.0 fails on the first import with a bare
-``ImportError``, and 4.1 imports the batch source, then fails with
+``ImportError``; 4.1 imports the batch source, then fails in every read task
+(``to_arrow_schema() got an unexpected keyword argument 'timezone'``) and with
 ``No module named 'pyspark.sql.streaming.datasource'`` at the first streaming
-read. ``pyproject.toml``'s spark extra says the same bound
+read. Batch reads and writes pass on 4.1 once that call is adapted; streaming
+would need a second implementation of admission control, so 4.2.0 it is.
+``pyproject.toml``'s spark extra says the same bound
 (``tests/spark/test_pyspark_bound.py`` keeps them equal; ``make test-spark-min``
 runs Spark tests under exactly that version).
 """
