@@ -1,6 +1,8 @@
 # Two commands do everything on a fresh machine:
 #   make demo   set up, then run the main job on a local-directory store
 #   make test   set up, then run lint, type checks and the whole test suite
+#   make test-spark-min   a Spark subset under the lowest pyspark the spark extra
+#               allows (its own venv, .venv-spark-min)
 #   make soak   a long soak (SOAK_SECONDS per store, local and SeaweedFS) with the
 #               history checker; SOAK_SEED=S replays a run's plan
 # Setup is a virtualenv in .venv with the project installed; it is redone when
@@ -12,7 +14,7 @@ BIN    := $(VENV)/bin
 # pyproject.toml and this file decide the install: a change to either redoes it
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo test lint bench soak clean
+.PHONY: setup demo test test-spark-min lint bench soak clean
 
 # editable_mode=compat puts the checkout on sys.path with a static .pth entry,
 # which Spark's data source lookup (pkgutil.iter_modules) sees; setuptools'
@@ -37,6 +39,33 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+
+# The lower bound of the spark extra, read from pyproject.toml (its one source):
+# test-spark-min runs a read, a filtered read, a batch write and streaming reads
+# under exactly that pyspark, in a venv of its own (the dev extra pins the newest).
+SPARK_MIN  := $(shell sed -n 's/^spark = \["pyspark>=\([0-9.]*\),.*/\1/p' pyproject.toml)
+MIN_VENV   := .venv-spark-min
+MIN_STAMP  := $(MIN_VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
+SPARK_MIN_TESTS := \
+	tests/spark/test_pyspark_bound.py \
+	tests/spark/test_spark_read.py::test_spark_reads_what_the_consumer_reads \
+	tests/spark/test_spark_read.py::test_filters_are_exact_with_and_without_pushdown \
+	tests/spark/test_spark_write.py::test_a_job_commits_once_across_partitions \
+	tests/spark/test_spark_streaming.py::test_stream_offsets_take_kafkas_shape_and_old_checkpoints_still_read \
+	tests/spark/test_spark_streaming.py::test_streaming_progress_shows_kafka_offsets_and_the_latest
+
+# The test runners of the dev extra, without it: it pins the newest pyspark.
+$(MIN_STAMP): pyproject.toml Makefile
+	test -n "$(SPARK_MIN)" || { echo "no pyspark>= bound in pyproject's spark extra" >&2; exit 1; }
+	test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MIN_VENV)/bin/python -m pip install --quiet -e '.[spark,s3-server]' 'pyspark==$(SPARK_MIN)' \
+		pytest pytest-timeout --config-settings editable_mode=compat
+	rm -f $(MIN_VENV)/.installed-*
+	touch $(MIN_STAMP)
+
+test-spark-min: $(MIN_STAMP)
+	ARROWLOG_SPARK_MIN=$(SPARK_MIN) $(MIN_VENV)/bin/python -m pytest -p no:cacheprovider $(SPARK_MIN_TESTS)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 
 from arrowlog._extras import require_extra
 
-require_extra("spark")  # before pyspark is imported: say which extra is missing
+pyspark, _ = require_extra("spark")  # before pyspark is imported: say which extra is missing
+
+from arrowlog.spark.versions import require_pyspark  # noqa: E402
+
+# before the source is imported: an older pyspark fails there on a missing name
+require_pyspark(pyspark.__version__)
 
 from arrowlog.spark.source import ArrowLogDataSource  # noqa: E402
 
