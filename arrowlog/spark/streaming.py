@@ -2,9 +2,13 @@
 
 Source offsets are ``{"topic": {"partition": offset}}`` as in Spark's Kafka
 source (checkpoints holding the earlier ``{"topic/partition": offset}`` are read
-back too): how far each partition was read. The latest offset is the LSO under
-read_committed (every transaction below it is decided, so a micro-batch never
-changes its mind) or the high watermark.
+back too): how far each partition was read. A topic created anew under a
+deleted one's name is keyed by its prefix, ``{"topic=2": {...}}`` (its
+incarnation), so that offsets read in the old topic are never taken as
+positions in the new one: the query reports the loss as Kafka's source does
+(failOnDataLoss) instead of skipping the new topic's first records. The latest
+offset is the LSO under read_committed (every transaction below it is decided,
+so a micro-batch never changes its mind) or the high watermark.
 ``maxOffsetsPerTrigger`` splits the backlog across partitions in proportion,
 ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` hold a micro-batch back until
 enough records are there; ``Trigger.AvailableNow`` reads up to the offsets
@@ -44,24 +48,32 @@ from pyspark.sql.types import StructType
 
 import arrowlog
 from arrowlog.consumer import plan_snapshot
-from arrowlog.errors import InvalidConfigError
+from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.scan import LATEST, TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions
 from arrowlog.spark.planning import split_tasks, starting_offsets, subscribed_partitions
 from arrowlog.spark.sink import is_done, last_version, split_by_partition
 from arrowlog.spark.source import _Partition, read_partition
+from arrowlog.topic import parse_topic_prefix, topic_prefix
 
 STAGING_PREFIX = "_arrowlog/staging/"
+
+#: offsets a micro-batch may end at, and the incarnation of each topic there
+_Latest = tuple[dict[TopicPartition, int], dict[str, int]]
 
 # Offsets as Spark's Kafka source writes them to the checkpoint.
 StreamOffsets = dict[str, dict[str, int]]
 
 
-def offsets_json(offsets: Mapping[TopicPartition, int]) -> StreamOffsets:
-    """``{"topic": {"0": 42}}``, partitions in order."""
+def offsets_json(
+    offsets: Mapping[TopicPartition, int], incarnations: Mapping[str, int] | None = None
+) -> StreamOffsets:
+    """``{"topic": {"0": 42}}``, partitions in order; a topic of incarnation
+    k > 0 is keyed ``"topic=k"``."""
     out: StreamOffsets = {}
     for (topic, partition), offset in sorted(offsets.items()):
-        out.setdefault(topic, {})[str(partition)] = offset
+        key = topic_prefix(topic, (incarnations or {}).get(topic, 0))
+        out.setdefault(key, {})[str(partition)] = offset
     return out
 
 
@@ -72,26 +84,38 @@ def parse_offsets_json(value: Mapping[str, Any]) -> dict[TopicPartition, int]:
     Raises:
         InvalidConfigError: neither shape.
     """
+    return parse_stream_position(value)[0]
+
+
+def parse_stream_position(
+    value: Mapping[str, Any],
+) -> tuple[dict[TopicPartition, int], dict[str, int]]:
+    """The offsets of :func:`parse_offsets_json` and each topic's incarnation."""
     out: dict[TopicPartition, int] = {}
+    incarnations: dict[str, int] = {}
     for key, item in value.items():
         if isinstance(item, dict):
+            topic, incarnation = parse_topic_prefix(key)
+            incarnations[topic] = incarnation
             for partition, offset in item.items():
-                out[(key, int(partition))] = int(offset)
+                out[(topic, int(partition))] = int(offset)
         elif isinstance(item, int) and "/" in key:  # topic names have no '/'
             topic, _, partition = key.rpartition("/")
             out[(topic, int(partition))] = item
+            incarnations[topic] = 0
         else:
             raise InvalidConfigError(f"not an arrowlog stream offset: {dict(value)!r}")
-    return out
+    return out, incarnations
 
 
 class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
-        self.target: dict[TopicPartition, int] | None = None
+        # Trigger.AvailableNow's end, and the topics' incarnations there
+        self.target: _Latest | None = None
         # what the last latestOffset saw (reportLatestOffset: progress's latestOffset)
-        self.seen: dict[TopicPartition, int] | None = None
+        self.seen: _Latest | None = None
         # when the last micro-batch was let through (minOffsetsPerTrigger);
         # None: the first one goes at once, as in Kafka
         self.last_trigger: float | None = None
@@ -100,28 +124,42 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return arrowlog.connect(self.options.root, self.options.storage)
 
     def _latest(
-        self, start: Mapping[TopicPartition, int] | None = None
-    ) -> dict[TopicPartition, int]:
-        """Where the next micro-batch may end: under read_committed, the ends of
-        one snapshot from ``start`` (plan_snapshot), so that a transaction
-        committing while they are fixed is in one micro-batch whole, never split
-        across two; else the high watermarks. Topics are looked up every time:
-        subscribePattern picks up new topics, which start at earliest."""
+        self,
+        start: Mapping[TopicPartition, int] | None = None,
+        start_incarnations: Mapping[str, int] | None = None,
+    ) -> _Latest:
+        """Where the next micro-batch may end, and the incarnation of each
+        topic it is in: under read_committed, the ends of one snapshot from
+        ``start`` (plan_snapshot), so that a transaction committing while they
+        are fixed is in one micro-batch whole, never split across two; else the
+        high watermarks. Topics are looked up every time: subscribePattern
+        picks up new topics, which start at earliest. Each partition is opened
+        first: its listing says which incarnation of the topic it is (a start
+        in another one is no start in it)."""
         log = self._log()
         tps = subscribed_partitions(log, self.options)
+        incarnations = {}
+        for tp in tps:
+            incarnations[tp[0]] = log.partition(*tp).opened_topic().incarnation
         if self.options.isolation_level == "read_uncommitted":
-            return {tp: log.partition(*tp).end_offset() for tp in tps}
+            return {tp: log.partition(*tp).end_offset() for tp in tps}, incarnations
+        known = start_incarnations or {}
         ranges: dict[TopicPartition, tuple[int | None, int | None]] = {
-            tp: ((start or {}).get(tp), None) for tp in tps
+            tp: (
+                (start or {}).get(tp) if known.get(tp[0], 0) == incarnations[tp[0]] else None,
+                None,
+            )
+            for tp in tps
         }
-        return {tp: plan.end for tp, plan in plan_snapshot(log, ranges).items()}
+        latest = {tp: plan.end for tp, plan in plan_snapshot(log, ranges).items()}
+        return latest, incarnations
 
     def initialOffset(self) -> StreamOffsets:
-        latest = self._latest()
+        latest, incarnations = self._latest()
         log = self._log()
         spec = starting_offsets(log, self.options, list(latest))
         if spec == "latest":
-            return offsets_json(latest)
+            return offsets_json(latest, incarnations)
         start = {tp: log.partition(*tp).start_offset() for tp in latest}
         if isinstance(spec, dict):
             for tp, offset in spec.items():
@@ -129,7 +167,7 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     start[tp] = offset
                 elif offset == LATEST:
                     start[tp] = latest[tp]
-        return offsets_json(start)
+        return offsets_json(start, incarnations)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         # minOffsetsPerTrigger is applied in latestOffset: Python sources have
@@ -141,14 +179,23 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = self._latest()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> StreamOffsets:
-        begin = parse_offsets_json(start)
-        latest = self.target if self.target is not None else self._latest(begin)
-        self.seen = latest
+        begin, begun_in = parse_stream_position(start)
+        latest, incarnations = (
+            self.target if self.target is not None else self._latest(begin, begun_in)
+        )
+        self.seen = latest, incarnations
+        # a topic created anew since the start: the new one is read from its
+        # beginning (partitions() reports the loss first, as Kafka's source does)
+        begin = {
+            tp: offset
+            for tp, offset in begin.items()
+            if begun_in.get(tp[0], 0) == incarnations.get(tp[0], begun_in.get(tp[0], 0))
+        }
         ends = {tp: max(latest.get(tp, begin.get(tp, 0)), begin.get(tp, 0)) for tp in latest}
         begin = {tp: begin.get(tp, 0) for tp in ends}
         backlog = {tp: ends[tp] - begin[tp] for tp in ends}
         if self.target is None and self._delay(sum(backlog.values())):
-            return offsets_json(begin)
+            return offsets_json(begin, incarnations)
         if isinstance(limit, ReadMaxRows):
             total = sum(backlog.values())
             if total > limit.max_rows:
@@ -157,7 +204,7 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     share = min(backlog[tp], max(1, backlog[tp] * limit.max_rows // total), budget)
                     ends[tp] = begin[tp] + share
                     budget -= share
-        return offsets_json(ends)
+        return offsets_json(ends, incarnations)
 
     def _delay(self, available: int) -> bool:
         """Kafka's minOffsetsPerTrigger: hold the micro-batch back while fewer
@@ -178,13 +225,27 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> StreamOffsets | None:
         """The offsets the last trigger saw as latest: the query's progress shows
         them as the source's ``latestOffset``, next to its ``endOffset``."""
-        return None if self.seen is None else offsets_json(self.seen)
+        return None if self.seen is None else offsets_json(*self.seen)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        begin, until = parse_offsets_json(start), parse_offsets_json(end)
+        (begin, begun_in), (until, until_in) = (
+            parse_stream_position(start),
+            parse_stream_position(end),
+        )
+        o = self.options
+        for topic, incarnation in sorted(until_in.items()):
+            was = begun_in.get(topic, incarnation)
+            if was == incarnation:
+                continue
+            if o.fail_on_data_loss:
+                raise OffsetOutOfRangeError(
+                    f"topic {topic!r} was deleted and created anew after this query read "
+                    "some of it: what it had not read of the old topic is gone. Set "
+                    "failOnDataLoss=false to go on with the new topic from its start"
+                )
+            begin = {tp: n for tp, n in begin.items() if tp[0] != topic}  # from its start
         if all(until[tp] <= begin.get(tp, 0) for tp in until):
             return []
-        o = self.options
         plan = plan_scan(
             self._log(),
             sorted({topic for topic, _ in until}),

@@ -97,6 +97,39 @@ def test_stream_offsets_take_kafkas_shape_and_old_checkpoints_still_read(tmp_pat
         parse_offsets_json({"t": 3})
 
 
+@pytest.mark.parametrize("read_uncommitted", [False, True])
+def test_a_topic_created_anew_is_data_loss_not_a_position(
+    tmp_path: Path, read_uncommitted: bool
+) -> None:
+    """Offsets read in a deleted topic are no position in the one created anew
+    under its name: Kafka's source reports the loss (failOnDataLoss), and
+    without it the new topic is read from its start, never from the old
+    offsets on (which would skip its first records once it grew past them)."""
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    two_partitions(spec, 3)
+    isolation = "read_uncommitted" if read_uncommitted else "read_committed"
+    checkpointed = stream_reader(spec, isolationLevel=isolation).initialOffset()
+    assert checkpointed == {"t": {"0": 3, "1": 3}}
+    quick = arrowlog.connect(
+        spec.url, spec.options, config=arrowlog.LogConfig(metadata_max_age_ms=50)
+    )
+    quick.delete_topic("t")
+    quick.create_topic("t", SCHEMA, partitions=2)
+    for n in range(5):  # the new topic grows past the old offsets
+        quick.append("t", pa.record_batch({"id": [100 + n]}, schema=SCHEMA), partition=0)
+    strict = stream_reader(spec, isolationLevel=isolation)
+    latest = strict.latestOffset(checkpointed, ReadAllAvailable())
+    assert latest == {"t=2": {"0": 5, "1": 0}}  # the new topic, by its incarnation
+    with pytest.raises(arrowlog.OffsetOutOfRangeError, match=r"created anew.*failOnDataLoss"):
+        strict.partitions(checkpointed, latest)
+    lenient = stream_reader(spec, isolationLevel=isolation, failOnDataLoss="false")
+    planned = lenient.partitions(
+        checkpointed, lenient.latestOffset(checkpointed, ReadAllAvailable())
+    )
+    assert sum(p.task.rows for p in planned) == 5  # type: ignore[attr-defined]
+    assert lenient.partitions(latest, latest) == []  # and on from there as usual
+
+
 def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(tmp_path: Path) -> None:
     spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
     log = two_partitions(spec, 2)
