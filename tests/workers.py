@@ -214,17 +214,18 @@ CRASH_STEPS = ["after_begin", "after_data", "after_prepare", "after_some_markers
 def txn_crash(args: argparse.Namespace) -> None:
     """Run one transaction over the three partitions of ``out`` and SIGKILL
     ourselves at the protocol step ``--step``."""
-    from arrowlog import producer as producer_module
     from arrowlog.coordinator import CoordinatorLog, TxnState
     from arrowlog.partition import PartitionLog
+    from arrowlog.producer import Producer
+    from arrowlog.producer import _transactions as transactions_module
 
     def die() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     step = args.step
     markers = {"n": 0}
-    real_register = producer_module.Producer._register
-    real_finish = producer_module.finish
+    real_register = Producer._register
+    real_finish = transactions_module.finish
     real_marker = PartitionLog.append_control
     real_write = CoordinatorLog.write
 
@@ -253,8 +254,8 @@ def txn_crash(args: argparse.Namespace) -> None:
             die()
         return real_write(self, prev, new, **kwargs)
 
-    producer_module.Producer._register = register  # type: ignore[method-assign]
-    producer_module.finish = finish
+    Producer._register = register  # type: ignore[method-assign]
+    transactions_module.finish = finish  # where the producer looks it up
     PartitionLog.append_control = marker  # type: ignore[method-assign]
     CoordinatorLog.write = write  # type: ignore[method-assign]
 

@@ -1,372 +1,45 @@
-"""Idempotent and transactional producers (KIP-98 on object storage).
-
-An idempotent producer gets a producer id that no other producer anywhere ever
-gets (claimed with put-if-absent), numbers its batches per partition, and resends
-a batch whose outcome was unknown with the same sequence, so the partition
-recognises it: every batch lands once.
-
-A transactional producer keeps one producer id per transactional id in the
-coordinator log. ``init_transactions`` bumps the epoch, which fences every older
-instance, and finishes whatever the previous instance left. A transaction
-registers each partition and consumer group in the coordinator log before it
-writes there; ``commit_transaction`` writes PREPARE_COMMIT (the point of no
-return), the COMMIT markers into every partition in parallel and the consumer
-offsets, then COMPLETE_COMMIT.
+"""The transactional half of a producer: fencing older instances, beginning,
+registering partitions and consumer offsets in the coordinator log before
+anything is written there, and ending (PREPARE, markers and offsets, COMPLETE).
 """
 
 from __future__ import annotations
 
-import enum
-import itertools
-import random
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from types import TracebackType
+from dataclasses import replace
+from typing import Self
 
-import crc32c
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from arrowlog._logview import LogView
 from arrowlog.coordinator import (
     EXPIRE,
     OPERATOR_ABORT,
-    CoordinatorLog,
     EntryConflictError,
     TxnEntry,
     TxnState,
     check_id,
 )
 from arrowlog.errors import (
-    AppendOutcomeUnknownError,
     ArrowLogError,
     InvalidConfigError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
-    OffsetMismatchError,
-    OutOfOrderSequenceError,
     ProducerFencedError,
     TransactionTimeoutError,
     UnknownTopicOrPartitionError,
 )
 from arrowlog.groups import GroupOffsets, offset_key, tp_key
-from arrowlog.partition import AppendResult, PartitionLog
-from arrowlog.producer_ids import MAX_PRODUCER_ID
-from arrowlog.producer_ids import allocate_producer_id as allocate_producer_id
-from arrowlog.segment import WriterIdentity
+from arrowlog.producer._base import ProducerState, _ProducerBase
 from arrowlog.topic import Topic
-from arrowlog.txn import fence_and_recover as fence_and_recover
-from arrowlog.txn import finish as finish
+from arrowlog.txn import fence_and_recover, finish
 
 
-def key_partitions(values: Iterable[object], partitions: int) -> list[int]:
-    """The partition of each key: CRC32C of the value's text modulo the partition
-    count, the same in every process (``send_keyed`` and the Spark sink)."""
-    return [crc32c.crc32c(str(v).encode()) % partitions for v in values]
-
-
-class ProducerState(enum.Enum):
-    UNINITIALIZED = "UNINITIALIZED"
-    READY = "READY"
-    IN_TRANSACTION = "IN_TRANSACTION"
-    # PREPARE_COMMIT or PREPARE_ABORT is written: only finishing it is allowed
-    # (retry the same commit or abort after a retriable error)
-    ENDING = "ENDING"
-    ABORTABLE_ERROR = "ABORTABLE_ERROR"  # the transaction can only be aborted
-    FENCED = "FENCED"  # fatal: a newer instance owns the transactional id
-    FATAL_ERROR = "FATAL_ERROR"  # fatal: e.g. an out-of-order sequence
-    CLOSED = "CLOSED"
-
-
-_TRANSITIONS = {
-    ProducerState.UNINITIALIZED: {ProducerState.READY},
-    ProducerState.READY: {ProducerState.IN_TRANSACTION, ProducerState.READY},
-    ProducerState.IN_TRANSACTION: {
-        ProducerState.READY,
-        ProducerState.ABORTABLE_ERROR,
-        ProducerState.ENDING,
-    },
-    ProducerState.ABORTABLE_ERROR: {ProducerState.READY, ProducerState.ENDING},
-    ProducerState.ENDING: {ProducerState.READY},
-    ProducerState.FENCED: set(),
-    ProducerState.FATAL_ERROR: set(),
-    ProducerState.CLOSED: set(),
-}
-_FINAL = {ProducerState.FENCED, ProducerState.FATAL_ERROR, ProducerState.CLOSED}
-
-
-@dataclass(frozen=True, slots=True)
-class _InDoubt:
-    batch: pa.RecordBatch
-    identity: WriterIdentity
-    expected_offset: int | None
-
-
-class Producer:
-    """Sends record batches to partitions, exactly once per batch.
-
-    Made by :meth:`ArrowLog.producer`. Not safe to share between threads.
-    """
-
-    def __init__(
-        self,
-        log: LogView,
-        *,
-        transactional_id: str | None = None,
-        transaction_timeout_ms: int = 60_000,
-    ) -> None:
-        if transactional_id is not None:
-            check_id("transactional id", transactional_id)
-        if not 1_000 <= transaction_timeout_ms <= 24 * 3600 * 1000:
-            raise InvalidConfigError("transaction_timeout_ms must be between 1 s and 24 h")
-        self._log = log
-        self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
-        self._state = (
-            ProducerState.UNINITIALIZED if transactional_id is not None else ProducerState.READY
-        )
-        self._producer_id = -1
-        self._epoch = 0
-        self._sequences: dict[tuple[str, int], int] = {}
-        # the log each sequence is for: a topic deleted and created anew is a
-        # new log (a new PartitionLog), where the sequence starts over
-        self._sequence_logs: dict[tuple[str, int], PartitionLog] = {}
-        self._in_doubt: dict[tuple[str, int], _InDoubt] = {}
-        self._round_robin: dict[str, tuple[int, Iterator[int]]] = {}
-        self._coordinator = (
-            CoordinatorLog(log.store, transactional_id, log.config.retry)
-            if transactional_id is not None
-            else None
-        )
-        self._entry: TxnEntry | None = None  # the latest coordinator entry we know
-        self._txn_partitions: set[tuple[str, int]] = set()
-        #: topic -> the incarnation whose partitions the transaction registered
-        self._txn_incarnations: dict[str, int] = {}
-        self._txn_offsets: dict[str, dict[str, int]] = {}
-        # where this instance's records of the transaction end, per partition; a
-        # resumed transaction knows none (another instance wrote them)
-        self._txn_ends: dict[tuple[str, int], int] = {}
-        self._txn_marked: set[str] = set()  # groups whose log marks us pending
-        self._prepared: TxnEntry | None = None  # our PREPARE entry, while ENDING
-        # while ENDING: the PREPARE entry to write (state, reason, fields)
-        self._prepare_plan: tuple[TxnState, str, dict[str, object]] | None = None
-        # (entry number, write id) of our last coordinator write whose outcome
-        # could not be told: if it lands later, it is recognised as ours
-        self._doubtful_write: tuple[int, str] | None = None
-        self._prepared_expired = False
-        self._resumed = False
-        self._txn_started_ms = 0
-        self._txn_began: float | None = None  # time.monotonic() at begin
-        self._lock = threading.Lock()
-
-    # --- state --------------------------------------------------------------------
-
-    @property
-    def state(self) -> ProducerState:
-        return self._state
-
-    @property
-    def producer_id(self) -> int:
-        return self._producer_id
-
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
-    @property
-    def last_committed_metadata(self) -> dict[str, str]:
-        """Metadata of the last transaction of this id that reached PREPARE_COMMIT
-        (known after ``init_transactions``)."""
-        return dict(self._entry.metadata) if self._entry is not None else {}
-
-    def _set_state(self, new: ProducerState) -> None:
-        if new in _FINAL or new in _TRANSITIONS[self._state]:
-            self._state = new
-            return
-        raise InvalidTxnStateError(
-            f"producer {self.transactional_id or self._producer_id}: cannot go from "
-            f"{self._state.value} to {new.value}"
-        )
-
-    def _check_usable(self) -> None:
-        if self._state is ProducerState.FENCED:
-            raise ProducerFencedError(
-                f"producer for {self.transactional_id!r} was fenced by a newer instance"
-            )
-        if self._state is ProducerState.FATAL_ERROR:
-            raise InvalidTxnStateError("the producer hit a fatal error; close it")
-        if self._state is ProducerState.CLOSED:
-            raise InvalidTxnStateError("the producer is closed")
-
-    # --- sending ------------------------------------------------------------------
-
-    def send(
-        self,
-        topic: str,
-        batch: pa.RecordBatch | pa.Table,
-        *,
-        partition: int | None = None,
-        expected_offset: int | None = None,
-    ) -> AppendResult:
-        """Append ``batch`` to one partition (``partition``, or round-robin).
-
-        Raises:
-            InvalidTxnStateError: a transactional producer outside a transaction,
-                or after a fatal error.
-            ProducerFencedError: a newer instance owns the transactional id.
-            OffsetMismatchError, SchemaMismatchError, ...: as
-                :meth:`PartitionLog.append`; nothing was written.
-            AppendOutcomeUnknownError: retriable for an idempotent producer (the
-                next send or flush resolves it); a transaction must be aborted.
-        """
-        with self._lock:
-            self._check_usable()
-            if self._coordinator is not None:
-                self._check_in_transaction("send")
-                if self._resumed:
-                    raise InvalidTxnStateError(
-                        "a resumed transaction can only be committed or aborted: the "
-                        "instance that began it (or its members) send"
-                    )
-            if partition is None:
-                partition = self._next_partition(topic)
-            part = self._log.partition(topic, partition)
-            prepared = part.prepare_batch(batch)
-            part.check_expected_offset(expected_offset)
-            tp = (topic, partition)
-            if self._sequence_logs.setdefault(tp, part) is not part:
-                self._sequences.pop(tp, None)
-                self._sequence_logs[tp] = part
-            # before anything is written: a producer id, a partition registered
-            part.check_fits(prepared, _widest(self.transactional_id))
-            if self._producer_id < 0:
-                self._producer_id = allocate_producer_id(self._log, None)
-            self._resolve_in_doubt(tp)
-            who = WriterIdentity(
-                producer_id=self._producer_id,
-                producer_epoch=self._epoch,
-                base_sequence=self._sequences.get(tp, 0),
-                transactional=self._coordinator is not None,
-                transactional_id=self.transactional_id,
-            )
-            if self._coordinator is not None:
-                self._check_incarnation(part.opened_topic())
-                if tp not in self._txn_partitions:
-                    self._register(partitions={tp})
-            try:
-                result = part.append(prepared, expected_offset=expected_offset, identity=who)
-            except AppendOutcomeUnknownError:
-                if self._coordinator is not None:
-                    self._set_state(ProducerState.ABORTABLE_ERROR)
-                else:
-                    self._in_doubt[tp] = _InDoubt(prepared, who, expected_offset)
-                raise
-            except (OutOfOrderSequenceError, ProducerFencedError) as e:
-                self._state = (
-                    ProducerState.FENCED
-                    if isinstance(e, ProducerFencedError)
-                    else ProducerState.FATAL_ERROR
-                )
-                raise
-            self._sequences[tp] = who.base_sequence + prepared.num_rows
-            if self._coordinator is not None:
-                self._txn_ends[tp] = max(self._txn_ends.get(tp, 0), result.next_offset)
-            return result
-
-    def send_keyed(
-        self, topic: str, batch: pa.RecordBatch | pa.Table, *, key: str
-    ) -> list[AppendResult]:
-        """Split ``batch`` by a hash of column ``key`` (CRC32C of each value's text,
-        stable across processes) and send each part to its partition."""
-        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-        partitions = self._log.topic(topic).partitions
-        slots = pa.array(key_partitions(table.column(key).to_pylist(), partitions), pa.int32())
-        results = []
-        for p in range(partitions):
-            part = table.filter(pc.equal(slots, pa.scalar(p, pa.int32())))
-            if part.num_rows:
-                results.append(self.send(topic, part, partition=p))
-        return results
-
-    def _next_partition(self, topic: str) -> int:
-        count = self._log.topic(topic).partitions
-        known, cycle = self._round_robin.get(topic, (0, None))
-        if cycle is None or known != count:  # first send, or partitions were added
-            start = random.randrange(count)
-            cycle = itertools.cycle([(start + i) % count for i in range(count)])
-            self._round_robin[topic] = (count, cycle)
-        return next(cycle)
-
-    def _resolve_in_doubt(self, tp: tuple[str, int]) -> None:
-        """Resend a batch whose outcome was unknown, with its original sequence:
-        the partition returns the original offset if it had landed."""
-        doubt = self._in_doubt.get(tp)
-        if doubt is None:
-            return
-        part = self._log.partition(*tp)
-        try:
-            result = part.append(
-                doubt.batch, expected_offset=doubt.expected_offset, identity=doubt.identity
-            )
-        except OffsetMismatchError:
-            # an expected-offset batch lands there or nowhere: it did not land
-            # (its sequence would have made it a duplicate), and now cannot
-            del self._in_doubt[tp]
-            raise
-        del self._in_doubt[tp]
-        self._sequences[tp] = doubt.identity.base_sequence + result.record_count
-
-    def flush(self) -> None:
-        """Settle every batch whose outcome was unknown (idempotent producers)."""
-        with self._lock:
-            self._check_usable()
-            for tp in list(self._in_doubt):
-                self._resolve_in_doubt(tp)
-
-    def close(self) -> None:
-        """Flush and close. An open transaction is left to the next instance or to
-        expiry (as in Kafka); abort it first to release its partitions at once."""
-        if self._state not in _FINAL:
-            if self._coordinator is None:
-                self.flush()
-            self._state = ProducerState.CLOSED
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self._state = ProducerState.CLOSED
+class _Transactions(_ProducerBase):
+    """Transactions (KIP-98); mixed into :class:`~arrowlog.producer.Producer`."""
 
     # --- transactions -------------------------------------------------------------
-
-    def _check_in_transaction(self, call: str) -> None:
-        if self._state is ProducerState.ABORTABLE_ERROR:
-            raise InvalidTxnStateError("the transaction failed; abort it")
-        if self._state is ProducerState.ENDING:
-            raise InvalidTxnStateError(
-                f"{call}: the transaction is past its point of no return; call "
-                "commit_transaction (or abort_transaction) again to finish it"
-            )
-        if self._state is not ProducerState.IN_TRANSACTION:
-            raise InvalidTxnStateError(f"{call} outside a transaction: begin_transaction first")
-
-    def _require_transactional(self) -> CoordinatorLog:
-        if self._coordinator is None:
-            raise InvalidTxnStateError("not a transactional producer: pass transactional_id")
-        return self._coordinator
 
     def init_transactions(self) -> None:
         """Become the one live instance of this transactional id: bump the epoch
@@ -733,7 +406,7 @@ class Producer:
         return {tp_key(t, p): ends[(t, p)] for t, p in sorted(self._txn_partitions)}
 
     @contextmanager
-    def transaction(self) -> Iterator[Producer]:
+    def transaction(self) -> Iterator[Self]:
         """``with producer.transaction(): ...`` begins a transaction, commits it on
         a clean exit and aborts it on an exception (which propagates)."""
         self.begin_transaction()
@@ -744,15 +417,3 @@ class Producer:
                 self.abort_transaction()
             raise
         self.commit_transaction()
-
-
-def _widest(transactional_id: str | None) -> WriterIdentity:
-    """An identity whose header is as long as any this producer writes: for
-    size checks before the real producer id and sequence are known."""
-    return WriterIdentity(
-        producer_id=MAX_PRODUCER_ID,
-        producer_epoch=2**31,
-        base_sequence=2**31,
-        transactional=transactional_id is not None,
-        transactional_id=transactional_id,
-    )
