@@ -225,7 +225,7 @@ def txn_crash(args: argparse.Namespace) -> None:
     step = args.step
     markers = {"n": 0}
     real_register = Producer._register
-    real_finish = transactions_module.finish
+    real_finish = getattr(transactions_module, "finish")  # noqa: B009
     real_marker = PartitionLog.append_control
     real_write = CoordinatorLog.write
 
@@ -255,7 +255,7 @@ def txn_crash(args: argparse.Namespace) -> None:
         return real_write(self, prev, new, **kwargs)
 
     Producer._register = register  # type: ignore[method-assign]
-    transactions_module.finish = finish  # where the producer looks it up
+    setattr(transactions_module, "finish", finish)  # noqa: B010 - where the producer looks it up
     PartitionLog.append_control = marker  # type: ignore[method-assign]
     CoordinatorLog.write = write  # type: ignore[method-assign]
 
