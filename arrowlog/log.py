@@ -250,6 +250,9 @@ class ArrowLog:
             and time.monotonic() - known.checked < max_age
         ):
             return known.entry
+        # trusted from when the reads began, not ended: a client paused after
+        # them must not stretch metadata_max_age_ms (re-creating a name relies on it)
+        began = time.monotonic()
         if known is None and not refresh and not follow:
             entry, followed = self._versions.read(name, 0), False
         else:
@@ -257,20 +260,23 @@ class ArrowLog:
             entry, followed = (None if start is None else self._versions.follow(start)), True
         if entry is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-        entry = self._remember(entry, followed=followed)
+        entry = self._remember(entry, followed=followed, checked=began)
         if isinstance(entry, TopicTombstone):
             raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
         return entry
 
-    def _remember(self, entry: TopicEntry, *, followed: bool = True) -> TopicEntry:
+    def _remember(
+        self, entry: TopicEntry, *, followed: bool = True, checked: float | None = None
+    ) -> TopicEntry:
         """Keep ``entry`` unless a later version is known; return the latest."""
         with self._lock:
             known = self._topics.get(entry.name)
             if known is not None and known.entry.version > entry.version:
                 return known.entry
-            self._topics[entry.name] = _Known(entry, time.monotonic(), followed)
+            now = time.monotonic()
+            self._topics[entry.name] = _Known(entry, now if checked is None else checked, followed)
             if isinstance(entry, TopicTombstone):
-                self._graves.setdefault((entry.name, entry.version), time.monotonic())
+                self._graves.setdefault((entry.name, entry.version), now)
             return entry
 
     def _topic_at_least(self, name: str, version: int) -> Topic:

@@ -4,17 +4,22 @@ and the CLI."""
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 import arrowlog
 from arrowlog.cli import main
 from arrowlog.errors import TransientStoreError, UnknownTopicOrPartitionError
+from arrowlog.storage import Store
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.topic import topic_version_key
 
-from ._util import FAST, FOREVER, SCHEMA, everything, rows
+from ._util import FAST, FOREVER, SCHEMA, Background, everything, rows
 
 
 def _two_clients() -> tuple[arrowlog.ArrowLog, arrowlog.ArrowLog]:
@@ -177,3 +182,56 @@ def test_killed_deleters_leftovers_are_removed_after_the_name_is_recreated() -> 
     log.delete_topic("t")  # the user removes the name again, rerunning as documented
     left = [o.key for o in store.list("t/") if o.key.endswith(".arrow")]
     assert left == []
+
+
+class _LateReply:
+    """A store whose next GET of ``key`` is served at once but whose reply
+    reaches the client only when the test says so (a slow network, a paused
+    process)."""
+
+    def __init__(self, inner: MemoryStore) -> None:
+        self.inner = inner
+        self.key: str | None = None
+        self.served = threading.Event()
+        self.deliver = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def get(self, key: str) -> Any:
+        try:
+            return self.inner.get(key)
+        finally:
+            if key == self.key:
+                self.key = None
+                self.served.set()
+                assert self.deliver.wait(10)
+
+
+def test_a_lookup_whose_reply_comes_late_is_trusted_from_when_it_began() -> None:
+    """A client trusts what it read for metadata_max_age_ms from when the read
+    began: counted from when the reply arrived, a late reply ("no version 1")
+    would be trusted past the wait of a re-creation, and a send after it would
+    be acknowledged into the deleted topic."""
+    config = dataclasses.replace(FAST, metadata_max_age_ms=200)
+    slow = _LateReply(MemoryStore())
+    mine = arrowlog.ArrowLog(cast(Store, slow), config=config)
+    other = arrowlog.ArrowLog(slow.inner, config=config)
+    mine.create_topic("t", SCHEMA, 1)
+    producer = mine.producer()
+    producer.send("t", rows(1), partition=0)
+    time.sleep(0.25)  # what mine knows is now too old: its next send reads the chain
+    slow.key = topic_version_key("t", 1)
+    sending = Background(lambda: producer.send("t", rows(2), partition=0))
+    assert slow.served.wait(10)  # the chain said: no version 1, yet
+    other.delete_topic("t")
+    other.create_topic("t", SCHEMA, 1)  # waits 200 ms
+    slow.deliver.set()
+    sending.result()  # concurrent with the delete: it may go with the old topic
+    acked = []
+    try:
+        producer.send("t", rows(3), partition=0)
+        acked.append(3)
+    except UnknownTopicOrPartitionError:
+        pass
+    assert everything(arrowlog.ArrowLog(slow.inner, config=FAST)) == acked
