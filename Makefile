@@ -1,8 +1,9 @@
 # Two commands do everything on a fresh machine:
 #   make demo   set up, then run the main job on a local-directory store
-#   make test   set up, then run lint, type checks and the whole test suite
+#   make test   set up, then run lint, type checks and the whole test suite, and
+#               test-spark-min
 #   make test-spark-min   a Spark subset under the lowest pyspark the spark extra
-#               allows (its own venv, .venv-spark-min)
+#               allows (its own venv, .venv-spark-min; about 2 min, 5 on first run)
 #   make soak   a long soak (SOAK_SECONDS per store, local and SeaweedFS) with the
 #               history checker; SOAK_SEED=S replays a run's plan
 # Setup is a virtualenv in .venv with the project installed; it is redone when
@@ -39,6 +40,7 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+	$(MAKE) test-spark-min
 
 # The lower bound of the spark extra, read from pyproject.toml (its one source):
 # test-spark-min runs a read, a filtered read, a batch write and streaming reads
