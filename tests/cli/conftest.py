@@ -72,3 +72,18 @@ def build_mixed_log(url: str, options: dict[str, object] | None = None) -> arrow
     producer.commit_transaction()
     log.append("t", rows(9))
     return log
+
+
+def load_then_backfill(capsys: pytest.CaptureFixture[str], topic: str, tmp: Path) -> pa.Table:
+    """``load --create`` 1000 rows from a Parquet file in batches of 300, then
+    ``backfill`` the same file: the rerun writes nothing. Returns the rows."""
+    import pyarrow.parquet as pq
+
+    data = tmp / "in.parquet"
+    table = pa.table({"x": list(range(1000))})
+    pq.write_table(table, data)
+    out = run(capsys, "load", topic, str(data), "--create", "--rows-per-batch", "300")
+    assert "offsets [0, 1000), 1,000 rows written, 0 already there" in out
+    out = run(capsys, "backfill", topic, str(data), "--rows-per-batch", "300", "--no-progress")
+    assert "0 rows written, 1,000 already there" in out
+    return table

@@ -7,23 +7,16 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import arrowlog
-from tests.cli.conftest import fails, files, run
+from tests.cli.conftest import fails, files, load_then_backfill, run
 
 
 def test_load_then_rerun_resumes(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = tmp_path / "in.parquet"
-    table = pa.table({"x": list(range(1000))})
-    pq.write_table(table, data)
-    out = run(capsys, "load", "t", str(data), "--create", "--rows-per-batch", "300")
-    assert "offsets [0, 1000), 1,000 rows written, 0 already there" in out
-    out = run(capsys, "backfill", "t", str(data), "--rows-per-batch", "300", "--no-progress")
-    assert "0 rows written, 1,000 already there" in out
+    table = load_then_backfill(capsys, "t", tmp_path)
     log = arrowlog.connect(str(root))
     assert log.read("t", 0).equals(table)
     assert [s.base for s in log.partition("t", 0).segments()] == [0, 300, 600, 900]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from arrowlog._seaweedfs import S3Server
-from tests.cli.conftest import build_mixed_log, fails, run
+from tests.cli.conftest import build_mixed_log, fails, load_then_backfill, run
 
 pytestmark = pytest.mark.s3
 
@@ -111,17 +111,10 @@ def test_write_commands_against_s3(
     """Every command that writes, on S3 as on a directory: bulk loads resume,
     alter and delete change the topic, abort ends a hanging transaction."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     import arrowlog
 
-    data = tmp_path / "in.parquet"
-    table = pa.table({"x": list(range(1000))})
-    pq.write_table(table, data)
-    out = run(capsys, "load", "l", str(data), "--create", "--rows-per-batch", "300")
-    assert "offsets [0, 1000), 1,000 rows written, 0 already there" in out
-    out = run(capsys, "backfill", "l", str(data), "--rows-per-batch", "300", "--no-progress")
-    assert "0 rows written, 1,000 already there" in out
+    table = load_then_backfill(capsys, "l", tmp_path)
     log = arrowlog.connect(s3_root, s3_server.storage_options)
     assert log.read("l", 0).equals(table)
     assert "now has 3 partition(s)" in run(capsys, "topics", "alter", "l", "--partitions", "3")
