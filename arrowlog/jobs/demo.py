@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     # A rerun asks the log first: if this version was committed, the DataFrame
     # is never built, let alone computed (Spark would compute it only to have
     # the writer throw every row away).
-    if is_done(committed_version(log, TRANSFORM_APP), TRANSFORM_VERSION):
+    if is_done(committed_version(log, "purchases", TRANSFORM_APP), TRANSFORM_VERSION):
         state = "already committed by an earlier run: skipped without computing it"
     else:
         events = spark.read.format("arrowlog").option("topic", "events").load(root)

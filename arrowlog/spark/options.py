@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from arrowlog.consumer import IsolationLevel
-from arrowlog.errors import InvalidConfigError
+from arrowlog.coordinator import check_id
+from arrowlog.errors import InvalidConfigError, InvalidNameError
 from arrowlog.scan import DEFAULT_TARGET_BYTES, OffsetSpec, TopicPartition, parse_offsets
 
 STORAGE_PREFIX = "storage."
@@ -427,6 +428,30 @@ def _isolation(options: Mapping[str, str]) -> IsolationLevel:
     return "read_committed" if value == "read_committed" else "read_uncommitted"
 
 
+def app_transactional_id(topic: str, app_id: str, *, streaming: bool = False) -> str:
+    """The transactional id of Spark writes to ``topic`` with ``txnAppId`` =
+    ``app_id``: ``spark.write.<len(topic)>.<topic>.<app_id>``, or ``spark.stream.``...
+    for streaming writes. One id per topic, as Delta keeps ``txnAppId`` per table:
+    the same keys on two topics are two jobs, and a version committed to one topic
+    does not make a write to another a no-op. The topic's length keeps the id
+    unambiguous when names hold dots (``a.b`` + ``c`` against ``a`` + ``b.c``).
+
+    Raises:
+        InvalidConfigError: ``app_id`` is not a name of ``[A-Za-z0-9._-]``, or is
+            too long together with the topic's name.
+    """
+    kind = "stream" if streaming else "write"
+    prefix = f"spark.{kind}.{len(topic)}.{topic}."
+    try:
+        return check_id("transactional id", prefix + check_id("txnAppId", app_id))
+    except InvalidNameError:
+        raise InvalidConfigError(
+            f"option txnAppId (or {SESSION_APP_ID}): expected 1 to {249 - len(prefix)} "
+            f"characters of [A-Za-z0-9._-] starting with a letter or digit for topic "
+            f"{topic!r}, got {app_id!r}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     root: str
@@ -473,11 +498,8 @@ class WriteOptions:
                 raise InvalidConfigError(
                     f"{SESSION_APP_ID} and {SESSION_VERSION} go together (as in Delta)"
                 )
-        if app_id is not None and not app_id.strip():
-            raise InvalidConfigError(
-                "option txnAppId (or " + SESSION_APP_ID + "): expected a non-empty name, got "
-                f"{app_id!r}"
-            )
+        if app_id is not None:
+            app_transactional_id(topics[0], app_id, streaming=streaming)  # refuses a bad name
         return cls(
             root=_root(options),
             storage=storage_options(options),

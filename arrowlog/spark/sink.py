@@ -12,9 +12,10 @@ attempt wrote to.
 Idempotence keys (as in Delta): options ``txnAppId`` and ``txnVersion``, or else
 the session's ``spark.arrowlog.write.txnAppId`` / ``.txnVersion`` through
 :func:`save` (a Python data source cannot read the session's configuration: see
-docs/spark.md). A keyed job uses the transactional id ``spark.<txnAppId>``; a
-version committed already makes the job a no-op that writes nothing at all, not
-even a coordinator entry, so it never fences a newer version running meanwhile.
+docs/spark.md). A keyed job uses one transactional id per topic and
+``txnAppId`` (:func:`~arrowlog.spark.options.app_transactional_id`); a version
+committed already makes the job a no-op that writes nothing at all, not even a
+coordinator entry, so it never fences a newer version running meanwhile.
 A job without keys takes an idle transactional id from a small pool
 (``spark-jobs.<n>``) instead of leaving a new one behind per job.
 """
@@ -31,7 +32,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 import arrowlog
-from arrowlog.coordinator import CoordinatorLog, TxnState
+from arrowlog.coordinator import CoordinatorLog, TxnEntry, TxnState
 from arrowlog.distributed import begin_if_idle, begin_pooled, join_partitions
 from arrowlog.errors import (
     ConcurrentTransactionsError,
@@ -43,29 +44,34 @@ from arrowlog.producer import key_partitions
 from arrowlog.producer_ids import allocate_producer_id
 from arrowlog.scan import METADATA_COLUMNS
 from arrowlog.segment import WriterIdentity, empty_batch
-from arrowlog.spark.options import SESSION_APP_ID, SESSION_VERSION, WriteOptions
+from arrowlog.spark.options import (
+    SESSION_APP_ID,
+    SESSION_VERSION,
+    WriteOptions,
+    app_transactional_id,
+)
 from arrowlog.spark.source import arrow_schema
 from arrowlog.topic import not_null_violations
 from arrowlog.txn import fence_and_recover
 
 #: transactional ids of writes without idempotence keys: ``spark-jobs.0``, ...
-#: (``spark-`` so that no ``spark.<txnAppId>`` can be one of them)
+#: (``spark-`` so that no keyed job's ``spark.write...`` can be one of them)
 POOL_PREFIX = "spark-jobs"
 #: a commit that lost its coordinator entry to a late member registering a
 #: partition resumes and tries again this many times
 _COMMIT_ATTEMPTS = 5
 
 
-def app_transactional_id(app_id: str) -> str:
-    """The transactional id of Spark writes with ``txnAppId`` = ``app_id``."""
-    return f"spark.{app_id}"
+def committed_version(log: arrowlog.ArrowLog, topic: str, app_id: str) -> int | None:
+    """The last ``txnVersion`` committed by Spark writes to ``topic`` with
+    ``txnAppId`` = ``app_id``, or None. Reads only: call it before building a
+    DataFrame to skip work a rerun would throw away (:func:`save` does).
 
-
-def committed_version(log: arrowlog.ArrowLog, app_id: str) -> int | None:
-    """The last ``txnVersion`` committed by Spark writes with ``txnAppId`` =
-    ``app_id``, or None. Reads only: call it before building a DataFrame to skip
-    work a rerun would throw away (:func:`save` does)."""
-    return last_version(log, app_transactional_id(app_id))
+    Raises:
+        InvalidConfigError: ``app_id`` cannot name a job (see
+            :func:`~arrowlog.spark.options.app_transactional_id`).
+    """
+    return last_version(log, app_transactional_id(topic, app_id))
 
 
 def last_version(log: arrowlog.ArrowLog, transactional_id: str) -> int | None:
@@ -105,7 +111,7 @@ def save(df: Any, path: str, options: Mapping[str, str]) -> bool:
     parsed = WriteOptions.parse({**merged, "path": path})
     if parsed.app_id is not None:
         log = arrowlog.connect(parsed.root, parsed.storage)
-        if is_done(committed_version(log, parsed.app_id), parsed.app_version):
+        if is_done(committed_version(log, parsed.topic, parsed.app_id), parsed.app_version):
             return False
     df.write.format("arrowlog").mode("append").options(**merged).save(path)
     return True
@@ -148,18 +154,21 @@ class ArrowLogWriter(DataSourceArrowWriter):
             self.transactional_id = begun.transactional_id
             self.epoch = begun.producer_epoch
             return
-        self.transactional_id = app_transactional_id(options.app_id)
-        # Read first, write nothing if done: fencing here would abort a newer
-        # version that is running now.
-        if is_done(committed_version(log, options.app_id), options.app_version):
-            self.skip = True
-            return
+        self.transactional_id = app_transactional_id(options.topic, options.app_id)
+        version = options.app_version
+
+        def done(entry: TxnEntry) -> bool:
+            return is_done(_version(entry.metadata), version)
+
+        # Fences (and aborts) an earlier attempt of this version, or rolls it
+        # forward if it got past PREPARE_COMMIT: then this one has nothing to do.
+        # Nothing is written if the entry it would replace says this version is
+        # done: fencing then would abort a newer version running now. The check
+        # is on that very entry, not on an earlier read, so a commit of this
+        # version and the begin of a newer one between the two cannot slip past.
         coordinator = CoordinatorLog(log.store, self.transactional_id, log.config.retry)
-        # fences (and aborts) an earlier attempt of this version, or rolls it
-        # forward if it got past PREPARE_COMMIT: then this one has nothing to do
-        recovered = fence_and_recover(log, coordinator, reason="init")
-        assert recovered is not None
-        if is_done(_version(recovered.metadata), options.app_version):
+        recovered = fence_and_recover(log, coordinator, reason="init", unless=done)
+        if recovered is None or done(recovered):
             self.skip = True
             return
         started = begin_if_idle(

@@ -50,7 +50,7 @@ import arrowlog
 from arrowlog.consumer import plan_snapshot
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.scan import LATEST, TopicPartition, plan_scan
-from arrowlog.spark.options import ReadOptions, WriteOptions
+from arrowlog.spark.options import ReadOptions, WriteOptions, app_transactional_id
 from arrowlog.spark.planning import split_tasks, starting_offsets, subscribed_partitions
 from arrowlog.spark.sink import is_done, last_version, split_by_partition
 from arrowlog.spark.source import _Partition, read_partition
@@ -280,7 +280,7 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
                 "each micro-batch commit exactly once"
             )
         self.options = options
-        self.transactional_id = f"spark.stream.{options.app_id}"
+        self.transactional_id = app_transactional_id(options.topic, options.app_id, streaming=True)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:  # type: ignore[override]
         o = self.options

@@ -555,7 +555,10 @@ def main(argv: list[str] | None = None) -> None:
         open_store(args.url, json.loads(args.options)), profile, args.seed, history, kill
     )
     faults.start()
-    print(f"READY {os.getpid()}", flush=True)  # the parent's kill timer starts now
+    # The parent's kill timer starts now. Every client shares the zygote's stdout:
+    # one write() of one line, as print() under PYTHONUNBUFFERED=1 writes the text
+    # and its newline separately and two clients' lines interleave ("READY 1READY 2").
+    os.write(1, f"READY {os.getpid()}\n".encode())
     delay = args.start_at - now()
     if delay > 0:
         time.sleep(delay)  # twins start together, so that their inits race

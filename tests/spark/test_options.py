@@ -13,6 +13,7 @@ from arrowlog.spark.options import (
     KAFKA_ONLY_OPTIONS,
     ReadOptions,
     WriteOptions,
+    app_transactional_id,
     spark_storage_options,
     storage_options,
 )
@@ -136,6 +137,38 @@ def test_options_of_another_kind_of_query_are_refused() -> None:
     with pytest.raises(InvalidConfigError, match=session_key):
         WriteOptions.parse({**BASE, "spark.arrowlog.write.txnappid": "a",
                             "spark.arrowlog.write.txnversion": "-3"})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "app_id,message",
+    [
+        ("", "expected 1 to 23[23] characters"),
+        (" ", "got ' '"),
+        (".hidden", "starting with a letter or digit"),
+        ("nightly job", "of \\[A-Za-z0-9._-\\] .* for topic 't', got 'nightly job'"),
+        ("a/../b", "got 'a/../b'"),
+        ("x" * 234, "expected 1 to 23[23] characters"),
+    ],
+)
+def test_a_txn_app_id_that_cannot_name_a_job_is_refused(app_id: str, message: str) -> None:
+    for streaming in (False, True):
+        with pytest.raises(InvalidConfigError, match=f"option txnAppId.*{message}"):
+            WriteOptions.parse(
+                {**BASE, "txnappid": app_id, "txnversion": "1", "checkpointlocation": "/x"}
+                if streaming
+                else {**BASE, "txnappid": app_id, "txnversion": "1"},
+                streaming=streaming,
+            )
+
+
+def test_each_topic_has_its_own_transactional_id_for_the_same_app() -> None:
+    ids = {
+        app_transactional_id(topic, app, streaming=streaming)
+        for topic, app in [("a", "b.c"), ("a.b", "c"), ("b", "b.c")]
+        for streaming in (False, True)
+    }
+    assert len(ids) == 6
+    assert app_transactional_id("events", "nightly") == "spark.write.6.events.nightly"
 
 
 @pytest.mark.parametrize(

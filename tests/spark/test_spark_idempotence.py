@@ -16,8 +16,13 @@ import pytest
 
 import arrowlog
 from arrowlog.admin import transactional_ids
-from arrowlog.spark.options import SESSION_APP_ID, SESSION_VERSION, WriteOptions
-from arrowlog.spark.sink import ArrowLogWriter, save
+from arrowlog.spark.options import (
+    SESSION_APP_ID,
+    SESSION_VERSION,
+    WriteOptions,
+    app_transactional_id,
+)
+from arrowlog.spark.sink import ArrowLogWriter, committed_version, save
 from tests.conftest import StoreSpec
 from tests.spark.test_spark_write import SCHEMA, committed_ids, files, frame, writer
 
@@ -49,10 +54,12 @@ def test_rerunning_a_committed_version_leaves_a_running_newer_version_alone(
     message = newer.write(iter([rows]))
     # ... when a rerun of version 1 comes: a no-op, not one byte written
     before = log.end_offsets("w")
-    coordinator = sorted(i.key for i in log.store.list("_arrowlog/coordinator/spark.app/"))
+    entries = f"_arrowlog/coordinator/{app_transactional_id('w', 'app')}/"
+    coordinator = sorted(i.key for i in log.store.list(entries))
+    assert coordinator
     writer(df, spec, topic="w", txnAppId="app", txnVersion="1").save()
     assert log.end_offsets("w") == before
-    assert sorted(i.key for i in log.store.list("_arrowlog/coordinator/spark.app/")) == coordinator
+    assert sorted(i.key for i in log.store.list(entries)) == coordinator
     # version 2 then commits, undisturbed
     newer.commit([message])
     assert committed_ids(log, "w") == list(range(100)) + list(range(1000, 1050))
@@ -94,6 +101,34 @@ def test_save_skips_a_committed_version_without_computing_the_dataframe(
         assert save(df, spec.url, {**keyed, "txnVersion": version}) is False
     assert computed(calls) == 300  # not a row computed again
     assert files(tmp_path / "log") == before  # nor a byte written
+
+
+@pytest.mark.spark
+def test_the_same_keys_on_another_topic_are_another_job(spark: Any, tmp_path: Path) -> None:
+    """As in Delta, where txnAppId and txnVersion are kept per table: version 1 of
+    "nightly" committed to one topic says nothing about another topic."""
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("a", SCHEMA, partitions=2)
+    log.create_topic("a.b", SCHEMA)
+    log.create_topic("b", SCHEMA)
+    df = frame(spark, 100)
+    assert save(df, spec.url, options(spec, topic="a", txnAppId="nightly", txnVersion="1"))
+    assert save(df, spec.url, options(spec, topic="b", txnAppId="nightly", txnVersion="1"))
+    # names with dots do not run together: ("a.b", "c") is not ("a", "b.c")
+    assert save(df, spec.url, options(spec, topic="a", txnAppId="b.c", txnVersion="1"))
+    writer(df, spec, topic="a.b", txnAppId="c", txnVersion="1").save()
+    assert committed_ids(log, "a") == sorted(list(range(100)) * 2)
+    assert committed_ids(log, "b") == list(range(100))
+    assert committed_ids(log, "a.b") == list(range(100))
+    assert committed_version(log, "b", "nightly") == 1
+    assert committed_version(log, "a.b", "nightly") is None
+    # and each pair is still a no-op when rerun
+    for topic in ("a", "b"):
+        again = options(spec, topic=topic, txnAppId="nightly", txnVersion="1")
+        assert not save(df, spec.url, again)
+    writer(df, spec, topic="a.b", txnAppId="c", txnVersion="1").save()
+    assert committed_ids(log, "a.b") == list(range(100))
 
 
 @pytest.mark.spark
