@@ -91,6 +91,11 @@ class TxnState(enum.Enum):
     def is_complete(self) -> bool:
         return self in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 
+    @property
+    def is_prepared(self) -> bool:
+        """Decided, its markers and COMPLETE entry perhaps not written yet."""
+        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
 
 # Allowed transitions, checked on every write. A state may follow itself: the
 # restatement with a bumped producer epoch that fences an older instance.

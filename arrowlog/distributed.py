@@ -55,6 +55,16 @@ def begin_if_idle(
         )
         if latest is None:  # it finished meanwhile: someone else's to reuse first
             return None
+    return begin_after(coordinator, latest, timeout_ms=timeout_ms)
+
+
+def begin_after(
+    coordinator: CoordinatorLog, latest: TxnEntry, *, timeout_ms: int
+) -> TxnEntry | None:
+    """Begin a transaction with the entry right after ``latest`` (which must be
+    complete): None if any client wrote after ``latest`` first. A caller that
+    decided to begin from what ``latest`` says (its own fence, a version not yet
+    committed) begins only if nothing changed since."""
     epoch = latest.producer_epoch + 1
     begun = replace(
         latest,

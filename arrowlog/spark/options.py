@@ -428,20 +428,24 @@ def _isolation(options: Mapping[str, str]) -> IsolationLevel:
     return "read_committed" if value == "read_committed" else "read_uncommitted"
 
 
-def app_transactional_id(topic: str, app_id: str, *, streaming: bool = False) -> str:
+def app_transactional_id(
+    topic: str, app_id: str, *, incarnation: int = 0, streaming: bool = False
+) -> str:
     """The transactional id of Spark writes to ``topic`` with ``txnAppId`` =
-    ``app_id``: ``spark.write.<len(topic)>.<topic>.<app_id>``, or ``spark.stream.``...
-    for streaming writes. One id per topic, as Delta keeps ``txnAppId`` per table:
-    the same keys on two topics are two jobs, and a version committed to one topic
-    does not make a write to another a no-op. The topic's length keeps the id
-    unambiguous when names hold dots (``a.b`` + ``c`` against ``a`` + ``b.c``).
+    ``app_id``: ``spark.write.<len(topic)>.<topic>.<incarnation>.<app_id>``, or
+    ``spark.stream.``... for streaming writes. One id per table, as Delta keeps
+    ``txnAppId`` per table: the same keys on two topics are two jobs, and so are
+    they on a topic deleted and created anew under the same name (its
+    incarnation): a version committed to one does not make a write to another a
+    no-op. The topic's length keeps the id unambiguous when names hold dots
+    (``a.b`` + ``c`` against ``a`` + ``b.c``).
 
     Raises:
         InvalidConfigError: ``app_id`` is not a name of ``[A-Za-z0-9._-]``, or is
             too long together with the topic's name.
     """
     kind = "stream" if streaming else "write"
-    prefix = f"spark.{kind}.{len(topic)}.{topic}."
+    prefix = f"spark.{kind}.{len(topic)}.{topic}.{incarnation}."
     try:
         return check_id("transactional id", prefix + check_id("txnAppId", app_id))
     except InvalidNameError:

@@ -33,7 +33,7 @@ from pyspark.sql.types import StructType
 
 import arrowlog
 from arrowlog.coordinator import CoordinatorLog, TxnEntry, TxnState
-from arrowlog.distributed import begin_if_idle, begin_pooled, join_partitions
+from arrowlog.distributed import begin_after, begin_pooled, join_partitions
 from arrowlog.errors import (
     ConcurrentTransactionsError,
     InvalidConfigError,
@@ -52,7 +52,7 @@ from arrowlog.spark.options import (
 )
 from arrowlog.spark.source import arrow_schema
 from arrowlog.topic import not_null_violations
-from arrowlog.txn import fence_and_recover
+from arrowlog.txn import fence_and_recover, finish
 
 #: transactional ids of writes without idempotence keys: ``spark-jobs.0``, ...
 #: (``spark-`` so that no keyed job's ``spark.write...`` can be one of them)
@@ -70,8 +70,10 @@ def committed_version(log: arrowlog.ArrowLog, topic: str, app_id: str) -> int | 
     Raises:
         InvalidConfigError: ``app_id`` cannot name a job (see
             :func:`~arrowlog.spark.options.app_transactional_id`).
+        UnknownTopicOrPartitionError: no such topic.
     """
-    return last_version(log, app_transactional_id(topic, app_id))
+    incarnation = log.topic(topic).incarnation
+    return last_version(log, app_transactional_id(topic, app_id, incarnation=incarnation))
 
 
 def last_version(log: arrowlog.ArrowLog, transactional_id: str) -> int | None:
@@ -154,7 +156,9 @@ class ArrowLogWriter(DataSourceArrowWriter):
             self.transactional_id = begun.transactional_id
             self.epoch = begun.producer_epoch
             return
-        self.transactional_id = app_transactional_id(options.topic, options.app_id)
+        self.transactional_id = app_transactional_id(
+            options.topic, options.app_id, incarnation=topic.incarnation
+        )
         version = options.app_version
 
         def done(entry: TxnEntry) -> bool:
@@ -168,16 +172,28 @@ class ArrowLogWriter(DataSourceArrowWriter):
         # version and the begin of a newer one between the two cannot slip past.
         coordinator = CoordinatorLog(log.store, self.transactional_id, log.config.retry)
         recovered = fence_and_recover(log, coordinator, reason="init", unless=done)
-        if recovered is None or done(recovered):
+        if recovered is None:
+            # Done already. If the commit that did it died past PREPARE_COMMIT,
+            # roll it forward (markers, COMPLETE): nobody else would until a
+            # newer version or its expiry. Writing after a prepared entry
+            # fences no one: no transaction can run past an undecided one.
+            latest = coordinator.latest()
+            if latest is not None and latest.state.is_prepared:
+                finish(log, coordinator, latest, reason="init")
             self.skip = True
             return
-        started = begin_if_idle(
-            log,
-            self.transactional_id,
-            timeout_ms=options.transaction_timeout_ms,
-            recover_expired=False,
-        )
+        if done(recovered):  # the fence rolled this very version forward
+            self.skip = True
+            return
+        # Begin right after our own fence, or not at all: another driver may have
+        # committed this version (or a newer one) since, and a begin on top of
+        # that would write this version twice (or record an older version last).
+        started = begin_after(coordinator, recovered, timeout_ms=options.transaction_timeout_ms)
         if started is None:
+            latest = coordinator.latest()
+            if latest is not None and done(latest):
+                self.skip = True
+                return
             raise ConcurrentTransactionsError(
                 f"another write with txnAppId {options.app_id!r} began at the same moment"
             )

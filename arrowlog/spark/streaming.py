@@ -280,7 +280,18 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
                 "each micro-batch commit exactly once"
             )
         self.options = options
-        self.transactional_id = app_transactional_id(options.topic, options.app_id, streaming=True)
+        self.app_id = options.app_id
+        # where tasks stage rows until the driver's commit: one place per query
+        # and topic, whatever the topic's incarnation
+        query = app_transactional_id(options.topic, options.app_id, streaming=True)
+        self.staging = f"{STAGING_PREFIX}{query}/"
+
+    def _transactional_id(self, log: arrowlog.ArrowLog) -> str:
+        # per incarnation of the topic: a topic created anew is a new table
+        incarnation = log.topic(self.options.topic).incarnation
+        return app_transactional_id(
+            self.options.topic, self.app_id, incarnation=incarnation, streaming=True
+        )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:  # type: ignore[override]
         o = self.options
@@ -300,7 +311,7 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
             sink = pa.BufferOutputStream()
             with pa.ipc.new_file(sink, topic.schema) as w:
                 w.write_table(table)
-            key = f"{STAGING_PREFIX}{self.transactional_id}/{uuid.uuid4().hex}.arrow"
+            key = f"{self.staging}{uuid.uuid4().hex}.arrow"
             log.store.put_if_absent(key, sink.getvalue().to_pybytes())
             staged.files.append((p, key, table.num_rows))
         return staged
@@ -308,11 +319,12 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         o = self.options
         log = arrowlog.connect(o.root, o.storage)
-        if is_done(last_version(log, self.transactional_id), batchId):
+        transactional_id = self._transactional_id(log)
+        if is_done(last_version(log, transactional_id), batchId):
             self._sweep(log)  # a replay: read only, fence nothing
             return
         producer = log.producer(
-            transactional_id=self.transactional_id,
+            transactional_id=transactional_id,
             transaction_timeout_ms=o.transaction_timeout_ms,
         )
         producer.init_transactions()
@@ -334,5 +346,5 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
     def _sweep(self, log: arrowlog.ArrowLog) -> None:
         # Micro-batches run one after another: once a batch is committed (or
         # aborted), every staged file of this query is done with.
-        for info in list(log.store.list(f"{STAGING_PREFIX}{self.transactional_id}/")):
+        for info in list(log.store.list(self.staging)):
             log.store.delete(info.key)

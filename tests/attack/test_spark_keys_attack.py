@@ -13,7 +13,8 @@ import arrowlog
 from arrowlog.spark.options import WriteOptions
 from arrowlog.spark.sink import ArrowLogWriter, committed_version
 
-SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+FIELDS: list[pa.Field[pa.DataType]] = [pa.field("id", pa.int64()), pa.field("name", pa.string())]
+SCHEMA = pa.schema(FIELDS)
 SPARK_SCHEMA = StructType([StructField("id", LongType()), StructField("name", StringType())])
 
 
@@ -50,11 +51,6 @@ def root(tmp_path: Path) -> str:
     return root
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a rerun of a version left at PREPARE_COMMIT skips without rolling it forward: "
-    "no markers, no COMPLETE_COMMIT until a newer version or expiry comes",
-)
 def test_rerun_after_commit_died_past_prepare(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Version 1's driver dies right after PREPARE_COMMIT (no markers, no
     COMPLETE). A rerun of version 1 must roll it forward, then skip (docs: "It
@@ -77,11 +73,6 @@ def test_rerun_after_commit_died_past_prepare(root: str, monkeypatch: pytest.Mon
     assert txn.state is arrowlog.TxnState.COMPLETE_COMMIT  # fails: still PREPARE_COMMIT
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="begin after the fence does not re-check the version: a rerun paused between "
-    "its fence and its begin writes a version another driver committed meanwhile (twice)",
-)
 def test_rerun_paused_between_fence_and_begin(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two drivers run version 1 (a retried driver and its zombie). The first
     fences (nothing to finish) and pauses before its begin; the second runs
@@ -89,16 +80,16 @@ def test_rerun_paused_between_fence_and_begin(root: str, monkeypatch: pytest.Mon
     import arrowlog.spark.sink as sink
 
     log = arrowlog.connect(root)
-    begin = sink.begin_if_idle
+    begin = sink.begin_after  # type: ignore[attr-defined]
     other: list[ArrowLogWriter] = []
 
     def others_run_first(*args: object, **kw: object) -> object:
         if not other:
-            monkeypatch.setattr(sink, "begin_if_idle", begin)
+            monkeypatch.setattr(sink, "begin_after", begin)
             other.append(run(root, 1, range(10)))
         return begin(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sink, "begin_if_idle", others_run_first)
+    monkeypatch.setattr(sink, "begin_after", others_run_first)
     paused = ArrowLogWriter(keyed(root, 1), SPARK_SCHEMA)
     assert other, "the schedule did not run"
     if not paused.skip:
@@ -106,11 +97,6 @@ def test_rerun_paused_between_fence_and_begin(root: str, monkeypatch: pytest.Mon
     assert visible(log) == list(range(10))  # fails: every row twice
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="keys outlive their topic: version 1 to a topic deleted and created anew is "
-    "skipped (reports success, writes nothing); Delta's keys go with the table",
-)
 def test_keys_do_not_outlive_a_deleted_topic(root: str) -> None:
     """Version 1 committed to topic w; w is deleted and created anew (a new
     table, in Delta's terms). Version 1 to the new w must write its rows."""
@@ -122,11 +108,6 @@ def test_keys_do_not_outlive_a_deleted_topic(root: str) -> None:
     assert visible(log) == list(range(10))  # fails: [] (the new w got nothing)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an older version paused between fence and begin commits after a newer one: "
-    "the recorded txnVersion goes back (2 -> 1) and a rerun of version 2 writes it twice",
-)
 def test_paused_older_version_rolls_the_version_back(
     root: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,16 +117,16 @@ def test_paused_older_version_rolls_the_version_back(
     import arrowlog.spark.sink as sink
 
     log = arrowlog.connect(root)
-    begin = sink.begin_if_idle
+    begin = sink.begin_after  # type: ignore[attr-defined]
     other: list[ArrowLogWriter] = []
 
     def others_run_first(*args: object, **kw: object) -> object:
         if not other:
-            monkeypatch.setattr(sink, "begin_if_idle", begin)
+            monkeypatch.setattr(sink, "begin_after", begin)
             other.append(run(root, 2, range(100, 110)))
         return begin(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sink, "begin_if_idle", others_run_first)
+    monkeypatch.setattr(sink, "begin_after", others_run_first)
     paused = ArrowLogWriter(keyed(root, 1), SPARK_SCHEMA)
     monkeypatch.undo()
     assert other, "the schedule did not run"
@@ -206,7 +187,7 @@ def test_zombie_task_appending_after_the_rerun_committed(
 
     log = arrowlog.connect(root)
     first = ArrowLogWriter(keyed(root, 1), SPARK_SCHEMA)
-    join = sink.join_partitions
+    join = sink.join_partitions  # type: ignore[attr-defined]
     rerun: list[ArrowLogWriter] = []
 
     def join_then_pause(*args: object, **kw: object) -> None:

@@ -142,12 +142,12 @@ def test_options_of_another_kind_of_query_are_refused() -> None:
 @pytest.mark.parametrize(
     "app_id,message",
     [
-        ("", "expected 1 to 23[23] characters"),
+        ("", "expected 1 to 23[01] characters"),
         (" ", "got ' '"),
         (".hidden", "starting with a letter or digit"),
         ("nightly job", "of \\[A-Za-z0-9._-\\] .* for topic 't', got 'nightly job'"),
         ("a/../b", "got 'a/../b'"),
-        ("x" * 234, "expected 1 to 23[23] characters"),
+        ("x" * 234, "expected 1 to 23[01] characters"),
     ],
 )
 def test_a_txn_app_id_that_cannot_name_a_job_is_refused(app_id: str, message: str) -> None:
@@ -168,7 +168,10 @@ def test_each_topic_has_its_own_transactional_id_for_the_same_app() -> None:
         for streaming in (False, True)
     }
     assert len(ids) == 6
-    assert app_transactional_id("events", "nightly") == "spark.write.6.events.nightly"
+    assert app_transactional_id("events", "nightly") == "spark.write.6.events.0.nightly"
+    assert app_transactional_id("events", "nightly", incarnation=2) != app_transactional_id(
+        "events", "nightly"
+    )
 
 
 @pytest.mark.parametrize(
