@@ -15,7 +15,11 @@ from arrowlog.errors import MissingDependencyError
 
 #: extra -> (the modules it provides that arrowlog imports, what it is for)
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
-    "s3": (("s3fs", "botocore"), "an s3:// store"),
+    # obstore is the client; s3fs stays selectable (client=s3fs) and brings
+    # botocore, which `arrowlog s3-server` uses to create buckets
+    "s3": (("obstore", "s3fs", "botocore"), "an s3:// store"),
+    "gcs": (("obstore",), "a gs:// store"),
+    "azure": (("obstore",), "an az:// store"),
     "spark": (("pyspark", "pandas"), "the Spark data source (arrowlog.spark)"),
     "delta": (("deltalake",), "the Delta export"),
 }

@@ -2,7 +2,8 @@
 
 Stores are real backends: ``memory``, ``local`` (a temp directory) and ``s3``,
 which speaks HTTP to a SeaweedFS server started once per session on 127.0.0.1
-(or to any S3 endpoint named by ARROWLOG_TEST_S3_ENDPOINT, e.g. a MinIO).
+(or to any S3 endpoint named by ARROWLOG_TEST_S3_ENDPOINT, e.g. a MinIO) through
+obstore; the storage suite also runs ``s3fs``, the same server through s3fs.
 """
 
 from __future__ import annotations
@@ -64,9 +65,12 @@ def _spec(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> StoreSpe
         # fsync off: these tests are about atomicity, not power loss, and fsync
         # on a busy CI disk only adds minutes.
         return StoreSpec("local", str(tmp_path / "store"), {"fsync": False})
-    if kind == "s3":
+    if kind in ("s3", "s3fs"):
         server: seaweedfs.S3Server = request.getfixturevalue("s3_server")
-        return StoreSpec("s3", server.url(f"t-{uuid.uuid4().hex[:12]}"), server.storage_options)
+        options = dict(server.storage_options)
+        if kind == "s3fs":  # the client that s3:// used before obstore, still selectable
+            options["client"] = "s3fs"
+        return StoreSpec(kind, server.url(f"t-{uuid.uuid4().hex[:12]}"), options)
     return StoreSpec("memory", "memory://", {})
 
 

@@ -90,6 +90,8 @@ def test_the_extras_and_a_core_without_them(wheel: zipfile.ZipFile) -> None:
     meta = metadata(wheel)
     assert set(meta.get_all("Provides-Extra") or []) == {
         "s3",
+        "gcs",
+        "azure",
         "spark",
         "delta",
         "s3-server",
@@ -99,7 +101,7 @@ def test_the_extras_and_a_core_without_them(wheel: zipfile.ZipFile) -> None:
     requires = meta.get_all("Requires-Dist") or []
     core = {r.split(";")[0].split(">")[0].split("=")[0].strip() for r in requires if ";" not in r}
     assert core == {"pyarrow", "fsspec", "crc32c", "numpy", "click", "rich"}
-    assert 'arrowlog[delta,s3,s3-server,spark]; extra == "all"' in requires
+    assert 'arrowlog[azure,delta,gcs,s3,s3-server,spark]; extra == "all"' in requires
     for extra, (modules, _) in EXTRAS.items():
         needed = {r.split(";")[0] for r in requires if r.endswith(f'extra == "{extra}"')}
         package = {"botocore": "s3fs"}  # s3fs brings botocore with it

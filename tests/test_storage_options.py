@@ -7,6 +7,7 @@ with nothing created or written.
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ import pytest
 
 import arrowlog
 from arrowlog.storage.local import LocalStore
-from arrowlog.storage.options import S3_OPTIONS
+from arrowlog.storage.objectstore import ObjectStore
+from arrowlog.storage.options import OBSTORE_S3_OPTIONS, S3_OPTIONS
 from arrowlog.storage.s3 import S3Store
 from arrowlog.storage.url import open_store
 from infra import seaweedfs
@@ -92,12 +94,130 @@ def test_memory_takes_no_options() -> None:
     )
 
 
-# --- s3 -------------------------------------------------------------------------------
+# --- s3 through obstore (the default client) -----------------------------------------
+
+
+def obstore(options: dict[str, Any]) -> ObjectStore:
+    # Opening an S3 store sends no request: it only configures the client.
+    store = open_store("s3://bucket/prefix", options)
+    assert isinstance(store, ObjectStore)
+    return store
+
+
+def test_s3fs_names_map_onto_obstore_settings() -> None:
+    store = obstore(
+        {
+            "key": "K",
+            "secret": "S",
+            "token": "T",
+            "endpoint_url": "http://127.0.0.1:8333",
+            "region_name": "eu-west-3",
+            "anon": "false",
+            "requester_pays": "true",
+            "client_kwargs": '{"verify": "false"}',
+        }
+    )
+    assert store._config == {
+        "access_key_id": "K",
+        "secret_access_key": "S",
+        "session_token": "T",
+        "endpoint": "http://127.0.0.1:8333",
+        "region": "eu-west-3",
+        "request_payer": True,
+    }
+    # plain HTTP to an http:// endpoint, as s3fs would
+    assert store._client == {"allow_http": True, "allow_invalid_certificates": True}
+    assert obstore({"anon": "yes"})._config == {"skip_signature": True}
+    assert obstore(
+        {"client_kwargs": {"region_name": "x", "endpoint_url": "https://e"}}
+    )._config == {
+        "region": "x",
+        "endpoint": "https://e",
+    }
+    assert obstore({"endpoint_url": "https://e"})._client == {}
+    assert obstore({"use_ssl": "false"})._client == {"allow_http": True}
+    assert "no AWS profile named 'no-such-profile'" in refusal(
+        "s3://bucket/p", {"profile": "no-such-profile"}
+    )
+
+
+def test_an_http_endpoint_from_the_environment_allows_http(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:8333")
+    assert obstore({})._client == {"allow_http": True}
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "https://s3.example.com")
+    assert obstore({})._client == {}
+
+
+@pytest.mark.parametrize("name", [k for k, kind in OBSTORE_S3_OPTIONS.items() if kind == "bool"])
+def test_every_obstore_boolean_is_coerced_from_strings(name: str) -> None:
+    for text in FALSE_STRINGS:
+        obstore({name: text})
+    for text in TRUE_STRINGS:
+        obstore({name: text})
+    assert "must be true or false, got 'maybe'" in refusal("s3://bucket/p", {name: "maybe"})
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            {"max_concurrency": "4"},
+            "storage option 'max_concurrency' is a setting of the s3fs client: add client=s3fs",
+        ),
+        ({"config_kwargs": "{}"}, "'config_kwargs' is a setting of the s3fs client"),
+        ({"client_kwargs": '{"proxies": {}}'}, "client_kwargs.proxies is not known to the obst"),
+        ({"client": "boto"}, "storage option client for s3:// must be one of obstore, s3fs"),
+        ({"endpoint": "http://x"}, "unknown storage option 'endpoint' for s3:// (did you mean "),
+        ({"anon": "nope"}, "storage option anon for s3:// must be true or false, got 'nope'"),
+        ({"endpoint_url": 9000}, "endpoint_url for s3:// must be a string, got 9000"),
+        (
+            {"region_name": "a", "client_kwargs": {"region_name": "b"}},
+            "region_name and client_kwargs.region_name disagree: 'a' vs 'b'",
+        ),
+    ],
+)
+def test_bad_obstore_options_are_refused_one_message_each(
+    options: dict[str, Any], expected: str
+) -> None:
+    message = refusal("s3://bucket/prefix", options)
+    assert expected in message
+    if "unknown" in expected:
+        assert "; known: allow_http, anon, client, client_kwargs," in message
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "expected"),
+    [
+        ("gs://b/p", {"key": "x"}, "unknown storage option 'key' for gs://"),
+        ("az://c/p", {"use_emulator": "perhaps"}, "use_emulator for az:// must be true or false"),
+        ("gs:///p", {}, "a gs:// URL needs a bucket"),
+    ],
+)
+def test_gcs_and_azure_options_are_obstores_own(url: str, options: Any, expected: str) -> None:
+    with pytest.raises(arrowlog.ArrowLogError, match=re.escape(expected)):
+        arrowlog.connect(url, options)
+    store = open_store("gs://bucket/p", {"skip_signature": "true", "allow_http": "true"})
+    assert isinstance(store, ObjectStore)
+    assert (store.url, store._config, store._client) == (
+        "gs://bucket/p",
+        {"skip_signature": True},
+        {"allow_http": True},
+    )
+    # what object_store itself refuses, at connect, in one line
+    message = refusal("gs://bucket/p", {"service_account_key": "{}"})
+    assert message.startswith("storage options for gs://bucket/p: Generic GCS error: GCP cred")
+    store = open_store("az://container", {"use_emulator": "true"})
+    assert isinstance(store, ObjectStore)
+    assert (store.url, store._config) == ("az://container", {"use_emulator": True})
+
+
+# --- s3 through s3fs (client=s3fs) ---------------------------------------------------
 
 
 def s3_store(options: dict[str, Any]) -> S3Store:
-    # Opening an S3 store sends no request: it only configures the client.
-    store = open_store("s3://bucket/prefix", options)
+    store = open_store("s3://bucket/prefix", {**options, "client": "s3fs"})
     assert isinstance(store, S3Store)
     return store
 
@@ -136,7 +256,8 @@ def test_s3_region_name_goes_into_client_kwargs() -> None:
     fs = s3_store({"region_name": "a", "client_kwargs": '{"verify": false}'})._fs
     assert fs.client_kwargs == {"verify": False, "region_name": "a"}
     assert "disagree: 'a' vs 'b'" in refusal(
-        "s3://bucket/p", {"region_name": "a", "client_kwargs": {"region_name": "b"}}
+        "s3://bucket/p",
+        {"region_name": "a", "client_kwargs": {"region_name": "b"}, "client": "s3fs"},
     )
 
 
@@ -157,37 +278,42 @@ def test_s3_region_name_goes_into_client_kwargs() -> None:
         ({"skip_instance_cache": "false"}, "unknown storage option 'skip_instance_cache'"),
     ],
 )
-def test_bad_s3_options_are_refused_one_message_each(
+def test_bad_s3fs_options_are_refused_one_message_each(
     options: dict[str, Any], expected: str
 ) -> None:
-    message = refusal("s3://bucket/prefix", options)
+    message = refusal("s3://bucket/prefix", {**options, "client": "s3fs"})
     assert expected in message
     if "unknown" in expected:
-        assert "; known: anon, cache_regions, client_kwargs," in message
+        assert "; known: anon, cache_regions, client, client_kwargs," in message
         assert "endpoint_url" in message and "region_name" in message
 
 
 @pytest.mark.s3
-def test_string_options_work_against_a_real_s3_server(s3_server: seaweedfs.S3Server) -> None:
+@pytest.mark.parametrize("client", ["obstore", "s3fs"])
+def test_string_options_work_against_a_real_s3_server(
+    s3_server: seaweedfs.S3Server, client: str
+) -> None:
     """Everything as strings, as the CLI and Spark pass them: the server enforces
     auth, so ``anon="false"`` must really be False for this to write anything."""
     options = {
+        "client": client,
         "key": s3_server.access_key,
         "secret": s3_server.secret_key,
         "endpoint_url": s3_server.endpoint,
         "anon": "false",
         "use_ssl": "false",
-        "max_concurrency": "2",
         "client_kwargs": '{"region_name": "us-east-1"}',
     }
-    url = s3_server.url("string-options")
+    if client == "s3fs":
+        options["max_concurrency"] = "2"
+    url = s3_server.url(f"string-options-{client}")
     schema = pa.schema([("x", pa.int64())])
     with arrowlog.connect(url, options) as log:
         log.create_topic("t", schema)
         log.append("t", pa.record_batch({"x": [1, 2]}, schema=schema), expected_offset=0)
     with (
         arrowlog.connect(url, {**options, "anon": "true"}) as anonymous,
-        pytest.raises(arrowlog.StoreError, match="AccessDenied"),
+        pytest.raises(arrowlog.StoreError, match=r"AccessDenied|403 Forbidden"),
     ):
         anonymous.read("t")
     with arrowlog.connect(url, options) as log:

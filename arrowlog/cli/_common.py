@@ -226,7 +226,8 @@ _COMMON: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
         "--endpoint-url", envvar="ARROWLOG_ENDPOINT_URL", show_envvar=True, metavar="URL",
         help="S3 endpoint (MinIO, SeaweedFS). Credentials come from AWS_ACCESS_KEY_ID, "
-        "AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION as s3fs reads them.",
+        "AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION, AWS_PROFILE or ~/.aws, as the AWS "
+        "CLI finds them.",
     ),
     click.option(
         "--option", "-o", "option", multiple=True, metavar="KEY=VALUE",

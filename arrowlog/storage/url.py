@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from arrowlog._extras import require_extra
 from arrowlog.errors import MissingDependencyError, UnsupportedStoreError
 from arrowlog.storage import Store
 from arrowlog.storage.options import (
@@ -14,6 +16,9 @@ from arrowlog.storage.options import (
     MEMORY_OPTIONS,
     coerce_options,
     fsspec_options,
+    obstore_cloud_options,
+    obstore_s3_options,
+    s3_client,
     s3_options,
 )
 
@@ -53,14 +58,26 @@ def open_store(
             raise UnsupportedStoreError(f"file:// URLs must name a local path, got {url!r}")
         local = coerce_options("a local directory", storage_options, LOCAL_OPTIONS)
         return LocalStore(Path(path), **local)
-    if scheme in ("s3", "s3a"):
+    if scheme in ("s3", "s3a") and s3_client(storage_options) == "s3fs":
         s3 = s3_options(storage_options)
-        from arrowlog._extras import require_extra
-
         require_extra("s3")
         from arrowlog.storage.s3 import S3Store
 
         return S3Store(parts.netloc, parts.path, s3)
+    if scheme in ("s3", "s3a", "gs", "az"):
+        kind = "s3" if scheme == "s3a" else scheme
+        if not parts.netloc:
+            raise UnsupportedStoreError(
+                f"a {scheme}:// URL needs a bucket: {scheme}://bucket/prefix, got {url!r}"
+            )
+        if kind == "s3":
+            config, client = obstore_s3_options(storage_options, os.environ)
+        else:
+            config, client = obstore_cloud_options(kind, storage_options)
+        require_extra({"s3": "s3", "gs": "gcs", "az": "azure"}[kind])
+        from arrowlog.storage.objectstore import ObjectStore
+
+        return ObjectStore(kind, parts.netloc, parts.path, config, client)
 
     import fsspec
 

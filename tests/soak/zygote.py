@@ -29,7 +29,8 @@ import traceback
 import pyarrow as pa
 
 import arrowlog
-import arrowlog.storage.s3  # imported once here, not in every client
+import arrowlog.storage.objectstore  # imported once here, not in every client
+import arrowlog.storage.s3
 from tests.soak import clients
 from tests.soak.model import IN_SCHEMA, OUT_SCHEMA
 

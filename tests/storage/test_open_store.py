@@ -13,7 +13,9 @@ import arrowlog
 from arrowlog.storage.fsspec_store import FsspecStore
 from arrowlog.storage.local import LocalStore
 from arrowlog.storage.memory import MemoryStore
+from arrowlog.storage.objectstore import ObjectStore
 from arrowlog.storage.url import open_store
+from infra import seaweedfs
 
 
 def test_urls_pick_their_backends(tmp_path: Path) -> None:
@@ -83,6 +85,44 @@ def test_unknown_protocols_and_remote_file_urls_are_refused() -> None:
 def test_an_s3_root_prefix_that_escapes_is_refused() -> None:
     with pytest.raises(arrowlog.InvalidNameError):
         arrowlog.connect("s3://bucket/../other", {"anon": True})
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("how", ["option", "AWS_PROFILE"])
+def test_s3_credentials_and_region_come_from_a_profile_as_the_aws_cli_finds_them(
+    s3_server: seaweedfs.S3Server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    """object_store alone reads only AWS_* variables and instance roles; a data
+    engineer's laptop has ~/.aws files with profiles. Both clients find them."""
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "credentials").write_text(
+        f"[lab]\naws_access_key_id = {s3_server.access_key}\n"
+        f"aws_secret_access_key = {s3_server.secret_key}\n"
+    )
+    (tmp_path / "config").write_text("[profile lab]\nregion = eu-west-3\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    options = {"endpoint_url": s3_server.endpoint}
+    if how == "option":
+        options["profile"] = "lab"
+    else:
+        monkeypatch.setenv("AWS_PROFILE", "lab")
+    schema = pa.schema([("x", pa.int64())])
+    for client in ("obstore", "s3fs"):
+        url = s3_server.url(f"profile-{how}-{client}")
+        store = open_store(url, {**options, "client": client})
+        if client == "obstore":
+            assert isinstance(store, ObjectStore)
+            assert store._store.config["region"] == "eu-west-3"
+        with arrowlog.connect(store) as log:
+            log.create_topic("t", schema)
+            log.append("t", pa.record_batch({"x": [7]}, schema=schema), expected_offset=0)
+            assert log.read("t")["x"].to_pylist() == [7]
 
 
 def test_missing_s3_credentials_fail_at_once_not_after_retries(

@@ -1,0 +1,324 @@
+"""S3 and S3-compatible servers, Google Cloud Storage and Azure Blob Storage
+through obstore (Rust's ``object_store``): the default client for ``s3://``,
+``gs://`` and ``az://``.
+
+Signing, retries and connection handling run in Rust without the GIL: for the
+small objects a log writes, it took half the time of the s3fs client per request
+(docs/benchmarks.md). Put-if-absent is ``put(mode="create")``, one single PUT
+(never multipart), on each store with its own atomic condition:
+
+- S3: ``If-None-Match: *`` (AWS since 2024-08, MinIO, SeaweedFS);
+- GCS: ``x-goog-if-generation-match: 0`` (the object must have no live generation);
+- Azure: ``If-None-Match: *`` on Put Blob.
+
+``object_store`` retries a request whose reply failed. A put-if-absent that landed
+before its reply was lost then comes back as "already exists", which arrowlog's
+writers already handle for any lost race: they read the winner and recognise
+their own write (docs/protocol.md). Its retries are kept short here; arrowlog's
+own retry policy decides beyond them.
+
+obstore's runtime does not survive ``fork`` in a process that has used it
+(measured: a forked child hung on its first request). arrowlog starts no process
+by forking; a program that does must use the spawn start method.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import obstore
+from obstore import exceptions as obx
+
+from arrowlog.errors import InvalidConfigError, StoreError, TransientStoreError
+from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+
+#: Retries inside object_store: a few quick ones for a lost connection or a 5xx;
+#: longer waits are arrowlog's retry policy's to decide (its deadline, its errors).
+_RETRY: dict[str, Any] = {
+    "max_retries": 3,
+    "retry_timeout": datetime.timedelta(seconds=20),
+    "backoff": {
+        "init_backoff": datetime.timedelta(milliseconds=50),
+        "max_backoff": datetime.timedelta(seconds=2),
+        "base": 2,
+    },
+}
+#: Above every character a key may hold (``check_key``'s alphabet): see _listing
+_ABOVE_KEYS = "~"
+
+
+class ObjectStore:
+    """Objects under ``<scheme>://bucket/prefix`` through obstore.
+
+    ``config`` are obstore's own settings for the scheme (``S3Config``,
+    ``GCSConfig``, ``AzureConfig``) and ``client`` its ``ClientConfig``; both are
+    built from the user's storage options by :mod:`arrowlog.storage.options`.
+    Settings not given come from the environment (``AWS_*``, ``GOOGLE_*``,
+    ``AZURE_*``), as with the cloud's own tools.
+    """
+
+    def __init__(
+        self,
+        scheme: str,
+        bucket: str,
+        prefix: str,
+        config: Mapping[str, Any],
+        client: Mapping[str, Any],
+    ) -> None:
+        self._scheme = scheme
+        self._bucket = bucket
+        self._prefix = prefix.strip("/")
+        if self._prefix:
+            check_key(self._prefix)
+        self._config = dict(config)
+        self._client = dict(client)
+        try:
+            self._store = _open(scheme, bucket, self._prefix, self._config, self._client)
+        except obx.BaseError as e:  # settings object_store cannot use
+            first = str(e).split("\n", 1)[0]
+            raise InvalidConfigError(f"storage options for {self.url}: {first}") from None
+
+    # Picklable, so that a store can travel to a Spark worker: rebuilt there.
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            ObjectStore,
+            (self._scheme, self._bucket, self._prefix, self._config, self._client),
+        )
+
+    @property
+    def url(self) -> str:
+        return f"{self._scheme}://{self._bucket}/{self._prefix}".rstrip("/")
+
+    @property
+    def atomic_put_if_absent(self) -> bool:
+        return True
+
+    def get(self, key: str) -> Blob:
+        check_key(key)
+        try:
+            # obstore's Bytes is Rust-owned memory: a view of it, not a copy
+            return memoryview(obstore.get(self._store, key).bytes())
+        except Exception as e:
+            raise _map_error(e, key, write=False) from e
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        check_key(key)
+        if end <= start:
+            self.head(key)
+            return b""
+        try:
+            return bytes(obstore.get_range(self._store, key, start=start, end=end))
+        except Exception as e:
+            if _status(str(e).split("\n", 1)[0]) == 416:  # starts at or past the end
+                return b""
+            raise _map_error(e, key, write=False) from e
+
+    def head(self, key: str) -> ObjectInfo:
+        check_key(key)
+        try:
+            meta = obstore.head(self._store, key)
+        except Exception as e:
+            raise _map_error(e, key, write=False) from e
+        return ObjectInfo(key, int(meta["size"]), _ms(meta["last_modified"]))
+
+    def put_if_absent(self, key: str, data: Blob) -> None:
+        check_key(key)
+        try:
+            obstore.put(self._store, key, data, mode="create", use_multipart=False)
+        except Exception as e:
+            raise _map_error(e, key, write=True) from e
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[ObjectInfo]:
+        check_prefix(prefix)
+        if limit is not None and limit <= 0:
+            return
+        directory, offset = _listing(prefix)
+        if start_after is not None and (offset is None or start_after > offset):
+            # object_store drops a trailing "/" ("d/" would become "d", and
+            # SeaweedFS skips all of "d/" after it): "*" sorts below every key
+            # character, so "d/*" keeps every key under "d/"
+            offset = start_after + "*" if start_after.endswith("/") else start_after
+        count = 0
+        try:
+            stream = obstore.list(self._store, prefix=directory or None, offset=offset)
+            for chunk in stream:
+                for meta in chunk:
+                    key = str(meta["path"])
+                    if not key.startswith(prefix):
+                        if key > prefix:
+                            return  # sorted: nothing after this one matches
+                        continue
+                    yield ObjectInfo(key, int(meta["size"]), _ms(meta["last_modified"]))
+                    count += 1
+                    if limit is not None and count >= limit:
+                        return
+        except Exception as e:
+            raise _map_error(e, prefix, write=False) from e
+
+    def delete(self, key: str) -> None:
+        check_key(key)
+        try:
+            obstore.delete(self._store, key)
+        except Exception as e:
+            mapped = _map_error(e, key, write=True)
+            if not isinstance(mapped, FileNotFoundError):
+                raise mapped from e
+
+    def close(self) -> None:
+        """Nothing to release: connections close with the store object."""
+
+
+def _open(
+    scheme: str, bucket: str, prefix: str, config: dict[str, Any], client: dict[str, Any]
+) -> Any:
+    from obstore.store import AzureStore, GCSStore, S3Store
+
+    kinds: dict[str, Any] = {"s3": S3Store, "gs": GCSStore, "az": AzureStore}
+    extra: dict[str, Any] = {}
+    settings = dict(config)
+    profile = settings.pop("profile", None)
+    if scheme == "s3" and "access_key_id" not in settings and not settings.get("skip_signature"):
+        credentials = BotocoreCredentials(profile)
+        extra["credential_provider"] = credentials
+        region = credentials.region()
+        if region and "region" not in settings and not _environ_region():
+            settings["region"] = region  # from a profile, as the AWS CLI reads it
+    return kinds[scheme](
+        bucket,
+        prefix=prefix or None,
+        config=settings,
+        client_options=client,
+        retry_config=_RETRY,
+        **extra,
+    )
+
+
+def _environ_region() -> bool:
+    return any(os.environ.get(v) for v in ("AWS_REGION", "AWS_DEFAULT_REGION"))
+
+
+class NoCredentialsError(Exception):
+    """No AWS credentials anywhere botocore looks."""
+
+
+class BotocoreCredentials:
+    """AWS credentials found as the AWS CLI, boto3 and s3fs find them: the
+    environment, ``~/.aws`` files and profiles, SSO, container and instance
+    roles (object_store alone reads only the environment and instance roles).
+    botocore refreshes expiring ones; object_store asks again at expiry."""
+
+    def __init__(self, profile: str | None) -> None:
+        import botocore.exceptions
+        import botocore.session
+
+        self._session = botocore.session.Session(profile=profile)
+        try:
+            region = self._session.get_config_variable("region")
+        except botocore.exceptions.ProfileNotFound:
+            raise InvalidConfigError(
+                f"storage option profile (or AWS_PROFILE): no AWS profile named "
+                f"{self._session.profile!r} in the AWS config and credentials files"
+            ) from None
+        self._region = str(region) if region else None
+
+    def region(self) -> str | None:
+        """The region of the profile (``~/.aws/config``), if it names one."""
+        return self._region
+
+    def __call__(self) -> dict[str, Any]:
+        found = self._session.get_credentials()
+        if found is None:
+            raise NoCredentialsError(
+                "no AWS credentials: give storage options key and secret, set "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile, or anon=true "
+                "for a public bucket"
+            )
+        frozen = found.get_frozen_credentials()
+        expiry = getattr(found, "_expiry_time", None)  # refreshable credentials only
+        return {
+            "access_key_id": frozen.access_key,
+            "secret_access_key": frozen.secret_key,
+            "token": frozen.token,
+            "expires_at": expiry,
+        }
+
+
+def _listing(prefix: str) -> tuple[str, str | None]:
+    """Where to list for the keys starting with ``prefix``: object_store lists
+    whole directories (``a/b`` means ``a/b/...``), so list the directory that holds
+    them, starting strictly after an ``offset`` below all of them and above as
+    many as possible of the others.
+
+    The offset is ``prefix`` with its last character lowered by one and ``~``
+    appended: every allowed key below ``prefix`` sorts at or below it (``~`` is
+    above the whole key alphabet), every key starting with ``prefix`` above it.
+    """
+    directory, _, partial = prefix.rpartition("/")
+    if not partial:  # "a/b/" or "": the whole directory
+        return directory, None
+    lowered = chr(ord(partial[-1]) - 1)
+    if lowered == "/":  # "a/x0": keys under "a/x/" sort below it
+        return directory, (f"{directory}/{partial[:-1]}/~" if partial[:-1] else None)
+    return directory, f"{directory}/{partial[:-1]}{lowered}{_ABOVE_KEYS}".lstrip("/")
+
+
+def _ms(modified: datetime.datetime | None) -> int | None:
+    """The store's modification time (its own clock) as ms since the epoch."""
+    return None if modified is None else int(modified.timestamp() * 1000)
+
+
+# S3 error codes of a request the server refused without doing it: retrying is
+# safe, and a write certainly did not land.
+_REFUSED_CODES = (
+    "<Code>SlowDown</Code>",
+    "<Code>RequestLimitExceeded</Code>",
+    # another conditional PUT of the same key is in flight
+    "<Code>ConditionalRequestConflict</Code>",
+)
+
+
+def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:
+    """One place that turns each obstore failure into arrowlog's storage contract."""
+    text = str(e)
+    first = text.split("\n", 1)[0]
+    message = f"{key}: {first}"
+    status = _status(first)
+    # before "already exists": object_store reports S3's 409 for a conditional
+    # PUT racing another one in flight as AlreadyExists, yet no object is there
+    # to read yet; it is a refusal to retry, as s3fs's client reports it
+    if "<Code>NoSuchBucket</Code>" in text:  # not a missing object: a wrong URL
+        return StoreError(f"{key}: NoSuchBucket: the store's bucket does not exist")
+    if status in (429, 503) or any(code in text for code in _REFUSED_CODES):
+        return TransientStoreError(message, maybe_applied=False)
+    if isinstance(e, (obx.AlreadyExistsError, obx.PreconditionError)):
+        return FileExistsError(key)
+    if isinstance(e, FileNotFoundError) or status == 404:  # obstore's NotFoundError is one
+        # (a 404 to a listing, from a server that is no S3 endpoint, too: the
+        # command line then says to check the endpoint URL)
+        return FileNotFoundError(key)
+    if isinstance(e, (obx.PermissionDeniedError, obx.UnauthenticatedError)):
+        return StoreError(message)
+    if isinstance(e, (obx.InvalidPathError, obx.NotSupportedError)):
+        return StoreError(message)
+    if isinstance(e, obx.UnknownConfigurationKeyError):
+        return StoreError(message)
+    if status is not None and 400 <= status < 500 and status != 408:
+        return StoreError(message)  # the request itself was wrong: no retry helps
+    if isinstance(e, (obx.GenericError, obx.JoinError, OSError, TimeoutError)):
+        # A 5xx, a reset connection, a timeout: the request may have reached the
+        # server and been applied before the reply was lost.
+        return TransientStoreError(message, maybe_applied=write)
+    return StoreError(f"{key}: {type(e).__name__}: {first}")
+
+
+def _status(first_line: str) -> int | None:
+    """The HTTP status in the first line of an object_store error, if any."""
+    marker = "status code: "
+    at = first_line.find(marker)
+    digits = first_line[at + len(marker) : at + len(marker) + 3] if at >= 0 else ""
+    return int(digits) if digits.isdigit() else None

@@ -1,0 +1,177 @@
+"""Appends and reads against the fastest client a user could pick for the same
+bytes on the same store, measured in the same run.
+
+- append: ``log.append`` of 1 MiB and 64 KiB batches, one writer, against
+  obstore's own put-if-absent (``put(mode="create")``) of the very same segment
+  bytes, through an obstore store built here, not through arrowlog;
+- contention: 8 producers appending to one partition at once: aggregate
+  throughput, and put-if-absent conflicts per append;
+- read: ``log.read`` of a whole partition against obstore GETs of the same
+  objects on 8 threads, decoded by pyarrow's IPC reader.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import obstore
+import pyarrow as pa
+
+import arrowlog
+from arrowlog.segment import SegmentHeader, encode_segment
+
+
+@dataclass
+class Backend:
+    """One store for the benchmarks: arrowlog's URL and options, and a raw
+    obstore store on the same place for the baselines."""
+
+    name: str
+    url: str
+    options: dict[str, Any]
+    raw: Any  # an obstore store rooted where arrowlog's root is
+
+
+def make_batch(target_bytes: int) -> pa.RecordBatch:
+    rows = target_bytes // 24
+    return pa.record_batch(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "value": pa.array([i * 0.25 for i in range(rows)], pa.float64()),
+            "flag": pa.array([i % 7 for i in range(rows)], pa.int64()),
+        }
+    )
+
+
+def timed(run: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
+def segments_of(batch: pa.RecordBatch, count: int) -> list[memoryview]:
+    """The segments ``count`` appends of ``batch`` write (offsets included), each
+    in its own memory: one buffer written over and over would hand the baseline
+    a CPU cache that no real writer has."""
+    return [
+        encode_segment(batch, header(i * batch.num_rows, batch.num_rows, f"{i:032x}"))
+        for i in range(count)
+    ]
+
+
+def header(offset: int, rows: int, append_id: str) -> SegmentHeader:
+    return SegmentHeader(base_offset=offset, record_count=rows, timestamp_ms=0, append_id=append_id)
+
+
+def bench_append(
+    backend: Backend, batch: pa.RecordBatch, count: int, repeat: int
+) -> dict[str, float]:
+    segments = segments_of(batch, count)
+    log = arrowlog.connect(backend.url, backend.options)
+    ours, raw = [], []
+    for r in range(repeat):
+        topic = f"append-{batch.nbytes}-{r}"
+        log.create_topic(topic, batch.schema, config=arrowlog.TopicConfig(max_batch_bytes=2**30))
+        part = log.partition(topic, 0)
+        part.end_offset()
+
+        def append(part: arrowlog.PartitionLog = part) -> None:
+            for _ in range(count):
+                part.append(batch)
+
+        def put(r: int = r) -> None:
+            for i, data in enumerate(segments):
+                obstore.put(backend.raw, f"raw/{batch.nbytes}/{r}/{i:08d}", data, mode="create")
+
+        # alternate the order so neither side always runs on a warmer server
+        if r % 2:
+            raw.append(timed(put))
+            ours.append(timed(append))
+        else:
+            ours.append(timed(append))
+            raw.append(timed(put))
+    mib = sum(len(s) for s in segments) / 2**20
+    t_ours, t_raw = statistics.median(ours), statistics.median(raw)
+    return {"segment_bytes": len(segments[0]), "arrowlog_mib_s": mib / t_ours,
+            "obstore_mib_s": mib / t_raw, "ratio": t_raw / t_ours,
+            "appends_per_s": count / t_ours}  # fmt: skip
+
+
+def bench_contention(
+    backend: Backend, batch: pa.RecordBatch, writers: int, per_writer: int
+) -> dict[str, float]:
+    """``writers`` producers, each with its own connection, append to one
+    partition at once; every offset is claimed by a put-if-absent race."""
+    topic = f"contention-{batch.nbytes}-{uuid.uuid4().hex[:6]}"
+    arrowlog.connect(backend.url, backend.options).create_topic(
+        topic, batch.schema, config=arrowlog.TopicConfig(max_batch_bytes=2**30)
+    )
+    parts = [
+        arrowlog.connect(backend.url, backend.options).partition(topic, 0) for _ in range(writers)
+    ]
+    start = threading.Barrier(writers + 1)
+
+    def run(part: arrowlog.PartitionLog) -> None:
+        part.end_offset()
+        start.wait()
+        for _ in range(per_writer):
+            part.append(batch)
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in parts]
+    for t in threads:
+        t.start()
+    start.wait()
+    began = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - began
+    appends = writers * per_writer
+    conflicts = sum(p.stats["conflicts"] for p in parts)
+    size = pa.ipc.get_record_batch_size(batch)
+    return {"writers": writers, "appends_per_s": appends / elapsed,
+            "mib_s": appends * size / 2**20 / elapsed,
+            "conflicts_per_append": conflicts / appends}  # fmt: skip
+
+
+def bench_read(
+    backend: Backend, batch: pa.RecordBatch, count: int, repeat: int
+) -> dict[str, float]:
+    log = arrowlog.connect(backend.url, backend.options)
+    topic = f"read-{batch.nbytes}"
+    log.create_topic(topic, batch.schema, config=arrowlog.TopicConfig(max_batch_bytes=2**30))
+    part = log.partition(topic, 0)
+    for _ in range(count):
+        part.append(batch)
+    refs = part.segments()
+    keys = [ref.key for ref in refs]
+    total_bytes = sum(ref.size for ref in refs)
+    rows = count * batch.num_rows
+    pool = ThreadPoolExecutor(max_workers=8)
+
+    def ours() -> None:
+        assert log.read(topic, 0).num_rows == rows
+
+    def plain() -> None:
+        def fetch(key: str) -> pa.Table:
+            data = obstore.get(backend.raw, key).bytes()
+            return pa.ipc.open_file(pa.py_buffer(memoryview(data))).read_all()
+
+        tables = list(pool.map(fetch, keys))
+        assert sum(t.num_rows for t in tables) == rows
+
+    times: dict[str, list[float]] = {"ours": [], "plain": []}
+    for r in range(repeat):
+        for name in ("plain", "ours") if r % 2 else ("ours", "plain"):
+            times[name].append(timed(ours if name == "ours" else plain))
+    pool.shutdown()
+    mib = total_bytes / 2**20
+    t = {k: statistics.median(v) for k, v in times.items()}
+    return {"arrowlog_mib_s": mib / t["ours"], "obstore_mib_s": mib / t["plain"],
+            "ratio": t["plain"] / t["ours"]}  # fmt: skip
