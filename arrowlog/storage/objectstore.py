@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -75,6 +76,7 @@ class ObjectStore:
             check_key(self._prefix)
         self._config = dict(config)
         self._client = dict(client)
+        self._bucket_seen = False  # see _check_bucket
         try:
             self._store = _open(scheme, bucket, self._prefix, self._config, self._client)
         except obx.BaseError as e:  # settings object_store cannot use
@@ -110,6 +112,8 @@ class ObjectStore:
             self.head(key)
             return b""
         try:
+            # object_store takes u64 offsets: past any object's end is past it
+            end = min(end, 2**63)
             return bytes(obstore.get_range(self._store, key, start=start, end=end))
         except Exception as e:
             if _status(str(e).split("\n", 1)[0]) == 416:  # starts at or past the end
@@ -121,8 +125,26 @@ class ObjectStore:
         try:
             meta = obstore.head(self._store, key)
         except Exception as e:
-            raise _map_error(e, key, write=False) from e
+            mapped = _map_error(e, key, write=False)
+            if isinstance(mapped, FileNotFoundError):
+                self._check_bucket()
+            raise mapped from e
         return ObjectInfo(key, int(meta["size"]), _ms(meta["last_modified"]))
+
+    def _check_bucket(self) -> None:
+        """A HEAD's 404 has no body to say whether the object or the whole bucket
+        is missing: the first one a store sees is followed by a one-key listing,
+        which says (once per store object; a missing bucket is a wrong URL)."""
+        if self._bucket_seen:
+            return
+        try:
+            next(iter(obstore.list(self._store, chunk_size=1)), None)
+        except Exception as e:
+            mapped = _map_error(e, "", write=False)
+            if isinstance(mapped, StoreError) and "NoSuchBucket" in str(mapped):
+                raise mapped from e
+            return  # anything else: the HEAD's own answer stands
+        self._bucket_seen = True
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         check_key(key)
@@ -149,6 +171,8 @@ class ObjectStore:
             for chunk in stream:
                 for meta in chunk:
                     key = str(meta["path"])
+                    if start_after is not None and key <= start_after:
+                        continue  # SeaweedFS answers some keys below a start-after
                     if not key.startswith(prefix):
                         if key > prefix:
                             return  # sorted: nothing after this one matches
@@ -294,7 +318,9 @@ def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:
     if "<Code>NoSuchBucket</Code>" in text:  # not a missing object: a wrong URL
         return StoreError(f"{key}: NoSuchBucket: the store's bucket does not exist")
     if status in (429, 503) or any(code in text for code in _REFUSED_CODES):
-        return TransientStoreError(message, maybe_applied=False)
+        # refused, but object_store retries: an earlier attempt of a write may
+        # have landed before its reply was lost
+        return TransientStoreError(message, maybe_applied=write and _retried(text))
     if isinstance(e, (obx.AlreadyExistsError, obx.PreconditionError)):
         return FileExistsError(key)
     if isinstance(e, FileNotFoundError) or status == 404:  # obstore's NotFoundError is one
@@ -314,6 +340,13 @@ def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:
         # server and been applied before the reply was lost.
         return TransientStoreError(message, maybe_applied=write)
     return StoreError(f"{key}: {type(e).__name__}: {first}")
+
+
+def _retried(text: str) -> bool:
+    """Whether object_store sent the request more than once (its error says
+    ``retries: N``); without that figure, assume it did."""
+    match = re.search(r"\bretries: (\d+)", text)
+    return match is None or int(match.group(1)) > 0
 
 
 def _status(first_line: str) -> int | None:

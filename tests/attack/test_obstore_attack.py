@@ -56,11 +56,6 @@ def front(s3_server: seaweedfs.S3Server) -> Iterator[Front]:
 # -- 1. listing ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="list returns keys below start_after when start_after names a path in a "
-    "missing directory (SeaweedFS answers them; no client-side filter, unlike S3Store)",
-)
 def test_list_never_returns_a_key_at_or_below_start_after(s3_server: seaweedfs.S3Server) -> None:
     # Found by a random comparison with the memory store (every failing case
     # was this one): "a+/Z" < "a/z" and "-0" < "-1/x", yet both come back.
@@ -93,11 +88,6 @@ def test_list_by_prefixes_ending_on_every_boundary_character(
 # -- 2./3. put-if-absent and the error contract ---------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a PUT that landed (reply lost) then refused on retry (503/409) is "
-    "reported maybe_applied=False",
-)
 @pytest.mark.parametrize(
     "refusal",
     [Answer(503, xml("SlowDown"), method="PUT"),
@@ -135,11 +125,6 @@ def test_a_put_whose_every_reply_is_lost_is_maybe_applied(
     assert store.get("k") == b"mine"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="head (and get_range with end <= start) on a missing bucket raise "
-    "FileNotFoundError, not StoreError NoSuchBucket (a HEAD reply has no body)",
-)
 def test_a_missing_bucket_is_a_store_error_for_head(s3_server: seaweedfs.S3Server) -> None:
     # never written to: SeaweedFS creates a bucket on the first PUT into it
     store = open_store(f"s3://nob-{uuid.uuid4().hex[:10]}/p", s3_server.storage_options)
@@ -192,9 +177,6 @@ def test_get_range_matches_the_memory_store_on_edges(s3_server: seaweedfs.S3Serv
             store.get_range("missing", start, end)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="get_range with end >= 2**64 raises StoreError(OverflowError), memory cuts"
-)
 def test_get_range_with_an_end_past_u64_is_cut_at_the_end(s3_server: seaweedfs.S3Server) -> None:
     store, _ = _both(s3_server, ["ten"])
     assert store.get_range("ten", 1, 2**64) == b"en"
