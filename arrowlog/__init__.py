@@ -1,7 +1,7 @@
 """arrowlog: a transactional, columnar log that lives entirely in an object store."""
 
 from arrowlog.admin import TransactionInfo
-from arrowlog.config import LogConfig, RetryPolicy, TopicConfig
+from arrowlog.config import Compression, LogConfig, RetryPolicy, TopicConfig
 from arrowlog.consumer import Consumer
 from arrowlog.coordinator import TxnState
 from arrowlog.errors import (
@@ -43,14 +43,12 @@ from arrowlog.topic_changes import TopicDeletion
 __version__ = "0.1.0"
 
 __all__ = [
-    "__version__",
     "AppendOutcomeUnknownError",
     "AppendResult",
     "ArrowLog",
     "ArrowLogError",
+    "Compression",
     "ConcurrentTransactionsError",
-    "UnstableOffsetCommitError",
-    "connect",
     "Consumer",
     "CorruptCheckpointError",
     "CorruptObjectError",
@@ -87,6 +85,9 @@ __all__ = [
     "TransientStoreError",
     "TxnState",
     "UnknownTopicOrPartitionError",
+    "UnstableOffsetCommitError",
     "UnsupportedStoreError",
     "WriterIdentity",
+    "__version__",
+    "connect",
 ]

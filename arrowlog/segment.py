@@ -28,17 +28,21 @@ import functools
 import json
 import re
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import crc32c
 import pyarrow as pa
 
+from arrowlog.config import Compression
 from arrowlog.errors import CorruptSegmentError, InvalidConfigError
 
 FORMAT_VERSION = 1
 HEADER_KEY = b"arrowlog.header"
 HEADER_CRC_KEY = b"arrowlog.header_crc32c"
 CRC_KEY = b"arrowlog.crc32c"
+#: JSON list of the columns stored dictionary-encoded (compressed topics only)
+DICTIONARY_KEY = b"arrowlog.dictionary"
 _CRC_TAG = b"arrowlog-crc32c:"
 _CRC_PLACEHOLDER = b"--------"
 _CRC_VALUE = re.compile(re.escape(_CRC_TAG) + rb"([0-9a-f]{8}|-{8})")
@@ -100,7 +104,8 @@ class SegmentHeader:
             "record_count": self.record_count,
             "timestamp_ms": self.timestamp_ms,
             "append_id": self.append_id,
-            **asdict(self.identity),
+            # not dataclasses.asdict: its deep copy was a tenth of an append's CPU
+            **{name: getattr(self.identity, name) for name in _IDENTITY_FIELDS},
         }
         return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
@@ -126,16 +131,33 @@ def _hex(value: int) -> bytes:
     return b"%08x" % value
 
 
-def encode_segment(batch: pa.RecordBatch, header: SegmentHeader) -> memoryview:
+def encode_segment(
+    batch: pa.RecordBatch, header: SegmentHeader, compression: Compression = Compression.NONE
+) -> memoryview:
     """Serialise ``batch`` with ``header`` into the bytes of one segment (a view of
-    Arrow-owned memory: the segment is written and checksummed without a copy)."""
+    Arrow-owned memory: the segment is written and checksummed without a copy).
+    With ``compression``, Arrow compresses each buffer of the record batch (the
+    schema message, and so the header, stay plain), and top-level string and
+    binary columns with repeated values are stored dictionary-encoded (see
+    :func:`_dictionary_encode`); the checksum covers the stored bytes."""
     header_json = header.to_json()
+    encoded: list[int] = []
+    if compression is not Compression.NONE:
+        batch, encoded = _dictionary_encode(batch)
     metadata = dict(batch.schema.metadata or {})
+    if encoded:
+        metadata[DICTIONARY_KEY] = json.dumps(encoded).encode()
     metadata[HEADER_KEY] = header_json
     metadata[HEADER_CRC_KEY] = _hex(crc32c.crc32c(header_json))
     metadata[CRC_KEY] = _CRC_TAG + _CRC_PLACEHOLDER
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, batch.schema.with_metadata(metadata)) as writer:
+    codecs: dict[Compression, Literal["lz4", "zstd"] | None] = {
+        Compression.ZSTD: "zstd",
+        Compression.LZ4: "lz4",
+        Compression.NONE: None,
+    }
+    options = pa.ipc.IpcWriteOptions(compression=codecs[compression])
+    with pa.ipc.new_file(sink, batch.schema.with_metadata(metadata), options=options) as writer:
         writer.write_batch(batch)
     data = memoryview(sink.getvalue()).cast("B")
     slots = _crc_slots(data, key="<new segment>")
@@ -186,6 +208,80 @@ def segment_size_floor(batch: pa.RecordBatch) -> int:
         pyarrow.ArrowException: the batch cannot be written as Arrow IPC.
     """
     return _overhead(batch.schema.serialize().to_pybytes()) + pa.ipc.get_record_batch_size(batch)
+
+
+def compression_slack(batch: pa.RecordBatch) -> int:
+    """How many bytes compression can add to a batch's segment at most: Arrow
+    stores a buffer that does not shrink as it is, behind the 8-byte length that
+    prefixes every compressed buffer (plus up to 8 of padding), and the record
+    batch message names its codec (a few dozen bytes). A dictionary-encoded
+    column is never larger than plain, but adds a dictionary message and its
+    description in the schema."""
+    buffers = sum(len(column.buffers()) for column in batch.columns)
+    dictionaries = sum(1 for f in batch.schema if _dictionary_candidate(f.type))
+    return 64 + 16 * buffers + 512 * dictionaries
+
+
+def _dictionary_candidate(t: pa.DataType) -> bool:
+    """Top-level column types stored dictionary-encoded when that makes them smaller."""
+    return bool(
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
+def _dictionary_encode(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, list[int]]:
+    """The batch with its string and binary columns dictionary-encoded where
+    that takes fewer bytes, and the indices of those columns.
+
+    Arrow IPC has no encodings but compression, and a string column's offsets
+    (a different number on every row) compress badly: a column of four distinct
+    words took 2.6 MB of ZSTD where Parquet's dictionary needs 9 KB. Indices are
+    the narrowest integer the dictionary needs, and compress to almost nothing.
+    Readers decode them back (:func:`_dictionary_decode`); the field keeps its
+    name, nullability and metadata."""
+    columns = list(batch.columns)
+    fields = list(batch.schema)
+    encoded = []
+    for i, (f, column) in enumerate(zip(fields, columns, strict=True)):
+        if not _dictionary_candidate(f.type) or len(column) < 2:
+            continue
+        dictionary: Any = column.dictionary_encode()  # the stubs type it too narrowly
+        size = len(dictionary.dictionary)
+        width = pa.int8() if size < 2**7 else pa.int16() if size < 2**15 else pa.int32()
+        narrow = pa.DictionaryArray.from_arrays(
+            dictionary.indices.cast(width), dictionary.dictionary
+        )
+        if narrow.nbytes >= column.nbytes:
+            continue
+        columns[i] = narrow
+        fields[i] = pa.field(f.name, narrow.type, nullable=f.nullable, metadata=f.metadata)
+        encoded.append(i)
+    if not encoded:
+        return batch, []
+    schema = pa.schema(fields).with_metadata(batch.schema.metadata or {})
+    return pa.RecordBatch.from_arrays(columns, schema=schema), encoded
+
+
+def _dictionary_decode(batch: pa.RecordBatch, key: str) -> pa.RecordBatch:
+    """Undo :func:`_dictionary_encode` on a batch read from a segment."""
+    raw = (batch.schema.metadata or {}).get(DICTIONARY_KEY)
+    if raw is None:
+        return batch
+    try:
+        encoded = json.loads(raw)
+        columns = list(batch.columns)
+        fields = list(batch.schema)
+        for i in encoded:
+            f = fields[i]
+            columns[i] = columns[i].dictionary_decode()
+            fields[i] = pa.field(f.name, columns[i].type, nullable=f.nullable, metadata=f.metadata)
+    except (ValueError, TypeError, IndexError, AttributeError, pa.ArrowException) as e:
+        raise CorruptSegmentError(f"bad dictionary columns {raw!r}: {e}", key=key) from e
+    schema = pa.schema(fields).with_metadata(batch.schema.metadata or {})
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def check_schema(schema: pa.Schema) -> None:
@@ -277,6 +373,7 @@ def decode_segment(data: bytes | memoryview, *, key: str) -> tuple[SegmentHeader
     except pa.ArrowException as e:
         raise CorruptSegmentError(f"unreadable Arrow IPC: {e}", key=key) from e
     header = _header_from_metadata(batch.schema.metadata, key)
+    batch = _dictionary_decode(batch, key)
     if header.record_count != batch.num_rows:
         raise CorruptSegmentError(
             f"header says {header.record_count} records, batch has {batch.num_rows}", key=key

@@ -215,7 +215,8 @@ def load_topic_entry(raw: bytes | memoryview, *, key: str) -> TopicEntry:
             name=fields["name"],
             schema=schema,
             partitions=fields["partitions"],
-            config=TopicConfig(**fields["config"]),
+            # topics from before compression existed keep writing as they did
+            config=TopicConfig(**{"compression": "none", **fields["config"]}),
             created_ms=fields["created_ms"],
             version=fields.get("version", 0),
             incarnation=fields.get("incarnation", 0),

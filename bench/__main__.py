@@ -23,7 +23,15 @@ from pathlib import Path
 
 from obstore.store import LocalStore, S3Store
 
-from bench.core import Backend, bench_append, bench_contention, bench_read, make_batch
+from arrowlog.config import Compression
+from bench.core import (
+    Backend,
+    bench_append,
+    bench_bytes,
+    bench_contention,
+    bench_read,
+    make_batch,
+)
 from bench.spark import bench_spark, print_spark
 from bench.txn import bench_commit
 from infra import seaweedfs
@@ -66,10 +74,12 @@ def main() -> None:
     parser.add_argument("--backends", default="local,s3")
     parser.add_argument("--mib", type=int, default=128, help="data per measurement")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=1_000_000, help="demo events for bytes")
     parser.add_argument("--suite", choices=["all", "core", "txn", "spark"], default="all")
     args = parser.parse_args()
-    results: dict[str, dict[str, dict[str, float]]] = {}
+    results: dict[str, dict[str, dict[str, float]]] = {}  # case -> measure -> figures
     commits: dict[str, dict[int, dict[str, float]]] = {}
+    sizes: dict[str, dict[str, float]] = {}
     spark_results: dict[str, float] = {}
     if args.suite in ("all", "spark"):
         print("[spark] read and write against Spark's Parquet ...", flush=True)
@@ -90,16 +100,23 @@ def main() -> None:
                 )
             if args.suite == "txn":
                 continue
+            print(f"[{backend.name}] bytes on the store, demo events ...", flush=True)
+            sizes[backend.name] = bench_bytes(backend, args.rows)
             for size in (1 << 20, 64 << 10):
                 batch = make_batch(size)
                 count = max(1, args.mib * 2**20 // size) if size == 1 << 20 else 400
-                label = f"{backend.name} {size >> 10} KiB"
-                print(f"[{label}] {count} batches ...", flush=True)
-                results[label] = {
-                    "append": bench_append(backend, batch, count, args.repeat),
-                    "read": bench_read(backend, batch, count, args.repeat),
-                    "contention": bench_contention(backend, batch, 8, max(4, count // 32)),
-                }
+                for codec in (Compression.NONE, Compression.ZSTD):
+                    label = f"{backend.name} {size >> 10} KiB {codec.value}"
+                    print(f"[{label}] {count} batches ...", flush=True)
+                    results[label] = {
+                        "append": bench_append(backend, batch, count, args.repeat, codec),
+                        "read": bench_read(backend, batch, count, args.repeat, codec),
+                    }
+                    if codec is Compression.NONE:
+                        per_writer = max(4, count // 32)
+                        results[label]["contention"] = bench_contention(
+                            backend, batch, 8, per_writer
+                        )
     print()
     if spark_results:
         print_spark(spark_results)
@@ -118,24 +135,36 @@ def main() -> None:
                 f" {c['floor_ms']:>9.1f} {c['commit_per_floor']:>12.2f}"
             )
         print()
+    for name, b in sizes.items():
+        print(f"bytes on {name}, {args.rows:,} demo events: ZSTD Parquet "
+              f"{b['parquet_zstd_bytes'] / 1e6:.2f} MB; arrowlog "
+              + ", ".join(f"{c.value} {b[f'{c.value}_bytes'] / 1e6:.2f} MB "
+                          f"({b[f'{c.value}_vs_parquet']:.2f}x)" for c in Compression)
+              + " (goal: zstd <= 1.3x)")  # fmt: skip
+    if sizes:
+        print()
     if not results:
         return
-    print(f"{'case':<20} {'append MiB/s':>12} {'obstore':>8} {'ratio':>6}   "
+    print(f"{'case':<25} {'append MiB/s':>12} {'obstore':>8} {'ratio':>6}   "
           f"{'read MiB/s':>10} {'obstore':>8} {'ratio':>6}   "
           f"{'8 writers MiB/s':>15} {'conflicts/append':>16}")  # fmt: skip
     for label, r in results.items():
-        a, rd, c = r["append"], r["read"], r["contention"]
-        print(
-            f"{label:<20} {a['arrowlog_mib_s']:>12.1f} {a['obstore_mib_s']:>8.1f}"
+        a, rd = r["append"], r["read"]
+        crowd = r.get("contention")
+        line = (
+            f"{label:<25} {a['arrowlog_mib_s']:>12.1f} {a['obstore_mib_s']:>8.1f}"
             f" {a['ratio']:>6.2f}   {rd['arrowlog_mib_s']:>10.1f} {rd['obstore_mib_s']:>8.1f}"
-            f" {rd['ratio']:>6.2f}   {c['mib_s']:>15.1f} {c['conflicts_per_append']:>16.2f}"
+            f" {rd['ratio']:>6.2f}"
         )
+        if crowd is not None:
+            line += f"   {crowd['mib_s']:>15.1f} {crowd['conflicts_per_append']:>16.2f}"
+        print(line)
     print(
-        "\nratio = arrowlog throughput / obstore's for the same bytes (goal: append >= 0.9 at"
-        " 1 MiB, >= 0.8 at 64 KiB; read >= 0.9)"
+        "\nMiB/s of the batches' own (uncompressed) bytes; ratio = arrowlog / obstore for the"
+        " same stored bytes\n(goal: append >= 0.9 at 1 MiB, >= 0.8 at 64 KiB; read >= 0.9)"
     )
     RESULTS.mkdir(exist_ok=True)
-    everything = {"core": results, "commit": commits, "spark": spark_results}
+    everything = {"core": results, "bytes": sizes, "commit": commits, "spark": spark_results}
     (RESULTS / "latest.json").write_text(json.dumps(everything, indent=2))
 
 

@@ -12,19 +12,24 @@ bytes on the same store, measured in the same run.
 
 from __future__ import annotations
 
+import io
 import statistics
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import obstore
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 import arrowlog
+from arrowlog.config import Compression
 from arrowlog.segment import SegmentHeader, encode_segment
 
 
@@ -56,12 +61,14 @@ def timed(run: Callable[[], None]) -> float:
     return time.perf_counter() - started
 
 
-def segments_of(batch: pa.RecordBatch, count: int) -> list[memoryview]:
+def segments_of(
+    batch: pa.RecordBatch, count: int, compression: Compression = Compression.NONE
+) -> list[memoryview]:
     """The segments ``count`` appends of ``batch`` write (offsets included), each
     in its own memory: one buffer written over and over would hand the baseline
     a CPU cache that no real writer has."""
     return [
-        encode_segment(batch, header(i * batch.num_rows, batch.num_rows, f"{i:032x}"))
+        encode_segment(batch, header(i * batch.num_rows, batch.num_rows, f"{i:032x}"), compression)
         for i in range(count)
     ]
 
@@ -70,15 +77,24 @@ def header(offset: int, rows: int, append_id: str) -> SegmentHeader:
     return SegmentHeader(base_offset=offset, record_count=rows, timestamp_ms=0, append_id=append_id)
 
 
+def config(compression: Compression) -> arrowlog.TopicConfig:
+    return arrowlog.TopicConfig(max_batch_bytes=2**30, compression=compression)
+
+
 def bench_append(
-    backend: Backend, batch: pa.RecordBatch, count: int, repeat: int
+    backend: Backend,
+    batch: pa.RecordBatch,
+    count: int,
+    repeat: int,
+    compression: Compression = Compression.NONE,
 ) -> dict[str, float]:
-    segments = segments_of(batch, count)
+    """The baseline puts the very bytes the appends store (compressed alike)."""
+    segments = segments_of(batch, count, compression)
     log = arrowlog.connect(backend.url, backend.options)
     ours, raw = [], []
     for r in range(repeat):
-        topic = f"append-{batch.nbytes}-{r}"
-        log.create_topic(topic, batch.schema, config=arrowlog.TopicConfig(max_batch_bytes=2**30))
+        topic = f"append-{batch.nbytes}-{compression.value}-{r}"
+        log.create_topic(topic, batch.schema, config=config(compression))
         part = log.partition(topic, 0)
         part.end_offset()
 
@@ -88,7 +104,8 @@ def bench_append(
 
         def put(r: int = r) -> None:
             for i, data in enumerate(segments):
-                obstore.put(backend.raw, f"raw/{batch.nbytes}/{r}/{i:08d}", data, mode="create")
+                key = f"raw/{batch.nbytes}/{compression.value}/{r}/{i:08d}"
+                obstore.put(backend.raw, key, data, mode="create")
 
         # alternate the order so neither side always runs on a warmer server
         if r % 2:
@@ -97,7 +114,8 @@ def bench_append(
         else:
             ours.append(timed(append))
             raw.append(timed(put))
-    mib = sum(len(s) for s in segments) / 2**20
+    # throughput in the batch's own bytes, so that compressed and plain compare
+    mib = count * pa.ipc.get_record_batch_size(batch) / 2**20
     t_ours, t_raw = statistics.median(ours), statistics.median(raw)
     return {"segment_bytes": len(segments[0]), "arrowlog_mib_s": mib / t_ours,
             "obstore_mib_s": mib / t_raw, "ratio": t_raw / t_ours,
@@ -111,7 +129,7 @@ def bench_contention(
     partition at once; every offset is claimed by a put-if-absent race."""
     topic = f"contention-{batch.nbytes}-{uuid.uuid4().hex[:6]}"
     arrowlog.connect(backend.url, backend.options).create_topic(
-        topic, batch.schema, config=arrowlog.TopicConfig(max_batch_bytes=2**30)
+        topic, batch.schema, config=config(Compression.NONE)
     )
     parts = [
         arrowlog.connect(backend.url, backend.options).partition(topic, 0) for _ in range(writers)
@@ -141,17 +159,21 @@ def bench_contention(
 
 
 def bench_read(
-    backend: Backend, batch: pa.RecordBatch, count: int, repeat: int
+    backend: Backend,
+    batch: pa.RecordBatch,
+    count: int,
+    repeat: int,
+    compression: Compression = Compression.NONE,
 ) -> dict[str, float]:
+    """The baseline fetches and decodes the very objects the log reads."""
     log = arrowlog.connect(backend.url, backend.options)
-    topic = f"read-{batch.nbytes}"
-    log.create_topic(topic, batch.schema, config=arrowlog.TopicConfig(max_batch_bytes=2**30))
+    topic = f"read-{batch.nbytes}-{compression.value}"
+    log.create_topic(topic, batch.schema, config=config(compression))
     part = log.partition(topic, 0)
     for _ in range(count):
         part.append(batch)
     refs = part.segments()
     keys = [ref.key for ref in refs]
-    total_bytes = sum(ref.size for ref in refs)
     rows = count * batch.num_rows
     pool = ThreadPoolExecutor(max_workers=8)
 
@@ -171,7 +193,33 @@ def bench_read(
         for name in ("plain", "ours") if r % 2 else ("ours", "plain"):
             times[name].append(timed(ours if name == "ours" else plain))
     pool.shutdown()
-    mib = total_bytes / 2**20
+    mib = count * pa.ipc.get_record_batch_size(batch) / 2**20  # the batches' own bytes
     t = {k: statistics.median(v) for k, v in times.items()}
     return {"arrowlog_mib_s": mib / t["ours"], "obstore_mib_s": mib / t["plain"],
             "ratio": t["plain"] / t["ours"]}  # fmt: skip
+
+
+def bench_bytes(backend: Backend, rows: int) -> dict[str, float]:
+    """The demo's events (arrowlog/jobs/demo.py) in the log, in 50,000-row
+    batches over its partitions, against the same rows in one ZSTD Parquet file:
+    bytes on the store for each compression."""
+    from arrowlog.jobs.demo import PARTITIONS, generate, in_partition
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = generate(Path(tmp) / "events.parquet", rows)
+        sink = io.BytesIO()
+        pq.write_table(data, sink, compression="zstd")
+    parquet = len(sink.getvalue())
+    log = arrowlog.connect(backend.url, backend.options)
+    out: dict[str, float] = {"parquet_zstd_bytes": parquet}
+    for codec in Compression:
+        topic = f"bytes-{codec.value}-{uuid.uuid4().hex[:6]}"
+        log.create_topic(topic, data.schema, PARTITIONS, config=config(codec))
+        for p in range(PARTITIONS):
+            part = log.partition(topic, p)
+            for batch in in_partition(data, p).to_batches(max_chunksize=50_000):
+                part.append(batch)
+        stored = sum(o.size for o in log.store.list(f"{log.topic(topic).prefix}/"))
+        out[f"{codec.value}_bytes"] = stored
+        out[f"{codec.value}_vs_parquet"] = stored / parquet
+    return out

@@ -15,7 +15,7 @@ import pytest
 
 import arrowlog
 import arrowlog.checkpoint
-from arrowlog import ArrowLog, TopicConfig
+from arrowlog import ArrowLog, Compression, TopicConfig
 from arrowlog.segment import WriterIdentity, segment_size_floor
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
@@ -221,7 +221,11 @@ def test_empty_oversize_and_non_arrow_batches_are_refused(
     make_log: Callable[..., ArrowLog],
 ) -> None:
     log = make_log()
-    log.create_topic("small", SCHEMA, config=TopicConfig(max_batch_bytes=4096))
+    # plain segments: the bound below is on the uncompressed size (compressed
+    # topics: tests/test_compression.py)
+    log.create_topic(
+        "small", SCHEMA, config=TopicConfig(max_batch_bytes=4096, compression=Compression.NONE)
+    )
     before = snapshot(log.store)
     with pytest.raises(arrowlog.InvalidBatchError, match="empty"):
         log.append("small", batch(0, 0))
@@ -296,7 +300,11 @@ def test_an_oversize_batch_is_refused_before_a_transaction_writes_anything(
     make_log: Callable[..., ArrowLog],
 ) -> None:
     log = make_log()
-    log.create_topic("small", SCHEMA, config=TopicConfig(max_batch_bytes=4096))
+    # plain segments: the bound below is on the uncompressed size (compressed
+    # topics: tests/test_compression.py)
+    log.create_topic(
+        "small", SCHEMA, config=TopicConfig(max_batch_bytes=4096, compression=Compression.NONE)
+    )
     producer = log.producer(transactional_id="big")
     producer.init_transactions()
     producer.begin_transaction()
@@ -313,7 +321,11 @@ def test_a_batch_just_over_the_limit_is_refused_before_a_transaction_writes_anyt
     few bytes over the limit passes it. A transaction still refuses it before
     registering the partition."""
     log = make_log()
-    log.create_topic("small", SCHEMA, config=TopicConfig(max_batch_bytes=4096))
+    # plain segments: the bound below is on the uncompressed size (compressed
+    # topics: tests/test_compression.py)
+    log.create_topic(
+        "small", SCHEMA, config=TopicConfig(max_batch_bytes=4096, compression=Compression.NONE)
+    )
     rows = max(n for n in range(1, 300) if segment_size_floor(batch(0, n)) <= 4096)
     log.partition("small", 0).prepare_batch(batch(0, rows))  # the floor lets it through
     # a long transactional id: the real header is a few hundred bytes longer
@@ -557,7 +569,8 @@ def test_streaming_a_long_range_keeps_memory_flat(tmp_path: Path) -> None:
     # The local store reads into Arrow's memory pool, so the pool's allocation is
     # what a streaming reader holds.
     log = arrowlog.connect(str(tmp_path), {"fsync": False})
-    log.create_topic("big", SCHEMA)
+    # plain: a segment's size is what its batch holds in memory
+    log.create_topic("big", SCHEMA, config=TopicConfig(compression=Compression.NONE))
     rows = 20_000  # about 400 KB per segment
     for i in range(60):
         log.append("big", batch(i * rows, rows))

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arrowlog.config import Compression
 from arrowlog.errors import CorruptSegmentError
 from arrowlog.segment import (
     HEAD_BYTES,
     SegmentHeader,
     WriterIdentity,
+    compression_slack,
     decode_segment,
     encode_segment,
     read_header,
@@ -44,11 +47,16 @@ def _header_for(batch: pa.RecordBatch, header: SegmentHeader) -> SegmentHeader:
     return dataclasses.replace(header, record_count=batch.num_rows)
 
 
+CODECS = st.sampled_from(list(Compression))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batch=record_batches(), header=HEADERS)
-def test_batches_round_trip_unchanged(batch: pa.RecordBatch, header: SegmentHeader) -> None:
+@given(batch=record_batches(), header=HEADERS, codec=CODECS)
+def test_batches_round_trip_unchanged(
+    batch: pa.RecordBatch, header: SegmentHeader, codec: Compression
+) -> None:
     header = _header_for(batch, header)
-    data = encode_segment(batch, header)
+    data = encode_segment(batch, header, codec)
     got_header, got = decode_segment(data, key="k")
     assert got_header == header
     assert got.equals(batch)
@@ -57,8 +65,15 @@ def test_batches_round_trip_unchanged(batch: pa.RecordBatch, header: SegmentHead
         header,
         16 + int.from_bytes(data[12:16], "little"),
     )
-    # A segment is a plain Arrow IPC file: pyarrow alone reads it.
-    assert pa.ipc.open_file(pa.py_buffer(data)).get_batch(0).equals(batch)
+    # A segment is a plain Arrow IPC file: pyarrow alone reads it (compressed, a
+    # string column may come back dictionary-encoded: the same values)
+    plain = pa.ipc.open_file(pa.py_buffer(data)).get_batch(0)
+    for i in range(plain.num_columns):
+        column: Any = plain.column(i)
+        if pa.types.is_dictionary(column.type) and not pa.types.is_dictionary(batch.column(i).type):
+            assert codec is not Compression.NONE
+            column = column.dictionary_decode()
+        assert column.equals(batch.column(i))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -79,22 +94,54 @@ def test_the_size_floor_is_never_above_the_segment(
     header=HEADERS,
     where=st.floats(0, 1, exclude_max=True),
     bit=st.integers(0, 7),
+    codec=CODECS,
 )
 def test_every_single_bit_flip_is_detected(
-    batch: pa.RecordBatch, header: SegmentHeader, where: float, bit: int
+    batch: pa.RecordBatch, header: SegmentHeader, where: float, bit: int, codec: Compression
 ) -> None:
-    data = bytearray(encode_segment(batch, _header_for(batch, header)))
+    # compressed, the checksum covers the stored bytes: a flip never reaches the
+    # decompressor
+    data = bytearray(encode_segment(batch, _header_for(batch, header), codec))
     data[int(where * len(data))] ^= 1 << bit
     with pytest.raises(CorruptSegmentError):
         decode_segment(bytes(data), key="topic/0/segments/x.arrow")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batch=record_batches(max_rows=10), header=HEADERS, keep=st.floats(0, 1, exclude_max=True))
-def test_every_truncation_is_detected(
-    batch: pa.RecordBatch, header: SegmentHeader, keep: float
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=record_batches(), header=HEADERS, codec=CODECS)
+def test_compression_adds_at_most_its_slack(
+    batch: pa.RecordBatch, header: SegmentHeader, codec: Compression
 ) -> None:
-    data = encode_segment(batch, _header_for(batch, header))
+    """What lets a writer decide, without compressing, that a batch fits the
+    topic's max_batch_bytes: compressed, it is never larger than plain by more
+    than compression_slack (an incompressible buffer is stored as it is)."""
+    header = _header_for(batch, header)
+    plain = len(encode_segment(batch, header))
+    assert len(encode_segment(batch, header, codec)) <= plain + compression_slack(batch)
+
+
+def test_compression_shrinks_what_compresses() -> None:
+    batch = pa.record_batch({"id": pa.array(range(100_000), pa.int64()),
+                             "kind": ["click", "view", "buy", "view"] * 25_000})  # fmt: skip
+    header = SegmentHeader(base_offset=0, record_count=100_000, timestamp_ms=0, append_id="a")
+    sizes = {c: len(encode_segment(batch, header, c)) for c in Compression}
+    assert sizes[Compression.ZSTD] * 4 < sizes[Compression.NONE]
+    assert sizes[Compression.LZ4] < sizes[Compression.NONE]
+    for codec in Compression:
+        assert decode_segment(encode_segment(batch, header, codec), key="k")[1].equals(batch)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batch=record_batches(max_rows=10),
+    header=HEADERS,
+    keep=st.floats(0, 1, exclude_max=True),
+    codec=CODECS,
+)
+def test_every_truncation_is_detected(
+    batch: pa.RecordBatch, header: SegmentHeader, keep: float, codec: Compression
+) -> None:
+    data = encode_segment(batch, _header_for(batch, header), codec)
     with pytest.raises(CorruptSegmentError):
         decode_segment(data[: int(keep * len(data))], key="k")
 

@@ -55,7 +55,8 @@ def _topic_config(items: tuple[str, ...]) -> TopicConfig | None:
     "--config",
     multiple=True,
     metavar="KEY=VALUE",
-    help="max_batch_bytes, checkpoint_interval, max_transaction_timeout_ms (repeatable).",
+    help="max_batch_bytes, checkpoint_interval, max_transaction_timeout_ms, "
+    "compression=zstd|lz4|none (repeatable).",
 )
 @click.option("--if-not-exists", is_flag=True, help="Succeed if the topic exists already.")
 @leaf(read_only=False, creates_root=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from arrowlog.checkpoint import ProducerEntry, SegmentSummary, advance
-from arrowlog.config import MAX_OFFSET
+from arrowlog.config import MAX_OFFSET, Compression
 from arrowlog.control import ControlType, marker_batch
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
@@ -32,6 +32,7 @@ from arrowlog.segment import (
     PLAIN_APPEND,
     SegmentHeader,
     WriterIdentity,
+    compression_slack,
     empty_batch,
     encode_segment,
     segment_size_floor,
@@ -101,7 +102,10 @@ class Appends(Reads):
                 f"batch for topic {self._topic.name!r}: " + "; ".join(problems)
             )
         batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
-        size = segment_size_floor(batch)
+        # compressed, the data may shrink to nearly nothing: only the segment's
+        # frame is certain before encoding (check_fits and _encode do the rest)
+        compressed = self._topic.config.compression is not Compression.NONE
+        size = segment_size_floor(empty_batch(schema) if compressed else batch)
         limit = self._topic.config.max_batch_bytes
         if size > limit:
             raise RecordBatchTooLargeError(
@@ -120,7 +124,10 @@ class Appends(Reads):
         Raises:
             RecordBatchTooLargeError: the segment would be too large.
         """
-        if segment_size_floor(batch) + _HEADER_SLACK <= self._topic.config.max_batch_bytes:
+        most = segment_size_floor(batch) + _HEADER_SLACK
+        if self._topic.config.compression is not Compression.NONE:
+            most += compression_slack(batch)
+        if most <= self._topic.config.max_batch_bytes:
             return
         self._encode(batch, MAX_OFFSET, uuid.uuid4().hex, identity)
 
@@ -344,7 +351,7 @@ class Appends(Reads):
             append_id=append_id,
             identity=identity,
         )
-        data = encode_segment(batch, header)
+        data = encode_segment(batch, header, self._topic.config.compression)
         limit = self._topic.config.max_batch_bytes
         if len(data) > limit:
             raise RecordBatchTooLargeError(

@@ -23,6 +23,7 @@ def test_create_list_describe(
         capsys, "topics", "create", "events", "--partitions", "3",
         "--schema", "id: int64 not null, name: string, at: timestamp[ms]",
         "--config", "checkpoint_interval=7", "--config", "max-batch-bytes=100000",
+        "--config", "compression=lz4",
     )  # fmt: skip
     assert "created topic events with 3 partition(s)" in out
     topic = arrowlog.connect(str(root)).topic("events")
@@ -33,6 +34,7 @@ def test_create_list_describe(
     ]
     assert topic.schema == pa.schema(fields)
     assert (topic.config.checkpoint_interval, topic.config.max_batch_bytes) == (7, 100_000)
+    assert topic.config.compression is arrowlog.Compression.LZ4
     sample = tmp_path / "sample.parquet"
     pq.write_table(pa.table({"v": [1.5]}), sample)
     run(capsys, "topics", "create", "other", "--schema-from", str(sample))
@@ -43,7 +45,8 @@ def test_create_list_describe(
     assert [p["high_watermark"] for p in described[0]["partition_offsets"]] == [0, 0, 0]
     text = run(capsys, "topics", "describe")
     assert "Topic: events\tPartitionCount: 3" in text and "Topic: other" in text
-    assert "checkpoint_interval=7" in text
+    assert "checkpoint_interval=7" in text and "compression=lz4" in text
+    assert described[0]["config"]["compression"] == "lz4"
     # --if-not-exists makes a second create a no-op
     assert "exists already" in run(
         capsys, "topics", "create", "events", "--schema", "x: int8", "--if-not-exists"
