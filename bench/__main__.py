@@ -1,8 +1,9 @@
 """arrowlog benchmarks, each against a baseline measured in the same run.
 
-    python -m bench [--backends local,s3] [--mib 128] [--repeat 3] [--suite all|core|txn|spark]
+    python -m bench [--backends local,s3,s3fs] [--mib 128] [--repeat 3] [--suite core|...]
 
-For every backend (a local directory, and SeaweedFS over HTTP on 127.0.0.1), the
+For every backend (a local directory, SeaweedFS over HTTP on 127.0.0.1, and with
+``s3fs`` the same server through the s3fs client, for comparison), the
 baselines are the fastest clients a user could pick for the same bytes
 (bench/core.py): obstore put-if-absent for appends, obstore GETs on 8 threads
 plus pyarrow's IPC decoding for reads. Transactions (bench/txn.py) and Spark
@@ -50,18 +51,24 @@ def backends(names: list[str]) -> Iterator[list[Backend]]:
             # obstore's local put does not fsync: neither does arrowlog here
             local = LocalStore(root, mkdir=True)
             found.append(Backend("local", str(root), {"fsync": False}, local))
-        if "s3" in names:
+        if "s3" in names or "s3fs" in names:
             server = seaweedfs.start(Path(tmp) / "seaweedfs")
-            s3 = S3Store(
-                server.bucket,
-                prefix="bench",
-                endpoint=server.endpoint,
-                access_key_id=server.access_key,
-                secret_access_key=server.secret_key,
-                region="us-east-1",
-                client_options={"allow_http": True},
-            )
-            found.append(Backend("seaweedfs", server.url("bench"), server.storage_options, s3))
+            # the client s3:// had before obstore (s3fs), for comparison
+            clients = [("s3", "seaweedfs", {}), ("s3fs", "seaweedfs-s3fs", {"client": "s3fs"})]
+            for kind, name, extra in clients:
+                if kind not in names:
+                    continue
+                raw = S3Store(
+                    server.bucket,
+                    prefix=name,
+                    endpoint=server.endpoint,
+                    access_key_id=server.access_key,
+                    secret_access_key=server.secret_key,
+                    region="us-east-1",
+                    client_options={"allow_http": True},
+                )
+                options = {**server.storage_options, **extra}
+                found.append(Backend(name, server.url(name), options, raw))
         try:
             yield found
         finally:
