@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from obstore.store import LocalStore, S3Store
 
@@ -34,7 +35,7 @@ from bench.core import (
     make_batch,
 )
 from bench.spark import bench_spark, print_spark
-from bench.txn import bench_commit
+from bench.txn import bench_commit, bench_small_transactions
 from infra import seaweedfs
 
 RESULTS = Path(__file__).parent / "results"
@@ -76,6 +77,22 @@ def backends(names: list[str]) -> Iterator[list[Backend]]:
                 server.stop()
 
 
+def delta_target(backend: Backend) -> tuple[str, dict[str, str] | None]:
+    """Where delta-rs writes its table: beside the backend's log, on the same store."""
+    if backend.name == "local":
+        return backend.url + "-delta", None
+    options = backend.options
+    client_kwargs: Any = options.get("client_kwargs") or {}
+    return backend.url + "-delta", {
+        "AWS_ENDPOINT_URL": str(options["endpoint_url"]),
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": str(client_kwargs.get("region_name", "us-east-1")),
+        "AWS_ACCESS_KEY_ID": str(options["key"]),
+        "AWS_SECRET_ACCESS_KEY": str(options["secret"]),
+        "conditional_put": "etag",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="arrowlog core benchmarks")
     parser.add_argument("--backends", default="local,s3")
@@ -87,6 +104,7 @@ def main() -> None:
     results: dict[str, dict[str, dict[str, float]]] = {}  # case -> measure -> figures
     commits: dict[str, dict[int, dict[str, float]]] = {}
     sizes: dict[str, dict[str, float]] = {}
+    small: dict[str, dict[str, float]] = {}
     spark_results: dict[str, float] = {}
     if args.suite in ("all", "spark"):
         print("[spark] read and write against Spark's Parquet ...", flush=True)
@@ -104,6 +122,10 @@ def main() -> None:
                     backend.options,
                     (1, 4, 16, 32),
                     rounds=10,
+                )
+                print(f"[{backend.name}] small transactions against delta-rs ...", flush=True)
+                small[backend.name] = bench_small_transactions(
+                    backend.url + "-small", backend.options, *delta_target(backend)
                 )
             if args.suite == "txn":
                 continue
@@ -142,6 +164,12 @@ def main() -> None:
                 f" {c['floor_ms']:>9.1f} {c['commit_per_floor']:>12.2f}"
             )
         print()
+    for name, t in small.items():
+        print(f"small transactions on {name} (1 batch of 16 KiB, 1 partition): arrowlog "
+              f"{t['arrowlog_txn_s']:.1f}/s, delta-rs appends {t['delta_commits_s']:.1f}/s, "
+              f"ratio {t['ratio']:.2f} (goal >= 3)")  # fmt: skip
+    if small:
+        print()
     for name, b in sizes.items():
         print(f"bytes on {name}, {args.rows:,} demo events: ZSTD Parquet "
               f"{b['parquet_zstd_bytes'] / 1e6:.2f} MB; arrowlog "
@@ -171,7 +199,8 @@ def main() -> None:
         " same stored bytes\n(goal: append >= 0.9 at 1 MiB, >= 0.8 at 64 KiB; read >= 0.9)"
     )
     RESULTS.mkdir(exist_ok=True)
-    everything = {"core": results, "bytes": sizes, "commit": commits, "spark": spark_results}
+    everything = {"core": results, "bytes": sizes, "commit": commits, "small_txn": small,
+                  "spark": spark_results}  # fmt: skip
     (RESULTS / "latest.json").write_text(json.dumps(everything, indent=2))
 
 

@@ -75,3 +75,41 @@ def bench_commit(
     pool.shutdown()
     store.close()
     return results
+
+
+def bench_small_transactions(
+    url: str,
+    options: dict[str, object],
+    delta_uri: str,
+    delta_options: dict[str, str] | None,
+    rounds: int = 30,
+) -> dict[str, float]:
+    """Transactions of one 16 KiB batch to one partition, one after another,
+    against delta-rs appending the same batch to a Delta table on the same store
+    (each append one Delta commit: the lake's unit of atomic write)."""
+    from deltalake import write_deltalake
+
+    rows = 16 * 1024 // 8
+    batch = pa.record_batch({"v": pa.array(range(rows), pa.int64())}, schema=SCHEMA)
+    log = arrowlog.connect(url, options)
+    log.create_topic("small-txn", SCHEMA)
+    producer = log.producer(transactional_id="bench-small")
+    producer.init_transactions()
+
+    def one() -> None:
+        producer.begin_transaction()
+        producer.send("small-txn", batch, partition=0)
+        producer.commit_transaction()
+
+    one()  # warm: the partition is open, the coordinator log read
+    started = time.perf_counter()
+    for _ in range(rounds):
+        one()
+    ours = (time.perf_counter() - started) / rounds
+    table = pa.Table.from_batches([batch])
+    write_deltalake(delta_uri, table, mode="append", storage_options=delta_options)
+    started = time.perf_counter()
+    for _ in range(rounds):
+        write_deltalake(delta_uri, table, mode="append", storage_options=delta_options)
+    delta = (time.perf_counter() - started) / rounds
+    return {"arrowlog_txn_s": 1 / ours, "delta_commits_s": 1 / delta, "ratio": delta / ours}
