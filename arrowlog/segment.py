@@ -211,15 +211,29 @@ def segment_size_floor(batch: pa.RecordBatch) -> int:
 
 
 def compression_slack(batch: pa.RecordBatch) -> int:
-    """How many bytes compression can add to a batch's segment at most: Arrow
-    stores a buffer that does not shrink as it is, behind the 8-byte length that
-    prefixes every compressed buffer (plus up to 8 of padding), and the record
-    batch message names its codec (a few dozen bytes). A dictionary-encoded
-    column is never larger than plain, but adds a dictionary message and its
-    description in the schema."""
-    buffers = sum(len(column.buffers()) for column in batch.columns)
-    dictionaries = sum(1 for f in batch.schema if _dictionary_candidate(f.type))
-    return 64 + 16 * buffers + 512 * dictionaries
+    """How many bytes compression can add to a batch's segment at most. pyarrow
+    compresses every buffer, even one that does not shrink: each gets an 8-byte
+    length, its codec's frame (a header of up to 18 bytes, and a few bytes per
+    64 KiB block of an incompressible buffer) and up to 8 bytes of padding; the
+    record batch message names its codec. A string column stored
+    dictionary-encoded is never larger than plain, but adds a dictionary message
+    and its description in the schema."""
+    buffers = [b for column in batch.columns for b in column.buffers() if b is not None]
+    blocks = sum(b.size for b in buffers) // 8192  # 8 bytes per 64 KiB, LZ4's 4 doubled
+    strings = sum(1 for f in batch.schema if _dictionary_candidate(f.type))
+    return 64 + 48 * (len(buffers) + 1) + blocks + 512 * strings
+
+
+def has_dictionaries(schema: pa.Schema) -> bool:
+    """Whether a schema holds a dictionary type anywhere: its values are not in
+    :func:`segment_size_floor`, so no cheap bound covers its segments."""
+
+    def walk(t: pa.DataType) -> bool:
+        if pa.types.is_dictionary(t):
+            return True
+        return any(walk(t.field(i).type) for i in range(t.num_fields))
+
+    return any(walk(f.type) for f in schema)
 
 
 def _dictionary_candidate(t: pa.DataType) -> bool:
@@ -274,12 +288,25 @@ def _dictionary_decode(batch: pa.RecordBatch, key: str) -> pa.RecordBatch:
         encoded = json.loads(raw)
         columns = list(batch.columns)
         fields = list(batch.schema)
+        if not isinstance(encoded, list) or len(set(encoded)) != len(encoded):
+            raise ValueError("not a list of distinct column indices")
         for i in encoded:
+            if type(i) is not int or not 0 <= i < len(fields):
+                raise ValueError(f"no column {i!r}")
             f = fields[i]
-            columns[i] = columns[i].dictionary_decode()
+            if not pa.types.is_dictionary(f.type) or not _dictionary_candidate(f.type.value_type):
+                raise ValueError(f"column {f.name!r} is no dictionary of strings or bytes")
+            column: Any = columns[i]  # a DictionaryArray: checked above
+            columns[i] = column.dictionary_decode()
             fields[i] = pa.field(f.name, columns[i].type, nullable=f.nullable, metadata=f.metadata)
-    except (ValueError, TypeError, IndexError, AttributeError, pa.ArrowException) as e:
-        raise CorruptSegmentError(f"bad dictionary columns {raw!r}: {e}", key=key) from e
+    except (
+        ValueError,
+        TypeError,
+        IndexError,
+        RecursionError,
+        pa.ArrowException,
+    ) as e:
+        raise CorruptSegmentError(f"bad dictionary columns: {e}", key=key) from e
     schema = pa.schema(fields).with_metadata(batch.schema.metadata or {})
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 

@@ -35,6 +35,7 @@ from arrowlog.segment import (
     compression_slack,
     empty_batch,
     encode_segment,
+    has_dictionaries,
     segment_size_floor,
 )
 from arrowlog.topic import not_null_violations
@@ -127,7 +128,9 @@ class Appends(Reads):
         most = segment_size_floor(batch) + _HEADER_SLACK
         if self._topic.config.compression is not Compression.NONE:
             most += compression_slack(batch)
-        if most <= self._topic.config.max_batch_bytes:
+        # dictionary values are outside the floor: no cheap bound, encode
+        certain = not has_dictionaries(batch.schema)
+        if certain and most <= self._topic.config.max_batch_bytes:
             return
         self._encode(batch, MAX_OFFSET, uuid.uuid4().hex, identity)
 

@@ -182,7 +182,9 @@ class Reads(Checkpoints):
 
     def _fetch(self, ref: SegmentRef) -> tuple[SegmentHeader, pa.RecordBatch]:
         try:
-            return fetch_segment(self._store, ref.key, ref.base, ref.end, self._config.retry)
+            return fetch_segment(
+                self._store, ref.key, ref.base, ref.end, self._config.retry, self._topic.schema
+            )
         except SegmentNotFoundError:
             self._check_alive()  # a deleted topic raises UnknownTopicOrPartitionError
             raise
@@ -202,12 +204,19 @@ class Reads(Checkpoints):
 
 
 def fetch_segment(
-    store: Store, key: str, base: int, end: int, retry: RetryPolicy | None = None
+    store: Store,
+    key: str,
+    base: int,
+    end: int,
+    retry: RetryPolicy | None = None,
+    schema: pa.Schema | None = None,
 ) -> tuple[SegmentHeader, pa.RecordBatch]:
-    """Read and check one segment that the index says holds ``[base, end)``.
+    """Read and check one segment that the index says holds ``[base, end)`` (and,
+    given the topic's ``schema``, columns of that schema).
 
     Raises:
-        CorruptSegmentError: checksum mismatch, or offsets other than the index's.
+        CorruptSegmentError: checksum mismatch, offsets other than the index's,
+            or columns other than the topic's.
         SegmentNotFoundError: the segment is gone.
     """
     try:
@@ -218,6 +227,14 @@ def fetch_segment(
             key=key,
         ) from None
     header, batch = decode_segment(data, key=key)
+    # control records (transaction markers) have a schema of their own
+    mismatch = schema is not None and not batch.schema.equals(schema, check_metadata=False)
+    if mismatch and not header.identity.control:
+        raise CorruptSegmentError(
+            f"segment holds columns {batch.schema.types} where the topic has "
+            f"{schema.types if schema is not None else None}",
+            key=key,
+        )
     if header.base_offset != base or header.next_offset != end:
         raise CorruptSegmentError(
             f"segment holds [{header.base_offset}, {header.next_offset}), the log says "
