@@ -43,6 +43,12 @@ HEADER_CRC_KEY = b"arrowlog.header_crc32c"
 CRC_KEY = b"arrowlog.crc32c"
 #: JSON list of the columns stored dictionary-encoded (compressed topics only)
 DICTIONARY_KEY = b"arrowlog.dictionary"
+#: pyarrow's name of each topic compression
+_IPC_CODECS: dict[Compression, Literal["lz4", "zstd"] | None] = {
+    Compression.ZSTD: "zstd",
+    Compression.LZ4: "lz4",
+    Compression.NONE: None,
+}
 _CRC_TAG = b"arrowlog-crc32c:"
 _CRC_PLACEHOLDER = b"--------"
 _CRC_VALUE = re.compile(re.escape(_CRC_TAG) + rb"([0-9a-f]{8}|-{8})")
@@ -151,12 +157,7 @@ def encode_segment(
     metadata[HEADER_CRC_KEY] = _hex(crc32c.crc32c(header_json))
     metadata[CRC_KEY] = _CRC_TAG + _CRC_PLACEHOLDER
     sink = pa.BufferOutputStream()
-    codecs: dict[Compression, Literal["lz4", "zstd"] | None] = {
-        Compression.ZSTD: "zstd",
-        Compression.LZ4: "lz4",
-        Compression.NONE: None,
-    }
-    options = pa.ipc.IpcWriteOptions(compression=codecs[compression])
+    options = pa.ipc.IpcWriteOptions(compression=_IPC_CODECS[compression])
     with pa.ipc.new_file(sink, batch.schema.with_metadata(metadata), options=options) as writer:
         writer.write_batch(batch)
     data = memoryview(sink.getvalue()).cast("B")
@@ -256,10 +257,8 @@ def _dictionary_encode(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, list[int]
     the narrowest integer the dictionary needs, and compress to almost nothing.
     Readers decode them back (:func:`_dictionary_decode`); the field keeps its
     name, nullability and metadata."""
-    columns = list(batch.columns)
-    fields = list(batch.schema)
-    encoded = []
-    for i, (f, column) in enumerate(zip(fields, columns, strict=True)):
+    replaced: dict[int, pa.Array[Any]] = {}
+    for i, (f, column) in enumerate(zip(batch.schema, batch.columns, strict=True)):
         if not _dictionary_candidate(f.type) or len(column) < 2:
             continue
         dictionary: Any = column.dictionary_encode()  # the stubs type it too narrowly
@@ -268,15 +267,24 @@ def _dictionary_encode(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, list[int]
         narrow = pa.DictionaryArray.from_arrays(
             dictionary.indices.cast(width), dictionary.dictionary
         )
-        if narrow.nbytes >= column.nbytes:
-            continue
-        columns[i] = narrow
-        fields[i] = pa.field(f.name, narrow.type, nullable=f.nullable, metadata=f.metadata)
-        encoded.append(i)
-    if not encoded:
-        return batch, []
+        if narrow.nbytes < column.nbytes:
+            replaced[i] = narrow
+    return _with_columns(batch, replaced), sorted(replaced)
+
+
+def _with_columns(batch: pa.RecordBatch, replaced: dict[int, pa.Array[Any]]) -> pa.RecordBatch:
+    """``batch`` with columns replaced by others of the same values in another
+    type; each field keeps its name, nullability and metadata."""
+    if not replaced:
+        return batch
+    columns = list(batch.columns)
+    fields = list(batch.schema)
+    for i, column in replaced.items():
+        f = fields[i]
+        columns[i] = column
+        fields[i] = pa.field(f.name, column.type, nullable=f.nullable, metadata=f.metadata)
     schema = pa.schema(fields).with_metadata(batch.schema.metadata or {})
-    return pa.RecordBatch.from_arrays(columns, schema=schema), encoded
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def _dictionary_decode(batch: pa.RecordBatch, key: str) -> pa.RecordBatch:
@@ -284,31 +292,22 @@ def _dictionary_decode(batch: pa.RecordBatch, key: str) -> pa.RecordBatch:
     raw = (batch.schema.metadata or {}).get(DICTIONARY_KEY)
     if raw is None:
         return batch
+    replaced: dict[int, pa.Array[Any]] = {}
     try:
         encoded = json.loads(raw)
-        columns = list(batch.columns)
-        fields = list(batch.schema)
         if not isinstance(encoded, list) or len(set(encoded)) != len(encoded):
             raise ValueError("not a list of distinct column indices")
         for i in encoded:
-            if type(i) is not int or not 0 <= i < len(fields):
+            if type(i) is not int or not 0 <= i < batch.num_columns:
                 raise ValueError(f"no column {i!r}")
-            f = fields[i]
+            f = batch.schema.field(i)
             if not pa.types.is_dictionary(f.type) or not _dictionary_candidate(f.type.value_type):
                 raise ValueError(f"column {f.name!r} is no dictionary of strings or bytes")
-            column: Any = columns[i]  # a DictionaryArray: checked above
-            columns[i] = column.dictionary_decode()
-            fields[i] = pa.field(f.name, columns[i].type, nullable=f.nullable, metadata=f.metadata)
-    except (
-        ValueError,
-        TypeError,
-        IndexError,
-        RecursionError,
-        pa.ArrowException,
-    ) as e:
+            column: Any = batch.column(i)  # a DictionaryArray: checked above
+            replaced[i] = column.dictionary_decode()
+    except (ValueError, TypeError, IndexError, RecursionError, pa.ArrowException) as e:
         raise CorruptSegmentError(f"bad dictionary columns: {e}", key=key) from e
-    schema = pa.schema(fields).with_metadata(batch.schema.metadata or {})
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return _with_columns(batch, replaced)
 
 
 def check_schema(schema: pa.Schema) -> None:

@@ -228,11 +228,13 @@ def fetch_segment(
         ) from None
     header, batch = decode_segment(data, key=key)
     # control records (transaction markers) have a schema of their own
-    mismatch = schema is not None and not batch.schema.equals(schema, check_metadata=False)
-    if mismatch and not header.identity.control:
+    if (
+        schema is not None
+        and not header.identity.control
+        and not batch.schema.equals(schema, check_metadata=False)
+    ):
         raise CorruptSegmentError(
-            f"segment holds columns {batch.schema.types} where the topic has "
-            f"{schema.types if schema is not None else None}",
+            f"segment holds columns {batch.schema.types} where the topic has {schema.types}",
             key=key,
         )
     if header.base_offset != base or header.next_offset != end:

@@ -72,8 +72,16 @@ def committed_version(log: arrowlog.ArrowLog, topic: str, app_id: str) -> int | 
             :func:`~arrowlog.spark.options.app_transactional_id`).
         UnknownTopicOrPartitionError: no such topic.
     """
+    return last_version(log, keyed_transactional_id(log, topic, app_id))
+
+
+def keyed_transactional_id(
+    log: arrowlog.ArrowLog, topic: str, app_id: str, *, streaming: bool = False
+) -> str:
+    """The transactional id of keyed Spark writes to ``topic`` as it is now (its
+    incarnation: a topic created anew is a new table)."""
     incarnation = log.topic(topic).incarnation
-    return last_version(log, app_transactional_id(topic, app_id, incarnation=incarnation))
+    return app_transactional_id(topic, app_id, incarnation=incarnation, streaming=streaming)
 
 
 def last_version(log: arrowlog.ArrowLog, transactional_id: str) -> int | None:

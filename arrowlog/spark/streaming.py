@@ -52,7 +52,12 @@ from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.scan import LATEST, TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions, app_transactional_id
 from arrowlog.spark.planning import split_tasks, starting_offsets, subscribed_partitions
-from arrowlog.spark.sink import is_done, last_version, split_by_partition
+from arrowlog.spark.sink import (
+    is_done,
+    keyed_transactional_id,
+    last_version,
+    split_by_partition,
+)
 from arrowlog.spark.source import _Partition, read_partition
 from arrowlog.topic import parse_topic_prefix, topic_prefix
 
@@ -286,13 +291,6 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
         query = app_transactional_id(options.topic, options.app_id, streaming=True)
         self.staging = f"{STAGING_PREFIX}{query}/"
 
-    def _transactional_id(self, log: arrowlog.ArrowLog) -> str:
-        # per incarnation of the topic: a topic created anew is a new table
-        incarnation = log.topic(self.options.topic).incarnation
-        return app_transactional_id(
-            self.options.topic, self.app_id, incarnation=incarnation, streaming=True
-        )
-
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:  # type: ignore[override]
         o = self.options
         log = arrowlog.connect(o.root, o.storage)
@@ -319,7 +317,7 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         o = self.options
         log = arrowlog.connect(o.root, o.storage)
-        transactional_id = self._transactional_id(log)
+        transactional_id = keyed_transactional_id(log, o.topic, self.app_id, streaming=True)
         if is_done(last_version(log, transactional_id), batchId):
             self._sweep(log)  # a replay: read only, fence nothing
             return

@@ -18,6 +18,7 @@ Error contract, the same for every backend:
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 from arrowlog.errors import InvalidNameError
 
-__all__ = ["Blob", "ObjectInfo", "Store", "check_key"]
+__all__ = ["Blob", "ObjectInfo", "Store", "check_key", "epoch_ms"]
 
 #: What ``get`` returns: bytes, or a read-only view of memory the backend owns.
 #: The local store reads into Arrow's memory pool: allocating fresh Python bytes
@@ -98,6 +99,11 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections and threads."""
         ...
+
+
+def epoch_ms(modified: datetime.datetime | None) -> int | None:
+    """A store's modification time (its own clock) as ms since the epoch."""
+    return None if modified is None else int(modified.timestamp() * 1000)
 
 
 # A component is 1-255 characters of a conservative alphabet, never starting with a

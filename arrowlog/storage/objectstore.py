@@ -34,7 +34,7 @@ import obstore
 from obstore import exceptions as obx
 
 from arrowlog.errors import InvalidConfigError, StoreError, TransientStoreError
-from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix, epoch_ms
 
 #: Retries inside object_store: a few quick ones for a lost connection or a 5xx;
 #: longer waits are arrowlog's retry policy's to decide (its deadline, its errors).
@@ -80,8 +80,7 @@ class ObjectStore:
         try:
             self._store = _open(scheme, bucket, self._prefix, self._config, self._client)
         except obx.BaseError as e:  # settings object_store cannot use
-            first = str(e).split("\n", 1)[0]
-            raise InvalidConfigError(f"storage options for {self.url}: {first}") from None
+            raise InvalidConfigError(f"storage options for {self.url}: {_first_line(e)}") from None
 
     # Picklable, so that a store can travel to a Spark worker: rebuilt there.
     def __reduce__(self) -> tuple[Any, ...]:
@@ -116,7 +115,7 @@ class ObjectStore:
             end = min(end, 2**63)
             return bytes(obstore.get_range(self._store, key, start=start, end=end))
         except Exception as e:
-            if _status(str(e).split("\n", 1)[0]) == 416:  # starts at or past the end
+            if _status(_first_line(e)) == 416:  # starts at or past the end
                 return b""
             raise _map_error(e, key, write=False) from e
 
@@ -129,7 +128,7 @@ class ObjectStore:
             if isinstance(mapped, FileNotFoundError):
                 self._check_bucket()
             raise mapped from e
-        return ObjectInfo(key, int(meta["size"]), _ms(meta["last_modified"]))
+        return ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
 
     def _check_bucket(self) -> None:
         """A HEAD's 404 has no body to say whether the object or the whole bucket
@@ -177,7 +176,7 @@ class ObjectStore:
                         if key > prefix:
                             return  # sorted: nothing after this one matches
                         continue
-                    yield ObjectInfo(key, int(meta["size"]), _ms(meta["last_modified"]))
+                    yield ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
                     count += 1
                     if limit is not None and count >= limit:
                         return
@@ -291,11 +290,6 @@ def _listing(prefix: str) -> tuple[str, str | None]:
     return directory, f"{directory}/{partial[:-1]}{lowered}{_ABOVE_KEYS}".lstrip("/")
 
 
-def _ms(modified: datetime.datetime | None) -> int | None:
-    """The store's modification time (its own clock) as ms since the epoch."""
-    return None if modified is None else int(modified.timestamp() * 1000)
-
-
 # S3 error codes of a request the server refused without doing it: retrying is
 # safe, and a write certainly did not land.
 _REFUSED_CODES = (
@@ -309,7 +303,7 @@ _REFUSED_CODES = (
 def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:
     """One place that turns each obstore failure into arrowlog's storage contract."""
     text = str(e)
-    first = text.split("\n", 1)[0]
+    first = _first_line(e)
     message = f"{key}: {first}"
     status = _status(first)
     # before "already exists": object_store reports S3's 409 for a conditional
@@ -340,6 +334,11 @@ def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:
         # server and been applied before the reply was lost.
         return TransientStoreError(message, maybe_applied=write)
     return StoreError(f"{key}: {type(e).__name__}: {first}")
+
+
+def _first_line(e: BaseException) -> str:
+    """obstore's errors go on with a multi-line debug dump: the first line says it."""
+    return str(e).split("\n", 1)[0]
 
 
 def _retried(text: str) -> bool:

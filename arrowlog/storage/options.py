@@ -159,16 +159,10 @@ def obstore_s3_options(
         )
     config: dict[str, Any] = {}
     client: dict[str, Any] = {}
-    for name, value in (("region_name", out.pop("region_name", None)),
-                        ("endpoint_url", out.pop("endpoint_url", None))):  # fmt: skip
-        other = extra.get(name)
-        if value is not None and other is not None and value != other:
-            raise InvalidConfigError(
-                f"storage options {name} and client_kwargs.{name} disagree: {value!r} vs {other!r}"
-            )
-        chosen = value if value is not None else other
+    for name, theirs in (("region_name", "region"), ("endpoint_url", "endpoint")):
+        chosen = _one_of(name, out.pop(name, None), extra)
         if chosen is not None:
-            config["region" if name == "region_name" else "endpoint"] = str(chosen)
+            config[theirs] = str(chosen)
     for ours, theirs in (("key", "access_key_id"), ("secret", "secret_access_key"),
                          ("token", "session_token")):  # fmt: skip
         if ours in out:
@@ -195,6 +189,20 @@ def obstore_s3_options(
     if allow_http or plain or not use_ssl:
         client["allow_http"] = True
     return config, client
+
+
+def _one_of(name: str, option: object, client_kwargs: Mapping[str, Any]) -> object:
+    """A setting given as a storage option, in ``client_kwargs``, or both alike.
+
+    Raises:
+        InvalidConfigError: both, with different values.
+    """
+    other = client_kwargs.get(name)
+    if option is not None and other is not None and option != other:
+        raise InvalidConfigError(
+            f"storage options {name} and client_kwargs.{name} disagree: {option!r} vs {other!r}"
+        )
+    return option if option is not None else other
 
 
 def obstore_cloud_options(
@@ -257,15 +265,10 @@ def s3_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """
     out = coerce_options("s3://", options, {**S3_OPTIONS, "client": "text"})
     out.pop("client", None)
-    region = out.pop("region_name", None)
+    client_kwargs = dict(out.get("client_kwargs", {}))
+    region = _one_of("region_name", out.pop("region_name", None), client_kwargs)
     if region is not None:
-        client_kwargs = dict(out.get("client_kwargs", {}))
-        if client_kwargs.setdefault("region_name", region) != region:
-            raise InvalidConfigError(
-                "storage options region_name and client_kwargs.region_name disagree: "
-                f"{region!r} vs {client_kwargs['region_name']!r}"
-            )
-        out["client_kwargs"] = client_kwargs
+        out["client_kwargs"] = {**client_kwargs, "region_name": region}
     return out
 
 

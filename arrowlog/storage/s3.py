@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
@@ -31,7 +30,7 @@ from botocore.exceptions import (
 )
 
 from arrowlog.errors import StoreError, TransientStoreError, UnsupportedStoreError
-from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix, epoch_ms
 
 T = TypeVar("T")
 
@@ -145,7 +144,7 @@ class S3Store:
             resp = self._run(lambda c: c.head_object(Bucket=self._bucket, Key=full))
         except Exception as e:
             raise _map_error(e, key, write=False) from e
-        return ObjectInfo(key, int(resp["ContentLength"]), _ms(resp.get("LastModified")))
+        return ObjectInfo(key, int(resp["ContentLength"]), epoch_ms(resp.get("LastModified")))
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         full = self._full(key)
@@ -181,7 +180,7 @@ class S3Store:
                 key = item["Key"][len(base) :]
                 if start_after is not None and key <= start_after:
                     continue  # some servers ignore StartAfter on continued pages
-                yield ObjectInfo(key, int(item["Size"]), _ms(item.get("LastModified")))
+                yield ObjectInfo(key, int(item["Size"]), epoch_ms(item.get("LastModified")))
                 if remaining is not None:
                     remaining -= 1
                     if remaining == 0:
@@ -209,11 +208,6 @@ class S3Store:
 def _sync(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     result: T = fsspec.asyn.sync(loop, lambda: coro)
     return result
-
-
-def _ms(modified: datetime.datetime | None) -> int | None:
-    """S3's LastModified (the server's clock) as ms since the epoch."""
-    return None if modified is None else int(modified.timestamp() * 1000)
 
 
 def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:
