@@ -15,6 +15,7 @@ from arrowlog._logview import LogView, incarnation_of
 from arrowlog.checkpoint import Decision, ProducerEntry
 from arrowlog.consumer import last_stable_offset
 from arrowlog.coordinator import (
+    CLOCK_GRAIN_MS,
     EXPIRE,
     OPERATOR_ABORT,
     TXN_IDS_PREFIX,
@@ -23,8 +24,9 @@ from arrowlog.coordinator import (
     TxnState,
     describe,
 )
-from arrowlog.errors import ArrowLogError, UnknownTopicOrPartitionError
+from arrowlog.errors import ArrowLogError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from arrowlog.groups import GroupOffsets
+from arrowlog.partition import PartitionLog
 from arrowlog.txn import fence_and_recover
 
 
@@ -93,7 +95,9 @@ def abort_transaction(log: LogView, transactional_id: str) -> TransactionInfo:
     return TransactionInfo.of(entry)
 
 
-def expire_transactions(log: LogView, *, now_ms: int | None = None) -> list[TransactionInfo]:
+def expire_transactions(
+    log: LogView, *, now_ms: int | None = None, topics: list[str] | None = None
+) -> list[TransactionInfo]:
     """Abort (or finish) every transaction older than its timeout. Any client may
     run this; the epoch bump fences the late producer, which then gets
     TransactionTimeoutError.
@@ -103,6 +107,13 @@ def expire_transactions(log: LogView, *, now_ms: int | None = None) -> list[Tran
     writes (and removes). Neither the producer's clock nor this client's counts.
     ``now_ms`` replaces the probe (a time on the store's clock). A transaction
     that ends while this runs is left alone.
+
+    A transaction with records but no coordinator entry yet (it writes its
+    first at PREPARE) is found in the partitions of ``topics`` (default: every
+    topic), and its age counts from its first record's time on the store: this
+    call reads the state of each of those partitions. Aborting it writes a
+    COMPLETE_ABORT of its epoch, so its producer's PREPARE fails with
+    TransactionTimeoutError.
     """
     unfinished = []
     for tid in transactional_ids(log):
@@ -110,10 +121,22 @@ def expire_transactions(log: LogView, *, now_ms: int | None = None) -> list[Tran
         latest = coordinator.latest()
         if latest is not None and not latest.state.is_complete:
             unfinished.append((coordinator, latest))
-    if not unfinished:
+    unregistered = [t for t in open_transactions(log, topics) if not t.registered]
+    if not unfinished and not unregistered:
         return []
     now = store_now_ms(log) if now_ms is None else now_ms
     done = []
+    for t in unregistered:
+        if t.started_ms is None or t.timeout_ms is None:
+            continue
+        if now <= t.started_ms + t.timeout_ms + CLOCK_GRAIN_MS:
+            continue
+        entry = fence_and_recover(
+            log, _coordinator(log, t.transactional_id), reason=EXPIRE,
+            unless=_not_running(t.producer_epoch),
+        )  # fmt: skip
+        if entry is not None:
+            done.append(TransactionInfo.of(entry))
     for coordinator, latest in unfinished:
         if not coordinator.expired(latest, now):
             continue
@@ -147,6 +170,12 @@ def _put_probe(log: LogView, key: str) -> None:
         log.store.put_if_absent(key, b"")
 
 
+def _not_running(txn_epoch: int) -> Callable[[TxnEntry], bool]:
+    """Whether the transaction of ``txn_epoch`` that had no entry got one since
+    (it prepared: no longer ours to expire), or the log moved past its epoch."""
+    return lambda entry: not (entry.state.is_complete and entry.producer_epoch == txn_epoch)
+
+
 def _not_expired(coordinator: CoordinatorLog, now_ms: int) -> Callable[[TxnEntry], bool]:
     return lambda entry: not coordinator.expired(entry, now_ms)
 
@@ -159,9 +188,12 @@ def list_producers(log: LogView, topic: str, partition: int) -> list[ProducerEnt
 
 def metrics(log: LogView, topics: list[str] | None = None) -> dict[str, Any]:
     """KIP-98's metrics: live producer ids and LSO per partition, open
-    transactions per partition, and the active transactional ids."""
+    transactions per partition, and the active transactional ids: those with
+    an unfinished entry, and those with undecided records in these partitions
+    (a transaction writes its first entry at PREPARE)."""
     decide = log.resolver.snapshot()
     partitions = {}
+    active = {t.transactional_id for t in list_transactions(log) if not t.state.is_complete}
     for topic in topics if topics is not None else log.list_topics():
         for p in range(log.topic(topic).partitions):
             hw, state = log.partition(topic, p).state()
@@ -171,7 +203,11 @@ def metrics(log: LogView, topics: list[str] | None = None) -> dict[str, Any]:
                 "live_producer_ids": len(state.producers),
                 "open_transactions": len(state.open_txns),
             }
-    active = [t.transactional_id for t in list_transactions(log) if not t.state.is_complete]
+            active.update(
+                t.transactional_id
+                for t in state.open_txns.values()
+                if decide(t) is Decision.UNDECIDED
+            )
     return {"partitions": partitions, "active_transactional_ids": sorted(active)}
 
 
@@ -240,9 +276,13 @@ class OpenTransaction:
     producer_id: int
     producer_epoch: int
     first_offset: int
-    #: when the transaction began, on the store's clock (None if unknown)
+    #: when the transaction began, on the store's clock (None if unknown): its
+    #: first entry's time, or for one with no entry yet (it writes its first at
+    #: PREPARE) the time of its first record here
     started_ms: int | None
     timeout_ms: int | None
+    #: False while the coordinator log has no entry of the transaction
+    registered: bool = True
 
 
 def open_transactions(log: LogView, topics: list[str] | None = None) -> list[OpenTransaction]:
@@ -252,18 +292,33 @@ def open_transactions(log: LogView, topics: list[str] | None = None) -> list[Ope
     found = []
     for topic in topics if topics is not None else log.list_topics():
         for p in range(log.topic(topic).partitions):
-            _, state = log.partition(topic, p).state()
+            part = log.partition(topic, p)
+            _, state = part.state()
             for txn in state.open_txns.values():
                 if decide(txn) is not Decision.UNDECIDED:
                     continue
                 coordinator = _coordinator(log, txn.transactional_id)
                 latest = coordinator.latest()
+                registered = latest is not None and latest.txn_epoch == txn.producer_epoch
+                if registered:
+                    assert latest is not None
+                    started = coordinator.started_ms(latest)
+                else:
+                    started = _first_record_ms(log, part, txn.first_offset)
                 found.append(
                     OpenTransaction(
                         topic, p, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                        txn.first_offset,
-                        None if latest is None else coordinator.started_ms(latest),
-                        None if latest is None else latest.timeout_ms,
+                        txn.first_offset, started,
+                        None if latest is None else latest.timeout_ms, registered,
                     )
                 )  # fmt: skip
     return sorted(found, key=lambda t: (t.topic, t.partition, t.first_offset))
+
+
+def _first_record_ms(log: LogView, part: PartitionLog, offset: int) -> int | None:
+    """The store's time for the segment holding ``offset`` (None if unknown)."""
+    try:
+        refs = part.segments(offset, offset + 1)
+        return log.config.retry.call(lambda: log.store.head(refs[0].key)).modified_ms
+    except (OffsetOutOfRangeError, FileNotFoundError, IndexError):  # removed since
+        return None

@@ -51,7 +51,7 @@ EXPIRE = "expire"  # the transaction outlived its timeout
 OPERATOR_ABORT = "operator-abort"  # arrowlog abort-transaction
 PRODUCER_IDS_PREFIX = "_arrowlog/producer-ids/"
 _INVERT = 10**20 - 1
-_CLOCK_GRAIN_MS = 1_000
+CLOCK_GRAIN_MS = 1_000
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
 
 
@@ -73,7 +73,9 @@ class TxnState(enum.Enum):
     """States of a transactional id's current or last transaction."""
 
     EMPTY = "EMPTY"  # initialised, no transaction yet
-    ONGOING = "ONGOING"  # begun: partitions and consumer offsets registered
+    # begun with an entry: consumer offsets registered, or a distributed job's
+    # partitions (a plain transaction's first entry is its PREPARE)
+    ONGOING = "ONGOING"
     PREPARE_COMMIT = "PREPARE_COMMIT"  # the point of no return
     PREPARE_ABORT = "PREPARE_ABORT"
     COMPLETE_COMMIT = "COMPLETE_COMMIT"  # every marker written
@@ -99,16 +101,24 @@ class TxnState(enum.Enum):
 
 # Allowed transitions, checked on every write. A state may follow itself: the
 # restatement with a bumped producer epoch that fences an older instance.
+#
+# A complete state (EMPTY, COMPLETE_*) grants its producer epoch to the next
+# transaction, which may begin without an entry of its own: its first entry is
+# then its PREPARE (the commit point), or the COMPLETE_ABORT of whoever aborts
+# it (an expirer, an operator).
+_NEXT = frozenset(
+    {TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT}
+)
 _TRANSITIONS: dict[TxnState | None, frozenset[TxnState]] = {
     None: frozenset({TxnState.EMPTY}),
-    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, *_NEXT}),
     TxnState.ONGOING: frozenset(
         {TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT}
     ),
     TxnState.PREPARE_COMMIT: frozenset({TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT}),
     TxnState.PREPARE_ABORT: frozenset({TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT}),
-    TxnState.COMPLETE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT, TxnState.ONGOING}),
-    TxnState.COMPLETE_ABORT: frozenset({TxnState.COMPLETE_ABORT, TxnState.ONGOING}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT, *_NEXT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.COMPLETE_ABORT, *_NEXT}),
 }
 
 
@@ -238,7 +248,7 @@ class CoordinatorLog:
             return False
         started = self.started_ms(entry)
         # S3 keeps object times to the second: allow for that much rounding
-        return started is not None and now_ms > started + entry.timeout_ms + _CLOCK_GRAIN_MS
+        return started is not None and now_ms > started + entry.timeout_ms + CLOCK_GRAIN_MS
 
     def entry(self, n: int) -> TxnEntry | None:
         key = entry_key(self.transactional_id, n)
@@ -323,13 +333,21 @@ class CoordinatorLog:
 
         The latest entry answers for the current transaction. An older one is
         found by binary search over entry numbers (transaction epochs never
-        decrease along the log), and its last entry says how it ended. An epoch
-        the log never registered is aborted: no producer writes data before
-        registering its partition.
+        decrease along the log), and its last entry says how it ended.
+
+        A transaction may write data before its first entry (its PREPARE): it
+        runs under the epoch the latest entry grants, or, while its producer's
+        previous transaction is prepared and not yet complete, the epoch that
+        COMPLETE will grant. Such an epoch is UNDECIDED. Any other epoch the log
+        has no entry for is ABORTED, for good: an entry of a transaction is only
+        ever written right after the entry that granted its epoch, and that
+        place is taken once the log has moved past the epoch.
         """
         latest = self.latest()
-        if latest is None or latest.txn_epoch < txn_epoch:
+        if latest is None:
             return Decision.ABORTED, None
+        if latest.txn_epoch < txn_epoch:
+            return (Decision.UNDECIDED if may_begin(latest, txn_epoch) else Decision.ABORTED), None
         if latest.txn_epoch == txn_epoch:
             return latest.state.decision, latest
         lo, hi = 0, latest.n  # find the last entry with txn_epoch <= wanted
@@ -351,6 +369,22 @@ class CoordinatorLog:
         # its last word unless entries were lost, and then nothing was committed.
         decided = found.state.decision
         return (Decision.ABORTED if decided is Decision.UNDECIDED else decided), found
+
+
+def may_begin(latest: TxnEntry, txn_epoch: int) -> bool:
+    """Whether a transaction of ``txn_epoch``, with no entry yet, may still
+    write its first entry after ``latest``: the epoch is the one ``latest``
+    grants, or the one the COMPLETE after a prepared ``latest`` will grant (a
+    producer sends its next transaction while its last one finishes)."""
+    if txn_epoch <= latest.txn_epoch:
+        return False
+    if txn_epoch == latest.producer_epoch:
+        return True
+    return (
+        latest.state.is_prepared
+        and latest.producer_epoch == latest.txn_epoch
+        and txn_epoch == latest.producer_epoch + 1
+    )
 
 
 _MAX_CACHED_DECISIONS = 100_000

@@ -466,9 +466,11 @@ class ArrowLog:
         """Fence the id's live instance and finish its transaction now."""
         return admin.abort_transaction(self, transactional_id)
 
-    def expire_transactions(self, *, now_ms: int | None = None) -> list[admin.TransactionInfo]:
+    def expire_transactions(
+        self, *, now_ms: int | None = None, topics: list[str] | None = None
+    ) -> list[admin.TransactionInfo]:
         """Abort every transaction older than its timeout."""
-        return admin.expire_transactions(self, now_ms=now_ms)
+        return admin.expire_transactions(self, now_ms=now_ms, topics=topics)
 
     def list_producers(self, topic: str, partition: int) -> list[ProducerEntry]:
         return admin.list_producers(self, topic, partition)

@@ -46,9 +46,9 @@ def member_writes(log: ArrowLog, tid: str, epoch: int, partition: int, *values: 
 
 
 def commit(log: ArrowLog, tid: str, epoch: int, members: list[int], **metadata: str) -> None:
-    producer = log.producer(transactional_id=tid)
-    producer.resume_transaction(epoch)
-    producer.commit_transaction(members=members, metadata=metadata or None)
+    with log.producer(transactional_id=tid) as producer:  # close waits for COMPLETE, as the sink
+        producer.resume_transaction(epoch)
+        producer.commit_transaction(members=members, metadata=metadata or None)
 
 
 def latest(log: ArrowLog, tid: str) -> arrowlog.coordinator.TxnEntry:

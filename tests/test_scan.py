@@ -38,6 +38,7 @@ def test_latest_may_end_lower_to_keep_a_transaction_whole_a_numeric_end_never_do
     with t.transaction():
         t.send("t", one, partition=0)
         t.send("t", one, partition=1)
+    t.flush()  # its markers
     assert log.stable_offsets("t") == {0: 0, 1: 3}
     latest = plan_scan(log, ["t"])
     assert {(r.partition, r.end) for r in latest.ranges} == {(0, 0), (1, 1)}

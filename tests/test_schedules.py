@@ -79,11 +79,13 @@ def test_late_put_after_unknown_outcome_is_recognised_by_writer_identity(
 
 
 def _dead_instance_leaves_ongoing(log: arrowlog.ArrowLog) -> int:
-    """A producer begins a transaction, sends, and dies; the entry number of its
-    last coordinator entry."""
+    """A producer begins a transaction, registers its partition (ONGOING: the
+    fence must then write PREPARE_ABORT and COMPLETE_ABORT), sends, and dies;
+    the entry number of its last coordinator entry."""
     dead = log.producer(transactional_id="tx")
     dead.init_transactions()
     dead.begin_transaction()
+    dead.add_partitions([("t", 0)])
     dead.send("t", rows(0), partition=0)
     latest = CoordinatorLog(log.store, "tx", log.config.retry).latest()
     assert latest is not None and latest.state is TxnState.ONGOING
@@ -220,6 +222,7 @@ def test_records_sent_after_the_commit_point_never_join_the_transaction(
     a = arrowlog.connect(store).producer(transactional_id="job")
     a.init_transactions()
     a.begin_transaction()
+    a.add_partitions([("t", 0)])  # resumable: the partition is registered
     a.send("t", rows(1), partition=0)
     b = arrowlog.connect(scripted).producer(transactional_id="job")
     b.resume_transaction(a.epoch)
@@ -264,8 +267,9 @@ def test_offsets_count_from_prepare_commit_even_if_the_committer_dies_there(
     assert reader.committed("in", 1) is None  # a partition it does not name is stable
     scripted.fail("put_if_absent", "t/0/segments/*", times=10**9, maybe_applied=False)
     scripted.fail("put_if_absent", "_arrowlog/groups/*", times=10**9, maybe_applied=False)
+    p.commit_transaction()  # returns at PREPARE_COMMIT: then the "crash"
     with pytest.raises(arrowlog.ArrowLogError):
-        p.commit_transaction()  # PREPARE_COMMIT landed, then the "crash"
+        p.flush()  # its markers and offsets never land
     assert values(reader, "t") == [1]
     assert reader.committed("in", 0) == 1
     # the next instance finishes the transaction: the same answer, now applied
@@ -287,6 +291,7 @@ def test_offsets_of_an_aborted_transaction_never_count(store: Store) -> None:
     p.send_offsets_to_transaction({("in", 0): 9}, group_id="g")
     p.abort_transaction()
     assert reader.committed("in", 0) == 5
+    p.flush()  # the pending mark is dropped in the background
     assert GroupOffsets(store, "g", FAST.retry).latest().pending == {}
 
 
@@ -373,6 +378,7 @@ def test_a_resumed_commit_bounds_the_transaction_past_what_its_listing_shows(
     a = arrowlog.connect(store).producer(transactional_id="job")
     a.init_transactions()
     a.begin_transaction()
+    a.add_partitions([("t", 0)])  # resumable: the partition is registered
     a.send("t", rows(1, 2), partition=0)
     scripted.hide(segment_key("t", 0, 0), times=10**9)
     b = arrowlog.connect(scripted).producer(transactional_id="job")
@@ -485,10 +491,168 @@ def test_a_zombie_marking_its_offsets_pending_late_never_hides_its_successors(
     b.send("t", rows(2), partition=0)
     b.send_offsets_to_transaction({("in", 0): 2}, group_id="g")
     dying.fail("put_if_absent", "_arrowlog/groups/*", times=10**9, maybe_applied=False)
+    b.commit_transaction()  # committed at PREPARE_COMMIT
     with pytest.raises(arrowlog.ArrowLogError):
-        b.commit_transaction()  # committed; applying its offsets failed
+        b.flush()  # applying its offsets failed
     gate.release()
     zombie.result()
     reader = arrowlog.connect(store).consumer(group_id="g")
     assert values(reader, "t") == [2]
     assert reader.committed("in", 0) == 2
+
+
+# --- commits on the critical path of one request (issue 9) --------------------------
+#
+# A transaction's data go out before any coordinator entry names it, and the
+# producer's next transaction sends before its last one's COMPLETE entry has
+# landed. The epoch such records carry is undecided only while a transaction
+# may still write its first entry under it; then it is decided for good.
+
+
+def test_the_next_transaction_sends_before_the_last_completes_and_commits_after(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """T1 commits (PREPARE, entry 1) and its COMPLETE (entry 2) is held; T2
+    sends under the epoch that COMPLETE will grant. Readers see T1, and T2's
+    record undecided (holding the LSO), not aborted; COMPLETE lands, T2 commits."""
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    p = arrowlog.connect(scripted).producer(transactional_id="tx")
+    p.init_transactions()
+    gate = scripted.hold("put_if_absent", entry_key("tx", 2))
+    with p.transaction():
+        p.send("t", rows(1), partition=0)
+    gate.wait_reached()
+    p.begin_transaction()
+    r = p.send("t", rows(2), partition=0)
+    reader = arrowlog.connect(store)
+    assert values(reader.consumer(), "t") == [1]
+    assert reader.stable_offsets("t") == {0: r.base_offset}  # undecided, not aborted
+    commit = Background(p.commit_transaction)  # waits for the COMPLETE, then PREPARE
+    time.sleep(0.2)
+    assert values(arrowlog.connect(store).consumer(), "t") == [1]
+    gate.release()
+    commit.result()
+    p.close()
+    after = arrowlog.connect(store)
+    assert values(after.consumer(), "t") == [1, 2]
+    assert after.stable_offsets("t") == after.end_offsets("t")
+
+
+def test_a_fence_while_the_last_commit_finishes_aborts_the_next_transactions_records(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """T1 commits; its COMPLETE is held; the producer sends T2's record under
+    the epoch that COMPLETE would grant. A new instance initialises: it rolls
+    T1 forward and takes the COMPLETE's place. T2's record is then aborted for
+    good (never visible, never holding the LSO), though no entry ever named it;
+    the old producer learns it is fenced at its next commit."""
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    old = arrowlog.connect(scripted).producer(transactional_id="tx")
+    old.init_transactions()
+    gate = scripted.hold("put_if_absent", entry_key("tx", 2))
+    with old.transaction():
+        old.send("t", rows(1), partition=0)
+    gate.wait_reached()
+    old.begin_transaction()
+    old.send("t", rows(2), partition=0)
+    new = arrowlog.connect(store).producer(transactional_id="tx")
+    new.init_transactions()
+    reader = arrowlog.connect(store)
+    assert values(reader.consumer(), "t") == [1]
+    assert reader.stable_offsets("t") == reader.end_offsets("t")
+    gate.release()
+    with pytest.raises(arrowlog.ProducerFencedError):
+        old.commit_transaction()
+    assert old.state is ProducerState.FENCED
+    with new.transaction():
+        new.send("t", rows(3), partition=0)
+    new.close()
+    final = arrowlog.connect(store)
+    assert values(final.consumer(), "t") == [1, 3]
+    assert final.stable_offsets("t") == final.end_offsets("t")
+
+
+def test_an_epoch_no_transaction_can_begin_under_is_aborted_at_once(store: Store) -> None:
+    """A record under an epoch ahead of anything the log grants (no producer
+    writes one; a forged or corrupt header could) is aborted at once: it does
+    not hold the LSO waiting for an entry that may never come."""
+    from arrowlog.segment import WriterIdentity
+
+    log = arrowlog.connect(store)
+    log.create_topic("t", SCHEMA)
+    p = log.producer(transactional_id="tx")
+    p.init_transactions()  # grants epoch 0
+    forged = WriterIdentity(producer_id=p.producer_id + 1, producer_epoch=2, base_sequence=0,
+                            transactional=True, transactional_id="tx")  # fmt: skip
+    log.partition("t", 0).append(rows(9), identity=forged)
+    assert log.stable_offsets("t") == log.end_offsets("t")
+    for _ in range(3):  # epochs 0, 1, 2 each commit one record
+        with p.transaction():
+            p.send("t", rows(1), partition=0)
+    p.close()
+    fresh = arrowlog.connect(store)
+    assert values(fresh.consumer(), "t") == [1, 1, 1]
+    assert fresh.stable_offsets("t") == fresh.end_offsets("t")
+
+
+def test_an_operator_abort_of_a_transaction_with_no_entry_tells_its_producer(
+    store: Store,
+) -> None:
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    p = arrowlog.connect(store).producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", rows(1), partition=0)
+    info = arrowlog.connect(store).abort_transaction("tx")
+    assert info.state is TxnState.COMPLETE_ABORT and info.txn_epoch == 0
+    reader = arrowlog.connect(store)
+    assert reader.stable_offsets("t") == reader.end_offsets("t")
+    with pytest.raises(arrowlog.ProducerFencedError, match="operator"):
+        p.commit_transaction()
+    assert values(arrowlog.connect(store).consumer(), "t") == []
+
+
+def test_an_abort_after_an_in_doubt_send_decides_the_epoch_and_the_next_moves_on(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """A send's PUT times out and lands later: the producer cannot tell whether
+    its record is there. Its abort must write PREPARE_ABORT (the record may be
+    there, and no entry names the epoch yet), and the next transaction runs
+    under a new epoch, so the late record never joins it."""
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    p = arrowlog.connect(scripted, config=FAST).producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    seg0 = segment_key("t", 0, 0)
+    late = scripted.late_put(seg0)
+    failing = scripted.fail("put_if_absent", seg0, nth=2, times=10**9)
+    with pytest.raises(AppendOutcomeUnknownError):
+        p.send("t", rows(1), partition=0)
+    failing.stop()
+    p.abort_transaction()
+    assert late.land()  # the record of epoch 0 is there after all
+    p.flush()
+    assert p.epoch == 1
+    with p.transaction():
+        p.send("t", rows(2), partition=0)
+    p.close()
+    reader = arrowlog.connect(store)
+    assert values(reader, "t") == [1, 2]  # both landed (and the markers are not rows)
+    assert values(reader.consumer(), "t") == [2]
+    assert reader.stable_offsets("t") == reader.end_offsets("t")
+
+
+def test_a_transaction_that_sent_nothing_ends_without_a_request(store: Store) -> None:
+    from arrowlog.storage.wrappers import CountingStore
+
+    counting = CountingStore(store)
+    log = arrowlog.connect(counting)
+    log.create_topic("t", SCHEMA)
+    p = log.producer(transactional_id="tx")
+    p.init_transactions()
+    counting.reset()
+    for end in (p.commit_transaction, p.abort_transaction):
+        p.begin_transaction()
+        end()
+    assert counting.counts == {}
+    assert p.epoch == 0  # no record carries it: the next transaction keeps it

@@ -108,6 +108,7 @@ def test_a_new_partition_is_found_when_asked_for(
     producer.begin_transaction()
     producer.send("t", rows(2), partition=1)
     producer.commit_transaction()
+    producer.flush()  # its marker
     assert admin.stable_offsets("t") == {0: 0, 1: 2, 2: 1}
     admin.create_partitions("t", 5)
     producer.begin_transaction()
@@ -366,6 +367,7 @@ def test_transactions_over_a_deleted_topic_still_end(
     dying = make_log().producer(transactional_id="tx2")
     dying.init_transactions()
     dying.begin_transaction()
+    dying.add_partitions([("keep", 0), ("gone", 0)])  # named: recovery writes markers
     dying.send("keep", rows(5))
     dying.send("gone", rows(6), partition=0)
     make_log().delete_topic("gone")

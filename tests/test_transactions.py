@@ -10,9 +10,10 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
+import arrowlog.admin
 import arrowlog.checkpoint
 from arrowlog import ArrowLog, TopicConfig, TxnState
-from arrowlog.coordinator import CoordinatorLog, Outcome, is_transition_valid
+from arrowlog.coordinator import Outcome, is_transition_valid
 from arrowlog.storage import Store
 from arrowlog.storage.wrappers import CountingStore
 
@@ -51,6 +52,9 @@ def test_commit_makes_every_partition_visible_at_once(log: ArrowLog) -> None:
     p.commit_transaction()
     assert committed(log, "a", 0) == [1, 2] and committed(log, "a", 2) == [3]
     assert committed(log, "b", 0) == [4]
+    # visible from PREPARE_COMMIT on, before any marker: the LSO too
+    assert log.stable_offsets("a") == log.end_offsets("a")
+    p.flush()  # the markers follow in the background
     # the markers took one offset each, and are never returned as data
     assert log.end_offsets("a") == {0: 3, 1: 0, 2: 2}
     assert log.stable_offsets("a") == log.end_offsets("a")
@@ -71,6 +75,9 @@ def test_abort_hides_everything_and_releases_the_lso(log: ArrowLog) -> None:
         log.consumer().read("a", 0, 0, 3)
     p.abort_transaction()
     assert committed(log, "a", 0) == [0, 2]
+    # released at PREPARE_ABORT, before its marker lands
+    assert log.stable_offsets("a")[0] == log.end_offsets("a")[0]
+    p.flush()
     assert log.stable_offsets("a")[0] == log.end_offsets("a")[0] == 4
 
 
@@ -147,10 +154,16 @@ def test_a_fatal_error_stops_the_producer(log: ArrowLog) -> None:
 def test_transitions_are_checked() -> None:
     assert is_transition_valid(None, TxnState.EMPTY)
     assert is_transition_valid(TxnState.ONGOING, TxnState.PREPARE_COMMIT)
-    assert not is_transition_valid(TxnState.EMPTY, TxnState.PREPARE_COMMIT)  # commit without begin
+    # a complete entry grants the next epoch: that transaction's first entry
+    # may be its PREPARE (or an expirer's COMPLETE_ABORT of it)
+    assert is_transition_valid(TxnState.EMPTY, TxnState.PREPARE_COMMIT)
+    assert is_transition_valid(TxnState.COMPLETE_COMMIT, TxnState.PREPARE_ABORT)
+    assert is_transition_valid(TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+    assert not is_transition_valid(TxnState.COMPLETE_ABORT, TxnState.COMPLETE_COMMIT)
+    assert not is_transition_valid(TxnState.EMPTY, TxnState.COMPLETE_COMMIT)
     assert not is_transition_valid(TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
     assert not is_transition_valid(TxnState.PREPARE_ABORT, TxnState.COMPLETE_COMMIT)
-    assert not is_transition_valid(TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
+    assert not is_transition_valid(TxnState.ONGOING, TxnState.COMPLETE_ABORT)
 
 
 def test_a_new_instance_fences_the_old_one(
@@ -163,9 +176,11 @@ def test_a_new_instance_fences_the_old_one(
     new = make_log().producer(transactional_id="tx")
     new.init_transactions()  # aborts the old instance's transaction
     assert log.stable_offsets("a")[0] == log.end_offsets("a")[0]
-    old.send("a", rows(2), partition=0)  # a registered partition: lands, never visible
-    with pytest.raises(arrowlog.ProducerFencedError):
-        old.send("a", rows(3), partition=1)  # a new partition needs the coordinator
+    # no broker refuses them: they land, under an epoch the log has moved past,
+    # so they are never visible and never hold the LSO
+    old.send("a", rows(2), partition=0)
+    old.send("a", rows(3), partition=1)
+    assert log.stable_offsets("a") == log.end_offsets("a")
     with pytest.raises(arrowlog.ProducerFencedError):
         old.commit_transaction()
     with new.transaction():
@@ -184,11 +199,13 @@ def test_an_expired_transaction_is_aborted_by_anyone(
     p.send("a", rows(1), partition=0)
     other = make_log()
     assert other.expire_transactions() == []  # not yet past its timeout
-    coordinator = CoordinatorLog(log.store, "slow", log.config.retry)
-    entry = coordinator.latest()
-    assert entry is not None
-    started = coordinator.started_ms(entry)  # on the store's clock
+    # no coordinator entry yet: its age counts from its first record, on the
+    # store's clock
+    (hanging,) = arrowlog.admin.open_transactions(other)
+    assert not hanging.registered and hanging.timeout_ms == 1_000
+    started = hanging.started_ms
     assert started is not None
+    assert started == log.store.head(log.partition("a", 0).segments()[0].key).modified_ms
     # the timeout, plus a second of rounding (S3 keeps object times to the second)
     assert other.expire_transactions(now_ms=started + 2_000) == []
     expired = other.expire_transactions(now_ms=started + 2_001)
@@ -243,9 +260,12 @@ def test_operators_can_list_describe_and_measure(log: ArrowLog) -> None:
     p.init_transactions()
     p.begin_transaction()
     p.send("a", rows(1), partition=2)
+    # the coordinator log knows nothing of it before PREPARE: the partitions do
     [info] = log.list_transactions()
-    assert info.state is TxnState.ONGOING and info.partitions == (("a", 2),)
-    assert log.describe_transaction("ops")["state"] == "ONGOING"
+    assert info.state is TxnState.EMPTY and info.partitions == ()
+    assert log.describe_transaction("ops")["state"] == "EMPTY"
+    [hanging] = arrowlog.admin.open_transactions(log)
+    assert (hanging.transactional_id, hanging.partition, hanging.registered) == ("ops", 2, False)
     metrics = log.metrics(["a"])
     assert metrics["active_transactional_ids"] == ["ops"]
     assert metrics["partitions"]["a/2"] == {
@@ -260,7 +280,7 @@ def test_operators_can_list_describe_and_measure(log: ArrowLog) -> None:
 
 
 @pytest.mark.parametrize("partitions", [1, 3, 8])
-def test_a_commit_costs_one_prepare_one_marker_per_partition_and_one_complete(
+def test_a_commit_waits_for_one_coordinator_write_and_data_for_none(
     store: Store, partitions: int
 ) -> None:
     counting = CountingStore(store)
@@ -270,23 +290,38 @@ def test_a_commit_costs_one_prepare_one_marker_per_partition_and_one_complete(
     )
     p = log.producer(transactional_id="cost")
     p.init_transactions()
+    with p.transaction():  # the first one opens each partition (two LISTs each)
+        for i in range(partitions):
+            p.send("wide", rows(i), partition=i)
+    p.flush()
+    # the steady state: the data need no coordinator write before them
     p.begin_transaction()
-    counting.reset()
-    p.add_partitions(("wide", i) for i in range(partitions))
-    # one ONGOING entry for all of them; each partition is opened (two LISTs: its
-    # checkpoints and its segments) to record the topic's incarnation from a
-    # listing, which the sends then need not repeat
-    assert counting.counts == {"put_if_absent": 1, "list": 2 * partitions}
     counting.reset()
     for i in range(partitions):
         p.send("wide", rows(i), partition=i)
     assert counting.counts == {"put_if_absent": partitions}
+    # the commit waits for one request: its PREPARE_COMMIT entry
     counting.reset()
     p.commit_transaction()
-    # PREPARE entry + a marker per partition + COMPLETE entry, and nothing else
+    assert counting.caller_counts == {"put_if_absent": 1}
+    # then, in the background: a marker per partition and the COMPLETE entry,
+    # which grants the next transaction its epoch
+    p.flush()
     assert counting.counts == {"put_if_absent": 2 + partitions}
     markers = [o.key for o in store.list("wide/") if "/segments/" in o.key]
-    assert len(markers) == 2 * partitions
+    assert len(markers) == 4 * partitions
+    # a transaction sent right after a commit does not wait for its COMPLETE;
+    # its own commit does (and then writes one entry)
+    p.begin_transaction()
+    p.send("wide", rows(7), partition=0)
+    p.commit_transaction()
+    p.begin_transaction()
+    counting.reset()
+    p.send("wide", rows(8), partition=0)
+    p.commit_transaction()
+    assert counting.caller_counts == {"put_if_absent": 2}
+    p.close()
+    assert committed(log, "wide", 0)[-2:] == [7, 8]
 
 
 def test_transactions_spanning_checkpoints_are_seen_by_a_fresh_reader(

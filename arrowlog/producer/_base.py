@@ -6,7 +6,9 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import crc32c
 import pyarrow as pa
@@ -25,6 +27,9 @@ from arrowlog.errors import (
 )
 from arrowlog.partition import PartitionLog
 from arrowlog.segment import WriterIdentity
+
+if TYPE_CHECKING:
+    from arrowlog.producer._transactions import _Unfinished
 
 
 def key_partitions(values: Iterable[object], partitions: int) -> list[int]:
@@ -125,6 +130,10 @@ class _ProducerBase:
         self._resumed = False
         self._txn_started_ms = 0
         self._txn_began: float | None = None  # time.monotonic() at begin
+        # the last transaction, past PREPARE, until its COMPLETE is known written
+        self._unfinished: _Unfinished | None = None
+        self._finisher: ThreadPoolExecutor | None = None  # finishes it in the background
+        self._finisher_pid = 0  # the process that made it
         self._lock = threading.Lock()
 
     # --- state --------------------------------------------------------------------

@@ -82,9 +82,10 @@ class Producer(_Transactions):
                 transactional_id=self.transactional_id,
             )
             if self._coordinator is not None:
-                self._check_incarnation(part.opened_topic())
-                if tp not in self._txn_partitions:
-                    self._register(partitions={tp})
+                self._check_joinable(part.opened_topic())
+                self._join(tp, part.opened_topic())
+                if self._registered():
+                    self._register()  # a resumable transaction names it first
             try:
                 result = part.append(prepared, expected_offset=expected_offset, identity=who)
             except AppendOutcomeUnknownError:
@@ -149,18 +150,31 @@ class Producer(_Transactions):
         self._sequences[tp] = doubt.identity.base_sequence + result.record_count
 
     def flush(self) -> None:
-        """Settle every batch whose outcome was unknown (idempotent producers)."""
+        """Settle every batch whose outcome was unknown (idempotent producers);
+        wait until the last transaction is finished (markers, offsets, COMPLETE:
+        transactional producers).
+
+        Raises:
+            ProducerFencedError: another client took the transactional id while
+                the last transaction finished (its outcome stands).
+        """
         with self._lock:
             self._check_usable()
             for tp in list(self._in_doubt):
                 self._resolve_in_doubt(tp)
+            self._settle()
 
     def close(self) -> None:
         """Flush and close. An open transaction is left to the next instance or to
-        expiry (as in Kafka); abort it first to release its partitions at once."""
+        expiry (as in Kafka); abort it first to release its partitions at once.
+        A committed one still finishing is waited for (failures are left to the
+        next instance: the outcome is fixed)."""
         if self._state not in _FINAL:
             if self._coordinator is None:
                 self.flush()
+            else:
+                with self._lock:
+                    self._settle_quietly()
             self._state = ProducerState.CLOSED
 
     def __enter__(self) -> Producer:

@@ -1,16 +1,20 @@
-"""The transactional half of a producer: fencing older instances, beginning,
-registering partitions and consumer offsets in the coordinator log before
-anything is written there, and ending (PREPARE, markers and offsets, COMPLETE).
+"""The transactional half of a producer: fencing older instances, running a
+transaction under the epoch the last entry granted, and ending it with one
+coordinator write on the caller's path (PREPARE, the commit point); markers,
+offsets and the COMPLETE entry, which grants the next epoch, follow in the
+background. docs/transactions.md argues why each guarantee still holds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Self
 
 from arrowlog.coordinator import (
@@ -33,7 +37,19 @@ from arrowlog.errors import (
 from arrowlog.groups import GroupOffsets, offset_key, tp_key
 from arrowlog.producer._base import ProducerState, _ProducerBase
 from arrowlog.topic import Topic
-from arrowlog.txn import fence_and_recover, finish
+from arrowlog.txn import fence_and_recover, finish, next_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class _Unfinished:
+    """A transaction past PREPARE whose COMPLETE entry is not known written."""
+
+    prepared: TxnEntry
+    reason: str
+    #: the COMPLETE entry's write id: a retry recognises an earlier attempt
+    write_id: str
+    #: the background finishing, or None to finish again in the caller
+    future: Future[TxnEntry | None] | None
 
 
 class _Transactions(_ProducerBase):
@@ -54,7 +70,9 @@ class _Transactions(_ProducerBase):
             self._check_usable()
             if self._state is not ProducerState.UNINITIALIZED:
                 raise InvalidTxnStateError("init_transactions was called already")
-            entry = fence_and_recover(self._log, coordinator, reason="init")
+            entry = fence_and_recover(
+                self._log, coordinator, reason="init", timeout_ms=self.transaction_timeout_ms
+            )
             assert entry is not None
             self._entry = entry
             self._producer_id = entry.producer_id
@@ -83,7 +101,9 @@ class _Transactions(_ProducerBase):
                 )
             if latest.state is not TxnState.ONGOING or latest.txn_epoch != producer_epoch:
                 raise InvalidTxnStateError(
-                    f"{self.transactional_id!r}: no open transaction of epoch {producer_epoch}"
+                    f"{self.transactional_id!r}: no registered transaction of epoch "
+                    f"{producer_epoch} (a transaction that another process resumes "
+                    "registers its partitions first: add_partitions)"
                 )
             self._entry = latest
             self._producer_id = latest.producer_id
@@ -100,8 +120,9 @@ class _Transactions(_ProducerBase):
             self._state = ProducerState.IN_TRANSACTION
 
     def begin_transaction(self) -> None:
-        """Start a transaction (locally: it reaches the coordinator log with the
-        first partition or consumer offsets it touches)."""
+        """Start a transaction, locally: it runs under the epoch the latest entry
+        granted, and reaches the coordinator log at its commit (or with consumer
+        offsets). Records it sends stay undecided until then."""
         self._require_transactional()
         with self._lock:
             self._check_usable()
@@ -122,20 +143,25 @@ class _Transactions(_ProducerBase):
             self._sequences = {}
 
     def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Register partitions with the transaction in one coordinator write,
-        before sending to them (``send`` registers a new partition by itself, one
-        write each: a job that knows all its partitions saves those round trips)."""
+        """Register partitions with the transaction in one coordinator write.
+
+        Only a transaction that another process will take over needs it
+        (:meth:`resume_transaction` finds the partitions there): from this
+        entry on, each partition the transaction sends to is registered before
+        its data, one write each. Any other transaction skips the call: a send
+        adds its partition without a request, and the coordinator log learns
+        the partitions at PREPARE."""
         self._require_transactional()
         with self._lock:
             self._check_usable()
             self._check_in_transaction("add_partitions")
-            wanted = set()
-            for topic, partition in partitions:
-                # re-reads the topic if beyond its count
-                self._check_incarnation(self._log.partition(topic, partition).opened_topic())
-                wanted.add((topic, partition))
-            if wanted - self._txn_partitions:
-                self._register(partitions=wanted - self._txn_partitions)
+            # re-reads each topic if beyond its count; every check before any write
+            joining = [(tp, self._log.partition(*tp).opened_topic()) for tp in partitions]
+            for _, topic in joining:
+                self._check_joinable(topic)
+            for tp, topic in joining:
+                self._join(tp, topic)
+            self._register()
 
     def send_offsets_to_transaction(
         self, offsets: Mapping[tuple[str, int], int], group_id: str
@@ -167,40 +193,56 @@ class _Transactions(_ProducerBase):
             groups.mark_pending(self.transactional_id or "", self._epoch)
             self._txn_marked.add(group_id)
 
-    def _register(
-        self,
-        *,
-        partitions: set[tuple[str, int]] | None = None,
-        offsets: dict[str, dict[str, int]] | None = None,
-    ) -> None:
-        """Record the transaction's partitions and offsets (ONGOING) before any
-        data goes there: recovery must know every partition to put a marker in."""
-        for topic, _ in partitions or ():
-            limit = self._log.topic(topic).config.max_transaction_timeout_ms
-            if self.transaction_timeout_ms > limit:
-                raise InvalidTransactionTimeoutError(
-                    f"transaction_timeout_ms {self.transaction_timeout_ms} is above topic "
-                    f"{topic!r}'s max_transaction_timeout_ms {limit}"
-                )
-        new_partitions = self._txn_partitions | (partitions or set())
-        incarnations = dict(self._txn_incarnations)
-        for t, p in partitions or ():
-            incarnations[t] = self._log.partition(t, p).opened_topic().incarnation
-        new_offsets = offsets if offsets is not None else self._txn_offsets
+    def _register(self, *, offsets: dict[str, dict[str, int]] | None = None) -> None:
+        """Write an ONGOING entry naming the transaction's partitions and consumer
+        offsets, if it does not name them already. Consumer offsets are
+        registered before the group's log marks the transaction pending: a
+        reader of the group that meets the mark learns from this entry which
+        positions are unstable."""
+        self._settle()
         assert self._entry is not None
+        offsets = self._txn_offsets if offsets is None else offsets
         begins = self._entry.state is not TxnState.ONGOING
+        partitions = tuple(sorted(self._txn_partitions))
+        if not begins and (partitions, offsets) == (self._entry.partitions, self._entry.offsets):
+            return
         self._write_entry(
             TxnState.ONGOING,
             reason="begin" if begins else "add",
-            partitions=tuple(sorted(new_partitions)),
-            incarnations=incarnations,
-            offsets=new_offsets,
+            partitions=partitions,
+            incarnations=dict(self._txn_incarnations),
+            offsets=offsets,
             members=(),
-            txn_begin_n=self._entry.n + 1 if begins else self._entry.txn_begin_n,
+            bounds={},
         )
-        self._txn_partitions = new_partitions
-        self._txn_incarnations = incarnations
-        self._txn_offsets = new_offsets
+        self._txn_offsets = offsets
+
+    def _registered(self) -> bool:
+        """Whether the transaction has an entry (ONGOING): then a partition is
+        registered there before it gets data, for whoever resumes it."""
+        return self._entry is not None and self._entry.state is TxnState.ONGOING
+
+    def _check_joinable(self, topic: Topic) -> None:
+        """Before a partition of ``topic`` joins the transaction (nothing written yet).
+
+        Raises:
+            InvalidTransactionTimeoutError: the topic allows shorter transactions.
+            UnknownTopicOrPartitionError: the topic is another incarnation than
+                the one the transaction joined.
+        """
+        limit = topic.config.max_transaction_timeout_ms
+        if self.transaction_timeout_ms > limit:
+            raise InvalidTransactionTimeoutError(
+                f"transaction_timeout_ms {self.transaction_timeout_ms} is above topic "
+                f"{topic.name!r}'s max_transaction_timeout_ms {limit}"
+            )
+        self._check_incarnation(topic)
+
+    def _join(self, tp: tuple[str, int], topic: Topic) -> None:
+        """Add a partition to the transaction before anything may land there:
+        its PREPARE (or an abort) must name every partition it may have data in."""
+        self._txn_partitions.add(tp)
+        self._txn_incarnations.setdefault(topic.name, topic.incarnation)
 
     def _check_incarnation(self, topic: Topic) -> None:
         """Refuse to go on with a transaction that registered partitions of a
@@ -221,6 +263,7 @@ class _Transactions(_ProducerBase):
 
     def _write_entry(self, state: TxnState, *, reason: str, **changes: object) -> TxnEntry:
         coordinator = self._require_transactional()
+        self._settle()
         prev = self._entry
         assert prev is not None
         fields: dict[str, object] = {
@@ -231,6 +274,8 @@ class _Transactions(_ProducerBase):
             "txn_epoch": self._epoch,
             "timeout_ms": self.transaction_timeout_ms,
             "txn_started_ms": self._txn_started_ms,
+            # the transaction's first entry: its time starts the timeout
+            "txn_begin_n": prev.txn_begin_n if prev.state is TxnState.ONGOING else prev.n + 1,
             **changes,
         }
         write_id = uuid.uuid4().hex
@@ -277,7 +322,10 @@ class _Transactions(_ProducerBase):
     def commit_transaction(
         self, *, members: Iterable[int] = (), metadata: Mapping[str, str] | None = None
     ) -> None:
-        """Commit: PREPARE_COMMIT, markers and consumer offsets, COMPLETE_COMMIT.
+        """Commit: write PREPARE_COMMIT, the commit point, and return; markers,
+        consumer offsets and COMPLETE_COMMIT follow in the background (the next
+        coordinator write of this producer, ``flush`` and ``close`` wait for
+        them). The records are visible to read_committed readers from PREPARE on.
 
         ``members`` names other producer ids whose batches of this transaction
         commit with it (the tasks of a distributed job); ``metadata`` is kept in
@@ -292,8 +340,9 @@ class _Transactions(_ProducerBase):
         self._end_transaction(commit=True, members=tuple(members), metadata=metadata)
 
     def abort_transaction(self) -> None:
-        """Abort: PREPARE_ABORT, ABORT markers, COMPLETE_ABORT. Nothing the
-        transaction wrote is ever visible under read_committed."""
+        """Abort: write PREPARE_ABORT and return (ABORT markers and COMPLETE_ABORT
+        follow in the background). Nothing the transaction wrote is ever visible
+        under read_committed. A transaction that sent nothing ends locally."""
         self._end_transaction(commit=False)
 
     def _end_transaction(
@@ -329,23 +378,20 @@ class _Transactions(_ProducerBase):
                     ProducerState.ABORTABLE_ERROR,
                 ):
                     raise InvalidTxnStateError(f"{verb}_transaction without begin_transaction")
-                if self._entry is None or self._entry.state is not TxnState.ONGOING:
-                    # nothing reached the log (a resumed transaction did, even
-                    # with no partitions: a job that wrote no row still ends it)
+                self._settle()
+                assert self._entry is not None
+                if not self._txn_partitions and self._entry.state is not TxnState.ONGOING:
+                    # nothing was sent and nothing reached the log (a resumed
+                    # transaction did, even with no partitions: a job that wrote
+                    # no row still ends it): no record has this epoch, which
+                    # the next transaction keeps
                     self._set_state(ProducerState.READY)
                     return
                 prepared = self._prepare(commit, members, metadata)
-            complete = finish(self._log, self._require_transactional(), prepared, reason=verb)
             expired = self._prepared_expired
             self._prepared = self._prepare_plan = None
-            if complete is None:
-                # Someone fenced us while we finished: the outcome stands, but this
-                # instance may not start another transaction.
-                self._state = ProducerState.FENCED
-            else:
-                self._entry = complete
-                self._epoch = complete.producer_epoch
-                self._set_state(ProducerState.READY)
+            self._hand_off(prepared, verb)
+            self._set_state(ProducerState.READY)
             if expired:
                 raise TransactionTimeoutError(
                     f"transaction of {self.transactional_id!r} ran past its timeout "
@@ -374,6 +420,14 @@ class _Transactions(_ProducerBase):
             extra["bounds"] = self._bounds(members)
             if metadata is not None:
                 extra["metadata"] = dict(metadata)
+        else:
+            extra["members"] = ()
+            extra["bounds"] = {}
+        # the entry names the whole transaction: the previous entry may be the
+        # last transaction's COMPLETE
+        extra["partitions"] = tuple(sorted(self._txn_partitions))
+        extra["incarnations"] = dict(self._txn_incarnations)
+        extra["offsets"] = self._txn_offsets
         planned = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         reason = "commit" if commit else "abort"
         # ENDING before the write: once it may have landed, nothing may be sent,
@@ -383,6 +437,79 @@ class _Transactions(_ProducerBase):
         self._set_state(ProducerState.ENDING)
         self._prepared = self._write_entry(planned, reason=reason, **extra)
         return self._prepared
+
+    def _hand_off(self, prepared: TxnEntry, reason: str) -> None:
+        """After PREPARE: finish the transaction in the background and hold, from
+        now on, the epoch its COMPLETE entry grants. The next transaction may
+        send under that epoch at once: until the COMPLETE lands, readers count
+        its records undecided (coordinator.may_begin), and if the COMPLETE loses
+        its place to another client's entry, that entry moves the log past the
+        epoch, which decides those records aborted. The next coordinator write
+        of this producer waits for the COMPLETE (:meth:`_settle`)."""
+        coordinator = self._require_transactional()
+        write_id = uuid.uuid4().hex
+        self._entry = prepared
+        self._epoch = next_epoch(prepared)
+        self._unfinished = _Unfinished(prepared, reason, write_id, None)
+        if self._finisher is None or self._finisher_pid != os.getpid():
+            # (a pool copied into a forked child has no thread: it would never run)
+            self._finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arrowlog-finish")
+            self._finisher_pid = os.getpid()
+        try:
+            future = self._finisher.submit(
+                finish, self._log, coordinator, prepared, reason=reason,
+                timeout_ms=self.transaction_timeout_ms, write_id=write_id,
+            )  # fmt: skip
+        except RuntimeError:  # the interpreter is exiting: finish here
+            with contextlib.suppress(ArrowLogError):
+                self._settle()
+            return
+        self._unfinished = _Unfinished(prepared, reason, write_id, future)
+
+    def _settle(self) -> None:
+        """Wait for the background end of the last transaction, and take the
+        COMPLETE entry it wrote as our latest. Finishing that failed (the store
+        unreachable until the retry deadline) is done again here.
+
+        Raises:
+            ProducerFencedError: another client wrote the entry our COMPLETE
+                meant to take; the transaction's outcome stands, but this
+                instance holds no epoch any more.
+            ArrowLogError: finishing failed again (retriable: call again).
+        """
+        unfinished = self._unfinished
+        if unfinished is None:
+            return
+        try:
+            if unfinished.future is not None:
+                complete = unfinished.future.result()
+            else:
+                complete = finish(
+                    self._log, self._require_transactional(), unfinished.prepared,
+                    reason=unfinished.reason, timeout_ms=self.transaction_timeout_ms,
+                    write_id=unfinished.write_id,
+                )  # fmt: skip
+        except ArrowLogError:
+            self._unfinished = replace(unfinished, future=None)
+            raise
+        self._unfinished = None
+        if complete is None:
+            self._state = ProducerState.FENCED
+            raise ProducerFencedError(
+                f"producer for {self.transactional_id!r} (epoch {self._epoch}) was fenced "
+                "while its last transaction finished (that transaction's outcome stands)"
+            )
+        assert complete.producer_epoch == self._epoch
+        self._entry = complete
+
+    def _settle_quietly(self) -> None:
+        """:meth:`_settle` for ``close``: the outcome is fixed either way, and a
+        transaction left prepared is finished by the next instance."""
+        with contextlib.suppress(ArrowLogError):
+            self._settle()
+        if self._finisher is not None:
+            self._finisher.shutdown(wait=True)
+            self._finisher = None
 
     def _bounds(self, members: tuple[int, ...]) -> dict[str, int]:
         """Where the transaction's records end in each of its partitions, fixed

@@ -265,7 +265,8 @@ class ArrowLogWriter(DataSourceArrowWriter):
             metadata = {"txnVersion": str(self.options.app_version)}
         for attempt in range(_COMMIT_ATTEMPTS):
             try:
-                self._resume().commit_transaction(members=members, metadata=metadata)
+                with self._resume() as producer:  # close waits for the markers
+                    producer.commit_transaction(members=members, metadata=metadata)
                 return
             except ProducerFencedError:
                 # A late attempt of a failed task may register a partition just
@@ -279,8 +280,8 @@ class ArrowLogWriter(DataSourceArrowWriter):
         # it to be. Aborting only releases the LSO at once instead of at expiry.
         if self.skip:
             return
-        with contextlib.suppress(arrowlog.ArrowLogError):
-            self._resume().abort_transaction()
+        with contextlib.suppress(arrowlog.ArrowLogError), self._resume() as producer:
+            producer.abort_transaction()
 
     def _resume(self) -> arrowlog.Producer:
         o = self.options

@@ -330,12 +330,12 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
         if done is None or int(done) < batchId:
             files = [f for m in messages if isinstance(m, StagedRows) for f in m.files]
             producer.begin_transaction()
-            producer.add_partitions({(o.topic, p) for p, _, _ in files})
             for p, key, _ in files:
                 table = pa.ipc.open_file(pa.py_buffer(log.store.get(key))).read_all()
                 for batch in table.to_batches(max_chunksize=o.rows_per_batch):
                     producer.send(o.topic, batch, partition=p)
             producer.commit_transaction(metadata={"txnVersion": str(batchId)})
+        producer.close()  # waits for the markers and the COMPLETE entry
         self._sweep(log)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

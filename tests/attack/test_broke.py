@@ -62,8 +62,9 @@ def test_a_send_after_a_failed_commit_joins_the_already_visible_transaction(
     p.begin_transaction()
     p.send("t", rows(1), partition=0)
     refusing = scripted.throttle("put_if_absent", "t/0/segments/*", times=FOREVER)
+    p.commit_transaction()  # returns at PREPARE_COMMIT; the marker fails behind it
     with pytest.raises(ArrowLogError):
-        p.commit_transaction()
+        p.flush()
     refusing.stop()
     assert visible(arrowlog.connect(store).consumer()) == [1]  # committed, read
     late_send_refused = False
@@ -101,17 +102,19 @@ def test_a_retried_commit_of_a_resumed_transaction_takes_in_the_late_records_of_
     a = arrowlog.connect(store).producer(transactional_id="job")
     a.init_transactions()
     a.begin_transaction()
+    a.add_partitions([("t", 0)])  # resumable: the partition is registered
     a.send("t", rows(1), partition=0)
     b = arrowlog.connect(scripted, config=FAST).producer(transactional_id="job")
     b.resume_transaction(a.epoch)
     refusing = scripted.throttle("put_if_absent", "t/0/segments/*", times=FOREVER)
+    b.commit_transaction()  # returns at PREPARE_COMMIT; the marker fails behind it
     with pytest.raises(ArrowLogError):
-        b.commit_transaction()
+        b.flush()
     refusing.stop()
     assert visible(arrowlog.connect(store).consumer()) == [1]
     a.send("t", rows(2), partition=0)  # after the commit point: must never be visible
     assert visible(arrowlog.connect(store).consumer()) == [1]
-    b.commit_transaction()  # the retry
+    b.flush()  # the retry finishes the same entry
     assert visible(arrowlog.connect(store).consumer()) == [1]
 
 
@@ -138,9 +141,9 @@ def test_commit_of_a_timed_out_transaction_returns_normally_when_another_instanc
     p = arrowlog.connect(scripted).producer(transactional_id="tx", transaction_timeout_ms=1_000)
     p.init_transactions()  # entry 0
     p.begin_transaction()
-    p.send("t", rows(1), partition=0)  # entry 1 (ONGOING)
+    p.send("t", rows(1), partition=0)  # no entry: the data need none
     time.sleep(1.1)
-    gate = scripted.hold("put_if_absent", entry_key("tx", 3))
+    gate = scripted.hold("put_if_absent", entry_key("tx", 2))  # PREPARE_ABORT is 1
     commit = Background(p.commit_transaction)
     gate.wait_reached()
     arrowlog.connect(store).producer(transactional_id="tx").init_transactions()
@@ -192,8 +195,9 @@ def test_offsets_resent_after_a_failed_pending_mark_do_not_count_when_the_record
     p.send_offsets_to_transaction({("in", 0): 1}, group_id="g")  # the retry
     scripted.fail("put_if_absent", "t/0/segments/*", times=FOREVER, maybe_applied=False)
     scripted.fail("put_if_absent", "_arrowlog/groups/*", times=FOREVER, maybe_applied=False)
+    p.commit_transaction()  # PREPARE_COMMIT landed, then the "crash"
     with pytest.raises(ArrowLogError):
-        p.commit_transaction()  # PREPARE_COMMIT landed, then the "crash"
+        p.flush()
     reader = arrowlog.connect(store).consumer(group_id="g")
     assert visible(reader) == [1]
     assert reader.committed("in", 0) == 1
@@ -221,6 +225,7 @@ def test_a_resumed_commit_whose_listing_misses_a_segment_drops_an_acknowledged_r
     a = arrowlog.connect(store).producer(transactional_id="job")
     a.init_transactions()
     a.begin_transaction()
+    a.add_partitions([("t", 0)])  # resumable: the partition is registered
     assert a.send("t", rows(1), partition=0).base_offset == 0
     scripted.hide(segment_key("t", 0, 0), times=1)
     b = arrowlog.connect(scripted).producer(transactional_id="job")
@@ -455,6 +460,7 @@ def test_a_resumed_instance_sending_sequence_zero_swallows_the_originals_acknowl
     a = arrowlog.connect(scripted).producer(transactional_id="job")
     a.init_transactions()
     a.begin_transaction()
+    a.add_partitions([("t", 0)])  # resumable: the partition is registered
     gate = scripted.hold("put_if_absent", segment_key("t", 0, 0))
     send = Background(lambda: a.send("t", rows(1), partition=0))
     gate.wait_reached()

@@ -45,22 +45,25 @@ def _settled(log: arrowlog.ArrowLog, topic: str = "t") -> bool:
 def test_init_racing_a_commit_whose_complete_is_held_rolls_it_forward(
     store: Store, scripted: ScriptedStore
 ) -> None:
-    """Old: PREPARE_COMMIT (entry 2) lands, markers, COMPLETE (entry 3) held.
-    New initialises: restates PREPARE_COMMIT, completes it. Old's COMPLETE
-    loses: its commit stands (returns), but it is fenced from then on; New can
+    """Old: PREPARE_COMMIT (entry 1: the data needed none) lands, commit
+    returns; marker, COMPLETE (entry 2) held in the background. New
+    initialises: restates PREPARE_COMMIT, completes it. Old's COMPLETE loses:
+    its commit stands, but it is fenced from then on (flush says so); New can
     commit; the old transaction's record is visible exactly once."""
     arrowlog.connect(store).create_topic("t", SCHEMA)
     old = arrowlog.connect(scripted).producer(transactional_id="tx")
     old.init_transactions()
     old.begin_transaction()
     old.send("t", rows(1), partition=0)
-    gate = scripted.hold("put_if_absent", entry_key("tx", 3))
+    gate = scripted.hold("put_if_absent", entry_key("tx", 2))
     commit = Background(old.commit_transaction)
     gate.wait_reached()
     new = arrowlog.connect(store).producer(transactional_id="tx")
     new.init_transactions()
     gate.release()
     commit.result()
+    with pytest.raises(arrowlog.ProducerFencedError):
+        old.flush()
     assert old.state is ProducerState.FENCED
     assert not _can_commit(old, 8)
     assert _can_commit(new, 2)
@@ -72,15 +75,16 @@ def test_init_racing_a_commit_whose_complete_is_held_rolls_it_forward(
 def test_init_winning_against_a_held_prepare_commit_fences_the_old_instance(
     store: Store, scripted: ScriptedStore
 ) -> None:
-    """Old's PREPARE_COMMIT PUT is held; New initialises (aborts the ONGOING
-    transaction). Old's PREPARE_COMMIT then loses: ProducerFencedError, nothing
-    visible, LSO = HW."""
+    """Old's PREPARE_COMMIT PUT (entry 1, its transaction's first) is held;
+    New initialises (the log moves past Old's epoch: its records are aborted).
+    Old's PREPARE_COMMIT then loses: ProducerFencedError, nothing visible,
+    LSO = HW."""
     arrowlog.connect(store).create_topic("t", SCHEMA)
     old = arrowlog.connect(scripted).producer(transactional_id="tx")
     old.init_transactions()
     old.begin_transaction()
     old.send("t", rows(1), partition=0)
-    gate = scripted.hold("put_if_absent", entry_key("tx", 2))
+    gate = scripted.hold("put_if_absent", entry_key("tx", 1))
     commit = Background(old.commit_transaction)
     gate.wait_reached()
     arrowlog.connect(store).producer(transactional_id="tx").init_transactions()
@@ -108,9 +112,9 @@ def test_a_late_prepare_commit_after_the_producer_gave_up_is_finished_by_the_nex
     p.init_transactions()
     p.begin_transaction()
     p.send("t", rows(1), partition=0)
-    p.send_offsets_to_transaction({("in", 0): 4}, group_id="g")  # entry 2
-    late = scripted.late_put(entry_key("tx", 3))
-    refusing = scripted.throttle("put_if_absent", entry_key("tx", 3), nth=2, times=FOREVER)
+    p.send_offsets_to_transaction({("in", 0): 4}, group_id="g")  # entry 1 (ONGOING)
+    late = scripted.late_put(entry_key("tx", 2))
+    refusing = scripted.throttle("put_if_absent", entry_key("tx", 2), nth=2, times=FOREVER)
     with pytest.raises(ArrowLogError):
         p.commit_transaction()
     refusing.stop()
@@ -122,6 +126,7 @@ def test_a_late_prepare_commit_after_the_producer_gave_up_is_finished_by_the_nex
     assert visible(reader) == [1]
     assert reader.committed("in", 0) == 4
     p.commit_transaction()  # recognises its own landed entry and finishes it
+    p.flush()
     nxt = arrowlog.connect(store).producer(transactional_id="tx")
     nxt.init_transactions()
     assert _can_commit(nxt, 2)
@@ -132,31 +137,32 @@ def test_a_late_prepare_commit_after_the_producer_gave_up_is_finished_by_the_nex
 def test_a_complete_entry_landing_late_leaves_one_epoch_holder(
     store: Store, scripted: ScriptedStore
 ) -> None:
-    """COMPLETE_COMMIT (entry 3) times out on the client and every retry gets
-    503: commit raises (the instance is ENDING: it may only finish). The
-    COMPLETE lands late; a new instance initialises on top of it. The old
-    instance's retried commit returns (the transaction is committed), the
-    instance is fenced and cannot commit again; the new one can; the first
-    transaction is visible once."""
+    """COMPLETE_COMMIT (entry 2), written in the background after commit
+    returned, times out on the client and every retry gets 503: flush raises.
+    The COMPLETE lands late; a new instance initialises on top of it. The old
+    instance's retried flush recognises its own COMPLETE (the transaction is
+    committed); the instance, outlived by the new one, cannot commit again
+    and is fenced; the new one can; the first transaction is visible once."""
     arrowlog.connect(store).create_topic("t", SCHEMA)
     old = arrowlog.connect(scripted, config=FAST).producer(transactional_id="tx")
     old.init_transactions()
     old.begin_transaction()
     old.send("t", rows(1), partition=0)
-    late = scripted.late_put(entry_key("tx", 3))
-    refusing = scripted.throttle("put_if_absent", entry_key("tx", 3), nth=2, times=FOREVER)
+    late = scripted.late_put(entry_key("tx", 2))
+    refusing = scripted.throttle("put_if_absent", entry_key("tx", 2), nth=2, times=FOREVER)
+    old.commit_transaction()
     with pytest.raises(ArrowLogError):
-        old.commit_transaction()
+        old.flush()
     refusing.stop()
     assert late.land()
     new = arrowlog.connect(store).producer(transactional_id="tx")
     new.init_transactions()
     assert new.epoch > 1
-    # the retry of the failed commit finishes what it prepared: the transaction
-    # is committed, and the instance, outlived by the new one, is fenced
-    old.commit_transaction()
-    assert old.state is arrowlog.ProducerState.FENCED
+    # the retry finishes what it prepared: the transaction is committed, and
+    # the instance, outlived by the new one, is fenced at its next entry
+    old.flush()
     assert not _can_commit(old, 8)
+    assert old.state is arrowlog.ProducerState.FENCED
     assert _can_commit(new, 2)
     assert visible(arrowlog.connect(store).consumer()) == [1, 2]
 
@@ -164,9 +170,10 @@ def test_a_complete_entry_landing_late_leaves_one_epoch_holder(
 def test_an_expirer_racing_a_commit_carries_the_commit_through(
     store: Store, scripted: ScriptedStore
 ) -> None:
-    """The expirer reads the ONGOING entry (past its timeout on the store's
-    clock, given as now_ms) and is held before writing entry 2; the producer
-    writes PREPARE_COMMIT there meanwhile and finishes. The expirer's write
+    """The expirer finds the transaction's record (past its timeout on the
+    store's clock, given as now_ms; the transaction has no entry yet) and is
+    held before writing entry 1; the producer writes PREPARE_COMMIT there
+    meanwhile and finishes. The expirer's write
     loses, it re-reads: the transaction is complete, so it leaves it alone.
     The record is visible once and nothing hangs."""
     arrowlog.connect(store).create_topic("t", SCHEMA)
@@ -174,7 +181,7 @@ def test_an_expirer_racing_a_commit_carries_the_commit_through(
     p.init_transactions()
     p.begin_transaction()
     p.send("t", rows(1), partition=0)
-    gate = scripted.hold("put_if_absent", entry_key("tx", 2))
+    gate = scripted.hold("put_if_absent", entry_key("tx", 1))
     expirer = arrowlog.connect(scripted)
     future = int(time.time() * 1000) + 60_000
     expire = Background(lambda: expirer.expire_transactions(now_ms=future))
@@ -198,7 +205,7 @@ def test_an_operator_abort_racing_an_init_leaves_one_epoch_holder(
     dead.init_transactions()
     dead.begin_transaction()
     dead.send("t", rows(1), partition=0)
-    gate = scripted.hold("put_if_absent", entry_key("tx", 2))
+    gate = scripted.hold("put_if_absent", entry_key("tx", 1))
     abort = Background(lambda: arrowlog.connect(scripted).abort_transaction("tx"))
     gate.wait_reached()
     new = arrowlog.connect(store).producer(transactional_id="tx")
@@ -403,8 +410,9 @@ def test_no_transaction_left_hanging_after_recovery(store: Store, scripted: Scri
     scripted.fail("put_if_absent", "t/1/segments/*", times=FOREVER, maybe_applied=False)
     scripted.fail("put_if_absent", "_arrowlog/coordinator/*", nth=2, times=FOREVER,
                   maybe_applied=False)  # fmt: skip
+    p.commit_transaction()  # returns at PREPARE_COMMIT
     with pytest.raises(ArrowLogError):
-        p.commit_transaction()
+        p.flush()  # the "crash" behind it
     arrowlog.connect(store).producer(transactional_id="tx").init_transactions()
     log = arrowlog.connect(store)
     assert [visible(log.consumer(), "t", q) for q in (0, 1)] == [[1], [2]]

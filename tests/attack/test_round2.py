@@ -42,8 +42,9 @@ def _commit_then_die_before_offsets(
     p.send("t", rows(value), partition=0)
     p.send_offsets_to_transaction({("in", 0): offset}, group_id="g")
     dead = scripted.fail("put_if_absent", "_arrowlog/groups/*", times=FOREVER, maybe_applied=False)
+    p.commit_transaction()  # returns at PREPARE_COMMIT
     with pytest.raises(ArrowLogError):
-        p.commit_transaction()
+        p.flush()  # applying the offsets behind it failed
     dead.stop()
 
 
@@ -190,6 +191,7 @@ def test_a_resumed_commit_makes_visible_records_whose_offsets_were_never_marked_
     a = arrowlog.connect(scripted, config=FAST).producer(transactional_id="job")
     a.init_transactions()
     a.begin_transaction()
+    a.add_partitions([("t", 0)])  # resumable: the partition is registered
     a.send("t", rows(1), partition=0)
     dead = scripted.fail("put_if_absent", "_arrowlog/groups/*", times=FOREVER, maybe_applied=False)
     with pytest.raises(ArrowLogError):
@@ -327,6 +329,7 @@ def _two_committed_records(store: Store) -> None:
     with p.transaction():
         p.send("t", rows(1), partition=0)
         p.send("t", rows(2), partition=0)
+    p.close()  # the marker is written
 
 
 def test_a_micro_batch_with_a_known_end_raises_when_a_listing_misses_a_segment(
@@ -509,11 +512,11 @@ def test_a_retried_send_after_an_in_doubt_registration_is_fenced_by_its_own_entr
     its write id, but the producer never passes one: a retry of a call whose
     entry landed unseen meets its own entry and calls itself fenced.
 
-    1. P: init, begin, send rows(1) to t/0: the ONGOING entry registering t/0
-       times out on the client (deferred); every read-back fails until the
-       deadline: send raises (retriable; nothing sent).
+    1. P: init, begin, add_partitions([t/0]): the ONGOING entry registering
+       t/0 times out on the client (deferred); every read-back fails until the
+       deadline: add_partitions raises (retriable).
     2. The deferred entry lands.
-    3. P retries send rows(1) to t/0.
+    3. P retries add_partitions, sends rows(1) to t/0.
 
     Expected: the retry recognises its own registration (or re-registers) and
     the send succeeds; P commits; readers see [1]. Observed:
@@ -528,9 +531,10 @@ def test_a_retried_send_after_an_in_doubt_registration_is_fenced_by_its_own_entr
     late = scripted.late_put("_arrowlog/coordinator/tx/*")
     down = scripted.fail("get", "_arrowlog/coordinator/tx/*", times=FOREVER)
     with pytest.raises(ArrowLogError):
-        p.send("t", rows(1), partition=0)
+        p.add_partitions([("t", 0)])
     down.stop()
     assert late.land()
+    p.add_partitions([("t", 0)])
     p.send("t", rows(1), partition=0)
     p.commit_transaction()
     assert visible(arrowlog.connect(store).consumer()) == [1]

@@ -67,9 +67,11 @@ def build_mixed_log(url: str, options: dict[str, object] | None = None) -> arrow
     producer.begin_transaction()
     producer.send("t", rows(3, 4), partition=0)
     producer.abort_transaction()
+    producer.flush()  # the ABORT marker at 5
     producer.begin_transaction()
     producer.send("t", rows(6, 7), partition=0)
     producer.commit_transaction()
+    producer.close()  # waits for the COMMIT marker
     log.append("t", rows(9))
     return log
 

@@ -330,6 +330,9 @@ def job(c: Client) -> None:
             spread = _spread(c, c.rng.randint(1, 6))
             parts = {q: len(js) for q, js in spread.items()}
             c.call("begin", w.begin_transaction, epoch=w.epoch, producer_id=w.producer_id, **common)
+            # a transaction another instance resumes registers its partitions
+            c.call("add_partitions", lambda: w.add_partitions((OUT, q) for q in spread),  # noqa: B023
+                   **common)  # fmt: skip
             for q, js in spread.items():
                 rids = [out_rid(tag, parts, q, i) for i in range(len(js))]
                 _send(c, w, q, rids, **common)

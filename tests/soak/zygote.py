@@ -49,6 +49,7 @@ def _warm_up() -> None:
         p.send("out", pa.record_batch({"rid": ["y"], "src": ["x"]}, schema=OUT_SCHEMA), partition=q)
     p.send_offsets_to_transaction({("in", 0): 1}, group_id="g")
     p.commit_transaction()
+    p.close()  # its background end of the commit, and its thread
     consumer = log.consumer(group_id="g")
     consumer.read_many({("out", 0): (0, None), ("out", 1): (0, None)})
     consumer.read("in", 0).column("rid").to_pylist()
