@@ -17,7 +17,7 @@ instance that lost the transaction never joins it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,7 +29,7 @@ from arrowlog.control import ControlType
 from arrowlog.coordinator import Snapshot, check_id
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnstableOffsetCommitError
 from arrowlog.groups import GroupOffsets, offset_key, tp_key
-from arrowlog.partition import PartitionLog
+from arrowlog.partition import PartitionLog, projected
 
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
 Decide = Callable[[OpenTxn], Decision]
@@ -123,20 +123,28 @@ class Consumer:
         partition: int = 0,
         start: int | None = None,
         end: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Stream the visible records of ``[start, end)``. ``end`` defaults to the
-        LSO (read_committed) or the high watermark.
+        LSO (read_committed) or the high watermark. With ``columns``, batches
+        hold only those columns, in that order, and segments of at least
+        :data:`~arrowlog.partition.reads.COLUMN_READ_MIN_BYTES` are fetched
+        column by column.
 
         Raises:
             OffsetOutOfRangeError: the range is outside the log, or reaches past
                 the LSO under read_committed.
+            UnknownColumnError: ``columns`` names a column the topic lacks.
         """
         part = self._log.partition(topic, partition)
         if self.isolation_level == "read_uncommitted":
-            yield from part.iter_batches(start, end)
+            yield from part.iter_batches(start, end, columns=columns)
             return
+        if columns is not None:
+            projected(part.topic.schema, columns)  # bad names fail before any read
         plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
-        yield from _visible_batches(part, plan)
+        yield from _visible_batches(part, plan, columns)
 
     def iter_records(
         self,
@@ -146,6 +154,7 @@ class Consumer:
         end: int | None = None,
         *,
         max_records: int | None = None,
+        columns: Sequence[str] | None = None,
     ) -> Generator[Records, None, None]:
         """Stream the visible records of ``[start, end)`` with their offsets and
         append times, at most ``max_records`` of them. The range is cut before
@@ -155,8 +164,11 @@ class Consumer:
 
         Raises:
             OffsetOutOfRangeError: as :meth:`iter_batches`.
+            UnknownColumnError: as :meth:`iter_batches`.
         """
         part = self._log.partition(topic, partition)
+        if columns is not None:
+            projected(part.topic.schema, columns)  # bad names fail before any read
         if self.isolation_level == "read_uncommitted":
             start = part.start_offset() if start is None else start
             end = part.end_offset() if end is None else end
@@ -167,7 +179,10 @@ class Consumer:
             start, end, summaries, hidden = plan.start, plan.end, plan.segments, plan.hidden
         if max_records is not None:
             end = _end_after(summaries, hidden, start, end, max_records)
-        for header, batch in part.iter_segments(start, end, skip=lambda ref: ref.base in hidden):
+        visible = part.iter_segments(
+            start, end, skip=lambda ref: ref.base in hidden, columns=columns
+        )
+        for header, batch in visible:
             if not header.identity.control:
                 yield Records(max(start, header.base_offset), header.timestamp_ms, batch)
 
@@ -183,25 +198,40 @@ class Consumer:
         return end
 
     def read(
-        self, topic: str, partition: int = 0, start: int | None = None, end: int | None = None
+        self,
+        topic: str,
+        partition: int = 0,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
-        """The visible records of ``[start, end)`` as one table."""
-        schema = self._log.topic(topic).schema
-        return pa.Table.from_batches(list(self.iter_batches(topic, partition, start, end)), schema)
+        """The visible records of ``[start, end)`` as one table; with
+        ``columns``, only those (see :meth:`iter_batches`)."""
+        schema = projected(self._log.topic(topic).schema, columns)
+        batches = self.iter_batches(topic, partition, start, end, columns=columns)
+        return pa.Table.from_batches(list(batches), schema)
 
     def read_many(
-        self, ranges: Mapping[tuple[str, int], tuple[int | None, int | None]]
+        self,
+        ranges: Mapping[tuple[str, int], tuple[int | None, int | None]],
+        *,
+        columns: Sequence[str] | None = None,
     ) -> dict[tuple[str, int], pa.Table]:
         """Several ranges read as one snapshot: a transaction's records appear in
         all the ranges or in none. The tables of :meth:`read_snapshot`.
 
         Raises:
             OffsetOutOfRangeError: a range is outside its log, or past the LSO.
+            UnknownColumnError: ``columns`` names a column a topic lacks.
         """
-        return self.read_snapshot(ranges).tables
+        return self.read_snapshot(ranges, columns=columns).tables
 
     def read_snapshot(
-        self, ranges: Mapping[tuple[str, int], tuple[int | None, int | None]]
+        self,
+        ranges: Mapping[tuple[str, int], tuple[int | None, int | None]],
+        *,
+        columns: Sequence[str] | None = None,
     ) -> SnapshotRead:
         """Several ranges read as one snapshot (see :func:`plan_snapshot`), with
         where each range ended. A range whose end is None ends where the
@@ -210,19 +240,23 @@ class Consumer:
 
         Raises:
             OffsetOutOfRangeError: a range is outside its log, or past the LSO.
+            UnknownColumnError: ``columns`` names a column a topic lacks.
         """
+        if columns is not None:
+            for topic in {topic for topic, _ in ranges}:
+                projected(self._log.topic(topic).schema, columns)
         tables, ends = {}, {}
         if self.isolation_level == "read_uncommitted":
             for (topic, partition), (start, end) in ranges.items():
                 part = self._log.partition(topic, partition)
                 end = part.end_offset() if end is None else end
-                tables[(topic, partition)] = part.read(start, end)
+                tables[(topic, partition)] = part.read(start, end, columns=columns)
                 ends[(topic, partition)] = end
             return SnapshotRead(tables, ends)
         for tp, plan in plan_snapshot(self._log, ranges).items():
             part = self._log.partition(*tp)
-            batches = list(_visible_batches(part, plan))
-            tables[tp] = pa.Table.from_batches(batches, part.topic.schema)
+            batches = list(_visible_batches(part, plan, columns))
+            tables[tp] = pa.Table.from_batches(batches, projected(part.topic.schema, columns))
             ends[tp] = plan.end
         return SnapshotRead(tables, ends)
 
@@ -262,10 +296,12 @@ class SnapshotRead:
     ends: dict[tuple[str, int], int]
 
 
-def _visible_batches(part: PartitionLog, plan: CommittedPlan) -> Iterator[pa.RecordBatch]:
+def _visible_batches(
+    part: PartitionLog, plan: CommittedPlan, columns: Sequence[str] | None = None
+) -> Iterator[pa.RecordBatch]:
     hidden = plan.hidden
     for header, batch in part.iter_segments(
-        plan.start, plan.end, skip=lambda ref: ref.base in hidden
+        plan.start, plan.end, skip=lambda ref: ref.base in hidden, columns=columns
     ):
         if not header.identity.control:
             yield batch

@@ -59,6 +59,11 @@ class SchemaMismatchError(ArrowLogError):
     """A batch's schema differs from its topic's schema. Nothing was written."""
 
 
+class UnknownColumnError(ArrowLogError, ValueError):
+    """A read names a column its topic does not have (or none, or one twice).
+    Nothing was read."""
+
+
 class InvalidBatchError(ArrowLogError):
     """A batch is empty, too large, or not a record batch. Nothing was written."""
 

@@ -7,7 +7,7 @@ import functools
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -406,17 +406,30 @@ class ArrowLog:
         return self.partition(topic, partition).append(batch, expected_offset=expected_offset)
 
     def read(
-        self, topic: str, partition: int = 0, start: int | None = None, end: int | None = None
+        self,
+        topic: str,
+        partition: int = 0,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
     ) -> pa.Table:
-        """Offsets ``[start, end)`` of one partition as a table."""
-        return self.partition(topic, partition).read(start, end)
+        """Offsets ``[start, end)`` of one partition as a table; with ``columns``,
+        only those (large segments are then read column by column)."""
+        return self.partition(topic, partition).read(start, end, columns=columns)
 
     def iter_batches(
-        self, topic: str, partition: int = 0, start: int | None = None, end: int | None = None
+        self,
+        topic: str,
+        partition: int = 0,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Offsets ``[start, end)`` as a stream of record batches; ``close()`` it
         to stop early."""
-        return self.partition(topic, partition).iter_batches(start, end)
+        return self.partition(topic, partition).iter_batches(start, end, columns=columns)
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """High watermark of every partition."""

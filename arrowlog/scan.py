@@ -96,6 +96,8 @@ class ScanSegment:
     end: int
     lo: int
     hi: int
+    #: the segment's size in bytes (large ones are read column by column)
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -297,7 +299,7 @@ def _split(
     size = 0
     for s in visible:
         key = segment_key(topic.prefix, partition, s.base)
-        run.append(ScanSegment(key, s.base, s.end, max(s.base, start), min(s.end, end)))
+        run.append(ScanSegment(key, s.base, s.end, max(s.base, start), min(s.end, end), s.size))
         size += s.size
         if size >= target_bytes:
             yield ScanTask(topic.name, partition, tuple(run), size)
@@ -335,11 +337,17 @@ def output_schema(schema: pa.Schema) -> pa.Schema:
     ).remove_metadata()
 
 
-def read_task(store: Store, task: ScanTask, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def read_task(
+    store: Store, task: ScanTask, schema: pa.Schema, columns: Sequence[str] | None = None
+) -> Iterator[pa.RecordBatch]:
     """The records of one task with metadata columns, as batches of ``schema``
-    (the output schema, or an engine's version of it: the batches are cast)."""
+    (the output schema, or an engine's version of it: the batches are cast).
+    With ``columns``, only those of the topic's (large segments are then read
+    column by column)."""
     for seg in task.segments:
-        header, batch = fetch_segment(store, seg.key, seg.base, seg.end)
+        header, batch = fetch_segment(
+            store, seg.key, seg.base, seg.end, columns=columns, size=seg.size
+        )
         batch = batch.slice(seg.lo - seg.base, seg.hi - seg.lo)
         rows = batch.num_rows
         # Vectorised: a Python list per row would cost more than the read itself.

@@ -31,6 +31,7 @@ from bench.core import (
     bench_append,
     bench_bytes,
     bench_contention,
+    bench_projection,
     bench_read,
     make_batch,
 )
@@ -104,6 +105,7 @@ def main() -> None:
     results: dict[str, dict[str, dict[str, float]]] = {}  # case -> measure -> figures
     commits: dict[str, dict[int, dict[str, float]]] = {}
     sizes: dict[str, dict[str, float]] = {}
+    columns: dict[str, dict[str, float]] = {}
     small: dict[str, dict[str, float]] = {}
     spark_results: dict[str, float] = {}
     if args.suite in ("all", "spark"):
@@ -131,6 +133,8 @@ def main() -> None:
                 continue
             print(f"[{backend.name}] bytes on the store, demo events ...", flush=True)
             sizes[backend.name] = bench_bytes(backend, args.rows)
+            print(f"[{backend.name}] one column of ten, 8 MiB segments ...", flush=True)
+            columns[backend.name] = bench_projection(backend, repeat=args.repeat)
             for size in (1 << 20, 64 << 10):
                 batch = make_batch(size)
                 count = max(1, args.mib * 2**20 // size) if size == 1 << 20 else 400
@@ -181,6 +185,12 @@ def main() -> None:
               + " (goal: zstd <= 1.3x)")  # fmt: skip
     if sizes:
         print()
+    for name, c in columns.items():
+        print(f"columns on {name}: 1 of 10 columns of {c['segment_mib']:.0f} MiB segments "
+              f"{c['one_column_s'] * 1000:.0f} ms, all 10 {c['all_columns_s'] * 1000:.0f} ms: "
+              f"{c['speedup']:.1f}x faster (goal >= 5x)")  # fmt: skip
+    if columns:
+        print()
     if not results:
         return
     print(f"{'case':<25} {'append MiB/s':>12} {'obstore':>8} {'ratio':>6}   "
@@ -202,8 +212,8 @@ def main() -> None:
         " same stored bytes\n(goal: append >= 0.9 at 1 MiB, >= 0.8 at 64 KiB; read >= 0.9)"
     )
     RESULTS.mkdir(exist_ok=True)
-    everything = {"core": results, "bytes": sizes, "commit": commits, "small_txn": small,
-                  "spark": spark_results}  # fmt: skip
+    everything = {"core": results, "bytes": sizes, "columns": columns, "commit": commits,
+                  "small_txn": small, "spark": spark_results}  # fmt: skip
     (RESULTS / "latest.json").write_text(json.dumps(everything, indent=2))
 
 

@@ -7,7 +7,9 @@ bytes on the same store, measured in the same run.
 - contention: 8 producers appending to one partition at once: aggregate
   throughput, and put-if-absent conflicts per append;
 - read: ``log.read`` of a whole partition against obstore GETs of the same
-  objects on 8 threads, decoded by pyarrow's IPC reader.
+  objects on 8 threads, decoded by pyarrow's IPC reader;
+- projection: ``log.read(columns=[one])`` of 8 MiB segments of 10 columns
+  against ``log.read`` of all 10.
 """
 
 from __future__ import annotations
@@ -197,6 +199,36 @@ def bench_read(
     t = {k: statistics.median(v) for k, v in times.items()}
     return {"arrowlog_mib_s": mib / t["ours"], "obstore_mib_s": mib / t["plain"],
             "ratio": t["plain"] / t["ours"]}  # fmt: skip
+
+
+def bench_projection(backend: Backend, segments: int = 12, repeat: int = 3) -> dict[str, float]:
+    """One of 10 float64 columns of 8 MiB segments (stored plain, so each
+    segment is 8 MiB) against all 10, the same partition, alternating."""
+    import numpy as np
+
+    rows = 8 * 2**20 // 80
+    rng = np.random.default_rng(0)
+    batch = pa.record_batch({f"c{i}": pa.array(rng.random(rows)) for i in range(10)})
+    log = arrowlog.connect(backend.url, backend.options)
+    topic = f"columns-{uuid.uuid4().hex[:6]}"
+    log.create_topic(topic, batch.schema, config=config(Compression.NONE))
+    for _ in range(segments):
+        log.append(topic, batch)
+    stored = sum(ref.size for ref in log.partition(topic, 0).segments())
+
+    def one() -> None:
+        assert log.read(topic, columns=["c3"]).num_rows == segments * rows
+
+    def every() -> None:
+        assert log.read(topic).num_rows == segments * rows
+
+    times: dict[str, list[float]] = {"one": [], "all": []}
+    for r in range(repeat):
+        for name in ("all", "one") if r % 2 else ("one", "all"):
+            times[name].append(timed(one if name == "one" else every))
+    t = {k: statistics.median(v) for k, v in times.items()}
+    return {"segment_mib": stored / segments / 2**20, "one_column_s": t["one"],
+            "all_columns_s": t["all"], "speedup": t["all"] / t["one"]}  # fmt: skip
 
 
 def bench_bytes(backend: Backend, rows: int) -> dict[str, float]:

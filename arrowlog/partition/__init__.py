@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from arrowlog.partition.append import AppendResult, Appends
 from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
-from arrowlog.partition.reads import SegmentRef, fetch_segment
+from arrowlog.partition.reads import SegmentRef, fetch_segment, projected
 
 __all__ = [
     "PRODUCER_STATE_RETENTION_MS",
@@ -34,6 +34,7 @@ __all__ = [
     "PartitionLog",
     "SegmentRef",
     "fetch_segment",
+    "projected",
 ]
 
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import bisect
 import collections
-from collections.abc import Callable, Generator, Iterator
+import functools
+import os
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -17,7 +20,13 @@ from arrowlog.checkpoint import PartitionState, SegmentSummary, advance
 from arrowlog.config import RetryPolicy
 from arrowlog.errors import CorruptSegmentError, OffsetOutOfRangeError, SegmentNotFoundError
 from arrowlog.partition.checkpoints import Checkpoints
-from arrowlog.segment import SegmentHeader, decode_segment
+from arrowlog.segment import (
+    HEAD_BYTES,
+    SegmentHeader,
+    column_indices,
+    decode_columns,
+    decode_segment,
+)
 from arrowlog.storage import Store
 from arrowlog.topic import segment_key
 
@@ -138,18 +147,26 @@ class Reads(Checkpoints):
         end: int | None = None,
         *,
         skip: Callable[[SegmentRef], bool] | None = None,
+        columns: Sequence[str] | None = None,
     ) -> Generator[tuple[SegmentHeader, pa.RecordBatch], None, None]:
         """Stream ``(header, batch)`` for offsets ``[start, end)``: each batch is
         the part of its segment inside the range. Up to ``read_ahead`` segments
         are fetched in parallel; memory stays bounded however long the range.
-        Segments for which ``skip`` is true are not fetched at all.
+        Segments for which ``skip`` is true are not fetched at all. With
+        ``columns``, data batches hold only those columns, in that order (see
+        :func:`fetch_segment`); control records keep theirs.
 
         Raises:
             OffsetOutOfRangeError: the range is not inside the log.
             CorruptSegmentError: a segment fails its checksum.
             SegmentNotFoundError: a segment of the range is gone.
+            UnknownColumnError: ``columns`` names a column the topic lacks
+                (raised before anything is read).
         """
+        if columns is not None:
+            column_indices(self._topic.schema, columns)
         start, end, refs = self._plan(start, end)
+        fetch = functools.partial(self._fetch, columns=columns)
         if skip is not None:
             refs = [ref for ref in refs if not skip(ref)]
         ahead = self._config.read_ahead
@@ -157,7 +174,7 @@ class Reads(Checkpoints):
             ahead = 1 if self._store.url.startswith(("file:", "memory:")) else 8
         if ahead == 1:
             for ref in refs:
-                yield _cut(self._fetch(ref), ref, start, end)
+                yield _cut(fetch(ref), ref, start, end)
             return
         pool = ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="arrowlog-read")
         pending: collections.deque[Future[tuple[SegmentHeader, pa.RecordBatch]]] = (
@@ -166,13 +183,13 @@ class Reads(Checkpoints):
         try:
             queue = iter(refs)
             for ref in queue:
-                pending.append(pool.submit(self._fetch, ref))
+                pending.append(pool.submit(fetch, ref))
                 if len(pending) >= ahead:
                     break
             for ref in refs:
                 item = pending.popleft().result()
                 for nxt in queue:
-                    pending.append(pool.submit(self._fetch, nxt))
+                    pending.append(pool.submit(fetch, nxt))
                     break
                 yield _cut(item, ref, start, end)
         finally:
@@ -180,27 +197,67 @@ class Reads(Checkpoints):
                 future.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _fetch(self, ref: SegmentRef) -> tuple[SegmentHeader, pa.RecordBatch]:
+    def _fetch(
+        self, ref: SegmentRef, columns: Sequence[str] | None = None
+    ) -> tuple[SegmentHeader, pa.RecordBatch]:
         try:
             return fetch_segment(
-                self._store, ref.key, ref.base, ref.end, self._config.retry, self._topic.schema
+                self._store,
+                ref.key,
+                ref.base,
+                ref.end,
+                self._config.retry,
+                self._topic.schema,
+                columns=columns,
+                size=ref.size,
             )
         except SegmentNotFoundError:
             self._check_alive()  # a deleted topic raises UnknownTopicOrPartitionError
             raise
 
     def iter_batches(
-        self, start: int | None = None, end: int | None = None
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Stream the records of ``[start, end)`` as record batches, every record
-        as written (read_uncommitted; control records left out)."""
-        for header, batch in self.iter_segments(start, end):
+        as written (read_uncommitted; control records left out); with
+        ``columns``, only those."""
+        for header, batch in self.iter_segments(start, end, columns=columns):
             if not header.identity.control:
                 yield batch
 
-    def read(self, start: int | None = None, end: int | None = None) -> pa.Table:
-        """The records of ``[start, end)`` as one table (read_uncommitted)."""
-        return pa.Table.from_batches(list(self.iter_batches(start, end)), schema=self._topic.schema)
+    def read(
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """The records of ``[start, end)`` as one table (read_uncommitted); with
+        ``columns``, only those."""
+        batches = list(self.iter_batches(start, end, columns=columns))
+        return pa.Table.from_batches(batches, schema=projected(self._topic.schema, columns))
+
+
+#: segments at least this large are read column by column when a read names
+#: columns: the head, then the frame and the columns' bytes in parallel ranged
+#: GETs; smaller ones in one GET (two round trips cost more than their bytes)
+COLUMN_READ_MIN_BYTES = 1024 * 1024
+
+
+def projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
+    """``schema`` with only ``columns``, in that order (all of it for None).
+
+    Raises:
+        UnknownColumnError: a name is not a column of the schema.
+    """
+    if columns is None:
+        return schema
+    fields = [schema.field(i) for i in column_indices(schema, columns)]
+    return pa.schema(fields).with_metadata(schema.metadata or {})
 
 
 def fetch_segment(
@@ -210,28 +267,35 @@ def fetch_segment(
     end: int,
     retry: RetryPolicy | None = None,
     schema: pa.Schema | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    size: int | None = None,
 ) -> tuple[SegmentHeader, pa.RecordBatch]:
     """Read and check one segment that the index says holds ``[base, end)`` (and,
-    given the topic's ``schema``, columns of that schema).
+    given the topic's ``schema``, columns of that schema). With ``columns``, a
+    data segment's batch holds only those; if the index says the segment has
+    at least :data:`COLUMN_READ_MIN_BYTES` (``size``), only their bytes are
+    fetched.
 
     Raises:
         CorruptSegmentError: checksum mismatch, offsets other than the index's,
             or columns other than the topic's.
         SegmentNotFoundError: the segment is gone.
+        UnknownColumnError: ``columns`` names a column the segment lacks.
     """
-    try:
-        data = (retry or RetryPolicy()).call(lambda: store.get(key))
-    except FileNotFoundError:
-        raise SegmentNotFoundError(
-            f"segment missing: the log says it holds [{base}, {end}); its records are lost",
-            key=key,
-        ) from None
-    header, batch = decode_segment(data, key=key)
+    retry = retry or RetryPolicy()
+    found = None
+    if columns is not None and size is not None and size >= COLUMN_READ_MIN_BYTES:
+        found = _fetch_columns(store, key, size, columns, retry, (base, end))
+    if found is None:
+        data = _get(retry, lambda: store.get(key), key, (base, end))
+        found = decode_segment(data, key=key, columns=columns)
+    header, batch = found
     # control records (transaction markers) have a schema of their own
     if (
         schema is not None
         and not header.identity.control
-        and not batch.schema.equals(schema, check_metadata=False)
+        and not batch.schema.equals(projected(schema, columns), check_metadata=False)
     ):
         raise CorruptSegmentError(
             f"segment holds columns {batch.schema.types} where the topic has {schema.types}",
@@ -244,6 +308,51 @@ def fetch_segment(
             key=key,
         )
     return header, batch
+
+
+_T = TypeVar("_T")
+
+
+def _get(retry: RetryPolicy, request: Callable[[], _T], key: str, offsets: tuple[int, int]) -> _T:
+    try:
+        return retry.call(request)
+    except FileNotFoundError:
+        raise SegmentNotFoundError(
+            f"segment missing: the log says it holds [{offsets[0]}, {offsets[1]}); "
+            "its records are lost",
+            key=key,
+        ) from None
+
+
+def _fetch_columns(
+    store: Store,
+    key: str,
+    size: int,
+    columns: Sequence[str],
+    retry: RetryPolicy,
+    offsets: tuple[int, int],
+) -> tuple[SegmentHeader, pa.RecordBatch] | None:
+    head = _get(retry, lambda: store.get_range(key, 0, min(size, HEAD_BYTES)), key, offsets)
+
+    def one(span: tuple[int, int]) -> bytes:
+        return _get(retry, lambda: store.get_range(key, *span), key, offsets)
+
+    def fetch(spans: list[tuple[int, int]]) -> list[bytes]:
+        return list(_range_pool().map(one, spans))
+
+    return decode_columns(head, size, columns, fetch, key=key)
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _range_pool() -> ThreadPoolExecutor:
+    """One pool per process for the ranged GETs of column reads (a forked child
+    makes its own: the parent's threads are not in it)."""
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        _pool = (os.getpid(), ThreadPoolExecutor(8, thread_name_prefix="arrowlog-range"))
+    return _pool[1]
 
 
 def _window_refs(

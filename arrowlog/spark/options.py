@@ -47,6 +47,7 @@ READ_OPTIONS = (
     "failOnDataLoss",
     "targetSplitBytes",
     "minPartitions",
+    "columns",
 )
 # Only a batch read has an end: a stream's end is Trigger.AvailableNow's.
 BATCH_READ_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
@@ -338,6 +339,9 @@ class ReadOptions:
     min_partitions: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    # columns: only these of the topic's are read (and large segments are
+    # fetched column by column); the metadata columns always follow.
+    columns: tuple[str, ...] | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
@@ -404,7 +408,21 @@ class ReadOptions:
             max_trigger_delay_ms=_duration_ms(
                 options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS
             ),
+            columns=_columns(options.get("columns")),
         )
+
+
+def _columns(value: str | None) -> tuple[str, ...] | None:
+    """The ``columns`` option: comma-separated names (checked against the
+    topic's schema when the read is planned)."""
+    if value is None:
+        return None
+    names = tuple(name.strip() for name in value.split(","))
+    if not all(names):
+        raise InvalidConfigError(
+            f"option columns: expected comma-separated column names, got {value!r}"
+        )
+    return names
 
 
 def _isolation(options: Mapping[str, str]) -> IsolationLevel:

@@ -165,7 +165,7 @@ def _pieces(task: ScanTask, n: int) -> list[ScanTask]:
         lo = s.lo
         while lo < s.hi:
             take = min(s.hi - lo, cut - done)
-            current.append(ScanSegment(s.key, s.base, s.end, lo, lo + take))
+            current.append(ScanSegment(s.key, s.base, s.end, lo, lo + take, s.size))
             lo += take
             done += take
             if done == cut:

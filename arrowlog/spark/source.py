@@ -41,6 +41,7 @@ from pyspark.sql.types import StructType
 
 import arrowlog
 from arrowlog.errors import InvalidConfigError
+from arrowlog.partition import projected
 from arrowlog.scan import (
     METADATA_COLUMNS,
     ScanTask,
@@ -72,7 +73,7 @@ class ArrowLogDataSource(DataSource):
         opts = ReadOptions.parse(self.options, streaming=None)
         log = arrowlog.connect(opts.root, opts.storage)
         topics = subscribed_topics(log, opts)
-        arrow = output_schema(log.topic(topics[0]).schema)
+        arrow = output_schema(projected(log.topic(topics[0]).schema, opts.columns))
         spark_schema: StructType = from_arrow_schema(arrow)
         return spark_schema
 
@@ -217,7 +218,7 @@ def read_partition(
         return
     store = open_store(options.root, options.storage)
     try:
-        yield from read_task(store, partition.task, arrow_schema(schema))
+        yield from read_task(store, partition.task, arrow_schema(schema), options.columns)
     finally:
         store.close()
 

@@ -127,6 +127,8 @@ class CountingStore:
         #: the requests the thread that last called :meth:`reset` made itself
         #: (a caller's critical path, without work handed to other threads)
         self.caller_counts: collections.Counter[str] = collections.Counter()
+        #: bytes received, by operation (``get`` and ``get_range``)
+        self.bytes_read: collections.Counter[str] = collections.Counter()
         self._caller = threading.get_ident()
         self._lock = threading.Lock()
 
@@ -146,6 +148,7 @@ class CountingStore:
         with self._lock:
             self.counts.clear()
             self.caller_counts.clear()
+            self.bytes_read.clear()
             self._caller = threading.get_ident()
 
     def _count(self, op: str) -> None:
@@ -156,11 +159,17 @@ class CountingStore:
 
     def get(self, key: str) -> Blob:
         self._count("get")
-        return self.inner.get(key)
+        data = self.inner.get(key)
+        with self._lock:
+            self.bytes_read["get"] += memoryview(data).nbytes
+        return data
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         self._count("get_range")
-        return self.inner.get_range(key, start, end)
+        data = self.inner.get_range(key, start, end)
+        with self._lock:
+            self.bytes_read["get_range"] += len(data)
+        return data
 
     def head(self, key: str) -> ObjectInfo:
         self._count("head")

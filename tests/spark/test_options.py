@@ -229,3 +229,11 @@ def test_structured_storage_options_are_json() -> None:
         storage_options({"storage.client_kwargs": "{'region_name': 'x'}"})
     storage = {"client_kwargs": {"region_name": "r"}, "fsync": False, "key": "k"}
     assert storage_options(spark_storage_options(storage)) == {**storage, "fsync": "false"}
+
+
+def test_columns_option_takes_names_and_refuses_empty_ones() -> None:
+    assert parse({"columns": "kind, f"}).columns == ("kind", "f")
+    assert parse().columns is None
+    assert parse({"columns": "f"}, streaming=True).columns == ("f",)
+    for bad in ("", "a,,b", " , "):
+        refused("option columns: expected comma-separated column names", {"columns": bad})

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql.functions import col
 
 import arrowlog
-from arrowlog import TopicConfig
+from arrowlog import Compression, TopicConfig
 from tests.conftest import StoreSpec
 from tests.spark.conftest import with_options
 
@@ -327,3 +327,46 @@ def test_register_by_hand(spark: Any, tmp_path: Any) -> None:
     timed_log(spec, appends=2)
     arrowlog.spark.register(spark)
     assert sorted(r.v for r in reader(spark, spec, topic="t").collect()) == [0, 1, 10, 11]
+
+
+@pytest.mark.spark
+def test_the_columns_option_reads_those_columns_of_large_segments(
+    spark: Any, shared_store_spec: StoreSpec
+) -> None:
+    """Segments above the column-read threshold are fetched column by column:
+    the rows are the consumer's, in the order asked, metadata columns after."""
+    import numpy as np
+
+    from arrowlog.partition.reads import COLUMN_READ_MIN_BYTES
+
+    log = shared_store_spec.connect()
+    n = 150_000
+    fields: list[pa.Field[Any]] = [
+        pa.field("f", pa.float64()),
+        pa.field("i", pa.int64()),
+        pa.field("kind", pa.string()),
+    ]
+    schema = pa.schema(fields)
+    log.create_topic("wide", schema, config=TopicConfig(compression=Compression.NONE))
+    for s in range(2):
+        rng = np.random.default_rng(s)
+        log.append(
+            "wide",
+            pa.record_batch(
+                [
+                    pa.array(rng.random(n)),
+                    pa.array(np.arange(s * n, (s + 1) * n)),
+                    pa.array(np.array(["a", "b", "c"])[rng.integers(0, 3, n)]),
+                ],
+                schema=schema,
+            ),
+        )
+    assert min(r.size for r in log.partition("wide", 0).segments()) >= COLUMN_READ_MIN_BYTES
+    df = reader(spark, shared_store_spec, topic="wide", columns="kind,i")
+    assert df.columns == ["kind", "i", "topic", "partition", "offset", "timestamp"]
+    got = df.orderBy("offset").select("kind", "i", "offset").toArrow()
+    want = log.consumer().read("wide", columns=["kind", "i"])
+    assert got.select(["kind", "i"]).equals(want)
+    assert got.column("offset").to_pylist() == list(range(2 * n))
+    with pytest.raises(Exception, match="no column 'nope'"):
+        reader(spark, shared_store_spec, topic="wide", columns="kind,nope").collect()

@@ -1,0 +1,75 @@
+"""The on-store format of one segment: an Arrow IPC file holding one record batch.
+
+A segment is a plain Arrow IPC file (``pyarrow.ipc.open_file`` reads it), with
+arrowlog's header in the schema's custom metadata:
+
+``arrowlog.header``
+    compact JSON: format version, base offset, record count, producer id, epoch,
+    base sequence, transactional and control flags, transactional id, append
+    timestamp (ms) and the append id that lets a writer recognise its own write
+    after a lost reply.
+``arrowlog.header_crc32c``
+    CRC32C of the header JSON, so that the header can be trusted from the first
+    few KiB of the object alone (opening a partition reads only that much of the
+    last segment).
+``arrowlog.crc32c``
+    CRC32C of the whole file, computed with this value's 8 hex digits replaced by
+    ``-`` (the value sits twice in the file, in the schema message and in the
+    footer's copy of the schema; both are replaced). Every byte flip and every
+    truncation is detected, padding and footer included.
+``arrowlog.columns``
+    in segments of large batches only: where each column lies and its CRC32C
+    (see :mod:`arrowlog.segment.column_table`), so that a reader of a few columns
+    fetches and checks only those.
+
+The CRC is checked before pyarrow parses the body, so corrupt bytes never reach
+the IPC reader.
+"""
+
+from arrowlog.segment.codec import (
+    check_schema,
+    compression_slack,
+    decode_segment,
+    empty_batch,
+    encode_segment,
+    segment_size_floor,
+)
+from arrowlog.segment.column_table import COLUMNS_KEY
+from arrowlog.segment.dictionary import has_dictionaries
+from arrowlog.segment.header import (
+    CRC_KEY,
+    DICTIONARY_KEY,
+    FORMAT_VERSION,
+    HEAD_BYTES,
+    HEADER_CRC_KEY,
+    HEADER_KEY,
+    PLAIN_APPEND,
+    SegmentHeader,
+    WriterIdentity,
+    read_header,
+)
+from arrowlog.segment.projection import RangeFetch, column_indices, decode_columns
+
+__all__ = [
+    "COLUMNS_KEY",
+    "CRC_KEY",
+    "DICTIONARY_KEY",
+    "FORMAT_VERSION",
+    "HEADER_CRC_KEY",
+    "HEADER_KEY",
+    "HEAD_BYTES",
+    "PLAIN_APPEND",
+    "RangeFetch",
+    "SegmentHeader",
+    "WriterIdentity",
+    "check_schema",
+    "column_indices",
+    "compression_slack",
+    "decode_columns",
+    "decode_segment",
+    "empty_batch",
+    "encode_segment",
+    "has_dictionaries",
+    "read_header",
+    "segment_size_floor",
+]

@@ -1,0 +1,156 @@
+"""Some columns of a segment: from a whole one, or from its head and ranged
+reads of the rest, each range checked against the column table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import crc32c
+import pyarrow as pa
+
+from arrowlog.errors import CorruptSegmentError, UnknownColumnError
+from arrowlog.segment import column_table
+from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
+from arrowlog.segment.dictionary import dictionary_decode
+from arrowlog.segment.framing import CRC_PLACEHOLDER, crc_slots, regions
+from arrowlog.segment.header import (
+    SegmentHeader,
+    head_schema,
+    header_from_metadata,
+    user_metadata,
+)
+
+
+def column_indices(schema: pa.Schema, columns: Sequence[str]) -> list[int]:
+    """Positions of ``columns`` in ``schema``, in the order asked.
+
+    Raises:
+        UnknownColumnError: a name is not a column of the schema, or is given twice,
+            or no column is named.
+    """
+    if isinstance(columns, str | bytes) or not columns:
+        raise UnknownColumnError(
+            f"columns must be a non-empty list of column names, got {columns!r}"
+        )
+    if len(set(columns)) != len(columns):
+        raise UnknownColumnError(f"a column is named twice in {list(columns)}")
+    names = schema.names
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise UnknownColumnError(f"no column {missing[0]!r}: the topic has {names}")
+    return [names.index(c) for c in columns]
+
+
+def project(
+    reader: pa.ipc.RecordBatchFileReader, key: str, wanted: Sequence[int] | None
+) -> pa.RecordBatch:
+    """The one batch of a segment file, dictionary-decoded, with the columns at
+    ``wanted`` (in that order) or all."""
+    if reader.num_record_batches != 1:
+        raise CorruptSegmentError(
+            f"a segment holds one record batch, found {reader.num_record_batches}", key=key
+        )
+    batch = reader.get_batch(0)
+    if wanted is None:
+        return dictionary_decode(batch, key)
+    included = sorted(wanted)
+    batch = dictionary_decode(batch, key, included)
+    if list(wanted) != included:
+        order = [included.index(c) for c in wanted]
+        fields = [batch.schema.field(i) for i in order]
+        batch = pa.RecordBatch.from_arrays(
+            [batch.column(i) for i in order],
+            schema=pa.schema(fields).with_metadata(batch.schema.metadata or {}),
+        )
+    return batch
+
+
+def checked(
+    header: SegmentHeader, batch: pa.RecordBatch, key: str
+) -> tuple[SegmentHeader, pa.RecordBatch]:
+    if header.record_count != batch.num_rows:
+        raise CorruptSegmentError(
+            f"header says {header.record_count} records, batch has {batch.num_rows}", key=key
+        )
+    return header, batch.replace_schema_metadata(user_metadata(batch.schema.metadata))
+
+
+#: fetch these byte ranges of the segment (in parallel, in the order given)
+RangeFetch = Callable[[list[tuple[int, int]]], list[bytes]]
+
+
+def decode_columns(
+    head: bytes, size: int, columns: Sequence[str], fetch: RangeFetch, *, key: str
+) -> tuple[SegmentHeader, pa.RecordBatch] | None:
+    """Some columns of a segment of ``size`` bytes from its first bytes
+    (``head``) and ranged reads of the rest: the frame (dictionaries, the
+    record batch's metadata, the footer) and the columns' own bytes, each
+    checked against the column table's CRCs before pyarrow parses it.
+
+    Returns None when the segment has no usable column table (small, written
+    before tables, a control record, or a table that fails its CRC): the caller
+    reads it whole, and its checksum decides.
+
+    Raises:
+        CorruptSegmentError: the head is not a segment's, or a checked range
+            fails its CRC.
+        UnknownColumnError: ``columns`` names a column the segment lacks.
+    """
+    schema = head_schema(head, key)
+    if isinstance(schema, int):
+        return None  # a schema larger than the head: rare enough to read whole
+    meta = schema.metadata or {}
+    header = header_from_metadata(meta, key)
+    raw = meta.get(COLUMNS_KEY)
+    if header.identity.control or raw is None:
+        return None
+    table = ColumnTable.parse(raw, len(schema))
+    if table is None or table.body_end > size:
+        return None
+    wanted = column_indices(schema, columns)
+    head_end = min(len(head), table.body_start)
+    ranges = [(table.body_end, size)]
+    if head_end < table.body_start:
+        ranges.append((head_end, table.body_start))
+    ranges += column_table.coalesce([table.columns[i][:2] for i in wanted], gap=_COALESCE_GAP)
+    buf = bytearray(size)  # calloc'd: pages never written cost nothing
+    buf[:head_end] = head[:head_end]
+    for (lo, hi), got in zip(ranges, fetch(ranges), strict=True):
+        if len(got) != hi - lo:
+            raise CorruptSegmentError(f"short range read at {lo}: {len(got)} bytes", key=key)
+        buf[lo:hi] = got
+    view = memoryview(buf)
+    _check_frame(view, table, key)
+    for i in wanted:
+        lo, hi, crc = table.columns[i]
+        if crc32c.crc32c(view[lo:hi]) != crc:
+            raise CorruptSegmentError(f"checksum mismatch in column {schema.names[i]!r}", key=key)
+    try:
+        options = pa.ipc.IpcReadOptions(included_fields=sorted(wanted))
+        batch = project(pa.ipc.open_file(pa.py_buffer(buf), options=options), key, wanted)
+    except pa.ArrowException as e:
+        raise CorruptSegmentError(f"unreadable Arrow IPC: {e}", key=key) from e
+    return checked(header, batch, key)
+
+
+# Columns closer than this are read in one request: on a store a request costs
+# about as much as this many bytes.
+_COALESCE_GAP = 256 * 1024
+
+
+def _check_frame(view: memoryview, table: ColumnTable, key: str) -> None:
+    """The frame's CRC, with the checksum and the column table blanked as the
+    writer had them (see :func:`fill_column_table`)."""
+    where = list(regions(view, key))
+    for start in crc_slots(view, key):
+        view[start : start + 8] = CRC_PLACEHOLDER
+    width = column_table.table_width(len(table.columns))
+    slots = column_table.table_slots(view, where)
+    if not slots:
+        raise CorruptSegmentError("column table missing from the footer", key=key)
+    for start in slots:
+        view[start : start + width] = b"-" * width
+    frame = crc32c.crc32c(view[: table.body_start])
+    frame = crc32c.crc32c(view[table.body_end :], frame)
+    if frame != table.frame_crc:
+        raise CorruptSegmentError("checksum mismatch outside the columns", key=key)
