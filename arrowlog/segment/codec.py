@@ -83,14 +83,13 @@ def encode_segment(
 
 def fill_column_table(data: memoryview, schema: pa.Schema) -> None:
     """Write the column table over its placeholders. Runs before the file's CRC
-    is filled in: both still read ``-`` when the frame's CRC is taken, as a
-    reader will see them once it blanks them."""
+    is filled in: both still read ``-`` when the frame's CRC is taken (over
+    everything before the body), as a reader will see them once it blanks them."""
     found = column_table.layout(data, schema)
     if found is None:
         return  # left blank: readers fetch the segment whole
     body_start, body_end, ranges = found
     frame = crc32c.crc32c(data[:body_start])
-    frame = crc32c.crc32c(data[body_end:], frame)
     table = ColumnTable(
         body_start,
         body_end,
@@ -209,7 +208,11 @@ def decode_segment(
             wanted = column_indices(reader.schema, columns)
             options = pa.ipc.IpcReadOptions(included_fields=sorted(wanted))
             reader = pa.ipc.open_file(pa.py_buffer(data), options=options)
-        batch = project(reader, key, wanted)
-    except pa.ArrowException as e:
+        if reader.num_record_batches != 1:
+            raise CorruptSegmentError(
+                f"a segment holds one record batch, found {reader.num_record_batches}", key=key
+            )
+        batch = project(reader.get_batch(0), key, wanted)
+    except (pa.ArrowException, OSError) as e:
         raise CorruptSegmentError(f"unreadable Arrow IPC: {e}", key=key) from e
     return checked(header, batch, key)

@@ -17,6 +17,16 @@ MAGIC = b"ARROW1"
 CONTINUATION = 0xFFFFFFFF
 
 
+def schema_region(data: bytes | bytearray | memoryview, key: str) -> tuple[int, int]:
+    """The byte range of the schema message, from the first bytes alone."""
+    if len(data) < 16 or data[:6] != MAGIC:
+        raise CorruptSegmentError("not an Arrow IPC file", key=key)
+    continuation, schema_len = struct.unpack_from("<Ii", data, 8)
+    if continuation != CONTINUATION or not 0 < schema_len <= len(data) - 16:
+        raise CorruptSegmentError("bad IPC framing", key=key)
+    return 16, 16 + schema_len
+
+
 def regions(
     data: bytes | bytearray | memoryview, key: str
 ) -> tuple[tuple[int, int], tuple[int, int]]:

@@ -129,7 +129,7 @@ def head_schema(head: bytes | memoryview, key: str) -> pa.Schema | int:
         return int(16 + schema_len)
     try:
         return pa.ipc.read_schema(pa.py_buffer(head[8 : 16 + schema_len]))
-    except pa.ArrowException as e:
+    except (pa.ArrowException, OSError) as e:  # a bad flatbuffer is an OSError
         raise CorruptSegmentError(f"unreadable schema message: {e}", key=key) from e
 
 

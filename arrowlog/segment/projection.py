@@ -12,7 +12,7 @@ from arrowlog.errors import CorruptSegmentError, UnknownColumnError
 from arrowlog.segment import column_table
 from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
 from arrowlog.segment.dictionary import dictionary_decode
-from arrowlog.segment.framing import CRC_PLACEHOLDER, crc_slots, regions
+from arrowlog.segment.framing import CRC_PLACEHOLDER, CRC_VALUE, schema_region
 from arrowlog.segment.header import (
     SegmentHeader,
     head_schema,
@@ -41,16 +41,9 @@ def column_indices(schema: pa.Schema, columns: Sequence[str]) -> list[int]:
     return [names.index(c) for c in columns]
 
 
-def project(
-    reader: pa.ipc.RecordBatchFileReader, key: str, wanted: Sequence[int] | None
-) -> pa.RecordBatch:
-    """The one batch of a segment file, dictionary-decoded, with the columns at
-    ``wanted`` (in that order) or all."""
-    if reader.num_record_batches != 1:
-        raise CorruptSegmentError(
-            f"a segment holds one record batch, found {reader.num_record_batches}", key=key
-        )
-    batch = reader.get_batch(0)
+def project(batch: pa.RecordBatch, key: str, wanted: Sequence[int] | None) -> pa.RecordBatch:
+    """A segment's batch, read with only the columns at ``wanted`` (or all),
+    dictionary-decoded, in the order of ``wanted``."""
     if wanted is None:
         return dictionary_decode(batch, key)
     included = sorted(wanted)
@@ -83,9 +76,11 @@ def decode_columns(
     head: bytes, size: int, columns: Sequence[str], fetch: RangeFetch, *, key: str
 ) -> tuple[SegmentHeader, pa.RecordBatch] | None:
     """Some columns of a segment of ``size`` bytes from its first bytes
-    (``head``) and ranged reads of the rest: the frame (dictionaries, the
-    record batch's metadata, the footer) and the columns' own bytes, each
-    checked against the column table's CRCs before pyarrow parses it.
+    (``head``) and ranged reads of the rest of its frame (everything before
+    the record batch's body: schema, dictionaries, the batch's metadata) and of
+    the columns' own bytes, each checked against the column table's CRCs
+    before pyarrow parses it. Arrow's stream reader reads the file after its
+    8-byte magic: the footer is never needed.
 
     Returns None when the segment has no usable column table (small, written
     before tables, a control record, or a table that fails its CRC): the caller
@@ -109,17 +104,18 @@ def decode_columns(
         return None
     wanted = column_indices(schema, columns)
     head_end = min(len(head), table.body_start)
-    ranges = [(table.body_end, size)]
-    if head_end < table.body_start:
-        ranges.append((head_end, table.body_start))
+    ranges = [] if head_end == table.body_start else [(head_end, table.body_start)]
     ranges += column_table.coalesce([table.columns[i][:2] for i in wanted], gap=_COALESCE_GAP)
-    buf = bytearray(size)  # calloc'd: pages never written cost nothing
-    buf[:head_end] = head[:head_end]
+    # Uninitialised: zeroing 8 MiB cost more than the column's GET. pyarrow reads
+    # only the bytes written below (the frame and the included columns), every
+    # one of them checked first.
+    buf = pa.allocate_buffer(table.body_end)
+    view = memoryview(buf).cast("B")
+    view[:head_end] = head[:head_end]
     for (lo, hi), got in zip(ranges, fetch(ranges), strict=True):
         if len(got) != hi - lo:
             raise CorruptSegmentError(f"short range read at {lo}: {len(got)} bytes", key=key)
-        buf[lo:hi] = got
-    view = memoryview(buf)
+        view[lo:hi] = got
     _check_frame(view, table, key)
     for i in wanted:
         lo, hi, crc = table.columns[i]
@@ -127,8 +123,9 @@ def decode_columns(
             raise CorruptSegmentError(f"checksum mismatch in column {schema.names[i]!r}", key=key)
     try:
         options = pa.ipc.IpcReadOptions(included_fields=sorted(wanted))
-        batch = project(pa.ipc.open_file(pa.py_buffer(buf), options=options), key, wanted)
-    except pa.ArrowException as e:
+        stream = pa.ipc.open_stream(buf.slice(8), options=options)
+        batch = project(stream.read_next_batch(), key, wanted)
+    except (pa.ArrowException, OSError, StopIteration) as e:
         raise CorruptSegmentError(f"unreadable Arrow IPC: {e}", key=key) from e
     return checked(header, batch, key)
 
@@ -139,18 +136,15 @@ _COALESCE_GAP = 256 * 1024
 
 
 def _check_frame(view: memoryview, table: ColumnTable, key: str) -> None:
-    """The frame's CRC, with the checksum and the column table blanked as the
-    writer had them (see :func:`fill_column_table`)."""
-    where = list(regions(view, key))
-    for start in crc_slots(view, key):
-        view[start : start + 8] = CRC_PLACEHOLDER
-    width = column_table.table_width(len(table.columns))
+    """The frame's CRC, with the checksum and the column table of the schema
+    message blanked as the writer had them (see :func:`fill_column_table`)."""
+    where = [schema_region(view, key)]
+    crc = [m.start(1) for m in CRC_VALUE.finditer(view, *where[0])]
     slots = column_table.table_slots(view, where)
-    if not slots:
-        raise CorruptSegmentError("column table missing from the footer", key=key)
-    for start in slots:
-        view[start : start + width] = b"-" * width
-    frame = crc32c.crc32c(view[: table.body_start])
-    frame = crc32c.crc32c(view[table.body_end :], frame)
-    if frame != table.frame_crc:
+    if len(crc) != 1 or not slots:
+        raise CorruptSegmentError("checksum or column table missing", key=key)
+    view[crc[0] : crc[0] + 8] = CRC_PLACEHOLDER
+    width = column_table.table_width(len(table.columns))
+    view[slots[0] : slots[0] + width] = b"-" * width
+    if crc32c.crc32c(view[: table.body_start]) != table.frame_crc:
         raise CorruptSegmentError("checksum mismatch outside the columns", key=key)
