@@ -53,6 +53,9 @@ class SegmentSummary:
     control_type: str | None = None
     transactional_id: str | None = None
     txn_bound: int = -1
+    #: the header's column statistics (see :mod:`arrowlog.stats`); None in
+    #: checkpoints and segments written before them
+    stats: dict[str, list[Any]] | None = None
 
     @property
     def end(self) -> int:
@@ -77,6 +80,7 @@ class SegmentSummary:
             control_type=who.control_type,
             transactional_id=who.transactional_id,
             txn_bound=who.txn_bound,
+            stats=header.stats,
         )
 
 
@@ -193,6 +197,8 @@ class Checkpoint:
             if fields.get("v") != CHECKPOINT_VERSION:
                 raise ValueError(f"unsupported checkpoint version {fields.get('v')}")
             columns: dict[str, list[Any]] = fields["segments"]
+            if "stats" not in columns:  # written before statistics
+                columns["stats"] = [None] * len(columns["base"])
             rows = zip(*(columns[name] for name in _SUMMARY_FIELDS), strict=True)
             segments = tuple(SegmentSummary(*row) for row in rows)
             state = PartitionState(

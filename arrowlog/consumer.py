@@ -30,6 +30,7 @@ from arrowlog.coordinator import Snapshot, check_id
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnstableOffsetCommitError
 from arrowlog.groups import GroupOffsets, offset_key, tp_key
 from arrowlog.partition import PartitionLog, projected
+from arrowlog.stats import Predicate, check_predicates
 
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
 Decide = Callable[[OpenTxn], Decision]
@@ -125,12 +126,15 @@ class Consumer:
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Stream the visible records of ``[start, end)``. ``end`` defaults to the
         LSO (read_committed) or the high watermark. With ``columns``, batches
         hold only those columns, in that order, and segments of at least
         :data:`~arrowlog.partition.reads.COLUMN_READ_MIN_BYTES` are fetched
-        column by column.
+        column by column. With ``where`` (``[("col", ">", 5), ...]``, see
+        :mod:`arrowlog.stats`), only matching rows are returned, and segments
+        whose column statistics prove that none matches are not fetched.
 
         Raises:
             OffsetOutOfRangeError: the range is outside the log, or reaches past
@@ -139,12 +143,11 @@ class Consumer:
         """
         part = self._log.partition(topic, partition)
         if self.isolation_level == "read_uncommitted":
-            yield from part.iter_batches(start, end, columns=columns)
+            yield from part.iter_batches(start, end, columns=columns, where=where)
             return
-        if columns is not None:
-            projected(part.topic.schema, columns)  # bad names fail before any read
+        _check_read(part.topic.schema, columns, where)  # bad input fails before any read
         plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
-        yield from _visible_batches(part, plan, columns)
+        yield from _visible_batches(part, plan, columns, where)
 
     def iter_records(
         self,
@@ -205,11 +208,13 @@ class Consumer:
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
     ) -> pa.Table:
         """The visible records of ``[start, end)`` as one table; with
-        ``columns``, only those (see :meth:`iter_batches`)."""
+        ``columns``, only those; with ``where``, only matching rows (see
+        :meth:`iter_batches`)."""
         schema = projected(self._log.topic(topic).schema, columns)
-        batches = self.iter_batches(topic, partition, start, end, columns=columns)
+        batches = self.iter_batches(topic, partition, start, end, columns=columns, where=where)
         return pa.Table.from_batches(list(batches), schema)
 
     def read_many(
@@ -217,6 +222,7 @@ class Consumer:
         ranges: Mapping[tuple[str, int], tuple[int | None, int | None]],
         *,
         columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
     ) -> dict[tuple[str, int], pa.Table]:
         """Several ranges read as one snapshot: a transaction's records appear in
         all the ranges or in none. The tables of :meth:`read_snapshot`.
@@ -225,13 +231,14 @@ class Consumer:
             OffsetOutOfRangeError: a range is outside its log, or past the LSO.
             UnknownColumnError: ``columns`` names a column a topic lacks.
         """
-        return self.read_snapshot(ranges, columns=columns).tables
+        return self.read_snapshot(ranges, columns=columns, where=where).tables
 
     def read_snapshot(
         self,
         ranges: Mapping[tuple[str, int], tuple[int | None, int | None]],
         *,
         columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
     ) -> SnapshotRead:
         """Several ranges read as one snapshot (see :func:`plan_snapshot`), with
         where each range ended. A range whose end is None ends where the
@@ -242,20 +249,19 @@ class Consumer:
             OffsetOutOfRangeError: a range is outside its log, or past the LSO.
             UnknownColumnError: ``columns`` names a column a topic lacks.
         """
-        if columns is not None:
-            for topic in {topic for topic, _ in ranges}:
-                projected(self._log.topic(topic).schema, columns)
+        for topic in {topic for topic, _ in ranges}:
+            _check_read(self._log.topic(topic).schema, columns, where)
         tables, ends = {}, {}
         if self.isolation_level == "read_uncommitted":
             for (topic, partition), (start, end) in ranges.items():
                 part = self._log.partition(topic, partition)
                 end = part.end_offset() if end is None else end
-                tables[(topic, partition)] = part.read(start, end, columns=columns)
+                tables[(topic, partition)] = part.read(start, end, columns=columns, where=where)
                 ends[(topic, partition)] = end
             return SnapshotRead(tables, ends)
         for tp, plan in plan_snapshot(self._log, ranges).items():
             part = self._log.partition(*tp)
-            batches = list(_visible_batches(part, plan, columns))
+            batches = list(_visible_batches(part, plan, columns, where))
             tables[tp] = pa.Table.from_batches(batches, projected(part.topic.schema, columns))
             ends[tp] = plan.end
         return SnapshotRead(tables, ends)
@@ -296,12 +302,29 @@ class SnapshotRead:
     ends: dict[tuple[str, int], int]
 
 
+def _check_read(
+    schema: pa.Schema, columns: Sequence[str] | None, where: Sequence[Predicate] | None
+) -> None:
+    if columns is not None:
+        projected(schema, columns)
+    if where:
+        check_predicates(schema, where)
+
+
 def _visible_batches(
-    part: PartitionLog, plan: CommittedPlan, columns: Sequence[str] | None = None
+    part: PartitionLog,
+    plan: CommittedPlan,
+    columns: Sequence[str] | None = None,
+    where: Sequence[Predicate] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     hidden = plan.hidden
     for header, batch in part.iter_segments(
-        plan.start, plan.end, skip=lambda ref: ref.base in hidden, columns=columns
+        plan.start,
+        plan.end,
+        skip=lambda ref: ref.base in hidden,
+        columns=columns,
+        where=where,
+        summaries=plan.segments,
     ):
         if not header.identity.control:
             yield batch

@@ -27,6 +27,7 @@ from arrowlog.errors import (
 )
 from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.producer import Producer
+from arrowlog.stats import Predicate
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
 from arrowlog.topic import (
@@ -413,10 +414,13 @@ class ArrowLog:
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
     ) -> pa.Table:
         """Offsets ``[start, end)`` of one partition as a table; with ``columns``,
-        only those (large segments are then read column by column)."""
-        return self.partition(topic, partition).read(start, end, columns=columns)
+        only those (large segments are then read column by column); with
+        ``where``, only the matching rows (segments that cannot match are not
+        read; see :mod:`arrowlog.stats`)."""
+        return self.partition(topic, partition).read(start, end, columns=columns, where=where)
 
     def iter_batches(
         self,
@@ -426,10 +430,12 @@ class ArrowLog:
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Offsets ``[start, end)`` as a stream of record batches; ``close()`` it
         to stop early."""
-        return self.partition(topic, partition).iter_batches(start, end, columns=columns)
+        part = self.partition(topic, partition)
+        return part.iter_batches(start, end, columns=columns, where=where)
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """High watermark of every partition."""

@@ -25,6 +25,7 @@ from arrowlog.consumer import IsolationLevel, last_stable_offset, plan_snapshot
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from arrowlog.log import ArrowLog
 from arrowlog.partition import PartitionLog, fetch_segment
+from arrowlog.stats import Predicate, check_predicates, may_match
 from arrowlog.storage import Store
 from arrowlog.topic import Topic, segment_key
 
@@ -136,6 +137,7 @@ def plan_scan(
     min_timestamp_us: int | None = None,
     max_timestamp_us: int | None = None,
     target_bytes: int = DEFAULT_TARGET_BYTES,
+    where: Sequence[Predicate] | None = None,
 ) -> ScanPlan:
     """Resolve the offsets of a scan and split it into tasks.
 
@@ -143,7 +145,10 @@ def plan_scan(
     read_uncommitted. ``partitions``, ``min_offset``/``max_offset`` and
     ``min_timestamp_us``/``max_timestamp_us`` narrow the scan further (pushed-down
     filters, all bounds inclusive). Timestamp bounds are exact: every record of a
-    segment has the segment's append timestamp.
+    segment has the segment's append timestamp. ``where`` (predicates on data
+    columns, see :mod:`arrowlog.stats`) leaves out the segments whose column
+    statistics prove that no row matches; rows of the others are not filtered
+    (the engine applies the filter).
 
     Raises:
         UnknownTopicOrPartitionError: a topic or partition named does not exist.
@@ -154,6 +159,7 @@ def plan_scan(
     if not topics:
         raise InvalidConfigError("no topic given: set the option 'topic'")
     schema = log.topic(topics[0]).schema
+    checked = check_predicates(schema, where) if where else []
     for name in topics[1:]:
         if not log.topic(name).schema.equals(schema, check_metadata=False):
             raise InvalidConfigError(f"topics {topics[0]!r} and {name!r} have different schemas")
@@ -254,6 +260,8 @@ def plan_scan(
             visible = [s for s in visible if s.timestamp_ms * 1000 >= min_timestamp_us]
         if max_timestamp_us is not None:
             visible = [s for s in visible if s.timestamp_ms * 1000 <= max_timestamp_us]
+        if checked:
+            visible = [s for s in visible if may_match(s.stats, schema, checked, s.record_count)]
         tasks.extend(_split(part.topic, partition, visible, start, end, target_bytes))
     return ScanPlan(tuple(ranges), tuple(tasks))
 

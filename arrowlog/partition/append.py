@@ -34,8 +34,9 @@ from arrowlog.segment import (
     WriterIdentity,
     compression_slack,
     empty_batch,
-    encode_segment,
+    encode,
     has_dictionaries,
+    metadata_slack,
     segment_size_floor,
 )
 from arrowlog.topic import not_null_violations
@@ -125,7 +126,7 @@ class Appends(Reads):
         Raises:
             RecordBatchTooLargeError: the segment would be too large.
         """
-        most = segment_size_floor(batch) + _HEADER_SLACK
+        most = segment_size_floor(batch) + _HEADER_SLACK + metadata_slack(batch)
         if self._topic.config.compression is not Compression.NONE:
             most += compression_slack(batch)
         # dictionary values are outside the floor: no cheap bound, encode
@@ -354,7 +355,8 @@ class Appends(Reads):
             append_id=append_id,
             identity=identity,
         )
-        data = encode_segment(batch, header, self._topic.config.compression)
+        compression = self._topic.config.compression
+        data, header = encode(batch, header, compression, stats=not identity.control)
         limit = self._topic.config.max_batch_bytes
         if len(data) > limit:
             raise RecordBatchTooLargeError(

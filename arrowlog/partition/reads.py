@@ -27,6 +27,7 @@ from arrowlog.segment import (
     decode_columns,
     decode_segment,
 )
+from arrowlog.stats import Predicate, check_predicates, may_match, row_filter
 from arrowlog.storage import Store
 from arrowlog.topic import segment_key
 
@@ -148,13 +149,19 @@ class Reads(Checkpoints):
         *,
         skip: Callable[[SegmentRef], bool] | None = None,
         columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
+        summaries: Sequence[SegmentSummary] | None = None,
     ) -> Generator[tuple[SegmentHeader, pa.RecordBatch], None, None]:
         """Stream ``(header, batch)`` for offsets ``[start, end)``: each batch is
         the part of its segment inside the range. Up to ``read_ahead`` segments
         are fetched in parallel; memory stays bounded however long the range.
         Segments for which ``skip`` is true are not fetched at all. With
         ``columns``, data batches hold only those columns, in that order (see
-        :func:`fetch_segment`); control records keep theirs.
+        :func:`fetch_segment`); control records keep theirs. With ``where``
+        (predicates, see :mod:`arrowlog.stats`), segments whose statistics
+        prove no row matches are not fetched, and data batches keep only the
+        matching rows (their offsets then have gaps); ``summaries`` of the range,
+        if the caller has them, spare reading them again.
 
         Raises:
             OffsetOutOfRangeError: the range is not inside the log.
@@ -163,18 +170,42 @@ class Reads(Checkpoints):
             UnknownColumnError: ``columns`` names a column the topic lacks
                 (raised before anything is read).
         """
+        schema = self._topic.schema
         if columns is not None:
-            column_indices(self._topic.schema, columns)
-        start, end, refs = self._plan(start, end)
-        fetch = functools.partial(self._fetch, columns=columns)
+            column_indices(schema, columns)
+        checked = check_predicates(schema, where) if where else []
+        if checked:  # the summaries give the statistics and the segments at once
+            with self._lock:
+                start, end = self._resolve_range(start, end)
+            if summaries is None:
+                summaries = self.summaries(start, end) if start < end else []
+            refs = [
+                SegmentRef(
+                    segment_key(self._topic.prefix, self._partition, s.base), s.base, s.end, s.size
+                )
+                for s in summaries
+                if s.end > start
+                and s.base < end
+                and (s.control or may_match(s.stats, schema, checked, s.record_count))
+            ]
+        else:
+            start, end, refs = self._plan(start, end)
+        fetch = functools.partial(self._fetch, columns=_with_filtered(columns, checked))
         if skip is not None:
             refs = [ref for ref in refs if not skip(ref)]
+        if checked:
+            cut: Callable[
+                [tuple[SegmentHeader, pa.RecordBatch], SegmentRef, int, int],
+                tuple[SegmentHeader, pa.RecordBatch],
+            ] = functools.partial(_cut_and_filter, columns=columns, where=checked)
+        else:
+            cut = _cut
         ahead = self._config.read_ahead
         if ahead is None:
             ahead = 1 if self._store.url.startswith(("file:", "memory:")) else 8
         if ahead == 1:
             for ref in refs:
-                yield _cut(fetch(ref), ref, start, end)
+                yield cut(fetch(ref), ref, start, end)
             return
         pool = ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="arrowlog-read")
         pending: collections.deque[Future[tuple[SegmentHeader, pa.RecordBatch]]] = (
@@ -191,7 +222,7 @@ class Reads(Checkpoints):
                 for nxt in queue:
                     pending.append(pool.submit(fetch, nxt))
                     break
-                yield _cut(item, ref, start, end)
+                yield cut(item, ref, start, end)
         finally:
             for future in pending:
                 future.cancel()
@@ -221,11 +252,12 @@ class Reads(Checkpoints):
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         """Stream the records of ``[start, end)`` as record batches, every record
         as written (read_uncommitted; control records left out); with
-        ``columns``, only those."""
-        for header, batch in self.iter_segments(start, end, columns=columns):
+        ``columns``, only those; with ``where``, only the rows that match."""
+        for header, batch in self.iter_segments(start, end, columns=columns, where=where):
             if not header.identity.control:
                 yield batch
 
@@ -235,10 +267,11 @@ class Reads(Checkpoints):
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
     ) -> pa.Table:
         """The records of ``[start, end)`` as one table (read_uncommitted); with
-        ``columns``, only those."""
-        batches = list(self.iter_batches(start, end, columns=columns))
+        ``columns``, only those; with ``where``, only the rows that match."""
+        batches = list(self.iter_batches(start, end, columns=columns, where=where))
         return pa.Table.from_batches(batches, schema=projected(self._topic.schema, columns))
 
 
@@ -367,6 +400,33 @@ def _window_refs(
     for i in range(first, len(bases)):
         nxt = bases[i + 1] if i + 1 < len(bases) else end
         yield SegmentRef(segment_key(prefix, partition, bases[i]), bases[i], nxt, sizes[i])
+
+
+def _with_filtered(
+    columns: Sequence[str] | None, where: Sequence[Predicate]
+) -> Sequence[str] | None:
+    """The columns to fetch: those asked for, then those the filter needs."""
+    if columns is None or not where:
+        return columns
+    return [*columns, *dict.fromkeys(c for c, _, _ in where if c not in columns)]
+
+
+def _cut_and_filter(
+    item: tuple[SegmentHeader, pa.RecordBatch],
+    ref: SegmentRef,
+    start: int,
+    end: int,
+    *,
+    columns: Sequence[str] | None,
+    where: Sequence[Predicate],
+) -> tuple[SegmentHeader, pa.RecordBatch]:
+    header, batch = _cut(item, ref, start, end)
+    if header.identity.control:
+        return header, batch
+    batch = row_filter(batch, where)
+    if columns is not None and batch.num_columns != len(columns):
+        batch = batch.select(list(columns))
+    return header, batch
 
 
 def _cut(

@@ -31,7 +31,9 @@ from arrowlog.segment.codec import (
     compression_slack,
     decode_segment,
     empty_batch,
+    encode,
     encode_segment,
+    metadata_slack,
     segment_size_floor,
 )
 from arrowlog.segment.column_table import COLUMNS_KEY
@@ -68,8 +70,10 @@ __all__ = [
     "decode_columns",
     "decode_segment",
     "empty_batch",
+    "encode",
     "encode_segment",
     "has_dictionaries",
+    "metadata_slack",
     "read_header",
     "segment_size_floor",
 ]

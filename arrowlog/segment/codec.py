@@ -3,6 +3,7 @@ written."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Sequence
@@ -32,8 +33,10 @@ from arrowlog.segment.header import (
     WriterIdentity,
     header_from_metadata,
     hex8,
+    stats_metadata,
 )
 from arrowlog.segment.projection import checked, column_indices, project
+from arrowlog.stats import column_stats, json_bound
 
 #: pyarrow's name of each topic compression
 _IPC_CODECS: dict[Compression, Literal["lz4", "zstd"] | None] = {
@@ -46,6 +49,17 @@ _IPC_CODECS: dict[Compression, Literal["lz4", "zstd"] | None] = {
 def encode_segment(
     batch: pa.RecordBatch, header: SegmentHeader, compression: Compression = Compression.NONE
 ) -> memoryview:
+    """The bytes of one segment: :func:`encode` with ``header`` as given."""
+    return encode(batch, header, compression)[0]
+
+
+def encode(
+    batch: pa.RecordBatch,
+    header: SegmentHeader,
+    compression: Compression = Compression.NONE,
+    *,
+    stats: bool = False,
+) -> tuple[memoryview, SegmentHeader]:
     """Serialise ``batch`` with ``header`` into the bytes of one segment (a view of
     Arrow-owned memory: the segment is written and checksummed without a copy).
     With ``compression``, Arrow compresses each buffer of the record batch (the
@@ -53,17 +67,24 @@ def encode_segment(
     binary columns with repeated values are stored dictionary-encoded (see
     :func:`dictionary_encode`); the checksum covers the stored bytes. A batch
     of at least :data:`~arrowlog.segment.column_table.TABLE_MIN_BYTES` gets a column
-    table, for reads of some of its columns."""
+    table, for reads of some of its columns. With ``stats``, the header gets
+    the batch's column statistics (:func:`arrowlog.stats.column_stats`, string
+    bounds from the dictionaries just built); returns the header written."""
     header_json = header.to_json()
     tabled = batch.num_columns > 0 and batch.nbytes >= column_table.TABLE_MIN_BYTES
     encoded: list[int] = []
+    original = batch
     if compression is not Compression.NONE:
         batch, encoded = dictionary_encode(batch)
+    if stats:
+        dictionaries = {i: batch.column(i).dictionary for i in encoded}  # type: ignore[attr-defined]
+        header = dataclasses.replace(header, stats=column_stats(original, dictionaries))
     metadata = dict(batch.schema.metadata or {})
     if encoded:
         metadata[DICTIONARY_KEY] = json.dumps(encoded).encode()
     metadata[HEADER_KEY] = header_json
     metadata[HEADER_CRC_KEY] = hex8(crc32c.crc32c(header_json))
+    metadata.update(stats_metadata(header))
     metadata[CRC_KEY] = CRC_TAG + CRC_PLACEHOLDER
     if tabled:
         metadata[COLUMNS_KEY] = column_table.placeholder(batch.num_columns)
@@ -78,7 +99,7 @@ def encode_segment(
     crc = file_crc(data, slots)
     for start in slots:
         data[start : start + 8] = hex8(crc)
-    return data
+    return data, header
 
 
 def fill_column_table(data: memoryview, schema: pa.Schema) -> None:
@@ -143,6 +164,16 @@ def segment_size_floor(batch: pa.RecordBatch) -> int:
     return _overhead(batch.schema.serialize().to_pybytes()) + pa.ipc.get_record_batch_size(batch)
 
 
+def metadata_slack(batch: pa.RecordBatch) -> int:
+    """How many bytes the column statistics and the column table can add to a
+    segment beyond :func:`segment_size_floor` (both sit twice in the file: in
+    the schema message and in the footer's copy)."""
+    slack = 2 * (json_bound(batch.schema) + 64)
+    if batch.nbytes >= column_table.TABLE_MIN_BYTES:
+        slack += 2 * (len(column_table.placeholder(batch.num_columns)) + 64)
+    return slack
+
+
 def compression_slack(batch: pa.RecordBatch) -> int:
     """How many bytes compression can add to a batch's segment at most. pyarrow
     compresses every buffer, even one that does not shrink: each gets an 8-byte
@@ -202,7 +233,7 @@ def decode_segment(
         raise CorruptSegmentError("checksum mismatch", key=key)
     try:
         reader = pa.ipc.open_file(pa.py_buffer(data))
-        header = header_from_metadata(reader.schema.metadata, key)
+        header = header_from_metadata(reader.schema.metadata, key, stats=False)
         wanted = None
         if columns is not None and not header.identity.control:
             wanted = column_indices(reader.schema, columns)

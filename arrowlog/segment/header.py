@@ -3,9 +3,11 @@ schema metadata and readable from the first bytes of a segment."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 import pyarrow as pa
@@ -17,6 +19,10 @@ FORMAT_VERSION = 1
 HEADER_KEY = b"arrowlog.header"
 HEADER_CRC_KEY = b"arrowlog.header_crc32c"
 CRC_KEY = b"arrowlog.crc32c"
+#: the column statistics (JSON; see :mod:`arrowlog.stats`) and their CRC32C: a
+#: key of their own, which readers of the header alone parse only when asked
+STATS_KEY = b"arrowlog.stats"
+STATS_CRC_KEY = b"arrowlog.stats_crc32c"
 #: JSON list of the columns stored dictionary-encoded (compressed topics only)
 DICTIONARY_KEY = b"arrowlog.dictionary"
 # Enough for the schema message of any ordinary topic; larger schemas cost one more
@@ -58,6 +64,9 @@ class SegmentHeader:
     timestamp_ms: int
     append_id: str
     identity: WriterIdentity = PLAIN_APPEND
+    #: min, max and null count per primitive column (written beside the header,
+    #: not in its JSON: see :func:`stats_metadata`)
+    stats: dict[str, list[Any]] | None = None
 
     @property
     def next_offset(self) -> int:
@@ -133,7 +142,11 @@ def head_schema(head: bytes | memoryview, key: str) -> pa.Schema | int:
         raise CorruptSegmentError(f"unreadable schema message: {e}", key=key) from e
 
 
-def header_from_metadata(metadata: dict[bytes, bytes] | None, key: str) -> SegmentHeader:
+def header_from_metadata(
+    metadata: dict[bytes, bytes] | None, key: str, *, stats: bool = True
+) -> SegmentHeader:
+    """The header, with its column statistics unless ``stats`` is false (a
+    whole-segment read has no use for them)."""
     metadata = metadata or {}
     raw = metadata.get(HEADER_KEY)
     crc = metadata.get(HEADER_CRC_KEY)
@@ -141,7 +154,29 @@ def header_from_metadata(metadata: dict[bytes, bytes] | None, key: str) -> Segme
         raise CorruptSegmentError("no arrowlog header: not a segment", key=key)
     if crc != hex8(crc32c.crc32c(raw)):
         raise CorruptSegmentError("header checksum mismatch", key=key)
-    return SegmentHeader.from_json(raw, key=key)
+    header = SegmentHeader.from_json(raw, key=key)
+    found = metadata.get(STATS_KEY)
+    if not stats or found is None:
+        return header
+    if metadata.get(STATS_CRC_KEY) != hex8(crc32c.crc32c(found)):
+        raise CorruptSegmentError("column statistics checksum mismatch", key=key)
+    try:
+        parsed = json.loads(found)
+        if not isinstance(parsed, dict) or not all(
+            isinstance(v, list) and len(v) == 3 and type(v[2]) is int for v in parsed.values()
+        ):
+            raise ValueError("not a map of [min, max, nulls]")
+    except ValueError as e:
+        raise CorruptSegmentError(f"unreadable column statistics: {e}", key=key) from e
+    return dataclasses.replace(header, stats=parsed)
+
+
+def stats_metadata(header: SegmentHeader) -> dict[bytes, bytes]:
+    """The schema metadata entries of a header's column statistics."""
+    if not header.stats:
+        return {}
+    raw = json.dumps(header.stats, separators=(",", ":"), allow_nan=False).encode()
+    return {STATS_KEY: raw, STATS_CRC_KEY: hex8(crc32c.crc32c(raw))}
 
 
 def user_metadata(metadata: dict[bytes, bytes] | None) -> dict[bytes, bytes] | None:

@@ -95,7 +95,7 @@ def decode_columns(
     if isinstance(schema, int):
         return None  # a schema larger than the head: rare enough to read whole
     meta = schema.metadata or {}
-    header = header_from_metadata(meta, key)
+    header = header_from_metadata(meta, key, stats=False)
     raw = meta.get(COLUMNS_KEY)
     if header.identity.control or raw is None:
         return None

@@ -33,6 +33,8 @@ from pyspark.sql.datasource import (
     GreaterThanOrEqual,
     In,
     InputPartition,
+    IsNotNull,
+    IsNull,
     LessThan,
     LessThanOrEqual,
 )
@@ -58,6 +60,7 @@ from arrowlog.spark.planning import (
     subscribed_partitions,
     subscribed_topics,
 )
+from arrowlog.stats import Predicate
 from arrowlog.storage.url import open_store
 
 
@@ -141,6 +144,9 @@ class ArrowLogReader(DataSourceReader):
         self.max_offset: int | None = None
         self.min_timestamp_us: int | None = None
         self.max_timestamp_us: int | None = None
+        # filters on data columns: segments their statistics rule out are not
+        # planned (Spark still applies the filters to the rows)
+        self.where: list[Predicate] = []
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
@@ -162,6 +168,7 @@ class ArrowLogReader(DataSourceReader):
             min_timestamp_us=self.min_timestamp_us,
             max_timestamp_us=self.max_timestamp_us,
             target_bytes=o.target_bytes,
+            where=self.where,
         )
         tasks = split_tasks(plan.tasks, o.min_partitions)
         return [_Partition(task) for task in tasks] or [_Partition(None)]
@@ -177,9 +184,15 @@ class ArrowLogFilteringReader(ArrowLogReader):
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         """Take filters on ``partition``, ``offset`` and ``timestamp`` into the plan
         (exactly), so whole segments are never fetched; hand every other filter
-        back."""
-        names = metadata_names(_topic_columns(self.schema))
+        back. Comparisons, IN and null tests on a data column also leave out the
+        segments whose column statistics rule them out, and go back to Spark
+        too (the statistics decide segments, not rows)."""
+        data = _topic_columns(self.schema)
+        names = metadata_names(data)
         for f in filters:
+            predicate = _predicate(f, data.names)
+            if predicate is not None:
+                self.where.append(predicate)
             path: tuple[str, ...] = getattr(f, "attribute", ())
             column = path[0] if len(path) == 1 else None
             if column == names["partition"] and isinstance(f, EqualTo | In):
@@ -232,6 +245,30 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 def _topic_columns(schema: StructType) -> pa.Schema:
     arrow = arrow_schema(schema)
     return pa.schema(list(arrow)[: len(arrow) - len(METADATA_COLUMNS)])
+
+
+_OPS: dict[type[Filter], str] = {
+    EqualTo: "==",
+    GreaterThan: ">",
+    GreaterThanOrEqual: ">=",
+    LessThan: "<",
+    LessThanOrEqual: "<=",
+    In: "in",
+    IsNull: "is null",
+    IsNotNull: "is not null",
+}
+
+
+def _predicate(f: Filter, columns: list[str]) -> Predicate | None:
+    """A filter on a top-level data column as an arrowlog predicate, or None."""
+    path: tuple[str, ...] = getattr(f, "attribute", ())
+    op = _OPS.get(type(f))
+    if op is None or len(path) != 1 or path[0] not in columns:
+        return None
+    value: Any = getattr(f, "value", None)
+    if op == "in":
+        return (path[0], op, [bytes(v) if isinstance(v, bytearray) else v for v in value])
+    return (path[0], op, bytes(value) if isinstance(value, bytearray) else value)
 
 
 def _micros(value: Any) -> int:

@@ -129,6 +129,8 @@ class CountingStore:
         self.caller_counts: collections.Counter[str] = collections.Counter()
         #: bytes received, by operation (``get`` and ``get_range``)
         self.bytes_read: collections.Counter[str] = collections.Counter()
+        #: the keys read (``get`` and ``get_range``), with how often
+        self.keys_read: collections.Counter[str] = collections.Counter()
         self._caller = threading.get_ident()
         self._lock = threading.Lock()
 
@@ -149,6 +151,7 @@ class CountingStore:
             self.counts.clear()
             self.caller_counts.clear()
             self.bytes_read.clear()
+            self.keys_read.clear()
             self._caller = threading.get_ident()
 
     def _count(self, op: str) -> None:
@@ -162,6 +165,7 @@ class CountingStore:
         data = self.inner.get(key)
         with self._lock:
             self.bytes_read["get"] += memoryview(data).nbytes
+            self.keys_read[key] += 1
         return data
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
@@ -169,6 +173,7 @@ class CountingStore:
         data = self.inner.get_range(key, start, end)
         with self._lock:
             self.bytes_read["get_range"] += len(data)
+            self.keys_read[key] += 1
         return data
 
     def head(self, key: str) -> ObjectInfo:

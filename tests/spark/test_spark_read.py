@@ -370,3 +370,39 @@ def test_the_columns_option_reads_those_columns_of_large_segments(
     assert got.column("offset").to_pylist() == list(range(2 * n))
     with pytest.raises(Exception, match="no column 'nope'"):
         reader(spark, shared_store_spec, topic="wide", columns="kind,nope").collect()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("pushed", [False, True], ids=["default-session", "pushdown-on"])
+def test_filters_on_data_columns_skip_segments_by_their_statistics(
+    spark: Any, tmp_path: Any, request: pytest.FixtureRequest, pushed: bool
+) -> None:
+    """With pushdown on, filters on data columns leave out the segments whose
+    statistics rule them out (fewer tasks) and Spark still filters the rows: the
+    same rows either way, NaN (above every number in Spark) and nulls included."""
+    if pushed:
+        request.getfixturevalue("pushdown")
+    spec = local_spec(tmp_path)
+    log = spec.connect()
+    fields: list[pa.Field[Any]] = [pa.field("v", pa.int64()), pa.field("f", pa.float64())]
+    log.create_topic("s", pa.schema(fields))
+    for k in range(6):  # segment k: v in [10k, 10k + 10), f = v, segment 5 has a NaN
+        values = list(range(10 * k, 10 * k + 10))
+        floats: list[float | None] = [float(v) for v in values]
+        if k == 5:
+            floats[0] = float("nan")
+        if k == 2:
+            floats[1] = None
+        log.append("s", pa.record_batch([values, floats], schema=pa.schema(fields)))
+    df = reader(spark, spec, topic="s", targetSplitBytes="1")  # a task per segment
+    assert df.rdd.getNumPartitions() == 6
+    some = df.filter("v >= 35 and v < 42")
+    assert sorted(r.v for r in some.collect()) == list(range(35, 42))
+    assert some.rdd.getNumPartitions() == (2 if pushed else 6)
+    huge = df.filter("f > 1e300")  # only the NaN, which Spark holds above every number
+    assert [r.v for r in huge.collect()] == [50]
+    assert huge.rdd.getNumPartitions() == (1 if pushed else 6)
+    nulls = df.filter("f is null")
+    assert [r.v for r in nulls.collect()] == [21]
+    assert nulls.rdd.getNumPartitions() == (1 if pushed else 6)
+    assert df.filter("v in (3, 57)").rdd.getNumPartitions() == (2 if pushed else 6)
