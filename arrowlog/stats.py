@@ -48,17 +48,25 @@ Predicate = tuple[str, str, Any]
 _OPS = ("==", "=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null")
 
 
+def is_stringy(t: pa.DataType) -> bool:
+    """String and binary types (not views): those compressed segments store as
+    dictionaries, and whose bounds come from those dictionaries."""
+    return bool(
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
 def _kept(t: pa.DataType) -> bool:
     return bool(
         pa.types.is_integer(t)
         or pa.types.is_floating(t)
         or pa.types.is_boolean(t)
         or pa.types.is_decimal(t)
-        or pa.types.is_temporal(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
+        or (pa.types.is_temporal(t) and not pa.types.is_interval(t))
+        or is_stringy(t)
     )
 
 
@@ -114,24 +122,15 @@ def _kinds(schema: pa.Schema) -> tuple[_Kind, ...]:
     """What each column of a schema gets (pa.Schema hashes by its fields)."""
 
     def kind(t: pa.DataType) -> _Kind:
-        if not _kept(t) or pa.types.is_interval(t):
+        if not _kept(t):
             return _Kind.NONE
         if pa.types.is_integer(t):
             return _Kind.NUMBER
-        if _stringy(t):
+        if is_stringy(t):
             return _Kind.STRING
         return _Kind.OTHER
 
     return tuple(kind(f.type) for f in schema)
-
-
-def _stringy(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-    )
 
 
 def _bounds(column: pa.Array[Any], t: pa.DataType) -> tuple[Any, Any]:

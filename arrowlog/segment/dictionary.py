@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from arrowlog.errors import CorruptSegmentError
 from arrowlog.segment.header import DICTIONARY_KEY
+from arrowlog.stats import is_stringy
 
 
 def has_dictionaries(schema: pa.Schema) -> bool:
@@ -27,12 +28,7 @@ def has_dictionaries(schema: pa.Schema) -> bool:
 
 def dictionary_candidate(t: pa.DataType) -> bool:
     """Top-level column types stored dictionary-encoded when that makes them smaller."""
-    return bool(
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-    )
+    return is_stringy(t)
 
 
 def dictionary_encode(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, list[int]]:
