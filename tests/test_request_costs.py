@@ -107,3 +107,33 @@ def test_reading_old_offsets_costs_one_lookup_plus_the_segments() -> None:
     # one LIST to find the checkpoint covering offset 1000, one GET of it, and one
     # GET per segment read
     assert dict(counting.counts) == {"list": 1, "get": 1 + 5}
+
+
+def test_a_second_long_read_fetches_no_checkpoint_again(store: Store) -> None:
+    """Checkpoints never change once written: a client reads each window once.
+    A topic deleted and created anew has keys of its own, and is read afresh."""
+    quick = arrowlog.LogConfig(metadata_max_age_ms=0)  # no grace before re-creating
+    log = arrowlog.connect(store, config=quick)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=5))
+    for i in range(23):
+        log.append("t", one(i))
+    counting = CountingStore(store)
+    reader = arrowlog.connect(counting, config=quick)
+
+    def checkpoints_read() -> int:
+        return sum(n for k, n in counting.keys_read.items() if "/checkpoints/" in k)
+
+    assert reader.read("t").num_rows == 46
+    assert checkpoints_read() >= 4  # the four windows, once
+    counting.reset()
+    assert reader.read("t").num_rows == 46
+    assert checkpoints_read() == 0
+    segments = sum(n for k, n in counting.keys_read.items() if "/segments/" in k)
+    assert segments == 23  # the segments themselves, every time
+    log.delete_topic("t")
+    assert log.reuse_wait("t") == 0
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=5))
+    for i in range(12):
+        log.append("t", one(100 + i))
+    fresh = reader.consumer(isolation_level="read_uncommitted")
+    assert fresh.read("t")["x"].to_pylist() == [v for i in range(12) for v in (100 + i,) * 2]

@@ -75,6 +75,7 @@ class PartitionBase:
         self._end = 0
         self._last_base: int | None = None
         self._last_checkpoint: Checkpoint | None = None
+        self._checkpoint_cache: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()
         # The latest batch of each producer that wrote through this object, and the
         # producers whose last append ended with an unknown outcome.
         self._own: dict[int, ProducerEntry] = {}

@@ -34,6 +34,10 @@ from arrowlog.topic import (
 PRODUCER_STATE_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
+#: checkpoints a partition keeps parsed (about 100 segment summaries each)
+CHECKPOINT_CACHE = 64
+
+
 class Checkpoints(Listing):
     """Opening from checkpoints, reading their windows, writing due ones."""
 
@@ -122,9 +126,20 @@ class Checkpoints(Listing):
         return None
 
     def _load_checkpoint(self, start: int) -> Checkpoint:
+        """A checkpoint, from the store or as read before: one is written once
+        (put-if-absent) and never changes, so each long read does not fetch
+        every window again (a topic created anew has keys of its own)."""
         key = checkpoint_key(self._topic.prefix, self._partition, start)
+        cached = self._checkpoint_cache.get(key)
+        if cached is not None:
+            self._checkpoint_cache.move_to_end(key)
+            return cached
         raw = self._retry(lambda: self._store.get(key))
-        return Checkpoint.from_json(raw, key=key, start=start)
+        cp = Checkpoint.from_json(raw, key=key, start=start)
+        self._checkpoint_cache[key] = cp
+        if len(self._checkpoint_cache) > CHECKPOINT_CACHE:
+            self._checkpoint_cache.popitem(last=False)
+        return cp
 
     def _load_window(self, start: int) -> Checkpoint:
         """The checkpoint of the window starting at ``start``, for reading. If it
