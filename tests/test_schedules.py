@@ -629,8 +629,13 @@ def test_an_abort_after_an_in_doubt_send_decides_the_epoch_and_the_next_moves_on
     with pytest.raises(AppendOutcomeUnknownError):
         p.send("t", rows(1), partition=0)
     failing.stop()
+    # the abort's marker, written in the background, goes for offset 0 first:
+    # hold it there while the late record lands, then let it find the offset taken
+    marker = scripted.hold("put_if_absent", seg0)
     p.abort_transaction()
+    marker.wait_reached()
     assert late.land()  # the record of epoch 0 is there after all
+    marker.release()
     p.flush()
     assert p.epoch == 1
     with p.transaction():
