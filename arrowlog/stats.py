@@ -220,6 +220,15 @@ def check_predicates(schema: pa.Schema, where: Sequence[Predicate]) -> list[Pred
         if op in ("in", "not in") and (isinstance(value, str | bytes) or not _iterable(value)):
             raise InvalidConfigError(f"predicate {p!r}: {op} takes a list of values")
         checked.append((column, op, value))
+    # pyarrow decides which values each column type compares with: ask it now,
+    # on no rows, rather than after the first segment is fetched
+    empty = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+    try:
+        row_filter(empty, checked)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise InvalidConfigError(
+            f"where {checked!r} does not apply to the topic's columns: {e}"
+        ) from None
     return checked
 
 

@@ -258,6 +258,9 @@ def test_segments_without_statistics_are_always_read(
         ([("id", "in", 5)], InvalidConfigError, "takes a list"),
         (("id", "==", 5), InvalidConfigError, "a list of"),
         ([("id", "==")], InvalidConfigError, "is \\(column, op, value\\)"),
+        ([("id", "==", "seven")], InvalidConfigError, "does not apply.*int64, string"),
+        ([("kind", "<", 3)], InvalidConfigError, "does not apply"),
+        ([("id", "in", ["x"])], InvalidConfigError, "does not apply"),
     ],
 )
 def test_bad_predicates_fail_before_any_segment_is_read(

@@ -42,7 +42,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 import arrowlog
-from arrowlog.errors import InvalidConfigError
+from arrowlog.errors import ArrowLogError, InvalidConfigError
 from arrowlog.partition import projected
 from arrowlog.scan import (
     METADATA_COLUMNS,
@@ -60,7 +60,7 @@ from arrowlog.spark.planning import (
     subscribed_partitions,
     subscribed_topics,
 )
-from arrowlog.stats import Predicate
+from arrowlog.stats import Predicate, check_predicates
 from arrowlog.storage.url import open_store
 
 
@@ -168,7 +168,7 @@ class ArrowLogReader(DataSourceReader):
             min_timestamp_us=self.min_timestamp_us,
             max_timestamp_us=self.max_timestamp_us,
             target_bytes=o.target_bytes,
-            where=self.where,
+            where=_usable(log.topic(topics[0]).schema, self.where),
         )
         tasks = split_tasks(plan.tasks, o.min_partitions)
         return [_Partition(task) for task in tasks] or [_Partition(None)]
@@ -257,6 +257,20 @@ _OPS: dict[type[Filter], str] = {
     IsNull: "is null",
     IsNotNull: "is not null",
 }
+
+
+def _usable(schema: pa.Schema, where: list[Predicate]) -> list[Predicate]:
+    """The predicates pyarrow can apply to the topic's columns: the others (a
+    value Spark typed otherwise) only cost the plan its pruning, as Spark
+    filters the rows anyway."""
+    usable = []
+    for predicate in where:
+        try:
+            check_predicates(schema, [predicate])
+        except ArrowLogError:
+            continue
+        usable.append(predicate)
+    return usable
 
 
 def _predicate(f: Filter, columns: list[str]) -> Predicate | None:

@@ -237,3 +237,13 @@ def test_columns_option_takes_names_and_refuses_empty_ones() -> None:
     assert parse({"columns": "f"}, streaming=True).columns == ("f",)
     for bad in ("", "a,,b", " , "):
         refused("option columns: expected comma-separated column names", {"columns": bad})
+
+
+def test_data_filters_pyarrow_cannot_apply_only_lose_their_pruning() -> None:
+    import pyarrow as pa
+
+    from arrowlog.spark.source import _usable
+
+    schema = pa.schema([pa.field("v", pa.int64()), pa.field("s", pa.string())])
+    where = [("v", ">", 3), ("v", "==", "x"), ("s", "in", [1]), ("s", "is null", None)]
+    assert _usable(schema, where) == [("v", ">", 3), ("s", "is null", None)]
