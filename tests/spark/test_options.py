@@ -5,6 +5,7 @@ refuses."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -244,6 +245,12 @@ def test_data_filters_pyarrow_cannot_apply_only_lose_their_pruning() -> None:
 
     from arrowlog.spark.source import _usable
 
-    schema = pa.schema([pa.field("v", pa.int64()), pa.field("s", pa.string())])
-    where = [("v", ">", 3), ("v", "==", "x"), ("s", "in", [1]), ("s", "is null", None)]
+    fields: list[pa.Field[Any]] = [pa.field("v", pa.int64()), pa.field("s", pa.string())]
+    schema = pa.schema(fields)
+    where: list[tuple[str, str, Any]] = [
+        ("v", ">", 3),
+        ("v", "==", "x"),
+        ("s", "in", [1]),
+        ("s", "is null", None),
+    ]
     assert _usable(schema, where) == [("v", ">", 3), ("s", "is null", None)]
