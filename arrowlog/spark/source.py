@@ -155,6 +155,10 @@ class ArrowLogReader(DataSourceReader):
         every = subscribed_partitions(log, o, topics)
         numbers = self.partition_numbers
         chosen = {tp for tp in every if numbers is None or tp[1] in numbers}
+        schema = log.topic(topics[0]).schema
+        target = o.target_bytes
+        if o.columns is not None:  # a task reads about its columns' share of the bytes
+            target = max(1, target * len(schema) // len(o.columns))
         plan = plan_scan(
             log,
             topics,
@@ -167,8 +171,8 @@ class ArrowLogReader(DataSourceReader):
             max_offset=self.max_offset,
             min_timestamp_us=self.min_timestamp_us,
             max_timestamp_us=self.max_timestamp_us,
-            target_bytes=o.target_bytes,
-            where=_usable(log.topic(topics[0]).schema, self.where),
+            target_bytes=target,
+            where=_usable(schema, self.where),
         )
         tasks = split_tasks(plan.tasks, o.min_partitions)
         return [_Partition(task) for task in tasks] or [_Partition(None)]

@@ -254,3 +254,33 @@ def test_data_filters_pyarrow_cannot_apply_only_lose_their_pruning() -> None:
         ("s", "is null", None),
     ]
     assert _usable(schema, where) == [("v", ">", 3), ("s", "is null", None)]
+
+
+def test_tasks_of_a_columns_read_hold_more_segments(tmp_path: Any) -> None:
+    """targetSplitBytes counts the bytes a task moves: reading one column of two,
+    a task takes twice the segments."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    import arrowlog
+    from arrowlog.scan import output_schema
+    from arrowlog.spark.source import ArrowLogReader
+
+    log = arrowlog.connect(str(tmp_path))
+    fields: list[pa.Field[Any]] = [pa.field("v", pa.int64()), pa.field("f", pa.float64())]
+    log.create_topic("t", pa.schema(fields))
+    for _ in range(8):
+        log.append(
+            "t", pa.record_batch([list(range(1000)), [0.5] * 1000], schema=pa.schema(fields))
+        )
+    size = max(ref.size for ref in log.partition("t", 0).segments())
+    base = {"path": str(tmp_path), "topic": "t", "targetsplitbytes": str(2 * size)}
+
+    def tasks(options: dict[str, str], columns: list[str] | None) -> int:
+        kept = pa.schema([f for f in fields if columns is None or f.name in columns])
+        schema = output_schema(kept)
+        reader = ArrowLogReader(ReadOptions.parse(options), from_arrow_schema(schema))
+        return len(reader.partitions())
+
+    assert tasks(base, None) == 4
+    assert tasks({**base, "columns": "v"}, ["v"]) == 2
