@@ -131,7 +131,7 @@ class Consumer:
         """Stream the visible records of ``[start, end)``. ``end`` defaults to the
         LSO (read_committed) or the high watermark. With ``columns``, batches
         hold only those columns, in that order, and segments of at least
-        :data:`~arrowlog.partition.reads.COLUMN_READ_MIN_BYTES` are fetched
+        :data:`~arrowlog.partition.fetch.COLUMN_READ_MIN_BYTES` are fetched
         column by column. With ``where`` (``[("col", ">", 5), ...]``, see
         :mod:`arrowlog.stats`), only matching rows are returned, and segments
         whose column statistics prove that none matches are not fetched.

@@ -21,7 +21,7 @@ from arrowlog import (
     TopicConfig,
     UnknownColumnError,
 )
-from arrowlog.partition.reads import COLUMN_READ_MIN_BYTES
+from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
 from arrowlog.segment import (
     HEAD_BYTES,
     SegmentHeader,

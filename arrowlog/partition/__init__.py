@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from arrowlog.partition.append import AppendResult, Appends
 from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
-from arrowlog.partition.reads import SegmentRef, fetch_segment, projected
+from arrowlog.partition.fetch import fetch_segment, projected
+from arrowlog.partition.reads import SegmentRef
 
 __all__ = [
     "PRODUCER_STATE_RETENTION_MS",

@@ -337,7 +337,7 @@ def test_the_columns_option_reads_those_columns_of_large_segments(
     the rows are the consumer's, in the order asked, metadata columns after."""
     import numpy as np
 
-    from arrowlog.partition.reads import COLUMN_READ_MIN_BYTES
+    from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
 
     log = shared_store_spec.connect()
     n = 150_000

@@ -1,0 +1,134 @@
+"""Fetching one segment: whole, or only some of its columns (the head, then
+the columns' byte ranges), checked against what the index says it holds."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import pyarrow as pa
+
+from arrowlog.config import RetryPolicy
+from arrowlog.errors import CorruptSegmentError, SegmentNotFoundError
+from arrowlog.segment import (
+    HEAD_BYTES,
+    SegmentHeader,
+    column_indices,
+    decode_columns,
+    decode_segment,
+)
+from arrowlog.storage import Store
+
+#: segments at least this large are read column by column when a read names
+#: columns: the head, then the frame and the columns' bytes in parallel ranged
+#: GETs; smaller ones in one GET (two round trips cost more than their bytes)
+COLUMN_READ_MIN_BYTES = 1024 * 1024
+
+
+def projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
+    """``schema`` with only ``columns``, in that order (all of it for None).
+
+    Raises:
+        UnknownColumnError: a name is not a column of the schema.
+    """
+    if columns is None:
+        return schema
+    fields = [schema.field(i) for i in column_indices(schema, columns)]
+    return pa.schema(fields).with_metadata(schema.metadata or {})
+
+
+def fetch_segment(
+    store: Store,
+    key: str,
+    base: int,
+    end: int,
+    retry: RetryPolicy | None = None,
+    schema: pa.Schema | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    size: int | None = None,
+) -> tuple[SegmentHeader, pa.RecordBatch]:
+    """Read and check one segment that the index says holds ``[base, end)`` (and,
+    given the topic's ``schema``, columns of that schema). With ``columns``, a
+    data segment's batch holds only those; if the index says the segment has
+    at least :data:`COLUMN_READ_MIN_BYTES` (``size``), only their bytes are
+    fetched.
+
+    Raises:
+        CorruptSegmentError: checksum mismatch, offsets other than the index's,
+            or columns other than the topic's.
+        SegmentNotFoundError: the segment is gone.
+        UnknownColumnError: ``columns`` names a column the segment lacks.
+    """
+    retry = retry or RetryPolicy()
+    found = None
+    if columns is not None and size is not None and size >= COLUMN_READ_MIN_BYTES:
+        found = _fetch_columns(store, key, size, columns, retry, (base, end))
+    if found is None:
+        data = _get(retry, lambda: store.get(key), key, (base, end))
+        found = decode_segment(data, key=key, columns=columns)
+    header, batch = found
+    # control records (transaction markers) have a schema of their own
+    if (
+        schema is not None
+        and not header.identity.control
+        and not batch.schema.equals(projected(schema, columns), check_metadata=False)
+    ):
+        raise CorruptSegmentError(
+            f"segment holds columns {batch.schema.types} where the topic has {schema.types}",
+            key=key,
+        )
+    if header.base_offset != base or header.next_offset != end:
+        raise CorruptSegmentError(
+            f"segment holds [{header.base_offset}, {header.next_offset}), the log says "
+            f"[{base}, {end})",
+            key=key,
+        )
+    return header, batch
+
+
+_T = TypeVar("_T")
+
+
+def _get(retry: RetryPolicy, request: Callable[[], _T], key: str, offsets: tuple[int, int]) -> _T:
+    try:
+        return retry.call(request)
+    except FileNotFoundError:
+        raise SegmentNotFoundError(
+            f"segment missing: the log says it holds [{offsets[0]}, {offsets[1]}); "
+            "its records are lost",
+            key=key,
+        ) from None
+
+
+def _fetch_columns(
+    store: Store,
+    key: str,
+    size: int,
+    columns: Sequence[str],
+    retry: RetryPolicy,
+    offsets: tuple[int, int],
+) -> tuple[SegmentHeader, pa.RecordBatch] | None:
+    head = _get(retry, lambda: store.get_range(key, 0, min(size, HEAD_BYTES)), key, offsets)
+
+    def one(span: tuple[int, int]) -> bytes:
+        return _get(retry, lambda: store.get_range(key, *span), key, offsets)
+
+    def fetch(spans: list[tuple[int, int]]) -> list[bytes]:
+        return list(_range_pool().map(one, spans))
+
+    return decode_columns(head, size, columns, fetch, key=key)
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _range_pool() -> ThreadPoolExecutor:
+    """One pool per process for the ranged GETs of column reads (a forked child
+    makes its own: the parent's threads are not in it)."""
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        _pool = (os.getpid(), ThreadPoolExecutor(8, thread_name_prefix="arrowlog-range"))
+    return _pool[1]
