@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from arrowlog.errors import UnknownColumnError
+from arrowlog.errors import InvalidConfigError, UnknownColumnError
 
 #: longest string or binary bound kept
 MAX_BOUND_BYTES = 64
@@ -204,8 +204,6 @@ def check_predicates(schema: pa.Schema, where: Sequence[Predicate]) -> list[Pred
         InvalidConfigError: a predicate is not a ``(column, op, value)`` tuple of
             a known op.
     """
-    from arrowlog.errors import InvalidConfigError
-
     if isinstance(where, tuple) and len(where) == 3 and isinstance(where[1], str):
         raise InvalidConfigError(f"where takes a list of (column, op, value), got {where!r}")
     checked = []
@@ -220,6 +218,8 @@ def check_predicates(schema: pa.Schema, where: Sequence[Predicate]) -> list[Pred
         if op in ("in", "not in") and (isinstance(value, str | bytes) or not _iterable(value)):
             raise InvalidConfigError(f"predicate {p!r}: {op} takes a list of values")
         checked.append((column, op, value))
+    if not checked:
+        return checked
     # pyarrow decides which values each column type compares with: ask it now,
     # on no rows, rather than after the first segment is fetched
     empty = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)

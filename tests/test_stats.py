@@ -281,6 +281,12 @@ def test_bad_predicates_fail_before_any_segment_is_read(
         assert segments_read(counting) == []
 
 
+def test_an_empty_where_reads_everything(store: Store) -> None:
+    everything = tiered(store)
+    assert arrowlog.connect(store).read("t", where=[]).equals(everything)
+    assert arrowlog.connect(store).consumer().read("t", where=[]).equals(everything)
+
+
 def test_scan_plans_leave_out_segments_that_cannot_match(store: Store) -> None:
     from arrowlog.scan import plan_scan
 
