@@ -189,3 +189,38 @@ def test_a_large_schema_needs_a_longer_head() -> None:
     need = read_header(data[:HEAD_BYTES], key="k")
     assert isinstance(need, int) and need > HEAD_BYTES
     assert isinstance(read_header(data[:need], key="k"), SegmentHeader)
+
+
+def _sealed(data: bytes) -> bytes:
+    """``data`` with its whole-file CRC filled in, as the writer would."""
+    from arrowlog.segment.framing import CRC_PLACEHOLDER, crc_slots, file_crc
+
+    out = bytearray(data)
+    slots = crc_slots(out, "k")
+    for at in slots:
+        out[at : at + 8] = CRC_PLACEHOLDER
+    value = b"%08x" % file_crc(out, slots)
+    for at in slots:
+        out[at : at + 8] = value
+    return bytes(out)
+
+
+@pytest.mark.parametrize("columns", [None, ["x"]])
+def test_a_checksummed_file_of_two_batches_is_no_segment(columns: list[str] | None) -> None:
+    # The checksum proves the bytes are what was written, not that arrowlog wrote
+    # them: a segment's decoder still insists on exactly one batch.
+    batch = pa.record_batch({"x": [1, 2]})
+    one = bytes(
+        encode_segment(
+            batch, SegmentHeader(base_offset=0, record_count=2, timestamp_ms=0, append_id="a")
+        )
+    )
+    schema = pa.ipc.open_file(pa.py_buffer(one)).schema
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as writer:
+        writer.write_batch(batch.replace_schema_metadata(None))
+        writer.write_batch(batch.replace_schema_metadata(None))
+    two = _sealed(sink.getvalue().to_pybytes())
+    assert pa.ipc.open_file(pa.py_buffer(two)).num_record_batches == 2
+    with pytest.raises(CorruptSegmentError, match="one record batch"):
+        decode_segment(two, key="k", columns=columns)

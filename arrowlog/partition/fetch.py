@@ -19,7 +19,7 @@ from arrowlog.segment import (
     decode_columns,
     decode_segment,
 )
-from arrowlog.storage import Store
+from arrowlog.storage import Blob, Store
 
 #: segments at least this large are read column by column when a read names
 #: columns: the head, then the frame and the columns' bytes in parallel ranged
@@ -67,8 +67,35 @@ def fetch_segment(
     if columns is not None and size is not None and size >= COLUMN_READ_MIN_BYTES:
         found = _fetch_columns(store, key, size, columns, retry, (base, end))
     if found is None:
-        data = _get(retry, lambda: store.get(key), key, (base, end))
+        data = get_segment(store, key, base, end, retry)
         found = decode_segment(data, key=key, columns=columns)
+    return check_segment(found, key, base, end, schema, columns)
+
+
+def get_segment(store: Store, key: str, base: int, end: int, retry: RetryPolicy) -> Blob:
+    """The whole object of a segment the index says holds ``[base, end)``,
+    unchecked: :func:`decode_segment` then :func:`check_segment` check it.
+
+    Raises:
+        SegmentNotFoundError: the segment is gone.
+    """
+    return _get(retry, lambda: store.get(key), key, (base, end))
+
+
+def check_segment(
+    found: tuple[SegmentHeader, pa.RecordBatch],
+    key: str,
+    base: int,
+    end: int,
+    schema: pa.Schema | None,
+    columns: Sequence[str] | None,
+) -> tuple[SegmentHeader, pa.RecordBatch]:
+    """``found``, if its offsets are the index's and (given the topic's
+    ``schema``) its columns the topic's.
+
+    Raises:
+        CorruptSegmentError: they are not.
+    """
     header, batch = found
     # control records (transaction markers) have a schema of their own
     if (
@@ -86,7 +113,7 @@ def fetch_segment(
             f"[{base}, {end})",
             key=key,
         )
-    return header, batch
+    return found
 
 
 _T = TypeVar("_T")
