@@ -28,12 +28,26 @@ $(STAMP): pyproject.toml Makefile
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The JVM reader (jvm/, Java 17): compiled against the jars inside the installed
+# pyspark wheel, no Maven and no network; the jar goes into the package, so a
+# wheel built after setup carries it (arrowlog.spark.configure adds it to a session).
+JAR      := arrowlog/spark/jars/arrowlog-spark.jar
+JAVA_SRC := $(shell find jvm/src -type f 2>/dev/null)
+$(JAR): $(STAMP) $(JAVA_SRC)
+	rm -rf build/jvm && mkdir -p build/jvm/classes $(dir $(JAR))
+	javac --release 17 -Xlint:all,-path,-serial,-classfile -Werror -encoding UTF-8 \
+		-cp "$$($(BIN)/python -c 'import arrowlog.spark.jvm as j; print(j.spark_jars())')/*" \
+		-d build/jvm/classes $(filter %.java,$(JAVA_SRC))
+	cp -R jvm/src/main/resources/. build/jvm/classes/
+	$(BIN)/python -c 'import arrowlog.spark.jvm as j; j.write_build_info("build/jvm/classes")'
+	jar cf $(JAR) -C build/jvm/classes .
 
-demo: $(STAMP)
+setup: $(STAMP) $(JAR)
+
+demo: setup
 	$(BIN)/python -m arrowlog.jobs.demo
 
-lint: $(STAMP)
+lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -69,7 +83,7 @@ $(MIN_STAMP): pyproject.toml Makefile
 test-spark-min: $(MIN_STAMP)
 	ARROWLOG_SPARK_MIN=$(SPARK_MIN) $(MIN_VENV)/bin/python -m pytest -p no:cacheprovider $(SPARK_MIN_TESTS)
 
-bench: $(STAMP)
+bench: setup
 	$(BIN)/python -m bench
 
 SOAK_SECONDS ?= 300
@@ -81,4 +95,5 @@ soak: $(STAMP)
 	test $$local -eq 0 && test $$s3 -eq 0
 
 clean:
-	rm -rf demo-store demo-data bench/results .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf demo-store demo-data bench/results .pytest_cache .mypy_cache .ruff_cache .hypothesis \
+		arrowlog/spark/jars build/jvm

@@ -145,6 +145,10 @@ class TxnEntry:
     #: the entry that began the transaction: its time on the store's clock starts
     #: the timeout (one clock for every client)
     txn_begin_n: int = -1
+    #: the segment holding the transaction's first record, when it sent records
+    #: before its first entry: the timeout starts at that segment's time on the
+    #: store if it is earlier than the entry's ("" when it sent none before)
+    first_record: str = ""
     written_ms: int = 0
     #: producer ids besides ``producer_id`` whose batches of this transaction commit
     #: with it (the tasks of a Spark job, each with its own sequences); set at
@@ -230,14 +234,22 @@ class CoordinatorLog:
 
     def started_ms(self, entry: TxnEntry) -> int | None:
         """When ``entry``'s transaction began, on the store's clock: the time its
-        first entry was written (None if the store cannot tell)."""
+        first entry was written, or its first record if that came earlier (a
+        transaction that sent records, then registered consumer offsets, is as
+        old as its records). None if the store cannot tell."""
         if entry.txn_begin_n < 0:
             return None
-        key = entry_key(self.transactional_id, entry.txn_begin_n)
+        times = []
+        for key in (entry_key(self.transactional_id, entry.txn_begin_n), entry.first_record):
+            if key and (modified := self._modified_ms(key)) is not None:
+                times.append(modified)
+        return min(times) if times else None
+
+    def _modified_ms(self, key: str) -> int | None:
         try:
             return self._call(lambda: self._store.head(key)).modified_ms
         except FileNotFoundError:
-            return None
+            return None  # a record's segment removed since: the entry still counts
 
     def expired(self, entry: TxnEntry, now_ms: int) -> bool:
         """Whether ``entry``'s transaction is unfinished and older than its

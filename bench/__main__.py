@@ -110,7 +110,13 @@ def main() -> None:
     spark_results: dict[str, float] = {}
     if args.suite in ("all", "spark"):
         print("[spark] read and write against Spark's Parquet ...", flush=True)
-        spark_results = bench_spark()
+        with tempfile.TemporaryDirectory(prefix="arrowlog-bench-s3-") as tmp:
+            server = seaweedfs.start(Path(tmp) / "seaweedfs") if "s3" in args.backends else None
+            try:
+                spark_results = bench_spark(s3=server)
+            finally:
+                if server is not None:
+                    server.stop()
         if args.suite == "spark":
             print()
             print_spark(spark_results)

@@ -1,12 +1,15 @@
 """Spark over arrowlog versus Spark's own Parquet, on the same rows, in one run.
 
-- read: a full-scan aggregate (``sum`` and ``count``) of a topic through
-  ``spark.read.format("arrowlog")`` versus the same rows in Parquet files through
-  Spark's built-in Parquet scan;
+- read: a full-scan aggregate (``sum`` of every column, and ``count``) of a topic
+  of 10 columns through ``spark.read.format("arrowlog")`` with the JVM reader and
+  with the Python one, versus the same rows in Parquet files through Spark's
+  built-in Parquet scan; then the same with 2 of the 10 columns;
+- read on SeaweedFS: the JVM reader against the Python one over the same topic;
+- planning: what a query waits for its plan (the planner's own time beside);
 - write: ``df.write.format("arrowlog")`` (one transaction) versus
   ``df.write.parquet``.
 
-Ratio = Spark Parquet time / arrowlog time (above 1: arrowlog is faster).
+Ratio = baseline time / arrowlog time (above 1: arrowlog is faster).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,8 @@ from arrowlog.jobs._spark import local_session
 
 ROWS = 6_000_000
 PARTITIONS = 4
+COLUMNS = 10
+TWO = ["c3", "c7"]
 
 
 def timed(run: Any) -> float:
@@ -31,44 +37,115 @@ def timed(run: Any) -> float:
     return time.perf_counter() - started
 
 
-def bench_spark(rows: int = ROWS, repeat: int = 3) -> dict[str, float]:
+def _median(runs: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Each run once to warm up, then ``repeat`` rounds, alternating: medians."""
+    for run in runs.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for r in range(repeat):
+        for name in reversed(runs) if r % 2 else runs:
+            times[name].append(timed(runs[name]))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _load(spark: Any, root: str, storage: dict[str, Any], parquet: str, topic: str) -> None:
+    log = arrowlog.connect(root, storage)
+    table = spark.read.parquet(parquet).toArrow()
+    log.create_topic(topic, table.schema.remove_metadata(), partitions=PARTITIONS)
+    per = -(-table.num_rows // PARTITIONS)
+    for p in range(PARTITIONS):
+        part = table.slice(p * per, per).to_batches()
+        bulk_load(log.partition(topic, p), part, start_offset=0, rows_per_batch=500_000)
+
+
+def bench_spark(rows: int = ROWS, repeat: int = 3, s3: Any = None) -> dict[str, float]:
+    """``s3``: a running SeaweedFS (:class:`infra.seaweedfs.S3Server`) for the
+    JVM-against-Python read there, or None to leave it out."""
     spark = local_session("arrowlog-bench")
+    out: dict[str, float] = {"rows": float(rows)}
     with tempfile.TemporaryDirectory(prefix="arrowlog-bench-spark-") as tmp:
         root = str(Path(tmp) / "log")
         parquet = str(Path(tmp) / "parquet")
+        extra = [f"cast(id * {c} % 997 as double) as c{c}" for c in range(3, COLUMNS)]
         source = spark.range(0, rows, 1, PARTITIONS).selectExpr(
-            "id", "cast(id % 1000 as double) * 0.5 as value", "cast(id % 7 as int) as kind"
+            "id", "cast(id % 1000 as double) * 0.5 as value", "cast(id % 7 as int) as kind", *extra
         )
         source.write.parquet(parquet)
+        _load(spark, root, {"fsync": False}, parquet, "bench")
+        names = ["id", "value", "kind", *[f"c{c}" for c in range(3, COLUMNS)]]
+
+        def query(df: Any, columns: list[str]) -> Callable[[], None]:
+            from pyspark.sql import functions as f
+
+            sums = [f.sum(c).alias(c) for c in columns]
+
+            def run() -> None:
+                assert df.select(*sums, f.count("*").alias("n")).collect()[0]["n"] == rows
+
+            return run
+
+        def arrowlog_df(
+            reader: str, path: str = root, options: dict[str, str] | None = None
+        ) -> Any:
+            b = spark.read.format("arrowlog").option("topic", "bench").option("reader", reader)
+            for k, v in (options or {}).items():
+                b = b.option(k, v)
+            return b.load(path)
+
+        full = _median(
+            {
+                "parquet": query(spark.read.parquet(parquet), names),
+                "jvm": query(arrowlog_df("jvm"), names),
+                "python": query(arrowlog_df("python"), names),
+            },
+            repeat,
+        )
+        two = _median(
+            {
+                "parquet": query(spark.read.parquet(parquet), TWO),
+                "jvm": query(arrowlog_df("jvm"), TWO),
+                "python": query(arrowlog_df("python", options={"columns": ",".join(TWO)}), TWO),
+            },
+            repeat,
+        )
+        for name, t in full.items():
+            out[f"read_{name}_s"] = t
+        for name, t in two.items():
+            out[f"read2_{name}_s"] = t
+        out["read_ratio"] = full["parquet"] / full["jvm"]
+        out["read2_ratio"] = two["parquet"] / two["jvm"]
+        out["read_python_ratio"] = full["parquet"] / full["python"]
+
+        # planning: what the driver waits for, and what of it is planning itself
+        plans: list[tuple[float, float]] = []
+        planner = spark._jvm.io.arrowlog.spark.Planner
+        for _ in range(5):
+            arrowlog_df("jvm").rdd.getNumPartitions()
+            plans.append((planner.lastMillis(), planner.lastPlannerMillis()))
+        out["plan_ms"] = statistics.median(p[0] for p in plans)
+        out["planner_ms"] = statistics.median(p[1] for p in plans)
+
+        if s3 is not None:
+            url = s3.url("bench-spark")
+            _load(spark, url, s3.storage_options, parquet, "bench")
+            opts = {f"storage.{k}": str(v) for k, v in s3.storage_options.items()}
+            on_s3 = _median(
+                {
+                    "jvm": query(arrowlog_df("jvm", url, opts), names),
+                    "python": query(arrowlog_df("python", url, opts), names),
+                },
+                repeat,
+            )
+            out["s3_read_jvm_s"] = on_s3["jvm"]
+            out["s3_read_python_s"] = on_s3["python"]
+            out["s3_jvm_vs_python"] = on_s3["python"] / on_s3["jvm"]
+
         log = arrowlog.connect(root, {"fsync": False})
-        table = spark.read.parquet(parquet).toArrow()
-        log.create_topic("bench", table.schema.remove_metadata(), partitions=PARTITIONS)
-        per = -(-table.num_rows // PARTITIONS)
-        for p in range(PARTITIONS):
-            part = table.slice(p * per, per).to_batches()
-            bulk_load(log.partition("bench", p), part, start_offset=0, rows_per_batch=500_000)
-
-        def read_arrowlog() -> None:
-            df = spark.read.format("arrowlog").option("topic", "bench").load(root)
-            result = df.agg({"value": "sum", "id": "count"}).collect()[0]
-            assert result["count(id)"] == rows
-
-        def read_parquet() -> None:
-            df = spark.read.parquet(parquet)
-            result = df.agg({"value": "sum", "id": "count"}).collect()[0]
-            assert result["count(id)"] == rows
-
-        reads: dict[str, list[float]] = {"arrowlog": [], "parquet": []}
-        read_arrowlog()  # warm the Python workers and the page cache for both
-        read_parquet()
-        for _ in range(repeat):
-            reads["parquet"].append(timed(read_parquet))
-            reads["arrowlog"].append(timed(read_arrowlog))
-
+        schema = spark.read.parquet(parquet).toArrow().schema.remove_metadata()
         writes: dict[str, list[float]] = {"arrowlog": [], "parquet": []}
         for r in range(repeat):
             topic = f"out{r}"
-            log.create_topic(topic, table.schema.remove_metadata(), partitions=PARTITIONS)
+            log.create_topic(topic, schema, partitions=PARTITIONS)
             writes["parquet"].append(
                 timed(lambda r=r: source.write.parquet(str(Path(tmp) / f"pout{r}")))
             )
@@ -83,31 +160,36 @@ def bench_spark(rows: int = ROWS, repeat: int = 3) -> dict[str, float]:
                     )
                 )
             )
-        med = {f"read_{k}_s": statistics.median(v) for k, v in reads.items()}
-        med |= {f"write_{k}_s": statistics.median(v) for k, v in writes.items()}
+        out |= {f"write_{k}_s": statistics.median(v) for k, v in writes.items()}
+        out["write_ratio"] = out["write_parquet_s"] / out["write_arrowlog_s"]
     spark.stop()
-    return {
-        **med,
-        "rows": float(rows),
-        "read_arrowlog_mrows_s": rows / med["read_arrowlog_s"] / 1e6,
-        "read_parquet_mrows_s": rows / med["read_parquet_s"] / 1e6,
-        "read_ratio": med["read_parquet_s"] / med["read_arrowlog_s"],
-        "write_ratio": med["write_parquet_s"] / med["write_arrowlog_s"],
-    }
+    return out
 
 
 def print_spark(r: dict[str, float]) -> None:
-    print(f"Spark, {int(r['rows']):,} rows, local[2] (median of 3)")
+    rows = r["rows"]
+    print(f"Spark, {int(rows):,} rows of {COLUMNS} columns, local[2] (median of 3)")
+    for label, key in (("every column", "read"), (f"2 of {COLUMNS} columns", "read2")):
+        jvm, parquet, python = (r[f"{key}_{n}_s"] for n in ("jvm", "parquet", "python"))
+        print(
+            f"  aggregate of {label}: JVM reader {jvm:.2f} s ({rows / jvm / 1e6:.1f} M rows/s), "
+            f"Parquet {parquet:.2f} s ({rows / parquet / 1e6:.1f} M rows/s), ratio "
+            f"{parquet / jvm:.2f}; Python reader {python:.2f} s (ratio {parquet / python:.2f})"
+        )
     print(
-        f"  full-scan aggregate: arrowlog {r['read_arrowlog_s']:.2f} s "
-        f"({r['read_arrowlog_mrows_s']:.2f} M rows/s), Parquet {r['read_parquet_s']:.2f} s "
-        f"({r['read_parquet_mrows_s']:.2f} M rows/s), ratio {r['read_ratio']:.2f}"
+        f"  planning per query: {r['plan_ms']:.0f} ms waited by the driver, of which "
+        f"{r['planner_ms']:.0f} ms planning (a planner process kept per driver)"
     )
+    if "s3_jvm_vs_python" in r:
+        print(
+            f"  on SeaweedFS: JVM reader {r['s3_read_jvm_s']:.2f} s, Python reader "
+            f"{r['s3_read_python_s']:.2f} s: {r['s3_jvm_vs_python']:.2f}x (goal >= 2x)"
+        )
     print(
         f"  write: arrowlog {r['write_arrowlog_s']:.2f} s, Parquet {r['write_parquet_s']:.2f} s, "
         f"ratio {r['write_ratio']:.2f}"
     )
-    print("  ratio = Parquet time / arrowlog time (goal >= 1.0 for the read)")
+    print("  ratio = Parquet time / arrowlog time (goal >= 1.0 for the reads)")
 
 
 __all__ = ["bench_spark", "print_spark"]

@@ -4,8 +4,8 @@ Each ```python block runs unchanged, in order, in one fresh interpreter started
 in an empty directory outside the repository, with arrowlog as ``make setup``
 installs it (no PYTHONPATH: a user who copies the snippets has none). The S3
 snippet is pointed at the suite's SeaweedFS through the standard AWS variables
-it reads, exactly as the README tells users; the Spark snippet gets ``spark``
-from a session with Spark's default configuration, as ``pyspark`` gives it. A
+it reads, exactly as the README tells users; the Spark snippet builds its own
+session, as the README tells users to (arrowlog.spark.configure). A
 snippet that raises fails the test, naming its block.
 
 Every ``arrowlog ...`` line of the shell blocks of the README and docs/cli.md
@@ -33,18 +33,6 @@ README = ROOT / "README.md"
 _PYTHON = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 _SHELL = re.compile(r"^```(?:bash|sh)\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 _USES_SPARK = re.compile(r"\bspark\.")
-
-# ``spark`` as the pyspark shell defines it: Spark's defaults, plus what this
-# machine needs (servers bind loopback only; no web UI).
-_SPARK_SESSION = """
-from pyspark.sql import SparkSession
-spark = (
-    SparkSession.builder.master("local[2]")
-    .config("spark.ui.enabled", "false")
-    .config("spark.driver.bindAddress", "127.0.0.1")
-    .getOrCreate()
-)
-"""
 
 
 def python_blocks() -> list[str]:
@@ -121,15 +109,21 @@ def test_the_readme_snippets_run_with_spark_in_a_default_session(
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
+        # the snippet builds its own session: this machine's needs reach it as
+        # spark-submit's (servers bind loopback only; no web UI)
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.ui.enabled=false "
+        "--conf spark.driver.bindAddress=127.0.0.1 pyspark-shell",
     }
     check = (
         "rows = spark.read.format('arrowlog').option('topic', 'out').load(path).count()\n"
         "print('read', df.count(), 'out', rows)\n"
+        "print('jvm', 'JVM reader' in df._jdf.queryExecution().executedPlan().toString())\n"
         "spark.stop()"
     )
     blocks = python_blocks()
-    out = run_blocks(blocks, tmp_path, env, prelude=_SPARK_SESSION, epilogue=check)
+    out = run_blocks(blocks, tmp_path, env, epilogue=check)
     assert f"block {len(blocks)} ran" in out
+    assert "\njvm True" in out  # arrowlog.spark.configure gave the session the JVM reader
     # the Spark snippet read partition 0 of events from offset 2 (2 records, and
     # nothing from the other partitions' starts), and appended them to out,
     # which held the transaction's 2 records

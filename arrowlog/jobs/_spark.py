@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -13,7 +14,7 @@ def local_session(app: str, *, cores: int = 2) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    spark = (
+    builder = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
@@ -22,7 +23,13 @@ def local_session(app: str, *, cores: int = 2) -> Any:
         # Reads work without it; with it, filters on partition, offset and
         # timestamp narrow the plan (fewer segments fetched).
         .config("spark.sql.python.filterPushdown.enabled", "true")
-        .getOrCreate()
     )
+    from arrowlog.errors import MissingDependencyError
+    from arrowlog.spark.jvm import configure
+
+    # the JVM reader where make setup built it; else every read is the Python source's
+    with contextlib.suppress(MissingDependencyError):
+        builder = configure(builder)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

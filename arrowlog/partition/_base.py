@@ -124,6 +124,10 @@ class PartitionBase:
     def _key(self, offset: int) -> str:
         return segment_key(self._topic.prefix, self._partition, offset)
 
+    def segment_key(self, base: int) -> str:
+        """The key of the segment that starts at offset ``base``."""
+        return self._key(base)
+
     @property
     def _name(self) -> str:
         return f"{self._topic.name}/{self._partition}"

@@ -120,12 +120,15 @@ class _ProducerBase:
         # resumed transaction knows none (another instance wrote them)
         self._txn_ends: dict[tuple[str, int], int] = {}
         self._txn_marked: set[str] = set()  # groups whose log marks us pending
+        # the segment of the transaction's first record (see TxnEntry.first_record)
+        self._txn_first_record = ""
         self._prepared: TxnEntry | None = None  # our PREPARE entry, while ENDING
         # while ENDING: the PREPARE entry to write (state, reason, fields)
         self._prepare_plan: tuple[TxnState, str, dict[str, object]] | None = None
-        # (entry number, write id) of our last coordinator write whose outcome
-        # could not be told: if it lands later, it is recognised as ours
-        self._doubtful_write: tuple[int, str] | None = None
+        # (entry number, write id) of every attempt at the next coordinator entry
+        # whose outcome could not be told: any that lands later is ours (each
+        # retry is a new attempt, and the first may land after the last)
+        self._doubtful_writes: set[tuple[int, str]] = set()
         self._prepared_expired = False
         self._resumed = False
         self._txn_started_ms = 0

@@ -104,6 +104,8 @@ class Producer(_Transactions):
             self._sequences[tp] = who.base_sequence + prepared.num_rows
             if self._coordinator is not None:
                 self._txn_ends[tp] = max(self._txn_ends.get(tp, 0), result.next_offset)
+                if not self._txn_first_record:  # the transaction's age starts here
+                    self._txn_first_record = part.segment_key(result.base_offset)
             return result
 
     def send_keyed(

@@ -112,6 +112,7 @@ class _Transactions(_ProducerBase):
             self._txn_incarnations = dict(latest.incarnations)
             self._txn_offsets = {g: dict(o) for g, o in latest.offsets.items()}
             self._txn_ends = {}
+            self._txn_first_record = latest.first_record
             self._txn_marked = set()  # marks only if it sends offsets of its own
             self._resumed = True
             self._txn_began = None
@@ -136,6 +137,7 @@ class _Transactions(_ProducerBase):
             self._txn_incarnations = {}
             self._txn_offsets = {}
             self._txn_ends = {}
+            self._txn_first_record = ""
             self._txn_marked = set()
             self._resumed = False
             self._txn_started_ms = int(time.time() * 1000)
@@ -274,8 +276,12 @@ class _Transactions(_ProducerBase):
             "txn_epoch": self._epoch,
             "timeout_ms": self.transaction_timeout_ms,
             "txn_started_ms": self._txn_started_ms,
-            # the transaction's first entry: its time starts the timeout
+            # the transaction's first entry: its time starts the timeout, or its
+            # first record's if that came before
             "txn_begin_n": prev.txn_begin_n if prev.state is TxnState.ONGOING else prev.n + 1,
+            "first_record": (
+                prev.first_record if prev.state is TxnState.ONGOING else self._txn_first_record
+            ),
             **changes,
         }
         write_id = uuid.uuid4().hex
@@ -283,16 +289,18 @@ class _Transactions(_ProducerBase):
             entry = coordinator.write(prev, replace(prev, **fields), write_id=write_id)  # type: ignore[arg-type]
         except ArrowLogError as e:
             if e.retriable:
-                self._doubtful_write = (prev.n + 1, write_id)  # it may land later
+                # it may land later, after attempts of its own: each is ours
+                self._doubtful_writes.add((prev.n + 1, write_id))
             raise
         except EntryConflictError as conflict:
             # The entry that took our place says why; later ones may be anything.
             winner = coordinator.entry(prev.n + 1) or conflict.latest
-            if winner is not None and self._doubtful_write == (winner.n, winner.write_id):
+            if winner is not None and (winner.n, winner.write_id) in self._doubtful_writes:
                 # our own earlier attempt, landed after we gave up on it: it is
                 # ours (only hold what you wrote: we wrote it). If it is this very
                 # change, it is done; else build this change on top of it.
-                self._entry, self._doubtful_write = winner, None
+                self._entry = winner
+                self._doubtful_writes.clear()
                 intended = replace(prev, **fields)  # type: ignore[arg-type]
                 if (
                     replace(intended, written_ms=winner.written_ms, write_id=winner.write_id)
@@ -316,7 +324,8 @@ class _Transactions(_ProducerBase):
                 f"producer for {self.transactional_id!r} (epoch {self._epoch}) was fenced: "
                 f"a newer instance has epoch {epoch}"
             ) from None
-        self._entry, self._doubtful_write = entry, None
+        self._entry = entry
+        self._doubtful_writes.clear()
         return entry
 
     def commit_transaction(

@@ -21,12 +21,13 @@ from arrowlog.spark.versions import require_pyspark  # noqa: E402
 # before the source is imported: an older pyspark fails there on a missing name
 require_pyspark(pyspark.__version__)
 
+from arrowlog.spark.jvm import configure  # noqa: E402
 from arrowlog.spark.source import ArrowLogDataSource  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ArrowLogDataSource", "register"]
+__all__ = ["ArrowLogDataSource", "configure", "register"]
 
 
 def register(spark: SparkSession) -> None:

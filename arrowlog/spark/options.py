@@ -48,6 +48,7 @@ READ_OPTIONS = (
     "targetSplitBytes",
     "minPartitions",
     "columns",
+    "reader",
 )
 # Only a batch read has an end: a stream's end is Trigger.AvailableNow's.
 BATCH_READ_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
@@ -342,6 +343,10 @@ class ReadOptions:
     # columns: only these of the topic's are read (and large segments are
     # fetched column by column); the metadata columns always follow.
     columns: tuple[str, ...] | None = None
+    # reader: "jvm" (the default where the JVM source is loaded: see
+    # arrowlog.spark.configure) or "python"; batch reads only, streams are
+    # always the Python source's
+    reader: Literal["jvm", "python"] = "jvm"
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
@@ -409,7 +414,15 @@ class ReadOptions:
                 options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS
             ),
             columns=_columns(options.get("columns")),
+            reader=_reader(options.get("reader")),
         )
+
+
+def _reader(value: str | None) -> Literal["jvm", "python"]:
+    choice = (value or "jvm").strip().lower()
+    if choice not in ("jvm", "python"):
+        raise InvalidConfigError(f"option reader: expected jvm or python, got {value!r}")
+    return "python" if choice == "python" else "jvm"
 
 
 def _columns(value: str | None) -> tuple[str, ...] | None:

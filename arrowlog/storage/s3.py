@@ -109,6 +109,19 @@ class S3Store:
     def get(self, key: str) -> Blob:
         return self._get(key, None)
 
+    def presigned_get(self, key: str, expires_s: int) -> str:
+        """A URL that GETs ``key`` without credentials for ``expires_s`` seconds
+        (for readers that have none of their own, such as Spark's executors)."""
+        full = self._full(key)
+
+        async def call(client: Any) -> str:
+            url: str = await client.generate_presigned_url(
+                "get_object", Params={"Bucket": self._bucket, "Key": full}, ExpiresIn=expires_s
+            )
+            return url
+
+        return str(self._run(call))
+
     def get_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
             self.head(key)

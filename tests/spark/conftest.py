@@ -43,14 +43,21 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     # The JVM, and every Python worker it starts, keep the directory it starts in.
     os.chdir(tmp_path_factory.mktemp("spark-cwd"))
     try:
-        session = (
+        builder = (
             SparkSession.builder.master("local[2, 3]")  # 3 attempts per task
             .appName("arrowlog-tests")
             # test hygiene only: no web UI port, two shuffle partitions on two cores
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
-            .getOrCreate()
         )
+        if not os.environ.get("ARROWLOG_SPARK_MIN"):
+            # the JVM reader, as the README's Spark section starts a session (the
+            # jar is built for the pyspark of `make setup`; make test-spark-min
+            # runs another, through the Python source alone)
+            import arrowlog.spark
+
+            builder = arrowlog.spark.configure(builder)
+        session = builder.getOrCreate()
     finally:
         os.chdir(here)
     session.sparkContext.setLogLevel("ERROR")
@@ -66,9 +73,28 @@ def pushdown(spark: Any) -> Iterator[None]:
     spark.conf.unset(PUSHDOWN_FLAG)
 
 
+#: the readers of a batch read (option ``reader``): tests marked with
+#: ``both_readers`` run once with each, and must see the same rows
+READERS = ("jvm", "python") if not os.environ.get("ARROWLOG_SPARK_MIN") else ("python",)
+_reader: list[str] = []
+
+
+@pytest.fixture(params=READERS)
+def both_readers(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Batch reads through :func:`with_options` use this reader."""
+    _reader.append(request.param)
+    yield request.param
+    _reader.pop()
+
+
 def with_options(builder: Any, spec: StoreSpec, options: dict[str, str]) -> Any:
     """A DataFrameReader or DataFrameWriter pointed at ``spec``'s store (its storage
-    options as ``storage.*`` options) with ``options`` set."""
+    options as ``storage.*`` options) with ``options`` set (and a batch read's
+    ``reader``, under :func:`both_readers`)."""
+    from pyspark.sql import DataFrameReader
+
+    if _reader and isinstance(builder, DataFrameReader) and "reader" not in options:
+        options = {"reader": _reader[-1], **options}
     builder = builder.option("path", spec.url)
     for key, value in spark_storage_options(spec.options).items():
         builder = builder.option(key, value)

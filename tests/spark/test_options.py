@@ -193,6 +193,7 @@ def test_each_topic_has_its_own_transactional_id_for_the_same_app() -> None:
             "isolationLevel and kafka.isolation.level disagree",
         ),
         ({"failOnDataLoss": "perhaps"}, "failOnDataLoss: expected true or false"),
+        ({"reader": "scala"}, "option reader: expected jvm or python, got 'scala'"),
     ],
 )
 def test_bad_values_get_one_message_each(options: dict[str, str], message: str) -> None:

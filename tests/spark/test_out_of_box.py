@@ -35,7 +35,12 @@ args = json.loads(sys.argv[1])
 print("ARROWLOG", arrowlog.__file__, flush=True)
 log = arrowlog.connect(args["url"], args["storage"])
 log.create_topic("t", pa.schema([pa.field("id", pa.int64())]), partitions=2)
-spark = SparkSession.builder.master(args["master"]).getOrCreate()
+builder = SparkSession.builder.master(args["master"])
+if args["jvm"]:
+    import arrowlog.spark
+
+    builder = arrowlog.spark.configure(builder)
+spark = builder.getOrCreate()
 
 
 def configured(builder):
@@ -48,7 +53,13 @@ frame = spark.range(0, 100, 1, 4)
 configured(frame.write.format("arrowlog").mode("append")).save(args["url"])
 rows = configured(spark.read.format("arrowlog")).load(args["url"])
 ids = sorted(r.id for r in rows.filter("partition >= 0").collect())
-print("READ", json.dumps({"ok": ids == list(range(100)), "rows": len(ids)}), flush=True)
+ok = ids == list(range(100))
+plan = rows._jdf.queryExecution().executedPlan().toString()
+if args["jvm"]:  # the Python reader of the same session reads the same rows
+    python = configured(spark.read.format("arrowlog").option("reader", "python"))
+    ok = ok and sorted(python.load(args["url"]).collect()) == sorted(rows.collect())
+result = {"ok": ok, "rows": len(ids), "jvm": "JVM reader" in plan}
+print("READ", json.dumps(result), flush=True)
 spark.stop()
 """
 
@@ -61,6 +72,7 @@ def run_script(
     storage: dict[str, Any] | None = None,
     master: str = "local[2]",
     pythonpath: str | None = None,
+    jvm: bool = False,
 ) -> dict[str, Any]:
     """Run :data:`SCRIPT` with ``python`` in ``cwd``; the store's options reach
     Spark only as ``storage.*`` options. No AWS_* variable, no PYTHONPATH (unless
@@ -79,6 +91,7 @@ def run_script(
         "storage": storage or {},
         "master": master,
         "options": spark_storage_options(storage or {}),
+        "jvm": jvm,
     }
     done = subprocess.run(
         [str(python), "job.py", json.dumps(args)],
@@ -117,7 +130,8 @@ def test_a_default_session_outside_the_repository_finds_the_format(tmp_path: Pat
     if not source.is_relative_to(ROOT):
         pytest.skip(f"{sys.executable} imports arrowlog from {source}, not from {ROOT}")
     result = run_script(sys.executable, tmp_path, url=f"file://{tmp_path / 'log'}")
-    assert result == {"arrowlog": str(source), "ok": True, "rows": 100}
+    # no arrowlog.spark.configure: the Python source reads
+    assert result == {"arrowlog": str(source), "ok": True, "rows": 100, "jvm": False}
 
 
 def wheel_venv(tmp_path: Path) -> Path:
@@ -162,9 +176,10 @@ def test_a_wheel_in_a_fresh_virtualenv_finds_the_format(tmp_path: Path) -> None:
     venv = wheel_venv(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
-    result = run_script(venv / "bin" / "python", work, url=f"file://{work / 'log'}")
+    result = run_script(venv / "bin" / "python", work, url=f"file://{work / 'log'}", jvm=True)
     assert Path(result["arrowlog"]).resolve().is_relative_to(venv.resolve())
-    assert (result["ok"], result["rows"]) == (True, 100)
+    # the wheel carries the jar: configure finds it there
+    assert (result["ok"], result["rows"], result["jvm"]) == (True, 100, True)
 
 
 @pytest.mark.spark
@@ -173,8 +188,9 @@ def test_a_wheel_in_a_fresh_virtualenv_finds_the_format(tmp_path: Path) -> None:
 def test_local_cluster_against_seaweedfs_with_credentials_as_options(
     tmp_path: Path, s3_server: Any
 ) -> None:
-    """Two executors in JVMs (and Python workers) of their own: they reach the
-    store with the credentials given as ``storage.*`` options, and nothing else."""
+    """Two executors in JVMs (and Python workers) of their own: the JVM reader's
+    reach the store through pre-signed URLs, the Python reader's and the writer's
+    with the credentials given as ``storage.*`` options, and nothing else."""
     result = run_script(
         sys.executable,
         tmp_path,
@@ -182,5 +198,7 @@ def test_local_cluster_against_seaweedfs_with_credentials_as_options(
         storage=s3_server.storage_options,
         master="local-cluster[2,1,1024]",
         pythonpath=str(ROOT),
+        jvm=True,
     )
-    assert (result["ok"], result["rows"]) == (True, 100)
+    # executors with no credentials read pre-signed URLs; the Python reader agrees
+    assert (result["ok"], result["rows"], result["jvm"]) == (True, 100, True)

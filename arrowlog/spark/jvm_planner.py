@@ -1,0 +1,170 @@
+"""The planner of the JVM reader: ``python -m arrowlog.spark.jvm_planner``.
+
+The JVM driver runs it with the read's options, the columns Spark needs and the
+filters it offers as JSON on stdin, and takes the tasks from stdout: each
+segment's location (a local path, or a pre-signed GET URL), its offsets and the
+rows to keep. The rules are the Python source's own: this module only feeds
+them Spark's filters and writes their tasks as JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import json
+import sys
+import time
+from typing import Any
+
+from arrowlog.errors import ArrowLogError, InvalidConfigError
+from arrowlog.scan import ScanTask
+from arrowlog.storage import Store
+
+#: pre-signed URLs outlive the longest job they are planned for
+URL_EXPIRY_S = 7 * 24 * 3600
+
+
+def plan(request: dict[str, Any]) -> dict[str, Any]:
+    """The tasks of a batch read, as the JVM reader takes them.
+
+    ``request``: ``options`` (the read's options, ``path`` included),
+    ``columns`` (the topic columns Spark needs, in order, or null for all) and
+    ``filters`` (Spark's filters, see :func:`_filter`). Raises what the Python
+    source would raise for the same read.
+    """
+    from arrowlog.spark.options import ReadOptions
+    from arrowlog.spark.source import ArrowLogDataSource, ArrowLogFilteringReader, _Partition
+    from arrowlog.storage.url import open_store
+
+    options = {str(k): str(v) for k, v in request["options"].items()}
+    columns = request.get("columns")
+    if columns:  # what Spark needs, as the columns option says it
+        options["columns"] = ",".join(columns)
+    source = ArrowLogDataSource(options)
+    schema = source.schema()
+    reader = ArrowLogFilteringReader(ReadOptions.parse(options), schema)
+    filters = [_filter(f) for f in request.get("filters", [])]
+    list(reader.pushFilters([f for f in filters if f is not None]))
+    parts = reader.partitions()
+    store = open_store(reader.options.root, reader.options.storage)
+    try:
+        tasks = [_task(store, p.task) for p in parts if isinstance(p, _Partition) and p.task]
+    finally:
+        store.close()
+    return {"tasks": tasks, "columns": [f.name for f in schema.fields]}
+
+
+def _task(store: Store, task: ScanTask) -> dict[str, Any]:
+    return {
+        "topic": task.topic,
+        "partition": task.partition,
+        "bytes": task.bytes,
+        "rows": task.rows,
+        "segments": [
+            {
+                "location": location(store, s.key),
+                "key": s.key,
+                "base": s.base,
+                "end": s.end,
+                "lo": s.lo,
+                "hi": s.hi,
+                "size": s.size,
+            }
+            for s in task.segments
+        ],
+    }
+
+
+def location(store: Store, key: str) -> str:
+    """Where an executor fetches ``key`` with nothing but the location: a local
+    file's path, or a pre-signed GET URL.
+
+    Raises:
+        InvalidConfigError: the store has neither (``memory://``: in one process only).
+    """
+    from arrowlog.storage.local import LocalStore
+
+    if isinstance(store, LocalStore):
+        return str(store.root / key)
+    presign = getattr(store, "presigned_get", None)
+    if presign is None:
+        raise InvalidConfigError(
+            f"the JVM reader cannot read {store.url}: its objects have no URL an executor "
+            "could fetch; read it with the Python source (option reader=python)"
+        )
+    url: str = presign(key, URL_EXPIRY_S)
+    return url
+
+
+def _filter(spec: dict[str, Any]) -> Any:
+    """A Spark filter from the JVM, as the pyspark object the Python source takes
+    (None for a kind it does not take)."""
+    from pyspark.sql import datasource as ds
+
+    kinds: dict[str, Any] = {
+        name: getattr(ds, name)
+        for name in (
+            "EqualTo",
+            "GreaterThan",
+            "GreaterThanOrEqual",
+            "LessThan",
+            "LessThanOrEqual",
+            "In",
+            "IsNull",
+            "IsNotNull",
+        )
+    }
+    kind = kinds.get(spec.get("op", ""))
+    if kind is None:
+        return None
+    attribute = tuple(spec["attribute"])
+    if spec["op"] in ("IsNull", "IsNotNull"):
+        return kind(attribute)
+    if spec["op"] == "In":
+        return kind(attribute, tuple(_value(v) for v in spec["value"]))
+    return kind(attribute, _value(spec["value"]))
+
+
+def _value(typed: dict[str, Any]) -> Any:
+    kind, v = typed["type"], typed["value"]
+    if kind == "date":
+        return datetime.date.fromordinal(datetime.date(1970, 1, 1).toordinal() + int(v))
+    if kind == "timestamp_us":
+        epoch = datetime.datetime(1970, 1, 1)
+        return epoch + datetime.timedelta(microseconds=int(v))
+    if kind == "decimal":
+        return decimal.Decimal(v)
+    if kind == "binary":
+        return base64.b64decode(v)
+    return v
+
+
+def answer(line: str) -> str:
+    """One request (a JSON line) to one reply line: the plan, or ``{"error":
+    {"type", "message"}}`` with the Python error's class name."""
+    started = time.perf_counter()
+    try:
+        out = plan(json.loads(line))
+        out["plan_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        return json.dumps(out, separators=(",", ":"))
+    except ArrowLogError as e:
+        error = {"type": type(e).__name__, "message": str(e)}
+    except Exception as e:  # noqa: BLE001 - every failure reaches the JVM as such
+        error = {"type": type(e).__name__, "message": f"{e}"}
+    return json.dumps({"error": error})
+
+
+def main() -> int:
+    """Serve requests, one JSON line in and one out, until stdin closes: the
+    driver starts one planner and keeps it, so a query pays for a plan, not for
+    starting Python and importing pyarrow (about half a second)."""
+    for line in sys.stdin:
+        if line.strip():
+            sys.stdout.write(answer(line) + "\n")
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

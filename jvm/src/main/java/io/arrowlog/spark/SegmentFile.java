@@ -1,0 +1,169 @@
+package io.arrowlog.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.Map;
+import java.util.Set;
+import java.util.zip.CRC32C;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.VectorSchemaRoot;
+
+/**
+ * One segment checked and opened: an Arrow IPC file of one record batch whose whole-file
+ * CRC32C sits, as 8 hex digits after a tag, in the schema message and in the footer
+ * (arrowlog/segment/framing.py; the CRC is computed with both written as dashes).
+ */
+final class SegmentFile implements AutoCloseable {
+  private static final byte[] MAGIC = "ARROW1".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] TAG = "arrowlog-crc32c:".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] PLACEHOLDER = "--------".getBytes(StandardCharsets.US_ASCII);
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  final ColumnReader reader;
+  /** The columns read (those wanted). */
+  final VectorSchemaRoot root;
+  final long timestampMs;
+
+  private SegmentFile(ColumnReader reader, VectorSchemaRoot root, long timestampMs) {
+    this.reader = reader;
+    this.root = root;
+    this.timestampMs = timestampMs;
+  }
+
+  @Override
+  public void close() throws IOException {
+    reader.close();
+  }
+
+  /** A checked segment with the columns {@code wanted} loaded (null: all of them). */
+  static SegmentFile open(
+      byte[] data, SegmentTask.Segment segment, BufferAllocator allocator, Set<String> wanted) {
+    String key = segment.key();
+    verify(data, key);
+    ColumnReader reader =
+        new ColumnReader(new ByteArrayInputStream(data, 8, data.length - 8), allocator, wanted);
+    try {
+      JsonNode header = header(reader.getVectorSchemaRoot().getSchema().getCustomMetadata(), key);
+      long base = header.path("base_offset").asLong(-1);
+      long count = header.path("record_count").asLong(-1);
+      if (!header.path("control_type").isNull()) {
+        throw corrupt("a transaction marker where the plan has records", key);
+      }
+      if (base != segment.base() || base + count != segment.end()) {
+        throw corrupt(
+            "segment holds [" + base + ", " + (base + count) + "), the log says ["
+                + segment.base() + ", " + segment.end() + ")",
+            key);
+      }
+      if (!reader.loadNextBatch() || reader.selected().getRowCount() != count) {
+        throw corrupt("header says " + count + " records, the batch has others", key);
+      }
+      VectorSchemaRoot root = reader.selected();
+      long after = 8 + reader.bytesRead();
+      if (after + 8 > data.length || data[(int) after] != -1 || data[(int) after + 4] != 0) {
+        throw corrupt("a segment holds one record batch, found more", key);
+      }
+      return new SegmentFile(reader, root, header.path("timestamp_ms").asLong());
+    } catch (IOException | RuntimeException e) {
+      try {
+        reader.close();
+      } catch (IOException suppressed) {
+        e.addSuppressed(suppressed);
+      }
+      if (e instanceof ArrowLogException a) {
+        throw a;
+      }
+      throw new ArrowLogException("CorruptSegmentError", key + ": unreadable Arrow IPC: " + e, e);
+    }
+  }
+
+  private static JsonNode header(Map<String, String> metadata, String key) throws IOException {
+    String raw = metadata == null ? null : metadata.get("arrowlog.header");
+    if (raw == null) {
+      throw corrupt("no arrowlog header: not a segment", key);
+    }
+    JsonNode header = JSON.readTree(raw);
+    if (header.path("v").asInt() != 1) {
+      throw corrupt("unsupported segment format version " + header.path("v"), key);
+    }
+    return header;
+  }
+
+  /** The framing, and the CRC over the whole file. */
+  static void verify(byte[] data, String key) {
+    int n = data.length;
+    if (n < 26
+        || !Arrays.equals(data, 0, 6, MAGIC, 0, 6)
+        || !Arrays.equals(data, n - 6, n, MAGIC, 0, 6)) {
+      throw corrupt("not an Arrow IPC file (" + n + " bytes; truncated?)", key);
+    }
+    int continuation = le32(data, 8);
+    int schemaLength = le32(data, 12);
+    int footerLength = le32(data, n - 10);
+    if (continuation != -1 || schemaLength <= 0 || footerLength <= 0) {
+      throw corrupt("bad IPC framing", key);
+    }
+    long schemaEnd = 16L + schemaLength;
+    long footerStart = (long) n - 10 - footerLength;
+    if (!(schemaEnd <= footerStart && footerStart < n - 10)) {
+      throw corrupt("bad IPC framing (overlapping regions)", key);
+    }
+    int a = slot(data, 16, (int) schemaEnd, key);
+    int b = slot(data, (int) footerStart, n - 10, key);
+    if (!Arrays.equals(data, a, a + 8, data, b, b + 8)) {
+      throw corrupt("checksum fields disagree", key);
+    }
+    String stored = new String(data, a, 8, StandardCharsets.US_ASCII);
+    CRC32C crc = new CRC32C();
+    crc.update(data, 0, a);
+    crc.update(PLACEHOLDER);
+    crc.update(data, a + 8, b - a - 8);
+    crc.update(PLACEHOLDER);
+    crc.update(data, b + 8, n - b - 8);
+    if (stored.equals("--------") || !stored.equals(String.format("%08x", crc.getValue()))) {
+      throw corrupt("checksum mismatch", key);
+    }
+  }
+
+  /** Where the CRC's 8 characters sit in {@code [lo, hi)}: exactly one tagged value. */
+  private static int slot(byte[] data, int lo, int hi, String key) {
+    int found = -1;
+    int count = 0;
+    for (int i = lo; i + TAG.length + 8 <= hi; i++) {
+      if (data[i] == TAG[0]
+          && Arrays.equals(data, i, i + TAG.length, TAG, 0, TAG.length)
+          && value(data, i + TAG.length)) {
+        found = i + TAG.length;
+        count++;
+      }
+    }
+    if (count != 1) {
+      throw corrupt("checksum field missing or repeated", key);
+    }
+    return found;
+  }
+
+  private static boolean value(byte[] data, int at) {
+    boolean dashes = true;
+    boolean hex = true;
+    for (int i = at; i < at + 8; i++) {
+      byte c = data[i];
+      dashes &= c == '-';
+      hex &= (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    }
+    return dashes || hex;
+  }
+
+  private static int le32(byte[] b, int at) {
+    return (b[at] & 0xff) | (b[at + 1] & 0xff) << 8 | (b[at + 2] & 0xff) << 16
+        | (b[at + 3] & 0xff) << 24;
+  }
+
+  static ArrowLogException corrupt(String message, String key) {
+    return new ArrowLogException("CorruptSegmentError", key + ": " + message);
+  }
+}

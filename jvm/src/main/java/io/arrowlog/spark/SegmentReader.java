@@ -1,0 +1,143 @@
+package io.arrowlog.spark;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.ValueVector;
+import org.apache.arrow.vector.dictionary.Dictionary;
+import org.apache.arrow.vector.dictionary.DictionaryEncoder;
+import org.apache.arrow.vector.types.pojo.DictionaryEncoding;
+import org.apache.arrow.vector.util.TransferPair;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Reads one task: each segment becomes one batch of Arrow vectors (the record batch's
+ * own buffers, no row-by-row work), with the metadata columns generated per segment.
+ */
+final class SegmentReader implements PartitionReader<ColumnarBatch> {
+  private final SegmentTask task;
+  private final StructType schema;
+  private final MetadataColumns meta;
+  private final BufferAllocator allocator = new RootAllocator();
+  private int next;
+  private ColumnarBatch current;
+  private SegmentFile file;
+  private final List<ValueVector> owned = new ArrayList<>();
+
+  /** The topic columns to load: those of the read schema. */
+  private final Set<String> wanted = new HashSet<>();
+
+  SegmentReader(SegmentTask task, StructType schema, MetadataColumns meta) {
+    this.task = task;
+    this.schema = schema;
+    this.meta = meta;
+    for (StructField f : schema.fields()) {
+      if (!meta.contains(f.name())) {
+        wanted.add(f.name());
+      }
+    }
+  }
+
+  @Override
+  public boolean next() throws IOException {
+    release();
+    if (next >= task.segments().length) {
+      return false;
+    }
+    SegmentTask.Segment segment = task.segments()[next++];
+    file = SegmentFile.open(Fetch.bytes(segment), segment, allocator, wanted);
+    int from = Math.toIntExact(segment.lo() - segment.base());
+    int rows = Math.toIntExact(segment.hi() - segment.lo());
+    boolean whole = from == 0 && rows == file.root.getRowCount();
+    StructField[] fields = schema.fields();
+    ColumnVector[] columns = new ColumnVector[fields.length];
+    for (int i = 0; i < fields.length; i++) {
+      String name = fields[i].name();
+      if (name.equals(meta.topic())) {
+        ConstantColumnVector c = new ConstantColumnVector(rows, DataTypes.StringType);
+        c.setUtf8String(UTF8String.fromString(task.topic()));
+        columns[i] = c;
+      } else if (name.equals(meta.partition())) {
+        ConstantColumnVector c = new ConstantColumnVector(rows, DataTypes.IntegerType);
+        c.setInt(task.partition());
+        columns[i] = c;
+      } else if (name.equals(meta.offset())) {
+        columns[i] = new OffsetColumnVector(segment.lo());
+      } else if (name.equals(meta.timestamp())) {
+        ConstantColumnVector c = new ConstantColumnVector(rows, DataTypes.TimestampType);
+        c.setLong(Math.multiplyExact(file.timestampMs, 1000L));
+        columns[i] = c;
+      } else {
+        ValueVector v = column(name, segment);
+        if (!whole) {
+          TransferPair pair = v.getTransferPair(allocator);
+          pair.splitAndTransfer(from, rows);
+          v = own(pair.getTo());
+        }
+        columns[i] = new ArrowColumnVector(Vectors.forSpark(v, fields[i], allocator, owned));
+      }
+    }
+    current = new ColumnarBatch(columns, rows);
+    return true;
+  }
+
+  private ValueVector column(String name, SegmentTask.Segment segment) throws IOException {
+    FieldVector v = file.root.getVector(name);
+    if (v == null) {
+      throw SegmentFile.corrupt("no column " + name + " in the segment", segment.key());
+    }
+    DictionaryEncoding encoding = v.getField().getDictionary();
+    if (encoding == null) {
+      return v;
+    }
+    Dictionary dictionary = file.reader.getDictionaryVectors().get(encoding.getId());
+    if (dictionary == null) {
+      throw SegmentFile.corrupt("column " + name + " has no dictionary", segment.key());
+    }
+    return own(DictionaryEncoder.decode(v, dictionary));
+  }
+
+  private ValueVector own(ValueVector v) {
+    owned.add(v);
+    return v;
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return current;
+  }
+
+  private void release() throws IOException {
+    if (current != null) {
+      current.close();
+      current = null;
+    }
+    for (ValueVector v : owned) {
+      v.close();
+    }
+    owned.clear();
+    if (file != null) {
+      file.close();
+      file = null;
+    }
+  }
+
+  @Override
+  public void close() throws IOException {
+    release();
+    allocator.close();
+  }
+}

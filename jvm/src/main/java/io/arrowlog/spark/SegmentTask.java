@@ -1,0 +1,16 @@
+package io.arrowlog.spark;
+
+import java.io.Serializable;
+import org.apache.spark.sql.connector.read.InputPartition;
+
+/** One task of a plan: consecutive visible segments of one partition. */
+record SegmentTask(String topic, int partition, long rows, long bytes, Segment[] segments)
+    implements InputPartition {
+
+  /**
+   * A segment, where an executor fetches it ({@code location}: a path or a pre-signed
+   * URL), the offsets it holds {@code [base, end)} and those to keep {@code [lo, hi)}.
+   */
+  record Segment(String location, String key, long base, long end, long lo, long hi, long size)
+      implements Serializable {}
+}
