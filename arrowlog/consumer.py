@@ -470,6 +470,71 @@ def plan_snapshot(
     return _cut_torn(log, plans, open_ended, snapshot)
 
 
+def snapshot_ends(log: LogView, topic: str, starts: Mapping[int, int]) -> dict[int, int]:
+    """Where a read_committed read of every partition of ``topic`` from
+    ``starts`` (a partition left out: from its log start) ends, as one
+    snapshot (:func:`plan_snapshot`): every transaction below the ends
+    everywhere, or nowhere. The partitions are counted again after the
+    snapshot: one added meanwhile may hold part of a transaction the snapshot
+    shows committed, so the snapshot is taken again with it."""
+    while True:
+        count = log.topic(topic, refresh=True).partitions
+        plans = plan_snapshot(log, {(topic, p): (starts.get(p), None) for p in range(count)})
+        if log.topic(topic, refresh=True).partitions == count:
+            return {p: plans[(topic, p)].end for p in range(count)}
+
+
+def untorn_ends(
+    log: LogView,
+    begin: Mapping[tuple[str, int], int],
+    ends: Mapping[tuple[str, int], int],
+    latest: Mapping[tuple[str, int], int],
+) -> dict[tuple[str, int], int]:
+    """``ends`` (each between ``begin`` and ``latest``, the ends of one
+    snapshot) moved so that no transaction has records on both sides of them,
+    in any partition: a read that stops there (a rate-limited micro-batch) holds
+    a transaction whole or not at all. Ends are lowered to a transaction's first
+    record; if that leaves nothing to read, they are raised past its last
+    instead (a transaction larger than the limit is read in one go)."""
+
+    def txn(s: SegmentSummary) -> tuple[str, int]:
+        return (s.transactional_id or "", s.producer_epoch)
+
+    segments = {
+        tp: [
+            s
+            for s in log.partition(*tp).summaries(begin[tp], latest[tp])
+            if s.transactional and not s.control and s.end > begin[tp]
+        ]
+        for tp in ends
+    }
+
+    def settle(out: dict[tuple[str, int], int], lower: bool) -> dict[tuple[str, int], int]:
+        while True:
+            for tp, segs in segments.items():  # never inside a transaction's batch
+                for s in segs:
+                    if s.base < out[tp] < s.end:
+                        out[tp] = max(begin[tp], s.base) if lower else min(latest[tp], s.end)
+            below = {txn(s) for tp, segs in segments.items() for s in segs if s.base < out[tp]}
+            above = {txn(s) for tp, segs in segments.items() for s in segs if s.end > out[tp]}
+            torn = below & above
+            if not torn:
+                return out
+            for tp, segs in segments.items():
+                mine = [s for s in segs if txn(s) in torn]
+                if lower and any(s.base < out[tp] for s in mine):
+                    out[tp] = max(begin[tp], min(s.base for s in mine))
+                elif not lower and any(s.end > out[tp] for s in mine):
+                    out[tp] = min(latest[tp], max(s.end for s in mine))
+
+    lowered = settle(dict(ends), lower=True)
+    if any(lowered[tp] > begin[tp] for tp in lowered) or not any(
+        ends[tp] > begin[tp] for tp in ends
+    ):
+        return lowered
+    return settle(dict(ends), lower=False)
+
+
 def _cut_torn(
     log: LogView,
     plans: dict[tuple[str, int], CommittedPlan],

@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 import arrowlog
+from arrowlog.consumer import snapshot_ends
 from arrowlog.spark.options import spark_storage_options
 
 OFFSETS_KEY = "arrowlog.offsets"
@@ -65,7 +66,9 @@ def export(spark: Any, root: str, topic: str, path: str, storage: dict[str, Any]
     """Export the next committed range; returns the number of rows exported."""
     log = arrowlog.connect(root, storage)
     state = exported_state(path, topic)
-    stable = log.stable_offsets(topic)
+    # The ends of one snapshot (not LSOs asked one partition after another): a
+    # transaction committing meanwhile is in this export whole, or in the next
+    stable = snapshot_ends(log, topic, {int(p): o for p, o in state.offsets.items()})
     ending = {str(p): stable[p] for p in stable}
     starting = {str(p): state.offsets.get(str(p), -2) for p in stable}
     if all(state.offsets.get(str(p)) == end for p, end in ((int(k), v) for k, v in ending.items())):

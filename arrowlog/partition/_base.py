@@ -79,7 +79,9 @@ class PartitionBase:
         # The latest batch of each producer that wrote through this object, and the
         # producers whose last append ended with an unknown outcome.
         self._own: dict[int, ProducerEntry] = {}
-        self._in_doubt: set[int] = set()
+        # producer id -> the lowest offset where a batch of it whose outcome was
+        # unknown may have landed: a retry looks for it there by its identity
+        self._in_doubt: dict[int, int] = {}
         #: Counters since this object was made: appends, lost races (conflicts),
         #: replies lost or failed writes resolved by reading back (ambiguous).
         self.stats: collections.Counter[str] = collections.Counter()

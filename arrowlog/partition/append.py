@@ -210,18 +210,19 @@ class Appends(Reads):
             if expected_offset is not None and expected_offset != self._end:
                 self._sync_tail()
                 self._check_expected(expected_offset)
+            first_try = self._end  # where this batch may land, at the lowest
             try:
                 result = self._put_at_end(batch, expected_offset, identity, append_id)
             except AppendOutcomeUnknownError:
                 if identity.producer_id >= 0:
-                    self._in_doubt.add(identity.producer_id)
+                    self._in_doubt.setdefault(identity.producer_id, first_try)
                 raise
             if identity.producer_id >= 0 and not identity.control:
                 self._own[identity.producer_id] = ProducerEntry(
                     identity.producer_id, identity.producer_epoch, identity.base_sequence,
                     batch.num_rows, result.base_offset, int(time.time() * 1000),
                 )  # fmt: skip
-                self._in_doubt.discard(identity.producer_id)
+                self._in_doubt.pop(identity.producer_id, None)
             return result
 
     def _check_sequence(self, who: WriterIdentity, count: int) -> AppendResult | None:
@@ -238,6 +239,16 @@ class Appends(Reads):
         if pid in self._in_doubt or (latest is None and who.base_sequence != 0):
             self._sync_tail()
             latest = advance(self._base_state, self._tail_summaries()).producers.get(pid)
+        if pid in self._in_doubt:
+            # A batch whose outcome was unknown may have landed, late, anywhere
+            # from where it was first tried: find it by its identity. The
+            # producer state cannot be relied on for it: a checkpoint may have
+            # expired the producer meanwhile (on a writer's clock).
+            landed = self._find_batch(who, count, self._in_doubt[pid])
+            if landed is not None:
+                self._own[pid] = landed
+                del self._in_doubt[pid]
+                return AppendResult(self._topic.name, self._partition, landed.base_offset, count)
         if latest is None:
             if who.base_sequence != 0:
                 raise OutOfOrderSequenceError(
@@ -261,7 +272,7 @@ class Appends(Reads):
             return None
         if who.base_sequence == latest.base_sequence and count == latest.record_count:
             self._own[pid] = latest
-            self._in_doubt.discard(pid)
+            self._in_doubt.pop(pid, None)
             return AppendResult(self._topic.name, self._partition, latest.base_offset, count)
         if who.base_sequence <= latest.last_sequence:
             raise DuplicateSequenceError(
@@ -272,6 +283,22 @@ class Appends(Reads):
             f"producer {pid} sequence {who.base_sequence} in {self._name} leaves a gap after "
             f"{latest.last_sequence}"
         )
+
+    def _find_batch(self, who: WriterIdentity, count: int, since: int) -> ProducerEntry | None:
+        """The batch of ``who`` (producer, epoch, first sequence, size) in the
+        log at or after offset ``since``, or None."""
+        for s in self.summaries(min(since, self._end), self._end):
+            if (
+                not s.control
+                and s.producer_id == who.producer_id
+                and s.producer_epoch == who.producer_epoch
+                and s.base_sequence == who.base_sequence
+                and s.record_count == count
+            ):
+                return ProducerEntry(
+                    s.producer_id, s.producer_epoch, s.base_sequence, count, s.base, s.timestamp_ms
+                )
+        return None
 
     def _put_at_end(
         self,
@@ -307,7 +334,7 @@ class Appends(Reads):
                     # What won may be this very batch, written by an earlier send
                     # whose outcome was unknown and whose PUT landed late: decide by
                     # writer identity (producer id, epoch, sequence), not append id.
-                    self._in_doubt.add(identity.producer_id)
+                    self._in_doubt.setdefault(identity.producer_id, offset)
                     duplicate = self._check_sequence(identity, batch.num_rows)
                     if duplicate is not None:
                         return duplicate

@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 import arrowlog
-from arrowlog.consumer import plan_snapshot
+from arrowlog.consumer import plan_snapshot, untorn_ends
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.scan import LATEST, TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions, app_transactional_id
@@ -142,22 +142,28 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first: its listing says which incarnation of the topic it is (a start
         in another one is no start in it)."""
         log = self._log()
-        tps = subscribed_partitions(log, self.options)
-        incarnations = {}
-        for tp in tps:
-            incarnations[tp[0]] = log.partition(*tp).opened_topic().incarnation
-        if self.options.isolation_level == "read_uncommitted":
-            return {tp: log.partition(*tp).end_offset() for tp in tps}, incarnations
-        known = start_incarnations or {}
-        ranges: dict[TopicPartition, tuple[int | None, int | None]] = {
-            tp: (
-                (start or {}).get(tp) if known.get(tp[0], 0) == incarnations[tp[0]] else None,
-                None,
-            )
-            for tp in tps
-        }
-        latest = {tp: plan.end for tp, plan in plan_snapshot(log, ranges).items()}
-        return latest, incarnations
+        while True:
+            tps = subscribed_partitions(log, self.options)
+            incarnations = {}
+            for tp in tps:
+                incarnations[tp[0]] = log.partition(*tp).opened_topic().incarnation
+            if self.options.isolation_level == "read_uncommitted":
+                return {tp: log.partition(*tp).end_offset() for tp in tps}, incarnations
+            known = start_incarnations or {}
+            ranges: dict[TopicPartition, tuple[int | None, int | None]] = {
+                tp: (
+                    (start or {}).get(tp) if known.get(tp[0], 0) == incarnations[tp[0]] else None,
+                    None,
+                )
+                for tp in tps
+            }
+            latest = {tp: plan.end for tp, plan in plan_snapshot(log, ranges).items()}
+            # a partition added while the snapshot was taken may hold part of a
+            # transaction it shows committed: then take it again, with it
+            for topic in {t for t, _ in tps}:
+                log.topic(topic, refresh=True)
+            if subscribed_partitions(log, self.options) == tps:
+                return latest, incarnations
 
     def initialOffset(self) -> StreamOffsets:
         latest, incarnations = self._latest()
@@ -205,10 +211,15 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             total = sum(backlog.values())
             if total > limit.max_rows:
                 budget = limit.max_rows
+                full = dict(ends)
                 for tp in sorted(backlog):
                     share = min(backlog[tp], max(1, backlog[tp] * limit.max_rows // total), budget)
                     ends[tp] = begin[tp] + share
                     budget -= share
+                if self.options.isolation_level == "read_committed":
+                    # a micro-batch holds a transaction whole or not at all: the
+                    # limit gives way at a transaction's edge
+                    ends = untorn_ends(self._log(), begin, ends, full)
         return offsets_json(ends, incarnations)
 
     def _delay(self, available: int) -> bool:
