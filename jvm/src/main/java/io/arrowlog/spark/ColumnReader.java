@@ -1,6 +1,6 @@
 package io.arrowlog.spark;
 
-import java.io.InputStream;
+import java.nio.channels.ReadableByteChannel;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
@@ -26,7 +26,7 @@ final class ColumnReader extends ArrowStreamReader {
   private VectorSchemaRoot selected;
 
   /** {@code wanted}: the columns to load, or null for all of them. */
-  ColumnReader(InputStream in, BufferAllocator allocator, Set<String> wanted) {
+  ColumnReader(ReadableByteChannel in, BufferAllocator allocator, Set<String> wanted) {
     super(in, allocator, CommonsCompressionFactory.INSTANCE);
     this.wanted = wanted;
   }

@@ -2,7 +2,6 @@ package io.arrowlog.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
@@ -45,7 +44,7 @@ final class SegmentFile implements AutoCloseable {
     String key = segment.key();
     verify(data, key);
     ColumnReader reader =
-        new ColumnReader(new ByteArrayInputStream(data, 8, data.length - 8), allocator, wanted);
+        new ColumnReader(new BytesChannel(data, 8, data.length - 8), allocator, wanted);
     try {
       JsonNode header = header(reader.getVectorSchemaRoot().getSchema().getCustomMetadata(), key);
       long base = header.path("base_offset").asLong(-1);
