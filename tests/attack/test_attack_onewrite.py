@@ -49,6 +49,13 @@ def _settled(log: arrowlog.ArrowLog, topic: str = "t") -> bool:
     return log.stable_offsets(topic) == log.end_offsets(topic)
 
 
+def _ends_with(store: Store, values: list[int]) -> None:
+    """A fresh reader sees exactly ``values`` in t/0, and nothing is left undecided."""
+    final = arrowlog.connect(store)
+    assert visible(final.consumer()) == values
+    assert _settled(final)
+
+
 def _both(tables: dict) -> list[list[int]]:  # type: ignore[type-arg]
     return [tables[("t", p)].column("v").to_pylist() for p in (0, 1)]
 
@@ -131,9 +138,7 @@ def test_a_prepare_in_doubt_twice_whose_first_attempt_lands_is_recognised(
     with p.transaction():
         p.send("t", rows(2), partition=0)
     p.close()
-    final = arrowlog.connect(store)
-    assert visible(final.consumer()) == [1, 2]
-    assert _settled(final)
+    _ends_with(store, [1, 2])
 
 
 def test_offsets_in_doubt_twice_whose_first_attempt_lands_leave_nothing_hanging(
@@ -265,9 +270,7 @@ def test_a_prepare_held_while_an_operator_aborts_is_fenced_and_invisible(
     with new.transaction():
         new.send("t", rows(2), partition=0)
     new.close()
-    final = arrowlog.connect(store)
-    assert visible(final.consumer()) == [2]
-    assert _settled(final)
+    _ends_with(store, [2])
 
 
 # --- two instances initialise at once over a transaction with no entry ---------------
@@ -307,9 +310,7 @@ def test_concurrent_inits_over_a_dead_transaction_with_no_entry_leave_one_holder
     with n1.transaction():
         n1.send("t", rows(1), partition=0)
     n1.close()
-    final = arrowlog.connect(store)
-    assert visible(final.consumer()) == [1]
-    assert _settled(final)
+    _ends_with(store, [1])
 
 
 # --- a zombie paused inside a send ----------------------------------------------------
@@ -374,9 +375,7 @@ def test_an_expirer_while_the_complete_is_held_keeps_the_commit_and_aborts_the_n
     gate.release()
     with pytest.raises((arrowlog.ProducerFencedError, arrowlog.TransactionTimeoutError)):
         p.commit_transaction()
-    final = arrowlog.connect(store)
-    assert visible(final.consumer()) == [1]
-    assert _settled(final)
+    _ends_with(store, [1])
 
 
 # --- the last COMPLETE lost and landing late, the next transaction in between ---------
@@ -515,9 +514,7 @@ def test_a_lost_prepare_landing_inside_another_inits_fence_is_rolled_forward(
     with n.transaction():
         n.send("t", rows(2), partition=0)
     n.close()
-    final = arrowlog.connect(store)
-    assert visible(final.consumer()) == [1, 2]
-    assert _settled(final)
+    _ends_with(store, [1, 2])
 
 
 # --- a marker held in one partition while the next transaction sends in another -------
