@@ -4,6 +4,7 @@
 #               test-spark-min
 #   make test-spark-min   a Spark subset under the lowest pyspark the spark extra
 #               allows (its own venv, .venv-spark-min; about 2 min, 5 on first run)
+#   make test-spark-cluster   the Spark read tests in local-cluster mode
 #   make soak   a long soak (SOAK_SECONDS per store, local and SeaweedFS) with the
 #               history checker; SOAK_SEED=S replays a run's plan
 # Setup is a virtualenv in .venv with the project installed; it is redone when
@@ -15,7 +16,7 @@ BIN    := $(VENV)/bin
 # pyproject.toml and this file decide the install: a change to either redoes it
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo test test-spark-min lint bench soak clean
+.PHONY: setup demo test test-spark-min test-spark-cluster lint bench soak clean
 
 # editable_mode=compat puts the checkout on sys.path with a static .pth entry,
 # which Spark's data source lookup (pkgutil.iter_modules) sees; setuptools'
@@ -40,7 +41,8 @@ $(JAR): $(STAMP) $(JAVA_SRC)
 		-d build/jvm/classes $(filter %.java,$(JAVA_SRC))
 	cp -R jvm/src/main/resources/. build/jvm/classes/
 	$(BIN)/python -c 'import arrowlog.spark.jvm as j; j.write_build_info("build/jvm/classes")'
-	jar cf $(JAR) -C build/jvm/classes .
+	jar cf build/jvm/arrowlog-spark.jar -C build/jvm/classes .
+	mv build/jvm/arrowlog-spark.jar $(JAR)  # a new file: a running JVM keeps the old one
 
 setup: $(STAMP) $(JAR)
 
@@ -55,6 +57,14 @@ lint: setup
 test: lint
 	$(BIN)/python -m pytest
 	$(MAKE) test-spark-min
+	$(MAKE) test-spark-cluster
+
+# The read tests (both readers, parity, S3) again with executors in JVMs and Python
+# workers of their own: nothing read may depend on the driver's process, files or
+# credentials.
+test-spark-cluster: setup
+	ARROWLOG_SPARK_MASTER='local-cluster[2,1,1024]' $(BIN)/python -m pytest -p no:cacheprovider \
+		tests/spark/test_spark_read.py tests/spark/test_jvm_reader.py
 
 # The lower bound of the spark extra, read from pyproject.toml (its one source):
 # test-spark-min runs a read, a filtered read, a batch write and streaming reads

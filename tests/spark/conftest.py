@@ -23,6 +23,11 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+#: the session's master: ``make test-spark-cluster`` runs the read tests with
+#: ``local-cluster[2,1,1024]`` (executors in JVMs and Python workers of their own,
+#: so that nothing read depends on the driver's process, files or credentials)
+MASTER = os.environ.get("ARROWLOG_SPARK_MASTER", "local[2, 3]")  # 3 attempts per task
+
 
 def absolute_pythonpath() -> None:
     """Spark's Python workers start in the JVM's directory: a relative entry of
@@ -44,7 +49,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     os.chdir(tmp_path_factory.mktemp("spark-cwd"))
     try:
         builder = (
-            SparkSession.builder.master("local[2, 3]")  # 3 attempts per task
+            SparkSession.builder.master(MASTER)
             .appName("arrowlog-tests")
             # test hygiene only: no web UI port, two shuffle partitions on two cores
             .config("spark.ui.enabled", "false")

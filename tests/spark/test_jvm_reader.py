@@ -15,7 +15,7 @@ import pytest
 import arrowlog
 from arrowlog import Compression, TopicConfig
 from arrowlog.spark.jvm import JAR, built_against
-from tests.conftest import StoreSpec
+from tests.conftest import StoreSpec, _spec
 from tests.spark.conftest import with_options
 
 pytestmark = [
@@ -121,11 +121,38 @@ def test_a_session_built_with_configure_reads_on_the_jvm(spark: Any, tmp_path: P
     assert "JVM reader" not in plans["python"]
 
 
-@pytest.mark.parametrize("compression", [Compression.ZSTD, Compression.LZ4, Compression.NONE])
+def test_the_session_has_the_executors_its_master_asks_for(spark: Any) -> None:
+    """``make test-spark-cluster`` runs these tests with two executors in JVMs of
+    their own (a block manager each, beside the driver's)."""
+    import time
+
+    from tests.spark.conftest import MASTER
+
+    want = 3 if MASTER.startswith("local-cluster[2,") else 1
+    deadline = time.monotonic() + 60
+    while True:  # executors register after the session starts
+        spark.sparkContext.parallelize(range(4), 4).count()
+        found = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()
+        if found >= want or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert found == want
+
+
+@pytest.mark.parametrize(
+    ("compression", "kind"),
+    [
+        (Compression.ZSTD, "local"),
+        (Compression.LZ4, "local"),
+        (Compression.NONE, "local"),
+        # executors fetch pre-signed URLs; the Python reader's, the storage.* options
+        pytest.param(Compression.ZSTD, "s3", marks=pytest.mark.s3),
+    ],
+)
 def test_every_type_reads_the_same_through_both_readers(
-    spark: Any, tmp_path: Path, compression: Compression
+    spark: Any, tmp_path: Path, request: pytest.FixtureRequest, compression: Compression, kind: str
 ) -> None:
-    spec = local(tmp_path)
+    spec = _spec(kind, tmp_path, request)
     log = spec.connect()
     log.create_topic("types", TYPES, partitions=2, config=TopicConfig(compression=compression))
     for k in range(4):
@@ -206,6 +233,83 @@ def test_a_missing_segment_fails_the_read_as_lost_records(
     _segment_files(spec, "m")[1].unlink()
     with pytest.raises(Exception, match=r"SegmentNotFoundError: \S*\.arrow: segment missing"):
         rdd_plan.collect()
+
+
+def _flip(spec: StoreSpec, key: str, at: int) -> None:
+    """One bit of object ``key`` flipped at byte ``at``."""
+    store = spec.open()
+    data = bytearray(bytes(store.get(key)))
+    data[at] ^= 0x01
+    store.delete(key)
+    store.put_if_absent(key, bytes(data))
+    store.close()
+
+
+@pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_a_few_columns_of_a_large_segment_are_read_by_range_and_each_checked(
+    spark: Any, tmp_path: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    """A segment above the column-read threshold, read for some of its columns: only
+    their bytes (and the frame's) are fetched and checked, as the Python reader does
+    with ``columns``. A damaged column no query names goes unseen; one a query names,
+    or the frame, fails the read naming the object."""
+    import numpy as np
+
+    from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
+    from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
+
+    spec = _spec(kind, tmp_path, request)
+    log = spec.connect()
+    n = 160_000
+    fields: list[pa.Field[Any]] = [
+        pa.field("a", pa.float64()),
+        pa.field("b", pa.int64()),
+        pa.field("c", pa.string()),
+    ]
+    schema = pa.schema(fields)
+    log.create_topic("big", schema, config=TopicConfig(compression=Compression.ZSTD))
+    rng = np.random.default_rng(7)
+    for k in range(2):  # random floats: ZSTD leaves them large
+        log.append(
+            "big",
+            pa.record_batch(
+                [rng.random(n), np.arange(k * n, (k + 1) * n), [f"s{i % 5}" for i in range(n)]],
+                schema=schema,
+            ),
+        )
+    [first, second] = log.partition("big", 0).segments()
+    assert first.size >= COLUMN_READ_MIN_BYTES
+
+    def column_table(key: str) -> ColumnTable:
+        store = spec.open()
+        data = bytes(store.get(key))
+        store.close()
+        table = ColumnTable.parse(pa.ipc.open_file(data).schema.metadata[COLUMNS_KEY], 3)
+        assert table is not None
+        return table
+
+    a_lo, a_hi, _ = column_table(first.key).columns[0]
+    _flip(spec, first.key, (a_lo + a_hi) // 2)  # inside column a only
+
+    def rows(reader: str, *columns: str) -> list[tuple[Any, ...]]:
+        options = {"columns": ",".join(columns)} if reader == "python" else {}
+        df = read(spark, spec, reader, topic="big", **options).select(*columns, "offset")
+        return sorted(tuple(r) for r in df.collect())
+
+    # b and c: right, through both readers, however damaged a is
+    expected = [(i, f"s{i % n % 5}", i) for i in range(2 * n)]
+    assert rows("jvm", "b", "c") == expected == rows("python", "b", "c")
+    name = Path(first.key).name
+    for reader in ("jvm", "python"):
+        with pytest.raises(Exception, match=rf"{name}: checksum mismatch in column 'a'"):
+            rows(reader, "a")
+    with pytest.raises(Exception, match=rf"{name}: checksum mismatch"):  # read whole
+        read(spark, spec, "jvm", topic="big").collect()
+    # a bit of the frame (the record batch's metadata, just before the body)
+    _flip(spec, second.key, column_table(second.key).body_start - 24)
+    for reader in ("jvm", "python"):
+        with pytest.raises(Exception, match=r"checksum mismatch outside the columns"):
+            rows(reader, "b")
 
 
 def test_a_memory_store_is_refused_by_the_jvm_reader_with_the_way_out(spark: Any) -> None:

@@ -5,12 +5,19 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
+import java.util.Arrays;
 
-/** The bytes of a segment, from a local path or a pre-signed URL; a few retries. */
+/**
+ * The bytes of a segment, whole or a byte range of it, from a local path or a pre-signed
+ * URL; a few retries.
+ */
 final class Fetch {
   private static final HttpClient HTTP =
       HttpClient.newBuilder()
@@ -21,13 +28,29 @@ final class Fetch {
 
   private Fetch() {}
 
+  /** The whole object. */
   static byte[] bytes(SegmentTask.Segment segment) {
-    String location = segment.location();
-    boolean http = location.startsWith("http://") || location.startsWith("https://");
+    return retrying(
+        segment,
+        () -> isHttp(segment) ? get(segment, null) : Files.readAllBytes(Path.of(segment.location())));
+  }
+
+  /** The bytes {@code [lo, hi)} of the object; fewer where the object ends before hi. */
+  static byte[] range(SegmentTask.Segment segment, long lo, long hi) {
+    return retrying(
+        segment,
+        () -> isHttp(segment) ? get(segment, new long[] {lo, hi}) : read(segment, lo, hi));
+  }
+
+  private interface Request {
+    byte[] run() throws IOException;
+  }
+
+  private static byte[] retrying(SegmentTask.Segment segment, Request request) {
     IOException last = null;
     for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
       try {
-        return http ? get(location, segment) : Files.readAllBytes(Path.of(location));
+        return request.run();
       } catch (NoSuchFileException e) {
         throw missing(segment);
       } catch (IOException e) {
@@ -35,31 +58,64 @@ final class Fetch {
         sleep(attempt);
       }
     }
-    throw new ArrowLogException(
-        "StoreError", segment.key() + ": cannot read: " + last, last);
+    throw new ArrowLogException("StoreError", segment.key() + ": cannot read: " + last, last);
   }
 
-  private static byte[] get(String url, SegmentTask.Segment segment) throws IOException {
-    HttpRequest request =
-        HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(120)).GET().build();
+  private static boolean isHttp(SegmentTask.Segment segment) {
+    String location = segment.location();
+    return location.startsWith("http://") || location.startsWith("https://");
+  }
+
+  private static byte[] read(SegmentTask.Segment segment, long lo, long hi) throws IOException {
+    try (FileChannel file = FileChannel.open(Path.of(segment.location()), StandardOpenOption.READ)) {
+      ByteBuffer buffer = ByteBuffer.allocate(Math.toIntExact(hi - lo));
+      long at = lo;
+      while (buffer.hasRemaining()) {
+        int n = file.read(buffer, at);
+        if (n < 0) {
+          break;
+        }
+        at += n;
+      }
+      return Arrays.copyOf(buffer.array(), buffer.position());
+    }
+  }
+
+  /** A GET of the URL, of {@code range} ({lo, hi}) only unless null. */
+  private static byte[] get(SegmentTask.Segment segment, long[] range) throws IOException {
+    HttpRequest.Builder request =
+        HttpRequest.newBuilder(URI.create(segment.location())).timeout(Duration.ofSeconds(120));
+    if (range != null) {
+      request.header("Range", "bytes=" + range[0] + "-" + (range[1] - 1));
+    }
     HttpResponse<byte[]> response;
     try {
-      response = HTTP.send(request, HttpResponse.BodyHandlers.ofByteArray());
+      response = HTTP.send(request.GET().build(), HttpResponse.BodyHandlers.ofByteArray());
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IOException("interrupted", e);
     }
     int status = response.statusCode();
-    if (status == 200) {
-      return response.body();
+    byte[] body = response.body();
+    if (status == 206 && range != null) {
+      return body;
+    }
+    if (status == 200) { // the whole object: a server that ignores ranges, or none asked
+      if (range == null) {
+        return body;
+      }
+      int lo = (int) Math.min(range[0], body.length);
+      return Arrays.copyOfRange(body, lo, (int) Math.min(range[1], body.length));
+    }
+    if (status == 416) { // the range starts past the object's end
+      return new byte[0];
     }
     if (status == 404) {
       throw missing(segment);
     }
     if (status == 403) {
       throw new ArrowLogException(
-          "StoreError",
-          segment.key() + ": GET refused (403): has its pre-signed URL expired?");
+          "StoreError", segment.key() + ": GET refused (403): has its pre-signed URL expired?");
     }
     throw new IOException("GET " + segment.key() + ": HTTP " + status);
   }

@@ -19,7 +19,7 @@ import org.apache.arrow.vector.VectorSchemaRoot;
 final class SegmentFile implements AutoCloseable {
   private static final byte[] MAGIC = "ARROW1".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] TAG = "arrowlog-crc32c:".getBytes(StandardCharsets.US_ASCII);
-  private static final byte[] PLACEHOLDER = "--------".getBytes(StandardCharsets.US_ASCII);
+  static final byte[] PLACEHOLDER = "--------".getBytes(StandardCharsets.US_ASCII);
   private static final ObjectMapper JSON = new ObjectMapper();
 
   final ColumnReader reader;
@@ -38,11 +38,21 @@ final class SegmentFile implements AutoCloseable {
     reader.close();
   }
 
-  /** A checked segment with the columns {@code wanted} loaded (null: all of them). */
+  /**
+   * A checked segment with the columns {@code wanted} loaded (null: all of them), from
+   * the whole object ({@code whole}, checked here) or from what {@link ColumnRanges}
+   * fetched and checked (the object up to the end of its record batch).
+   */
   static SegmentFile open(
-      byte[] data, SegmentTask.Segment segment, BufferAllocator allocator, Set<String> wanted) {
+      byte[] data,
+      boolean whole,
+      SegmentTask.Segment segment,
+      BufferAllocator allocator,
+      Set<String> wanted) {
     String key = segment.key();
-    verify(data, key);
+    if (whole) {
+      verify(data, key);
+    }
     ColumnReader reader =
         new ColumnReader(new BytesChannel(data, 8, data.length - 8), allocator, wanted);
     try {
@@ -63,7 +73,8 @@ final class SegmentFile implements AutoCloseable {
       }
       VectorSchemaRoot root = reader.selected();
       long after = 8 + reader.bytesRead();
-      if (after + 8 > data.length || data[(int) after] != -1 || data[(int) after + 4] != 0) {
+      if (whole
+          && (after + 8 > data.length || data[(int) after] != -1 || data[(int) after + 4] != 0)) {
         throw corrupt("a segment holds one record batch, found more", key);
       }
       return new SegmentFile(reader, root, header.path("timestamp_ms").asLong());
@@ -129,7 +140,7 @@ final class SegmentFile implements AutoCloseable {
   }
 
   /** Where the CRC's 8 characters sit in {@code [lo, hi)}: exactly one tagged value. */
-  private static int slot(byte[] data, int lo, int hi, String key) {
+  static int slot(byte[] data, int lo, int hi, String key) {
     int found = -1;
     int count = 0;
     for (int i = lo; i + TAG.length + 8 <= hi; i++) {
@@ -157,7 +168,7 @@ final class SegmentFile implements AutoCloseable {
     return dashes || hex;
   }
 
-  private static int le32(byte[] b, int at) {
+  static int le32(byte[] b, int at) {
     return (b[at] & 0xff) | (b[at + 1] & 0xff) << 8 | (b[at + 2] & 0xff) << 16
         | (b[at + 3] & 0xff) << 24;
   }

@@ -58,7 +58,12 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
       return false;
     }
     SegmentTask.Segment segment = task.segments()[next++];
-    file = SegmentFile.open(Fetch.bytes(segment), segment, allocator, wanted);
+    // a few columns of a large segment: only their bytes; otherwise the whole object
+    byte[] some = ColumnRanges.fetch(segment, wanted);
+    file =
+        some != null
+            ? SegmentFile.open(some, false, segment, allocator, wanted)
+            : SegmentFile.open(Fetch.bytes(segment), true, segment, allocator, wanted);
     int from = Math.toIntExact(segment.lo() - segment.base());
     int rows = Math.toIntExact(segment.hi() - segment.lo());
     boolean whole = from == 0 && rows == file.root.getRowCount();
