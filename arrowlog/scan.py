@@ -109,6 +109,8 @@ class ScanTask:
     partition: int
     segments: tuple[ScanSegment, ...]
     bytes: int
+    #: the topic's schema: a segment holding other columns is refused
+    schema: pa.Schema | None = None
 
     @property
     def rows(self) -> int:
@@ -310,10 +312,10 @@ def _split(
         run.append(ScanSegment(key, s.base, s.end, max(s.base, start), min(s.end, end), s.size))
         size += s.size
         if size >= target_bytes:
-            yield ScanTask(topic.name, partition, tuple(run), size)
+            yield ScanTask(topic.name, partition, tuple(run), size, topic.schema)
             run, size = [], 0
     if run:
-        yield ScanTask(topic.name, partition, tuple(run), size)
+        yield ScanTask(topic.name, partition, tuple(run), size, topic.schema)
 
 
 def metadata_names(schema: pa.Schema) -> dict[str, str]:
@@ -354,7 +356,7 @@ def read_task(
     column by column)."""
     for seg in task.segments:
         header, batch = fetch_segment(
-            store, seg.key, seg.base, seg.end, columns=columns, size=seg.size
+            store, seg.key, seg.base, seg.end, schema=task.schema, columns=columns, size=seg.size
         )
         batch = batch.slice(seg.lo - seg.base, seg.hi - seg.lo)
         rows = batch.num_rows

@@ -60,12 +60,13 @@ def is_stringy(t: pa.DataType) -> bool:
 
 
 def _kept(t: pa.DataType) -> bool:
+    # Arrow has no min_max for half floats and durations: they get none
     return bool(
         pa.types.is_integer(t)
-        or pa.types.is_floating(t)
+        or (pa.types.is_floating(t) and not pa.types.is_float16(t))
         or pa.types.is_boolean(t)
         or pa.types.is_decimal(t)
-        or (pa.types.is_temporal(t) and not pa.types.is_interval(t))
+        or (pa.types.is_temporal(t) and not pa.types.is_interval(t) and not pa.types.is_duration(t))
         or is_stringy(t)
     )
 
@@ -139,9 +140,9 @@ def _bounds(column: pa.Array[Any], t: pa.DataType) -> tuple[Any, Any]:
             # numpy: Arrow's NaN-aware min_max took 20 times as long
             values = column.to_numpy(zero_copy_only=True)
             if not np.isnan(values).any():
-                return values.min().item(), values.max().item()
+                return _finite(values.min().item()), _finite(values.max().item())
             finite = values[~np.isnan(values)]
-            return (finite.min().item() if len(finite) else None), None
+            return (_finite(finite.min().item()) if len(finite) else None), None
         bounds = pc.min_max(column)
         lo = to_json_value(bounds["min"], t)
         if pc.any(pc.is_nan(column)).as_py():
@@ -149,6 +150,11 @@ def _bounds(column: pa.Array[Any], t: pa.DataType) -> tuple[Any, Any]:
         return lo, to_json_value(bounds["max"], t)
     bounds = pc.min_max(column)
     return to_json_value(bounds["min"], t), to_json_value(bounds["max"], t)
+
+
+def _finite(value: float) -> float | None:
+    """A float bound, or None for an infinite one (not JSON; it prunes nothing)."""
+    return None if math.isinf(value) else value
 
 
 def _too_long(value: str | bytes) -> bool:

@@ -299,3 +299,28 @@ def test_scan_plans_leave_out_segments_that_cannot_match(store: Store) -> None:
     none = plan_scan(log, ["t"], target_bytes=1, where=[("id", ">", 10**6)])
     assert none.tasks == () and none.ranges == every.ranges
     assert not math.isnan(0.0)
+
+
+def test_infinities_half_floats_and_durations_append_and_read_back() -> None:
+    """Infinite values leave a bound out (JSON has no infinity; such a bound
+    prunes nothing); types Arrow has no min/max for get no statistics."""
+    import numpy as np
+
+    log = arrowlog.connect("memory://")
+    cases: dict[str, pa.Array[Any]] = {
+        "f": pa.array([float("inf"), 1.0, float("-inf")]),
+        "up": pa.array([1.0, float("inf")]),
+        "h": pa.array(np.array([1, 2], dtype=np.float16)),
+        "d": pa.array([1, 2], pa.duration("s")),
+    }
+    for name, values in cases.items():
+        log.create_topic(name, pa.schema([("c", values.type)]))
+        log.append(name, pa.record_batch({"c": values}))
+        assert log.read(name).column("c").equals(pa.chunked_array([values]))
+    stats = {n: log.partition(n, 0).summaries()[0].stats for n in cases}
+    assert stats["f"] == {"c": [None, None, 0]}
+    assert stats["up"] == {"c": [1.0, None, 0]}
+    assert stats["h"] is None and stats["d"] is None
+    # a read by predicate still finds the infinite row
+    got = log.read("up", where=[("c", ">", 2.0)]).column("c").to_pylist()
+    assert got == [float("inf")]

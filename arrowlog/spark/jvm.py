@@ -13,6 +13,7 @@ the planned segments with no credentials and no Python.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +44,12 @@ def jar_path() -> Path:
 def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
     """Add arrowlog's JVM reader to a session being built (as delta-spark's
     ``configure_spark_with_delta_pip``): ``spark.jars`` gains the jar, and the
-    planner runs with this interpreter.
+    planner runs with this interpreter. In a local session where nothing names
+    PySpark's interpreter (``PYSPARK_PYTHON``, ``spark.pyspark.python``), it
+    sets ``PYSPARK_PYTHON`` to this one: Spark's default, ``python3`` on the
+    PATH, is often another (a virtualenv's python run by its path, not
+    activated) that cannot import arrowlog, and ``format("arrowlog")`` would not
+    be found. Call it before the session's JVM starts.
 
     Raises:
         MissingDependencyError: the jar was not built, or was built against
@@ -60,9 +66,16 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
         )
     conf = builder._options  # the options set so far
     jars = [j for j in str(conf.get("spark.jars", "")).split(",") if j]
-    return builder.config("spark.jars", ",".join([*jars, jar])).config(
+    builder = builder.config("spark.jars", ",".join([*jars, jar])).config(
         "spark.arrowlog.python", sys.executable
     )
+    local = str(conf.get("spark.master", "local")).startswith("local")
+    named = os.environ.get("PYSPARK_PYTHON") or conf.get("spark.pyspark.python")
+    if local and not named:
+        # the environment the JVM starts with: Spark's lookup of Python data
+        # sources reads PYSPARK_PYTHON from it, never the session's conf
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    return builder
 
 
 def spark_jars() -> Path:

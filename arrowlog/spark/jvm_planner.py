@@ -17,6 +17,9 @@ import sys
 import time
 from typing import Any
 
+import pyarrow as pa
+
+import arrowlog
 from arrowlog.errors import ArrowLogError, InvalidConfigError
 from arrowlog.scan import ScanTask
 from arrowlog.storage import Store
@@ -38,21 +41,87 @@ def plan(request: dict[str, Any]) -> dict[str, Any]:
     from arrowlog.storage.url import open_store
 
     options = {str(k): str(v) for k, v in request["options"].items()}
+    # the schema Spark read (its metadata columns named as they are there: a
+    # filter on `_offset` where the topic has a column `offset`)
+    schema = ArrowLogDataSource(dict(options)).schema()
     columns = request.get("columns")
     if columns:  # what Spark needs, as the columns option says it
         options["columns"] = ",".join(columns)
-    source = ArrowLogDataSource(options)
-    schema = source.schema()
     reader = ArrowLogFilteringReader(ReadOptions.parse(options), schema)
     filters = [_filter(f) for f in request.get("filters", [])]
     list(reader.pushFilters([f for f in filters if f is not None]))
     parts = reader.partitions()
     store = open_store(reader.options.root, reader.options.storage)
     try:
-        tasks = [_task(store, p.task) for p in parts if isinstance(p, _Partition) and p.task]
+        chosen = [p.task for p in parts if isinstance(p, _Partition) and p.task]
+        tasks = [_task(store, task) for task in chosen]
     finally:
         store.close()
-    return {"tasks": tasks, "columns": [f.name for f in schema.fields]}
+    # each topic's schema: the JVM refuses a segment holding other columns
+    schemas = {
+        t.topic: base64.b64encode(t.schema.serialize().to_pybytes()).decode()
+        for t in chosen
+        if t.schema is not None
+    }
+    return {"tasks": tasks, "columns": [f.name for f in schema.fields], "schemas": schemas}
+
+
+def check(request: dict[str, Any]) -> dict[str, Any]:
+    """Whether the JVM reader can read the topic of a read (``options``):
+    ``{"unreadable": reason}`` for a column type it does not hand to Spark as
+    Spark's Python reader does (the read then goes to the Python reader), else
+    ``{"unreadable": None}``. A read the options make impossible is left to the
+    plan, whose error is the Python source's."""
+    from arrowlog.spark.options import ReadOptions
+    from arrowlog.spark.planning import subscribed_topics
+
+    try:
+        options = ReadOptions.parse({str(k): str(v) for k, v in request["options"].items()})
+        log = arrowlog.connect(options.root, options.storage)
+        topics = subscribed_topics(log, options)
+        reasons = [r for t in topics if (r := unreadable(log.topic(t).schema)) is not None]
+    except ArrowLogError:
+        return {"unreadable": None}
+    return {"unreadable": reasons[0] if reasons else None}
+
+
+def unreadable(schema: pa.Schema) -> str | None:
+    """Why the JVM reader cannot read ``schema``'s columns, or None. It hands
+    Arrow vectors to Spark as they are stored, converting only top-level
+    timestamps of another unit; Spark's Python reader casts everything else."""
+    for field in schema:
+        if not _jvm_type(field.type, top=True):
+            return f"column {field.name!r} of type {field.type}"
+    return None
+
+
+def _jvm_type(t: pa.DataType, *, top: bool) -> bool:
+    if pa.types.is_dictionary(t):
+        return _jvm_type(t.value_type, top=top)
+    if pa.types.is_timestamp(t):
+        return top or t.unit == "us"
+    if isinstance(t, pa.ListType):  # not large, not fixed-size
+        return _jvm_type(t.value_type, top=False)
+    if isinstance(t, pa.MapType):
+        return _jvm_type(t.key_type, top=False) and _jvm_type(t.item_type, top=False)
+    if isinstance(t, pa.StructType):
+        return all(_jvm_type(t.field(i).type, top=False) for i in range(t.num_fields))
+    simple = (
+        pa.types.is_boolean,
+        pa.types.is_signed_integer,
+        pa.types.is_float32,
+        pa.types.is_float64,
+        pa.types.is_decimal128,
+        pa.types.is_string,
+        pa.types.is_large_string,
+        pa.types.is_string_view,
+        pa.types.is_binary,
+        pa.types.is_large_binary,
+        pa.types.is_binary_view,
+        pa.types.is_date32,
+        pa.types.is_null,
+    )
+    return any(test(t) for test in simple)
 
 
 def _task(store: Store, task: ScanTask) -> dict[str, Any]:
@@ -131,8 +200,10 @@ def _value(typed: dict[str, Any]) -> Any:
     if kind == "date":
         return datetime.date.fromordinal(datetime.date(1970, 1, 1).toordinal() + int(v))
     if kind == "timestamp_us":
-        epoch = datetime.datetime(1970, 1, 1)
-        return epoch + datetime.timedelta(microseconds=int(v))
+        try:
+            return datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=int(v))
+        except OverflowError:  # beyond Python's years 1-9999: the source takes micros too
+            return int(v)
     if kind == "decimal":
         return decimal.Decimal(v)
     if kind == "binary":
@@ -145,7 +216,10 @@ def answer(line: str) -> str:
     {"type", "message"}}`` with the Python error's class name."""
     started = time.perf_counter()
     try:
-        out = plan(json.loads(line))
+        request = json.loads(line)
+        if request.get("check"):
+            return json.dumps(check(request))
+        out = plan(request)
         out["plan_ms"] = round((time.perf_counter() - started) * 1000, 1)
         return json.dumps(out, separators=(",", ":"))
     except ArrowLogError as e:

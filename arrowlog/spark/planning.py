@@ -173,7 +173,13 @@ def _pieces(task: ScanTask, n: int) -> list[ScanTask]:
                 current = []
                 cut = next(ends, task.rows + 1)
     return [
-        ScanTask(task.topic, task.partition, tuple(segs), task.bytes * _rows(segs) // task.rows)
+        ScanTask(
+            task.topic,
+            task.partition,
+            tuple(segs),
+            task.bytes * _rows(segs) // task.rows,
+            task.schema,
+        )
         for segs in pieces
     ]
 

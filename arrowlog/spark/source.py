@@ -42,7 +42,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 import arrowlog
-from arrowlog.errors import ArrowLogError, InvalidConfigError
+from arrowlog.errors import ArrowLogError, InvalidConfigError, SchemaMismatchError
 from arrowlog.partition import projected
 from arrowlog.scan import (
     METADATA_COLUMNS,
@@ -77,7 +77,8 @@ class ArrowLogDataSource(DataSource):
         log = arrowlog.connect(opts.root, opts.storage)
         topics = subscribed_topics(log, opts)
         arrow = output_schema(projected(log.topic(topics[0]).schema, opts.columns))
-        spark_schema: StructType = from_arrow_schema(arrow)
+        readable = pa.schema([f.with_type(spark_arrow_type(f.name, f.type)) for f in arrow])
+        spark_schema: StructType = from_arrow_schema(readable)
         return spark_schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -201,7 +202,8 @@ class ArrowLogFilteringReader(ArrowLogReader):
             column = path[0] if len(path) == 1 else None
             if column == names["partition"] and isinstance(f, EqualTo | In):
                 values = {f.value} if isinstance(f, EqualTo) else set(f.value)
-                wanted = {int(v) for v in values}
+                # a null is equal to nothing: `partition IN (0, NULL)` keeps 0 only
+                wanted = {int(v) for v in values if v is not None}
                 numbers = self.partition_numbers
                 self.partition_numbers = wanted if numbers is None else numbers & wanted
             elif column == names["offset"] and isinstance(
@@ -218,10 +220,12 @@ class ArrowLogFilteringReader(ArrowLogReader):
                 f, EqualTo | GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual
             ):
                 low, high = _bounds(f, to_int=_micros)
-                if low is not None:
-                    self.min_timestamp_us = max(low, self.min_timestamp_us or low)
+                if low is not None:  # 0 (the epoch) is a bound like any other
+                    low_us = self.min_timestamp_us
+                    self.min_timestamp_us = low if low_us is None else max(low_us, low)
                 if high is not None:
-                    self.max_timestamp_us = min(high, self.max_timestamp_us or high)
+                    high_us = self.max_timestamp_us
+                    self.max_timestamp_us = high if high_us is None else min(high_us, high)
             else:
                 yield f
 
@@ -238,6 +242,55 @@ def read_partition(
         yield from read_task(store, partition.task, arrow_schema(schema), options.columns)
     finally:
         store.close()
+
+
+#: Arrow types Spark has no type for, read as the narrowest that holds every
+#: value (the reader casts each batch to the schema Spark was given)
+_SPARK_WIDER: dict[pa.DataType, pa.DataType] = {
+    pa.uint8(): pa.int16(),
+    pa.uint16(): pa.int32(),
+    pa.uint32(): pa.int64(),
+    pa.uint64(): pa.decimal128(20, 0),
+    pa.float16(): pa.float32(),
+    pa.date64(): pa.date32(),
+}
+
+
+def spark_arrow_type(name: str, t: pa.DataType) -> pa.DataType:
+    """``t`` as a type Spark reads (unsigned integers, half floats and
+    date64 widened, inside lists, maps and structs too).
+
+    Raises:
+        SchemaMismatchError: a type Spark cannot read in any form.
+    """
+    if t in _SPARK_WIDER:
+        return _SPARK_WIDER[t]
+    if isinstance(t, pa.StructType):
+        return pa.struct(
+            [
+                t.field(i).with_type(spark_arrow_type(name, t.field(i).type))
+                for i in range(t.num_fields)
+            ]
+        )
+    if isinstance(t, pa.MapType):
+        key: pa.DataType = spark_arrow_type(name, t.key_type)
+        item: pa.DataType = spark_arrow_type(name, t.item_type)
+        mapped: pa.DataType = pa.map_(key, item)
+        return mapped
+    if isinstance(t, pa.ListType | pa.LargeListType | pa.FixedSizeListType):
+        value = t.value_field.with_type(spark_arrow_type(name, t.value_type))
+        if isinstance(t, pa.ListType):
+            return pa.list_(value)
+        if isinstance(t, pa.LargeListType):
+            return pa.large_list(value)
+        return pa.list_(value, t.list_size)
+    try:
+        from_arrow_schema(pa.schema([pa.field(name, t)]))
+    except Exception as e:  # pyspark raises several kinds
+        raise SchemaMismatchError(
+            f"column {name!r} of type {t} has no Spark type: Spark cannot read this topic"
+        ) from e
+    return t
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

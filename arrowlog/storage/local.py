@@ -32,10 +32,18 @@ class LocalStore:
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self._root = Path(root).resolve()
         self._fsync = fsync
-        try:
-            (self._root / _TMP_DIR).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StoreError(f"cannot use {self._root} as a store: {e}") from e
+        # made by the first write: reading a mistyped root must create nothing
+        self._tmp_ready = False
+
+    def _tmp_dir(self) -> Path:
+        tmp = self._root / _TMP_DIR
+        if not self._tmp_ready:
+            try:
+                tmp.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot use {self._root} as a store: {e}") from e
+            self._tmp_ready = True
+        return tmp
 
     @property
     def url(self) -> str:
@@ -92,8 +100,9 @@ class LocalStore:
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         path = self._path(key)
+        tmp_dir = self._tmp_dir()
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self._root / _TMP_DIR)
+        fd, tmp = tempfile.mkstemp(dir=tmp_dir)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)

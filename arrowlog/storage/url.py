@@ -6,7 +6,7 @@ import os
 import warnings
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from arrowlog._extras import require_extra
 from arrowlog.errors import MissingDependencyError, UnsupportedStoreError
@@ -53,7 +53,8 @@ def open_store(
     if scheme in ("", "file") or (len(scheme) == 1 and url[1:3] in (":\\", ":/")):
         from arrowlog.storage.local import LocalStore
 
-        path = parts.path if scheme == "file" else url
+        # a file:// URL is percent-encoded (as LocalStore.url writes it); a path is not
+        path = unquote(parts.path) if scheme == "file" else url
         if scheme == "file" and parts.netloc not in ("", "localhost"):
             raise UnsupportedStoreError(f"file:// URLs must name a local path, got {url!r}")
         local = coerce_options("a local directory", storage_options, LOCAL_OPTIONS)

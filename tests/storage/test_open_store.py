@@ -26,6 +26,27 @@ def test_urls_pick_their_backends(tmp_path: Path) -> None:
     assert local.url == (tmp_path / "b").as_uri()
 
 
+@pytest.mark.parametrize("name", ["a b", "a+b", "50%", "a#b", "a?b", "é"])
+def test_a_local_store_url_opens_the_same_directory(tmp_path: Path, name: str) -> None:
+    """``store.url`` is a percent-encoded file:// URL (as the README passes it to
+    Spark): opening it finds the same directory, not one named after the escapes."""
+    log = arrowlog.connect(str(tmp_path / name))
+    log.create_topic("t", pa.schema([("v", pa.int64())]))
+    again = arrowlog.connect(log.store.url)
+    assert again.list_topics() == ["t"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_reading_a_root_that_does_not_exist_creates_nothing(tmp_path: Path) -> None:
+    log = arrowlog.connect(str(tmp_path / "typo" / "deeper"))
+    assert log.list_topics() == []
+    with pytest.raises(arrowlog.UnknownTopicOrPartitionError):
+        log.read("t")
+    assert list(tmp_path.iterdir()) == []
+    log.create_topic("t", pa.schema([("v", pa.int64())]))  # the first write makes it
+    assert (tmp_path / "typo" / "deeper").is_dir()
+
+
 def test_each_memory_connection_is_a_fresh_store() -> None:
     a = arrowlog.connect("memory://x")
     a.create_topic("t", pa.schema([("x", pa.int8())]))

@@ -13,6 +13,7 @@ import org.apache.spark.sql.sources.GreaterThanOrEqual;
 import org.apache.spark.sql.sources.In;
 import org.apache.spark.sql.sources.LessThan;
 import org.apache.spark.sql.sources.LessThanOrEqual;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -37,9 +38,18 @@ final class ArrowLogScanBuilder
     this.required = schema;
   }
 
+  /**
+   * Top-level columns only: a struct Spark pruned to some of its fields is read whole
+   * (Spark then picks the fields), since a segment's struct vector holds them all and
+   * {@code ArrowColumnVector} reads children by position.
+   */
   @Override
   public void pruneColumns(StructType requiredSchema) {
-    this.required = requiredSchema;
+    StructType whole = new StructType();
+    for (StructField f : requiredSchema.fields()) {
+      whole = whole.add(schema.apply(f.name()));
+    }
+    this.required = whole;
   }
 
   @Override
@@ -60,8 +70,14 @@ final class ArrowLogScanBuilder
     return pushed.clone();
   }
 
-  /** Whether the plan applies {@code f} exactly (see the Python source's pushFilters). */
+  /**
+   * Whether the plan applies {@code f} exactly (see the Python source's pushFilters):
+   * only a filter the planner is sent, on a metadata column.
+   */
   private static boolean exact(Filter f, MetadataColumns meta) {
+    if (Planner.filter(f) == null) {
+      return false;
+    }
     if (f instanceof EqualTo e && e.attribute().equals(meta.partition())) {
       return true;
     }

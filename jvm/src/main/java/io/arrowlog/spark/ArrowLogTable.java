@@ -51,6 +51,9 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
       throw new ArrowLogException(
           "InvalidConfigError", "option reader: expected jvm or python, got '" + reader + "'");
     }
+    if (Planner.unreadable(options.asCaseSensitiveMap()) != null) {
+      return delegate; // a column type the JVM reader does not convert as Spark's does
+    }
     return new ArrowLogScanBuilder(delegate, options, schema);
   }
 

@@ -16,9 +16,12 @@ import java.time.LocalDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.util.DateTimeUtils;
+import org.apache.spark.sql.errors.QueryCompilationErrors;
 import org.apache.spark.sql.sources.EqualTo;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.sources.GreaterThan;
@@ -64,8 +67,16 @@ public final class Planner {
     lastPlannerMillis = reply.path("plan_ms").asDouble();
     if (reply.has("error")) {
       JsonNode e = reply.get("error");
-      throw new ArrowLogException(e.path("type").asText(), e.path("message").asText());
+      String message = e.path("type").asText() + ": " + e.path("message").asText();
+      // the class Spark raises for the Python source's planning errors
+      throw Planner.<RuntimeException>raise(
+          QueryCompilationErrors.pythonDataSourceError("plan", "arrowlog", message));
     }
+    Map<String, byte[]> schemas = new HashMap<>();
+    JsonNode sent = reply.path("schemas");
+    sent.fieldNames()
+        .forEachRemaining(
+            name -> schemas.put(name, Base64.getDecoder().decode(sent.get(name).asText())));
     List<SegmentTask> tasks = new ArrayList<>();
     for (JsonNode t : reply.get("tasks")) {
       List<SegmentTask.Segment> segments = new ArrayList<>();
@@ -86,9 +97,23 @@ public final class Planner {
               t.get("partition").asInt(),
               t.get("rows").asLong(),
               t.get("bytes").asLong(),
-              segments.toArray(new SegmentTask.Segment[0])));
+              segments.toArray(new SegmentTask.Segment[0]),
+              schemas.get(t.get("topic").asText())));
     }
     return new Plan(tasks, reply.path("plan_ms").asDouble());
+  }
+
+  /**
+   * Why the JVM reader cannot read the topic of a read with {@code options} (a column
+   * type it does not convert as Spark's Python reader does), or null.
+   */
+  static String unreadable(Map<String, String> options) {
+    ObjectNode request = JSON.createObjectNode();
+    request.put("check", true);
+    ObjectNode opts = request.putObject("options");
+    options.forEach(opts::put);
+    JsonNode reason = run(request).path("unreadable");
+    return reason.isTextual() ? reason.asText() : null;
   }
 
   /** The planner process of this JVM, kept between queries, and its interpreter. */
@@ -158,6 +183,12 @@ public final class Planner {
     }
   }
 
+  /** Throws {@code t}, checked or not (Spark's AnalysisException is checked in Java). */
+  @SuppressWarnings("unchecked")
+  private static <E extends Throwable> E raise(Throwable t) throws E {
+    throw (E) t;
+  }
+
   /** Milliseconds the last plan took, as the driver waited for it (the bench reads it). */
   public static double lastMillis() {
     return lastMillis;
@@ -190,7 +221,7 @@ public final class Planner {
   }
 
   /** A filter as the planner takes it; null for a kind it does not use. */
-  private static ObjectNode filter(Filter f) {
+  static ObjectNode filter(Filter f) {
     ObjectNode spec = JSON.createObjectNode();
     String attribute;
     Object value = null;
@@ -225,6 +256,9 @@ public final class Planner {
     if (values != null) {
       ArrayNode list = spec.putArray("value");
       for (Object v : values) {
+        if (v == null) {
+          continue; // equal to nothing: `IN (0, NULL)` keeps what `IN (0)` keeps
+        }
         ObjectNode typed = typed(v);
         if (typed == null) {
           return null;
@@ -267,7 +301,9 @@ public final class Planner {
     } else if (v instanceof Instant t) {
       out.put("type", "timestamp_us").put("value", micros(t));
     } else if (v instanceof java.sql.Timestamp t) {
-      out.put("type", "timestamp_us").put("value", micros(t.toInstant()));
+      // Spark's own conversion: java.sql.Timestamp is Julian before 1582, Spark's
+      // timestamps are proleptic Gregorian
+      out.put("type", "timestamp_us").put("value", DateTimeUtils.fromJavaTimestamp(t));
     } else if (v instanceof LocalDateTime t) {
       out.put("type", "timestamp_us").put("value", micros(t.toInstant(ZoneOffset.UTC)));
     } else {

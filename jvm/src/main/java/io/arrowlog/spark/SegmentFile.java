@@ -10,6 +10,7 @@ import java.util.Set;
 import java.util.zip.CRC32C;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
  * One segment checked and opened: an Arrow IPC file of one record batch whose whole-file
@@ -48,7 +49,8 @@ final class SegmentFile implements AutoCloseable {
       boolean whole,
       SegmentTask.Segment segment,
       BufferAllocator allocator,
-      Set<String> wanted) {
+      Set<String> wanted,
+      Schema topic) {
     String key = segment.key();
     if (whole) {
       verify(data, key);
@@ -56,11 +58,15 @@ final class SegmentFile implements AutoCloseable {
     ColumnReader reader =
         new ColumnReader(new BytesChannel(data, 8, data.length - 8), allocator, wanted);
     try {
-      JsonNode header = header(reader.getVectorSchemaRoot().getSchema().getCustomMetadata(), key);
+      Schema found = reader.getVectorSchemaRoot().getSchema();
+      JsonNode header = header(found.getCustomMetadata(), key);
       long base = header.path("base_offset").asLong(-1);
       long count = header.path("record_count").asLong(-1);
       if (!header.path("control_type").isNull()) {
         throw corrupt("a transaction marker where the plan has records", key);
+      }
+      if (topic != null) {
+        TopicSchema.check(found, topic, reader, key);
       }
       if (base != segment.base() || base + count != segment.end()) {
         throw corrupt(

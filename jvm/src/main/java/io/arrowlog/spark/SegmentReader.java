@@ -12,6 +12,7 @@ import org.apache.arrow.vector.ValueVector;
 import org.apache.arrow.vector.dictionary.Dictionary;
 import org.apache.arrow.vector.dictionary.DictionaryEncoder;
 import org.apache.arrow.vector.types.pojo.DictionaryEncoding;
+import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.arrow.vector.util.TransferPair;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
@@ -40,10 +41,14 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
   /** The topic columns to load: those of the read schema. */
   private final Set<String> wanted = new HashSet<>();
 
+  /** What every segment must hold (null: a plan from before it was sent). */
+  private final Schema topic;
+
   SegmentReader(SegmentTask task, StructType schema, MetadataColumns meta) {
     this.task = task;
     this.schema = schema;
     this.meta = meta;
+    this.topic = task.schema() == null ? null : TopicSchema.parse(task.schema());
     for (StructField f : schema.fields()) {
       if (!meta.contains(f.name())) {
         wanted.add(f.name());
@@ -62,8 +67,8 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     byte[] some = ColumnRanges.fetch(segment, wanted);
     file =
         some != null
-            ? SegmentFile.open(some, false, segment, allocator, wanted)
-            : SegmentFile.open(Fetch.bytes(segment), true, segment, allocator, wanted);
+            ? SegmentFile.open(some, false, segment, allocator, wanted, topic)
+            : SegmentFile.open(Fetch.bytes(segment), true, segment, allocator, wanted, topic);
     int from = Math.toIntExact(segment.lo() - segment.base());
     int rows = Math.toIntExact(segment.hi() - segment.lo());
     boolean whole = from == 0 && rows == file.root.getRowCount();

@@ -3,8 +3,12 @@ package io.arrowlog.spark;
 import java.io.Serializable;
 import org.apache.spark.sql.connector.read.InputPartition;
 
-/** One task of a plan: consecutive visible segments of one partition. */
-record SegmentTask(String topic, int partition, long rows, long bytes, Segment[] segments)
+/**
+ * One task of a plan: consecutive visible segments of one partition, and the topic's
+ * schema (an Arrow IPC schema message) they must hold.
+ */
+record SegmentTask(
+    String topic, int partition, long rows, long bytes, Segment[] segments, byte[] schema)
     implements InputPartition {
 
   /**
