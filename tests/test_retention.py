@@ -37,7 +37,7 @@ def objects(store: Store, prefix: str = "t/0/") -> set[str]:
 
 
 def values(log: arrowlog.ArrowLog, start: int | None = None) -> list[int]:
-    return [int(v) for v in log.read("t", 0, start=start).column("v").to_pylist()]
+    return [v for v in log.read("t", 0, start=start).column("v").to_pylist() if isinstance(v, int)]
 
 
 def ten_records(store: Store) -> arrowlog.ArrowLog:
