@@ -101,12 +101,19 @@ class TopicConfig:
             or ``none``; a string is accepted). ``max_batch_bytes`` counts the
             stored, compressed bytes, as Kafka's max.message.bytes does. Readers
             read every segment whatever the setting it was written with.
+        delete_delay_ms: how long the segments of deleted records (below the
+            log start) stay in the store before ``vacuum`` removes them: a read
+            planned before the delete has this long to fetch them (Kafka's
+            file.delete.delay.ms). A writer also trusts its view of the log end
+            for at most half of it before listing again (docs/protocol.md,
+            "Deleting records").
     """
 
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
     max_transaction_timeout_ms: int = 15 * 60 * 1000
     compression: Compression = Compression.ZSTD
+    delete_delay_ms: int = 15 * 60 * 1000
 
     def __post_init__(self) -> None:
         try:
@@ -126,6 +133,9 @@ class TopicConfig:
             "1 s and 24 h",
         )
         _check_int(self.checkpoint_interval, 1, MAX_CHECKPOINT_INTERVAL, "checkpoint_interval")
+        _check_int(
+            self.delete_delay_ms, 100, 7 * 24 * 3600 * 1000, "delete_delay_ms", "100 ms and 7 days"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,7 @@ import functools
 import threading
 import time
 import uuid
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -25,7 +25,7 @@ from arrowlog.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedStoreError,
 )
-from arrowlog.partition import AppendResult, PartitionLog
+from arrowlog.partition import AppendResult, PartitionLog, Removal
 from arrowlog.producer import Producer
 from arrowlog.stats import Predicate
 from arrowlog.storage import Store
@@ -340,6 +340,28 @@ class ArrowLog:
         self._remember(deletion.tombstone)
         return deletion
 
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """Delete the records of one partition below ``before_offset`` (Kafka's
+        DeleteRecords): the log start moves there for every client at once, and
+        ``vacuum`` removes the segments once the topic's ``delete_delay_ms`` has
+        passed. Returns the new log start (it never moves back).
+
+        Raises:
+            OffsetOutOfRangeError: ``before_offset`` is not in ``[0, high
+                watermark]``; nothing was written.
+            UnknownTopicOrPartitionError: no such topic or partition.
+        """
+        return self.partition(topic, partition).delete_records(before_offset)
+
+    def vacuum(
+        self, topics: Iterable[str] | None = None, *, dry_run: bool = False
+    ) -> list[Removal]:
+        """Remove the segments of deleted records whose delay has passed, in
+        ``topics`` (default: every topic); see :func:`arrowlog.vacuum.vacuum`."""
+        from arrowlog.vacuum import vacuum
+
+        return vacuum(self, topics, dry_run=dry_run)
+
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self.topic(name, refresh=True)
         decide = self.resolver.snapshot()
@@ -443,7 +465,9 @@ class ArrowLog:
 
     def start_offsets(self, topic: str) -> dict[int, int]:
         """Log start offset of every partition."""
-        return {log.partition: log.start_offset() for log in self.iter_partitions(topic)}
+        return {
+            log.partition: log.start_offset(refresh=True) for log in self.iter_partitions(topic)
+        }
 
     def stable_offsets(self, topic: str) -> dict[int, int]:
         """Last stable offset (LSO) of every partition: read_committed reads end

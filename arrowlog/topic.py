@@ -45,6 +45,7 @@ TOPICS_PREFIX = f"{INTERNAL_PREFIX}/topics/"
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
 _SEGMENT_NAME = re.compile(r"(\d{20})\.arrow")
 _ANNOUNCEMENT_NAME = re.compile(r"topic-version-(\d{20})\.json")
+_LOG_START_NAME = re.compile(r"log-start-(\d{20})\.json")
 _VERSION_NAME = re.compile(r"([^/]+)/(\d{20})\.json")
 _INVERT = 10**20 - 1
 MAX_PARTITIONS = 10_000
@@ -322,6 +323,21 @@ def announcement_key(prefix: str, partition: int, version: int) -> str:
 
 def parse_announcement_key(key: str) -> int | None:
     match = _ANNOUNCEMENT_NAME.fullmatch(key.rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
+
+
+#: the name of a log start marker, after its partition's segment prefix
+LOG_START_PREFIX = "log-start-"
+
+
+def log_start_key(prefix: str, partition: int, offset: int) -> str:
+    """Written by ``delete_records``: the log starts at ``offset`` from now on.
+    It sorts after every segment key, so every listing of the tail sees it."""
+    return f"{prefix}/{partition}/segments/log-start-{offset:020d}.json"
+
+
+def parse_log_start_key(key: str) -> int | None:
+    match = _LOG_START_NAME.fullmatch(key.rsplit("/", 1)[-1])
     return int(match.group(1)) if match else None
 
 

@@ -19,27 +19,29 @@ is in the log exactly once.
 The package follows docs/protocol.md, one module per job, each layer built on
 the one before: ``_base`` (what is known of the log), ``listing`` (the tail and
 the listing rule), ``checkpoints`` (opening, windows, writing due ones),
-``reads`` and ``append``.
+``reads``, ``append`` and ``retention``.
 """
 
 from __future__ import annotations
 
-from arrowlog.partition.append import AppendResult, Appends
+from arrowlog.partition.append import AppendResult
 from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
 from arrowlog.partition.fetch import fetch_segment, projected
 from arrowlog.partition.reads import SegmentRef
+from arrowlog.partition.retention import Removal, Retention
 
 __all__ = [
     "PRODUCER_STATE_RETENTION_MS",
     "AppendResult",
     "PartitionLog",
+    "Removal",
     "SegmentRef",
     "fetch_segment",
     "projected",
 ]
 
 
-class PartitionLog(Appends):
+class PartitionLog(Retention):
     """Appends to and reads from one partition. Thread-safe; one instance per
     partition per process is enough (``ArrowLog.partition`` caches them).
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -18,6 +18,7 @@ from arrowlog.config import MAX_OFFSET, Compression
 from arrowlog.control import ControlType, marker_batch
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
+    ArrowLogError,
     DuplicateSequenceError,
     InvalidBatchError,
     OffsetMismatchError,
@@ -39,7 +40,15 @@ from arrowlog.segment import (
     metadata_slack,
     segment_size_floor,
 )
-from arrowlog.topic import not_null_violations
+from arrowlog.topic import (
+    LOG_START_PREFIX,
+    checkpoint_key,
+    checkpoint_prefix,
+    not_null_violations,
+    parse_checkpoint_key,
+    parse_log_start_key,
+    segment_prefix,
+)
 
 #: more than a real segment header can add to the shortest one (ids, offsets,
 #: a transactional id of up to 249 characters, the timestamp)
@@ -202,7 +211,8 @@ class Appends(Reads):
         self.check_expected_offset(expected_offset)
         append_id = uuid.uuid4().hex
         with self._lock:
-            self._ensure_open()
+            if not self._ensure_open() and self._end_is_stale():
+                self._sync_tail()
             if identity.producer_id >= 0 and not identity.control:
                 duplicate = self._check_sequence(identity, batch.num_rows)
                 if duplicate is not None:
@@ -287,7 +297,7 @@ class Appends(Reads):
     def _find_batch(self, who: WriterIdentity, count: int, since: int) -> ProducerEntry | None:
         """The batch of ``who`` (producer, epoch, first sequence, size) in the
         log at or after offset ``since``, or None."""
-        for s in self.summaries(min(since, self._end), self._end):
+        for s in self.summaries(max(min(since, self._end), self._log_start), self._end):
             if (
                 not s.control
                 and s.producer_id == who.producer_id
@@ -315,13 +325,25 @@ class Appends(Reads):
             if offset != self._end:  # lost a race: move to the new end
                 offset = self._end
                 data, header = self._encode(batch, offset, append_id, identity)
+            began = time.monotonic()
             owner, maybe_applied = self._try_put(offset, data, append_id)
             uncertain = uncertain or maybe_applied
             if maybe_applied:
                 self.stats["ambiguous"] += 1
+            summary = SegmentSummary.of(header, len(data))
+            if owner is _Owner.OURS and self._end_is_stale() and not self._in_log(summary):
+                # our PUT took a key that records deleted since had freed: it is
+                # below the log start, in no one's log; write at the real end
+                self.stats["below_log_start"] += 1
+                self._reopen()
+                if expected_offset is not None:
+                    self._check_expected(expected_offset)
+                uncertain = False
+                continue
             if owner is _Owner.OURS:
                 self.stats["appends"] += 1
-                self._record_append(SegmentSummary.of(header, len(data)))
+                self._end_known_at = began
+                self._record_append(summary)
                 return AppendResult(self._topic.name, self._partition, offset, batch.num_rows)
             if owner is _Owner.THEIRS:
                 self.stats["conflicts"] += 1
@@ -355,6 +377,51 @@ class Appends(Reads):
                     maybe_applied=False,
                 )
             time.sleep(pause)
+
+    def _end_is_stale(self) -> bool:
+        """True once this object has trusted its view of the log end for half
+        the topic's ``delete_delay_ms``: segments it does not know of may have
+        been written, deleted with the records before the log start, and their
+        keys freed since (docs/protocol.md, "Deleting records")."""
+        trusted = time.monotonic() - self._end_known_at
+        return trusted * 2000 > self._topic.config.delete_delay_ms
+
+    def _in_log(self, ours: SegmentSummary) -> bool:
+        """Whether our segment, just put at ``ours.base`` on a stale view of the
+        log, is the log's own there, and not a write into a key that a deleted
+        segment freed. Records are deleted only below the log start, and only
+        segments that a checkpoint indexes (docs/protocol.md): so ours is the
+        log's if the log starts at or before it, or if the checkpoint indexing
+        its offset names it.
+
+        Raises:
+            AppendOutcomeUnknownError: the log start or checkpoint cannot be read.
+        """
+        prefix = segment_prefix(self._topic.prefix, self._partition)
+        checkpoints = checkpoint_prefix(self._topic.prefix, self._partition)
+        after = checkpoint_key(self._topic.prefix, self._partition, ours.base + 1)
+        try:
+            found = self._retry(lambda: list(self._store.list(prefix + LOG_START_PREFIX)))
+            starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
+            self._log_start = max([self._log_start, *starts])
+            if ours.base >= self._log_start:
+                return True
+            # inverted keys: the first after `after` is the window with the
+            # greatest start <= our offset
+            listed = self._retry(
+                lambda: list(self._store.list(checkpoints, start_after=after, limit=1))
+            )
+            start = parse_checkpoint_key(listed[0].key) if listed else None
+            window = None if start is None else self._load_checkpoint(start)
+        except (ArrowLogError, FileNotFoundError) as e:
+            raise AppendOutcomeUnknownError(
+                f"{self._key(ours.base)}: cannot tell whether this append is in the log: {e}",
+                offset=ours.base,
+            ) from e
+        if window is None or window.end <= ours.base:
+            return True  # no checkpoint indexes the offset: no segment there was deleted
+        theirs = [s for s in window.segments if s.base == ours.base]
+        return not theirs or replace(theirs[0], stats=None) == replace(ours, stats=None)
 
     def _check_expected(self, expected_offset: int) -> None:
         if expected_offset > self._end:

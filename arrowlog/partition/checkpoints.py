@@ -80,6 +80,9 @@ class Checkpoints(Listing):
         finally:
             self._opening = False
 
+    def _reopen(self) -> None:
+        self._open()
+
     def _open_once(self) -> None:
         self._opened = False
         self._tail = []

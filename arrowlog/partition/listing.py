@@ -10,13 +10,19 @@ listing rule" and "Lost segments".
 from __future__ import annotations
 
 import functools
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from arrowlog.checkpoint import SegmentSummary
 from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
 from arrowlog.partition._base import PartitionBase
 from arrowlog.segment import HEAD_BYTES, SegmentHeader, read_header
-from arrowlog.topic import parse_announcement_key, parse_segment_key, segment_prefix
+from arrowlog.topic import (
+    parse_announcement_key,
+    parse_log_start_key,
+    parse_segment_key,
+    segment_prefix,
+)
 
 #: Segment headers a sync reads at once (in parallel).
 _HEADER_READS = 8
@@ -51,10 +57,13 @@ class Listing(PartitionBase):
         last = self._last_base
         after = None if last is None or last == 0 else self._key(last - 1)
         prefix = segment_prefix(self._topic.prefix, self._partition)
+        began = time.monotonic()
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
         announced = [v for info in found if (v := parse_announcement_key(info.key)) is not None]
         if announced:
             self._topic_announced(max(announced))
+        starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
+        self._log_start = max([self._log_start, *starts])
         listed = [
             (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
         ]
@@ -66,17 +75,35 @@ class Listing(PartitionBase):
                 # HEAD that finds nothing says it is gone; a deleted topic says
                 # so instead
                 self._check_alive()
+                if self._end <= self._log_start and not self._opening:
+                    # removed with the records before the log start (vacuum
+                    # removes in offset order: every segment this object knows
+                    # may be gone, their keys free): only the newest
+                    # checkpoint's chain is sure to be whole
+                    self._reopen()
+                    return True
                 raise SegmentNotFoundError(
                     f"segment missing: the log was known to reach offset {self._end} "
                     "through it; its records are lost",
                     key=self._key(last),
                 )
         chain = self._chain_from(self._end, listed)
-        if not chain:
-            return False
+        self._end_known_at = began
         for summary in chain:
             self._extend_tail(summary)
-        return True
+        if self._opening and self._log_start > self._end:
+            # opened from an older checkpoint than the newest (or none): the
+            # chain it leads to may run through removed segments' freed keys
+            raise SegmentNotFoundError(
+                f"cannot open {self._name}: records before {self._log_start} were deleted "
+                f"and the chain from the newest usable checkpoint ends at {self._end}",
+                key=self._key(self._end),
+            )
+        return bool(chain)
+
+    def _reopen(self) -> None:
+        """Open again from the newest checkpoint (see Checkpoints._open)."""
+        raise NotImplementedError
 
     def _extend_tail(self, summary: SegmentSummary) -> None:
         """The segment ``summary`` describes now ends the known log."""
@@ -155,8 +182,10 @@ class Listing(PartitionBase):
         just what a listing showed."""
         while True:
             key = self._key(self._end)
+            began = time.monotonic()
             try:
                 info = self._retry(functools.partial(self._store.head, key))
             except FileNotFoundError:
+                self._end_known_at = began
                 return
             self._extend_tail(SegmentSummary.of(self._read_header(self._end), info.size))

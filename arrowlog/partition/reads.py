@@ -64,10 +64,14 @@ class Reads(Checkpoints):
                 self._probe_tail()
             return self._end
 
-    def start_offset(self) -> int:
-        """The log start offset: the first offset still readable."""
+    def start_offset(self, *, refresh: bool = False) -> int:
+        """The log start offset: the first offset still readable (records
+        before it were deleted), as of this object's last listing (every sync:
+        any read of new offsets, ``end_offset``), or listed now with
+        ``refresh``."""
         with self._lock:
-            self._ensure_open()
+            if not self._ensure_open() and refresh:
+                self._sync_tail()
             return self._log_start
 
     def state(self, *, refresh: bool = True, complete: bool = False) -> tuple[int, PartitionState]:

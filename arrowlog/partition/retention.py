@@ -1,0 +1,111 @@
+"""Deleting records: moving the log start (Kafka's DeleteRecords) and, once
+the topic's ``delete_delay_ms`` has passed, removing the segments below it.
+See docs/protocol.md, "Deleting records".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+from dataclasses import dataclass
+
+from arrowlog.errors import OffsetOutOfRangeError
+from arrowlog.partition.append import Appends
+from arrowlog.storage import ObjectInfo
+from arrowlog.topic import log_start_key, parse_log_start_key, parse_segment_key, segment_prefix
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """An object ``vacuum`` removes (or, in a dry run, would), and why."""
+
+    key: str
+    reason: str
+
+
+class Retention(Appends):
+    """The log start, and removing what lies below it."""
+
+    def delete_records(self, before_offset: int) -> int:
+        """Delete the records below ``before_offset``: the log starts there from
+        now on, for every client (reads below it raise OffsetOutOfRangeError).
+        One small object records it; the segments go later, when ``vacuum``
+        finds the topic's ``delete_delay_ms`` passed. Returns the log start,
+        which never moves back (a lower offset changes nothing).
+
+        Raises:
+            OffsetOutOfRangeError: not an int in ``[0, high watermark]``; nothing
+                was written.
+        """
+        if isinstance(before_offset, bool) or not isinstance(before_offset, int):
+            raise OffsetOutOfRangeError(f"before_offset must be an int, got {before_offset!r}")
+        with self._lock:
+            self._ensure_open()
+            self._sync_tail()
+            self._probe_tail()  # the end must cover every acknowledged append
+            if not 0 <= before_offset <= self._end:
+                raise OffsetOutOfRangeError(
+                    f"{self._name}: cannot delete records before {before_offset}: the log "
+                    f"holds [{self._log_start}, {self._end})"
+                )
+            if before_offset <= self._log_start:
+                return self._log_start
+            key = log_start_key(self._topic.prefix, self._partition, before_offset)
+            body = json.dumps({"log_start": before_offset}).encode()
+            with contextlib.suppress(FileExistsError):  # recorded by another call
+                self._config.retry.call(lambda: self._store.put_if_absent(key, body))
+            self._log_start = before_offset
+            return before_offset
+
+    def removable(self, now_ms: int) -> list[Removal]:
+        """What ``vacuum`` may remove at ``now_ms`` on the store's clock: the
+        segments wholly below the newest log start recorded at least
+        ``delete_delay_ms`` before, and indexed by a checkpoint older than the
+        newest (whose chain every client opens from); the log start markers
+        that one supersedes. The newest marker always stays: listings of the
+        tail must show it.
+
+        Cost: one LIST of the partition's segments, and one of its checkpoints.
+        """
+        with self._lock:
+            self._ensure_open()
+            self._sync_tail()
+            prefix = segment_prefix(self._topic.prefix, self._partition)
+            found = self._retry(lambda: list(self._store.list(prefix)))
+            delay = self._topic.config.delete_delay_ms
+            markers = sorted(
+                (offset, info)
+                for info in found
+                if (offset := parse_log_start_key(info.key)) is not None
+            )
+            ripe = [o for o, info in markers if _age_ms(info, now_ms) >= delay]
+            if not ripe:
+                return []
+            start = max(ripe)
+            newest = self._newest_checkpoint()
+            if newest is None:
+                return []
+            # a segment's end is the next one's base; only those ending at or
+            # before both the log start and the newest checkpoint's last segment
+            limit = min(start, newest.segments[-1].base)
+            segments = sorted(
+                (base, info.key)
+                for info in found
+                if (base := parse_segment_key(info.key)) is not None
+            )
+            out = [
+                Removal(key, f"offsets [{base}, {following}) are below the log start {start}")
+                for (base, key), (following, _) in itertools.pairwise(segments)
+                if following <= limit
+            ]
+            out += [
+                Removal(info.key, f"log start {offset} was superseded by {start}")
+                for offset, info in markers
+                if offset < start
+            ]
+            return out
+
+
+def _age_ms(info: ObjectInfo, now_ms: int) -> int:
+    return -1 if info.modified_ms is None else now_ms - info.modified_ms
