@@ -196,10 +196,12 @@ def metrics(log: LogView, topics: list[str] | None = None) -> dict[str, Any]:
     active = {t.transactional_id for t in list_transactions(log) if not t.state.is_complete}
     for topic in topics if topics is not None else log.list_topics():
         for p in range(log.topic(topic).partitions):
-            hw, state = log.partition(topic, p).state()
+            part = log.partition(topic, p)
+            hw, state = part.state()
+            lso = last_stable_offset(hw, state, decide, log_start=part.start_offset())
             partitions[f"{topic}/{p}"] = {
                 "high_watermark": hw,
-                "last_stable_offset": last_stable_offset(hw, state, decide),
+                "last_stable_offset": lso,
                 "live_producer_ids": len(state.producers),
                 "open_transactions": len(state.open_txns),
             }
@@ -257,7 +259,7 @@ def describe_group(log: LogView, group_id: str) -> list[PartitionLag]:
             rows.append(
                 PartitionLag(
                     topic, p, current, part.start_offset(), hw,
-                    last_stable_offset(hw, state, decide),
+                    last_stable_offset(hw, state, decide, log_start=part.start_offset()),
                     None if current is None else max(0, hw - current),
                     (topic, p) in unstable,
                 )

@@ -36,14 +36,17 @@ IsolationLevel = Literal["read_committed", "read_uncommitted"]
 Decide = Callable[[OpenTxn], Decision]
 
 
-def last_stable_offset(high_watermark: int, state: PartitionState, decide: Decide) -> int:
+def last_stable_offset(
+    high_watermark: int, state: PartitionState, decide: Decide, *, log_start: int = 0
+) -> int:
     """The first offset of the earliest undecided transaction, else the high
     watermark. Decided transactions never hold it back, marker or not: that is
-    what makes a fenced zombie's late writes harmless."""
+    what makes a fenced zombie's late writes harmless. Never below the log start
+    (as Kafka's first unstable offset): records deleted there hold nothing back."""
     undecided = [
         t.first_offset for t in state.open_txns.values() if decide(t) is Decision.UNDECIDED
     ]
-    return min(undecided, default=high_watermark)
+    return max(log_start, min(undecided, default=high_watermark))
 
 
 class Consumer:
@@ -74,7 +77,8 @@ class Consumer:
         if self.isolation_level == "read_uncommitted":
             return part.end_offset()
         hw, state = part.state()
-        return last_stable_offset(hw, state, decide or self._log.resolver.snapshot())
+        decide = decide or self._log.resolver.snapshot()
+        return last_stable_offset(hw, state, decide, log_start=part.start_offset())
 
     def end_offset(self, topic: str, partition: int) -> int:
         """Where reading ends at this isolation level: the LSO or the high watermark."""
@@ -214,8 +218,19 @@ class Consumer:
         ``columns``, only those; with ``where``, only matching rows (see
         :meth:`iter_batches`)."""
         schema = projected(self._log.topic(topic).schema, columns)
-        batches = self.iter_batches(topic, partition, start, end, columns=columns, where=where)
-        return pa.Table.from_batches(list(batches), schema)
+        try:
+            batches = list(
+                self.iter_batches(topic, partition, start, end, columns=columns, where=where)
+            )
+        except OffsetOutOfRangeError:
+            if start is not None:
+                raise
+            # records deleted since this client last listed: from the new log start
+            first = self._log.partition(topic, partition).start_offset(refresh=True)
+            batches = list(
+                self.iter_batches(topic, partition, first, end, columns=columns, where=where)
+            )
+        return pa.Table.from_batches(batches, schema)
 
     def read_many(
         self,
@@ -369,7 +384,7 @@ def plan_committed(
         # an end given as known (a micro-batch's, a previous read's) may lie past
         # a listing gap: follow the chain by HEAD before calling it out of range
         hw, state = view = part.state(complete=True)
-    lso = last_stable_offset(hw, state, decide)
+    lso = last_stable_offset(hw, state, decide, log_start=part.start_offset())
     open_ended = end is None
     start = part.start_offset() if start is None else start
     end = lso if end is None else end
@@ -455,7 +470,7 @@ def plan_snapshot(
         for s in part.summaries(start, hw):
             if s.control:
                 snapshot.note_marker(s.transactional_id or "", s.producer_epoch)
-        lso = last_stable_offset(hw, state, snapshot)
+        lso = last_stable_offset(hw, state, snapshot, log_start=part.start_offset())
         # asks about every batch without a marker after it, in the first view
         plan_committed(part, start, lso if end is None else min(end, lso), snapshot, first[tp])
     snapshot.freeze()

@@ -373,7 +373,9 @@ class ArrowLog:
                     partition=log.partition,
                     log_start_offset=log.start_offset(),
                     high_watermark=end,
-                    last_stable_offset=last_stable_offset(end, state, decide),
+                    last_stable_offset=last_stable_offset(
+                        end, state, decide, log_start=log.start_offset()
+                    ),
                     segments=len(log.segments(end=end)),
                     live_producer_ids=len(state.producers),
                     open_transactions=len(state.open_txns),

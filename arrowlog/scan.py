@@ -195,7 +195,7 @@ def plan_scan(
         hw, state = views[(topic, partition)]
         log_start = part.start_offset()
         if isolation_level == "read_committed":
-            latest = last_stable_offset(hw, state, decide)
+            latest = last_stable_offset(hw, state, decide, log_start=log_start)
         else:
             latest = hw
         start = _pick(starting, (topic, partition), log_start, latest, missing=EARLIEST)
@@ -216,7 +216,7 @@ def plan_scan(
             # the chain by HEAD before calling it out of range
             hw, state = part.state(complete=True)
             committed = isolation_level == "read_committed"
-            latest = last_stable_offset(hw, state, decide) if committed else hw
+            latest = last_stable_offset(hw, state, decide, log_start=log_start) if committed else hw
         if end > latest:
             raise OffsetOutOfRangeError(
                 f"{topic}/{partition}: ending offset {end} is past the latest offset {latest}"

@@ -11,14 +11,18 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.partition import Removal
 from arrowlog.storage import Store
+from arrowlog.topic import check_topic_name
 
 if TYPE_CHECKING:
     from arrowlog.log import ArrowLog
 
 #: where the store's clock is read (an object written, read back and removed)
 CLOCK_PREFIX = "_arrowlog/clock/"
+#: a clock object older than this was left by a vacuum that died
+STALE_CLOCK_MS = 60_000
 
 
 def vacuum(
@@ -30,16 +34,27 @@ def vacuum(
     removed, and the delay is measured on this machine's clock instead of the
     store's (reading the store's clock writes an object).
     """
-    names = log.list_topics() if topics is None else list(topics)
+    if not isinstance(dry_run, bool):
+        raise InvalidConfigError(f"dry_run must be True or False, got {dry_run!r}")
+    if isinstance(topics, str) or not (topics is None or isinstance(topics, Iterable)):
+        raise InvalidConfigError(f"topics must be a list of topic names, got {topics!r}")
+    names = log.list_topics() if topics is None else [check_topic_name(t) for t in topics]
     now_ms = int(time.time() * 1000) if dry_run else store_now_ms(log.store, log)
     removed: list[Removal] = []
     for name in names:
-        for part in log.iter_partitions(name):
-            found = part.removable(now_ms)
-            if not dry_run:
-                for removal in found:
-                    _delete(log, removal.key)
-            removed += found
+        try:
+            for part in log.iter_partitions(name):
+                found = part.removable(now_ms)
+                if not dry_run:
+                    for removal in found:
+                        _delete(log, removal.key)
+                removed += found
+        except UnknownTopicOrPartitionError:
+            if topics is not None:
+                raise
+            # deleted since it was listed: its objects go with it
+    if not dry_run:
+        removed += _old_clocks(log, now_ms)
     return removed
 
 
@@ -54,6 +69,18 @@ def store_now_ms(store: Store, log: ArrowLog) -> int:
     if info.modified_ms is None:
         raise RuntimeError(f"the store reports no modification time for {key}")
     return info.modified_ms
+
+
+def _old_clocks(log: ArrowLog, now_ms: int) -> list[Removal]:
+    """Clock objects a vacuum killed between writing and removing one left."""
+    old = [
+        info.key
+        for info in log.config.retry.call(lambda: list(log.store.list(CLOCK_PREFIX)))
+        if info.modified_ms is not None and info.modified_ms < now_ms - STALE_CLOCK_MS
+    ]
+    for key in old:
+        _delete(log, key)
+    return [Removal(key, "a clock object a killed vacuum left") for key in old]
 
 
 def _delete(log: ArrowLog, key: str) -> None:

@@ -3,6 +3,8 @@ acknowledged batch is in the log exactly once, at the offset it was told."""
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 
@@ -50,7 +52,8 @@ def test_a_store_that_never_answers_gives_an_unknown_outcome_not_a_success(store
     # Every request fails as if its reply were lost: writes may have happened,
     # and reading back cannot tell.
     part = PartitionLog(FaultyStore(store, Faults(fail_before=1.0)), topic, 0, config)
-    part._opened = True  # an empty partition known to end at 0
+    part._opened = True  # an empty partition known to end at 0, just now
+    part._end_known_at = time.monotonic()
     with pytest.raises(arrowlog.AppendOutcomeUnknownError) as info:
         part.append(rows(1, 1))
     assert info.value.offset == 0 and info.value.retriable

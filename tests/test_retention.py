@@ -23,7 +23,7 @@ from tests.attack._util import FAST, SCHEMA, Background, rows
 
 #: short enough for a test to wait it out; the store's clock (S3's
 #: LastModified is to the second) adds up to a second more
-DELAY_MS = 1000
+DELAY_MS = 100
 CONFIG = TopicConfig(checkpoint_interval=2, delete_delay_ms=DELAY_MS)
 
 
@@ -51,7 +51,7 @@ def ten_records(store: Store) -> arrowlog.ArrowLog:
 
 
 def wait_out_the_delay() -> None:
-    time.sleep(DELAY_MS / 1000 + 1.2)
+    time.sleep(DELAY_MS / 1000 + 2.1)
 
 
 def test_the_log_start_moves_for_every_client_and_never_back(store: Store) -> None:
@@ -243,3 +243,176 @@ def test_opening_from_an_older_checkpoint_past_removed_segments_fails_instead_of
     ):
         fresh.append("t", rows(100))
     assert objects(store) == before
+
+
+# --- schedules from the adversarial review of this change ------------------------------
+
+
+def test_a_sync_that_races_vacuum_never_leaves_a_writer_below_the_log_start(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """A knows the log ends at 1 and, idle past half the delay, lists before it
+    writes: the LIST shows segments 0..9 and the log start 8, but before A reads
+    segment 1's header, vacuum removes 0..7. A's chain stops at 1, below the
+    log start it just listed: it opens again from the newest checkpoint and
+    writes at 10, never at the freed key 1."""
+    a = arrowlog.connect(scripted, config=FAST)
+    a.create_topic("t", SCHEMA, config=CONFIG)
+    a.append("t", rows(0))
+    b = arrowlog.connect(store, config=FAST)
+    for v in range(1, 10):
+        b.append("t", rows(v))
+    b.delete_records("t", 0, 8)
+    wait_out_the_delay()
+    gate = scripted.hold("get_range", segment_key("t", 0, 1))
+    held = Background(lambda: a.append("t", rows(100)))
+    gate.wait_reached()
+    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    gate.release()
+    result = held.result()
+    assert isinstance(result, arrowlog.AppendResult) and result.base_offset == 10
+    assert values(arrowlog.connect(store, config=FAST)) == [8, 9, 100]
+
+
+def test_a_stale_expected_offset_is_refused_with_the_real_end(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """The same race for a KIP-27 loader resuming at its own (stale) end."""
+    a = arrowlog.connect(scripted, config=FAST)
+    a.create_topic("t", SCHEMA, config=CONFIG)
+    a.append("t", rows(0))
+    b = arrowlog.connect(store, config=FAST)
+    for v in range(1, 10):
+        b.append("t", rows(v))
+    b.delete_records("t", 0, 8)
+    wait_out_the_delay()
+    gate = scripted.hold("get_range", segment_key("t", 0, 1))
+    held = Background(lambda: a.append("t", rows(100), expected_offset=1))
+    gate.wait_reached()
+    b.vacuum()
+    gate.release()
+    with pytest.raises(arrowlog.OffsetMismatchError) as e:
+        held.result()
+    assert e.value.log_end_offset == 10
+    assert values(arrowlog.connect(store, config=FAST)) == [8, 9]
+
+
+def test_opening_while_vacuum_removes_the_chain_being_opened_opens_again(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    """C reads the newest checkpoint (last segment 9), then lists the tail. In
+    between, B appends 10 and 11 (a newer checkpoint) and vacuum removes 9: C's
+    opening finds its chain gone below the log start and starts over."""
+    b = ten_records(store)
+    b.delete_records("t", 0, 10)
+    wait_out_the_delay()
+    c = arrowlog.connect(scripted, config=FAST)
+    gate = scripted.hold("list", "t/0/segments/")
+    held = Background(lambda: values(c))
+    gate.wait_reached()
+    b.append("t", rows(10))
+    b.append("t", rows(11))
+    assert segment_key("t", 0, 9) in {r.key for r in b.vacuum()}
+    gate.release()
+    assert held.result() == [10, 11]
+
+
+def test_a_reader_that_planned_before_the_vacuum_is_told_the_records_were_deleted(
+    store: Store,
+) -> None:
+    log = ten_records(store)
+    reader = arrowlog.connect(store, config=FAST)
+    assert values(reader) == list(range(10))
+    log.delete_records("t", 0, 4)
+    wait_out_the_delay()
+    assert log.vacuum()
+    with pytest.raises(OffsetOutOfRangeError, match="were deleted"):
+        reader.read("t", 0, start=0, end=4)
+    # from "the log start": the new one
+    consumer = reader.consumer(isolation_level="read_uncommitted")
+    assert consumer.read("t", 0, end=10).column("v").to_pylist() == [4, 5, 6, 7, 8, 9]
+
+
+def test_an_open_transaction_whose_start_was_deleted_holds_nothing_below_the_log_start(
+    store: Store,
+) -> None:
+    log = ten_records(store)
+    t = log.producer(transactional_id="x")
+    t.init_transactions()
+    t.begin_transaction()
+    t.send("t", rows(100), partition=0)  # offset 10, undecided
+    log.append("t", rows(11))
+    log.append("t", rows(12))
+    assert log.delete_records("t", 0, 12) == 12
+    fresh = arrowlog.connect(store, config=FAST)
+    assert fresh.stable_offsets("t") == {0: 12} == fresh.start_offsets("t")
+    c = fresh.consumer(isolation_level="read_committed")
+    assert c.read("t", 0).num_rows == 0
+    snapshot = c.read_snapshot({("t", 0): (None, None)})
+    assert snapshot.tables[("t", 0)].num_rows == 0
+    t.commit_transaction()
+    assert c.read("t", 0).column("v").to_pylist() == [12]
+
+
+def test_a_corrupt_checkpoint_of_the_window_holding_the_log_start_is_rebuilt_from_what_is_left(
+    store: Store,
+) -> None:
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic(
+        "t", SCHEMA, config=TopicConfig(checkpoint_interval=4, delete_delay_ms=DELAY_MS)
+    )
+    for v in range(12):  # windows [0,4) [4,8) [8,12)
+        log.append("t", rows(v))
+    log.delete_records("t", 0, 6)
+    wait_out_the_delay()
+    assert len(log.vacuum()) == 6  # segments 0..5; 6 and 7 (in window [4,8)) stay
+    key = checkpoint_key("t", 0, 4)
+    store.delete(key)
+    store.put_if_absent(key, b"{not json")
+    fresh = arrowlog.connect(store, config=FAST)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert values(fresh, start=6) == list(range(6, 12))
+
+
+def test_vacuum_of_every_topic_passes_over_one_deleted_meanwhile(
+    store: Store, scripted: ScriptedStore
+) -> None:
+    admin = arrowlog.connect(store, config=FAST)
+    for name in ("t", "u"):
+        admin.create_topic(name, SCHEMA, config=CONFIG)
+        for v in range(6):
+            admin.append(name, rows(v))
+    admin.delete_records("t", 0, 4)
+    wait_out_the_delay()
+    other = arrowlog.connect(scripted, config=FAST)
+    other.list_topics()
+    gate = scripted.hold("list", "t/0/segments/", nth=2)  # inside removable()
+    held = Background(other.vacuum)
+    gate.wait_reached()
+    admin.delete_topic("u")
+    gate.release()
+    removed = held.result()
+    assert isinstance(removed, list) and len(removed) == 4
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"topics": "t"},
+        {"topics": 5},
+        {"topics": ["../x"]},
+        {"dry_run": None},
+        {"dry_run": 0},
+        {"dry_run": "yes"},
+    ],
+)
+def test_bad_vacuum_arguments_are_refused_and_remove_nothing(
+    store: Store, call: dict[str, object]
+) -> None:
+    log = ten_records(store)
+    log.delete_records("t", 0, 6)
+    wait_out_the_delay()
+    before = objects(store, "")
+    with pytest.raises(arrowlog.ArrowLogError):
+        log.vacuum(**call)  # type: ignore[arg-type]
+    assert objects(store, "") == before

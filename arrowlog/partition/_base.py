@@ -38,6 +38,12 @@ class _Reincarnated(Exception):
         self.topic = topic
 
 
+class _Stale(Exception):
+    """Raised while opening: the chain from the checkpoint opened from ends
+    below the log start (a vacuum removed segments meanwhile, or the newest
+    checkpoint was unusable): open again."""
+
+
 class PartitionBase:
     """The state of one partition's log, as this process knows it; the listing,
     checkpoint, read and append layers above it all work on these fields."""

@@ -10,14 +10,14 @@ import functools
 import warnings
 from collections.abc import Iterator
 
-from arrowlog.checkpoint import Checkpoint, PartitionState, advance
+from arrowlog.checkpoint import Checkpoint, PartitionState, SegmentSummary, advance
 from arrowlog.errors import (
     ArrowLogError,
     CorruptCheckpointError,
     SegmentNotFoundError,
     TransientStoreError,
 )
-from arrowlog.partition._base import _Reincarnated
+from arrowlog.partition._base import _Reincarnated, _Stale
 from arrowlog.partition.listing import Listing
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
@@ -33,6 +33,10 @@ from arrowlog.topic import (
 #: producer.id.expiration.ms is a day; transactional ids live 7 days).
 PRODUCER_STATE_RETENTION_MS = 7 * 24 * 3600 * 1000
 
+
+#: openings in a row that may find their chain removed under them by vacuum
+#: before one gives up (the newest checkpoint is then unusable)
+_STALE_OPENS = 5
 
 #: checkpoints a partition keeps parsed (about 100 segment summaries each)
 CHECKPOINT_CACHE = 64
@@ -69,6 +73,7 @@ class Checkpoints(Listing):
         has this partition), open the new topic's partition instead: nothing of
         the old one was known yet."""
         self._opening = True
+        stale = 0
         try:
             while True:
                 try:
@@ -77,6 +82,18 @@ class Checkpoints(Listing):
                     e.topic.check_partition(self._partition)
                     self._topic = e.topic
                     self._interval = e.topic.config.checkpoint_interval
+                except _Stale:
+                    # vacuum removed the chain being opened: a newer checkpoint
+                    # is there now, unless the newest is unusable
+                    stale += 1
+                    if stale >= _STALE_OPENS:
+                        self._opened = False
+                        raise SegmentNotFoundError(
+                            f"cannot open {self._name}: records before {self._log_start} were "
+                            f"deleted and the chain from the newest usable checkpoint ends at "
+                            f"{self._end}",
+                            key=self._key(self._end),
+                        ) from None
         finally:
             self._opening = False
 
@@ -165,13 +182,41 @@ class Checkpoints(Listing):
             (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
         ]
         window = self._chain_from(start, listed)
-        if len(window) < self._interval:
+        if len(window) < self._interval and start < self._log_start:
+            window = self._window_after_vacuum(start, listed)
+        if len(window) < self._interval and not (window and start < self._log_start):
             raise SegmentNotFoundError(
                 f"checkpoint window at {start} is corrupt and its segments are not all there",
                 key=self._key(window[-1].end if window else start),
             )
         return Checkpoint(log_start=self._log_start, start=start, end=window[-1].end,
                           segments=tuple(window), state=PartitionState())  # fmt: skip
+
+    def _window_after_vacuum(
+        self, start: int, listed: list[tuple[int, int]]
+    ) -> list[SegmentSummary]:
+        """The segments left of the window at ``start`` after vacuum removed
+        those below the log start (in offset order: what is left is the chain
+        from the segment holding the log start). The window ends where the next
+        checkpoint starts, or where the tail does: one HEAD per segment."""
+        first = [b for b, _ in listed if b <= self._log_start]
+        if not first:
+            return []
+        chain = self._chain_from(max(first), [(b, z) for b, z in listed if b >= max(first)])
+        window: list[SegmentSummary] = []
+        for summary in chain:
+            window.append(summary)
+            if summary.end >= self._window_start or self._checkpoint_exists(summary.end):
+                break
+        return window
+
+    def _checkpoint_exists(self, start: int) -> bool:
+        key = checkpoint_key(self._topic.prefix, self._partition, start)
+        try:
+            self._retry(lambda: self._store.head(key))
+        except FileNotFoundError:
+            return False
+        return True
 
     def _checkpoints_from(self, start: int) -> Iterator[Checkpoint]:
         """The checkpoint windows from the one holding ``start`` to the newest."""

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from arrowlog.checkpoint import SegmentSummary
 from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
-from arrowlog.partition._base import PartitionBase
+from arrowlog.partition._base import PartitionBase, _Stale
 from arrowlog.segment import HEAD_BYTES, SegmentHeader, read_header
 from arrowlog.topic import (
     parse_announcement_key,
@@ -75,31 +75,34 @@ class Listing(PartitionBase):
                 # HEAD that finds nothing says it is gone; a deleted topic says
                 # so instead
                 self._check_alive()
-                if self._end <= self._log_start and not self._opening:
-                    # removed with the records before the log start (vacuum
-                    # removes in offset order: every segment this object knows
-                    # may be gone, their keys free): only the newest
-                    # checkpoint's chain is sure to be whole
-                    self._reopen()
-                    return True
+                if self._end <= self._log_start:
+                    # removed with the records before the log start
+                    return self._below_log_start()
                 raise SegmentNotFoundError(
                     f"segment missing: the log was known to reach offset {self._end} "
                     "through it; its records are lost",
                     key=self._key(last),
                 )
         chain = self._chain_from(self._end, listed)
-        self._end_known_at = began
         for summary in chain:
             self._extend_tail(summary)
-        if self._opening and self._log_start > self._end:
-            # opened from an older checkpoint than the newest (or none): the
-            # chain it leads to may run through removed segments' freed keys
-            raise SegmentNotFoundError(
-                f"cannot open {self._name}: records before {self._log_start} were deleted "
-                f"and the chain from the newest usable checkpoint ends at {self._end}",
-                key=self._key(self._end),
-            )
+        if self._log_start > self._end:
+            # the listing says the log starts past where this chain ends: its
+            # next key may be one a removed segment freed
+            return self._below_log_start()
+        self._end_known_at = began
         return bool(chain)
+
+    def _below_log_start(self) -> bool:
+        """The chain this object knows ends at or below the log start, and the
+        segments it holds may have been removed, their keys free to be claimed
+        again: only the newest checkpoint's chain is sure to be whole (vacuum
+        never removes its segments). Open again from it; while opening, let
+        the opening start over (see Checkpoints._open)."""
+        if self._opening:
+            raise _Stale
+        self._reopen()
+        return True
 
     def _reopen(self) -> None:
         """Open again from the newest checkpoint (see Checkpoints._open)."""

@@ -22,7 +22,7 @@ from arrowlog.partition.fetch import check_segment, fetch_segment, get_segment, 
 from arrowlog.segment import SegmentHeader, column_indices, decode_segment
 from arrowlog.stats import Predicate, check_predicates, may_match, row_filter
 from arrowlog.storage import Blob
-from arrowlog.topic import segment_key
+from arrowlog.topic import LOG_START_PREFIX, parse_log_start_key, segment_key, segment_prefix
 
 #: Segments that decode to less than this are decoded by the thread that reads
 #: them, not by the read-ahead threads that fetch them: a small segment's check
@@ -262,8 +262,26 @@ class Reads(Checkpoints):
                 size=ref.size,
             )
         except SegmentNotFoundError:
-            self._check_alive()  # a deleted topic raises UnknownTopicOrPartitionError
+            self._missing(ref)
             raise
+
+    def _missing(self, ref: SegmentRef) -> None:
+        """A segment this object planned is gone: the topic was deleted (raises
+        UnknownTopicOrPartitionError), or its records were (raises
+        OffsetOutOfRangeError: vacuum removed it after its delay); returns if
+        neither, and the caller reports the loss."""
+        self._check_alive()
+        prefix = segment_prefix(self._topic.prefix, self._partition) + LOG_START_PREFIX
+        found = self._retry(lambda: list(self._store.list(prefix)))
+        starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
+        log_start = max([self._log_start, *starts])
+        with self._lock:
+            self._log_start = max(self._log_start, log_start)
+        if ref.end <= log_start:
+            raise OffsetOutOfRangeError(
+                f"{self._name}: offsets [{ref.base}, {ref.end}) were deleted since this read "
+                f"was planned (the log starts at {log_start}): read from the log start"
+            )
 
     def _fetch_ahead(self, ref: SegmentRef, columns: Sequence[str] | None) -> _Fetched:
         """In a read-ahead thread: a segment's checked batch, or only the bytes
@@ -275,7 +293,7 @@ class Reads(Checkpoints):
         try:
             return get_segment(self._store, ref.key, ref.base, ref.end, self._config.retry)
         except SegmentNotFoundError:
-            self._check_alive()
+            self._missing(ref)
             raise
 
     def _decoded(
@@ -313,8 +331,20 @@ class Reads(Checkpoints):
         where: Sequence[Predicate] | None = None,
     ) -> pa.Table:
         """The records of ``[start, end)`` as one table (read_uncommitted); with
-        ``columns``, only those; with ``where``, only the rows that match."""
-        batches = list(self.iter_batches(start, end, columns=columns, where=where))
+        ``columns``, only those; with ``where``, only the rows that match. From
+        the log start when ``start`` is None, even if records were deleted
+        since this object last listed."""
+        try:
+            batches = list(self.iter_batches(start, end, columns=columns, where=where))
+        except OffsetOutOfRangeError:
+            if start is not None:
+                raise
+            # the log start moved past the one this object knew: from the new one
+            batches = list(
+                self.iter_batches(
+                    self.start_offset(refresh=True), end, columns=columns, where=where
+                )
+            )
         return pa.Table.from_batches(batches, schema=projected(self._topic.schema, columns))
 
 

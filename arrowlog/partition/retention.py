@@ -24,6 +24,11 @@ class Removal:
     reason: str
 
 
+#: how coarse a store's clock may be: S3 reports LastModified to the second, so
+#: an object can look up to this much older than it is (vacuum waits this more)
+CLOCK_GRAIN_MS = 1000
+
+
 class Retention(Appends):
     """The log start, and removing what lies below it."""
 
@@ -61,8 +66,9 @@ class Retention(Appends):
     def removable(self, now_ms: int) -> list[Removal]:
         """What ``vacuum`` may remove at ``now_ms`` on the store's clock: the
         segments wholly below the newest log start recorded at least
-        ``delete_delay_ms`` before, and indexed by a checkpoint older than the
-        newest (whose chain every client opens from); the log start markers
+        ``delete_delay_ms`` (and :data:`CLOCK_GRAIN_MS`) before, and indexed
+        by a checkpoint older than the newest (whose chain every client opens
+        from); the log start markers
         that one supersedes. The newest marker always stays: listings of the
         tail must show it.
 
@@ -79,7 +85,8 @@ class Retention(Appends):
                 for info in found
                 if (offset := parse_log_start_key(info.key)) is not None
             )
-            ripe = [o for o, info in markers if _age_ms(info, now_ms) >= delay]
+            # ages on the store's clock, which S3 reports to the second
+            ripe = [o for o, info in markers if _age_ms(info, now_ms) >= delay + CLOCK_GRAIN_MS]
             if not ripe:
                 return []
             start = max(ripe)

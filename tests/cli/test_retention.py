@@ -1,0 +1,78 @@
+"""``arrowlog delete-records`` and ``arrowlog vacuum``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import arrowlog
+from arrowlog import TopicConfig
+from arrowlog.cli._common import EXIT_NOT_FOUND, EXIT_USAGE
+from tests.cli.conftest import SCHEMA, fails, files, rows, run
+
+
+def ten(root: Path) -> arrowlog.ArrowLog:
+    log = arrowlog.connect(str(root))
+    config = TopicConfig(checkpoint_interval=2, delete_delay_ms=100)
+    log.create_topic("t", SCHEMA, partitions=2, config=config)
+    for x in range(10):
+        log.append("t", rows(x), partition=0)
+    log.append("t", rows(100), partition=1)
+    return log
+
+
+def test_delete_records_moves_the_log_start_of_each_partition_named(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ten(root)
+    out = run(
+        capsys, "delete-records", "t", "--partition", "0", "--before", "6", "--output", "json"
+    )
+    assert json.loads(out) == [{"topic": "t", "partition": 0, "log_start": 6}]
+    got = json.loads(run(capsys, "get-offsets", "t", "--time", "earliest", "--output", "json"))
+    assert [r["offset"] for r in got] == [6, 0]
+    assert arrowlog.connect(str(root)).read("t", 0).column("x").to_pylist() == [6, 7, 8, 9]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (
+            ["--partition", "0", "--partition", "1", "--before", "5"],
+            EXIT_USAGE,
+            "past the end of partition 1",
+        ),
+        (["--partition", "0", "--before", "-1"], EXIT_USAGE, "--before"),
+        (["--partition", "0", "--before", "x"], EXIT_USAGE, "--before"),
+        (["--before", "3"], EXIT_USAGE, "--partition"),
+        (["--partition", "7", "--before", "0"], EXIT_NOT_FOUND, "partition"),
+    ],
+)
+def test_bad_input_fails_in_one_line_and_writes_nothing(
+    root: Path, capsys: pytest.CaptureFixture[str], args: list[str], code: int, says: str
+) -> None:
+    ten(root)
+    before = files(root)
+    assert says in fails(capsys, code, "delete-records", "t", *args)
+    assert files(root) == before
+
+
+def test_vacuum_dry_run_lists_and_writes_nothing_then_vacuum_removes(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ten(root)
+    run(capsys, "delete-records", "t", "--partition", "0", "--before", "6")
+    time.sleep(2.3)  # the delay (100 ms), a second of clock grain, a second of truncation
+    before = files(root)
+    planned = json.loads(run(capsys, "vacuum", "--dry-run", "--output", "json"))
+    assert files(root) == before
+    assert {r["key"] for r in planned} == {f"t/0/segments/{b:020d}.arrow" for b in range(6)}
+    assert all("below the log start 6" in r["reason"] for r in planned)
+    assert "removed 6 object(s)" in run(capsys, "vacuum", "t")
+    left = files(root) or {}
+    assert not [b for b in range(6) if f"t/0/segments/{b:020d}.arrow" in left]
+    assert "removed 0 object(s)" in run(capsys, "vacuum")
+    assert arrowlog.connect(str(root)).read("t", 0).column("x").to_pylist() == [6, 7, 8, 9]
