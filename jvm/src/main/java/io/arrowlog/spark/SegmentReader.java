@@ -64,7 +64,9 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     }
     SegmentTask.Segment segment = task.segments()[next++];
     // a few columns of a large segment: only their bytes; otherwise the whole object
-    byte[] some = ColumnRanges.fetch(segment, wanted);
+    // (every column wanted: no head to read first)
+    boolean all = topic != null && wanted.size() >= topic.getFields().size();
+    byte[] some = all ? null : ColumnRanges.fetch(segment, wanted);
     file =
         some != null
             ? SegmentFile.open(some, false, segment, allocator, wanted, topic)
