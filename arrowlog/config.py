@@ -107,6 +107,14 @@ class TopicConfig:
             file.delete.delay.ms). A writer also trusts its view of the log end
             for at most half of it before listing again (docs/protocol.md,
             "Deleting records").
+        retention_ms: records whose segment was written (on the store's
+            clock) longer ago than this are deleted by the next ``vacuum``
+            (Kafka's retention.ms); None keeps them forever.
+        retention_bytes: the most bytes of segments a partition keeps; the
+            oldest records beyond it are deleted by the next ``vacuum``
+            (Kafka's retention.bytes); None: no limit. Retention never deletes
+            the records of a partition's newest segment, and both settings can
+            change after creation (``ArrowLog.alter_topic_config``).
     """
 
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
@@ -114,6 +122,8 @@ class TopicConfig:
     max_transaction_timeout_ms: int = 15 * 60 * 1000
     compression: Compression = Compression.ZSTD
     delete_delay_ms: int = 15 * 60 * 1000
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -133,6 +143,9 @@ class TopicConfig:
             "1 s and 24 h",
         )
         _check_int(self.checkpoint_interval, 1, MAX_CHECKPOINT_INTERVAL, "checkpoint_interval")
+        for name in ("retention_ms", "retention_bytes"):
+            if getattr(self, name) is not None:
+                _check_int(getattr(self, name), 1, 2**62, name, "1 and 2**62, or None")
         _check_int(
             self.delete_delay_ms, 100, 7 * 24 * 3600 * 1000, "delete_delay_ms", "100 ms and 7 days"
         )

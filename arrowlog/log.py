@@ -340,6 +340,19 @@ class ArrowLog:
         self._remember(deletion.tombstone)
         return deletion
 
+    def alter_topic_config(self, topic: str, **changes: int | None) -> Topic:
+        """Change ``topic``'s ``retention_ms`` and ``retention_bytes`` (None:
+        no limit); the next ``vacuum`` applies them. A new version of the topic,
+        announced in every partition as any change is.
+
+        Raises:
+            InvalidConfigError: another setting, or a bad value; nothing written.
+            UnknownTopicOrPartitionError: no such topic.
+        """
+        altered = self._versions.alter_config(topic, dict(changes))
+        self._remember(altered)
+        return altered
+
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Delete the records of one partition below ``before_offset`` (Kafka's
         DeleteRecords): the log start moves there for every client at once, and

@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from arrowlog.config import RetryPolicy
 from arrowlog.errors import (
+    InvalidConfigError,
     InvalidPartitionsError,
     TransientStoreError,
     UnknownTopicOrPartitionError,
@@ -43,6 +44,12 @@ T = TypeVar("T")
 
 #: Deletes in flight at once while removing a deleted topic's objects.
 _PARALLEL_DELETES = 8
+
+
+#: the settings of a topic that may change after it is created: nothing any
+#: client's correctness rests on (delete_delay_ms bounds how long writers trust
+#: their view of the log end, so it stays as created)
+ALTERABLE = frozenset({"retention_ms", "retention_bytes"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +177,31 @@ class TopicVersions:
             self.announce(latest, wider.version)
             if self.claim(wider):
                 return wider
+
+    def alter_config(self, name: str, changes: dict[str, object]) -> Topic:
+        """A new version of ``name`` whose config has ``changes``; see
+        :meth:`arrowlog.ArrowLog.alter_topic_config`."""
+        unknown = sorted(set(changes) - ALTERABLE)
+        if unknown or not changes:
+            raise InvalidConfigError(
+                f"a topic's {', '.join(sorted(ALTERABLE))} can change, not "
+                f"{', '.join(unknown) or 'nothing'}"
+            )
+        while True:
+            latest = self.latest_topic(name)
+            config = dataclasses.replace(latest.config, **changes)  # type: ignore[arg-type]
+            if config == latest.config:
+                return latest
+            altered = dataclasses.replace(
+                latest,
+                config=config,
+                version=latest.version + 1,
+                change_id=uuid.uuid4().hex,
+                new=False,
+            )
+            self.announce(latest, altered.version)
+            if self.claim(altered):
+                return altered
 
     def delete(self, name: str) -> TopicDeletion:
         """Delete ``name``; see :meth:`arrowlog.ArrowLog.delete_topic`."""

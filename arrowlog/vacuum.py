@@ -1,6 +1,8 @@
-"""Removing what no reader needs any more: for now, the segments of deleted
-records (below the log start) once their topic's ``delete_delay_ms`` has
-passed. See docs/protocol.md, "Deleting records"."""
+"""Removing what no reader needs any more: each topic's retention (by time
+and by size) moves its partitions' log starts, and the segments of deleted
+records (below the log start) go once their topic's ``delete_delay_ms`` has
+passed. See docs/protocol.md, "Deleting records".
+"""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.partition import Removal
 from arrowlog.storage import Store
-from arrowlog.topic import check_topic_name
+from arrowlog.topic import check_topic_name, log_start_key
 
 if TYPE_CHECKING:
     from arrowlog.log import ArrowLog
@@ -43,7 +46,15 @@ def vacuum(
     removed: list[Removal] = []
     for name in names:
         try:
+            config = log.topic(name, refresh=True).config
             for part in log.iter_partitions(name):
+                start = part.retention_start(now_ms, config)
+                if start is not None:
+                    if not dry_run:
+                        part.delete_records(start)
+                    key = log_start_key(part.topic.prefix, part.partition, start)
+                    why = f"retention ({_retention(config)}): the log start moves to {start}"
+                    removed.append(Removal(key, why))
                 found = part.removable(now_ms)
                 if not dry_run:
                     for removal in found:
@@ -56,6 +67,15 @@ def vacuum(
     if not dry_run:
         removed += _old_clocks(log, now_ms)
     return removed
+
+
+def _retention(config: TopicConfig) -> str:
+    limits = []
+    if config.retention_ms is not None:
+        limits.append(f"retention_ms={config.retention_ms}")
+    if config.retention_bytes is not None:
+        limits.append(f"retention_bytes={config.retention_bytes}")
+    return ", ".join(limits)
 
 
 def store_now_ms(store: Store, log: ArrowLog) -> int:

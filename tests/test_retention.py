@@ -416,3 +416,91 @@ def test_bad_vacuum_arguments_are_refused_and_remove_nothing(
     with pytest.raises(arrowlog.ArrowLogError):
         log.vacuum(**call)  # type: ignore[arg-type]
     assert objects(store, "") == before
+
+
+# --- retention by time and by size ------------------------------------------------------
+
+
+def test_retention_by_time_moves_the_log_start_past_old_segments(store: Store) -> None:
+    """retention_ms counts on the store's clock (each segment's modification
+    time): the segments older than it go, never the newest; the next vacuum
+    past the delay removes them."""
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(4):
+        log.append("t", rows(v))
+    assert log.vacuum() == []  # no retention set: nothing moves
+    log.alter_topic_config("t", retention_ms=500)
+    assert log.vacuum() == []  # 0..3 are younger than 500 ms (and the clock's grain)
+    time.sleep(2.6)
+    for v in range(4, 6):
+        log.append("t", rows(v))
+    planned = log.vacuum(dry_run=True)
+    assert [r.reason for r in planned] == ["retention (retention_ms=500): the log start moves to 4"]
+    assert log.start_offsets("t") == {0: 0}  # a dry run moves nothing
+    moved = log.vacuum()
+    assert any("the log start moves to 4" in r.reason for r in moved)
+    assert arrowlog.connect(store, config=FAST).start_offsets("t") == {0: 4}
+    assert values(log) == [4, 5]
+    wait_out_the_delay()
+    removed = {r.key for r in log.vacuum()}
+    assert {segment_key("t", 0, b) for b in range(3)} <= removed
+
+
+def test_retention_never_deletes_the_newest_segment(store: Store) -> None:
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, config=TopicConfig(delete_delay_ms=DELAY_MS, retention_ms=1))
+    for v in range(3):
+        log.append("t", rows(v))
+    time.sleep(2.2)  # the store's clock: to the second on S3, and a second of grain
+    log.vacuum()
+    assert log.start_offsets("t") == {0: 2} and values(log) == [2]
+
+
+def test_retention_by_size_keeps_the_newest_bytes(store: Store) -> None:
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(6):
+        log.append("t", rows(v))
+    size = log.partition("t", 0).segments()[0].size
+    log.alter_topic_config("t", retention_bytes=3 * size)
+    moved = log.vacuum()
+    assert [r.reason for r in moved] == [
+        f"retention (retention_bytes={3 * size}): the log start moves to 3"
+    ]
+    assert values(arrowlog.connect(store, config=FAST)) == [3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"delete_delay_ms": 1000},
+        {"compression": "none"},
+        {"retention_ms": 0},
+        {"retention_ms": "5"},
+        {"retention_bytes": -1},
+        {"retention_bytes": True},
+    ],
+)
+def test_only_retention_can_be_altered_and_bad_values_write_nothing(
+    store: Store, changes: dict[str, object]
+) -> None:
+    log = ten_records(store)
+    before = objects(store, "")
+    with pytest.raises(arrowlog.InvalidConfigError):
+        log.alter_topic_config("t", **changes)  # type: ignore[arg-type]
+    assert objects(store, "") == before
+    assert arrowlog.connect(store).topic("t").config == CONFIG
+
+
+def test_an_altered_retention_is_seen_by_every_client(store: Store) -> None:
+    log = ten_records(store)
+    other = arrowlog.connect(store, config=FAST)
+    assert other.topic("t").config.retention_bytes is None
+    log.alter_topic_config("t", retention_bytes=10**9, retention_ms=3_600_000)
+    fresh = other.topic("t", refresh=True).config
+    assert (fresh.retention_bytes, fresh.retention_ms) == (10**9, 3_600_000)
+    log.alter_topic_config("t", retention_ms=None)  # back to forever
+    assert arrowlog.connect(store).topic("t").config.retention_ms is None
+    assert values(other) == list(range(10))  # the records are untouched

@@ -13,6 +13,7 @@ from arrowlog.cli._inputs import parse_schema, schema_of_file
 from arrowlog.cli._store import coerce_option
 from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, TopicExistsError
+from arrowlog.topic_changes import ALTERABLE
 
 
 @click.group()
@@ -25,7 +26,7 @@ def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
-def _topic_config(items: tuple[str, ...]) -> TopicConfig | None:
+def _config_values(items: tuple[str, ...]) -> dict[str, Any]:
     known = [f.name for f in dataclasses.fields(TopicConfig)]
     values: dict[str, Any] = {}
     for item in items:
@@ -35,7 +36,13 @@ def _topic_config(items: tuple[str, ...]) -> TopicConfig | None:
             raise InvalidConfigError(
                 f"--config takes KEY=VALUE with KEY one of {known}, got {item!r}"
             )
-        values[key] = coerce_option(key, text)
+        none = key in ALTERABLE and text.strip().lower() == "none"
+        values[key] = None if none else coerce_option(key, text)
+    return values
+
+
+def _topic_config(items: tuple[str, ...]) -> TopicConfig | None:
+    values = _config_values(items)
     return TopicConfig(**values) if values else None
 
 
@@ -56,7 +63,8 @@ def _topic_config(items: tuple[str, ...]) -> TopicConfig | None:
     multiple=True,
     metavar="KEY=VALUE",
     help="max_batch_bytes, checkpoint_interval, max_transaction_timeout_ms, "
-    "compression=zstd|lz4|none (repeatable).",
+    "compression=zstd|lz4|none, delete_delay_ms, retention_ms, retention_bytes "
+    "(repeatable).",
 )
 @click.option("--if-not-exists", is_flag=True, help="Succeed if the topic exists already.")
 @leaf(read_only=False, creates_root=True)
@@ -149,16 +157,39 @@ def describe(session: Session, topic: str | None) -> None:
 @click.option(
     "--partitions",
     type=click.IntRange(min=1),
-    required=True,
     help="The new partition count (more than today's).",
 )
+@click.option(
+    "--config",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="retention_ms or retention_bytes: a number, or none for no limit (repeatable).",
+)
 @leaf(read_only=False)
-@with_examples("arrowlog topics alter events --partitions 8")
-def alter(session: Session, topic: str, partitions: int) -> None:
-    """Add partitions to TOPIC: --partitions is the new total, as in kafka-topics."""
+@with_examples(
+    "arrowlog topics alter events --partitions 8",
+    "arrowlog topics alter events --config retention_ms=604800000 --config retention_bytes=none",
+)
+def alter(session: Session, topic: str, partitions: int | None, config: tuple[str, ...]) -> None:
+    """Add partitions to TOPIC (--partitions is the new total, as in
+    kafka-topics), or change its retention (applied by the next `arrowlog
+    vacuum`). Every value is checked before anything is written."""
+    if partitions is None and not config:
+        raise click.UsageError("give --partitions, --config, or both")
+    changes = _config_values(config)
+    if changes:  # checked whole before any write
+        unknown = sorted(set(changes) - ALTERABLE)
+        if unknown:
+            raise InvalidConfigError(f"only {sorted(ALTERABLE)} can change, not {unknown}")
+        dataclasses.replace(TopicConfig(), **changes)
     log = session.connect()
-    log.create_partitions(topic, partitions)
-    session.message(f"topic {topic} now has {partitions} partition(s)")
+    if partitions is not None:
+        log.create_partitions(topic, partitions)
+        session.message(f"topic {topic} now has {partitions} partition(s)")
+    if changes:
+        altered = log.alter_topic_config(topic, **changes)
+        shown = ", ".join(f"{k}={getattr(altered.config, k)}" for k in sorted(changes))
+        session.message(f"topic {topic} now has {shown}")
 
 
 @topics.command("delete")

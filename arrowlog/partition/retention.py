@@ -10,6 +10,7 @@ import itertools
 import json
 from dataclasses import dataclass
 
+from arrowlog.config import TopicConfig
 from arrowlog.errors import OffsetOutOfRangeError
 from arrowlog.partition.append import Appends
 from arrowlog.storage import ObjectInfo
@@ -62,6 +63,45 @@ class Retention(Appends):
                 self._config.retry.call(lambda: self._store.put_if_absent(key, body))
             self._log_start = before_offset
             return before_offset
+
+    def retention_start(self, now_ms: int, config: TopicConfig) -> int | None:
+        """Where ``config``'s retention would have the log start at ``now_ms``
+        on the store's clock, if past the current one; else None. By time: the
+        segments written more than ``retention_ms`` before, from the oldest on;
+        by size: the oldest segments beyond ``retention_bytes``. Never past the
+        newest segment (the latest records stay, as Kafka keeps its active
+        segment). Cost: one LIST of the partition's segments."""
+        if config.retention_ms is None and config.retention_bytes is None:
+            return None
+        with self._lock:
+            self._ensure_open()
+            self._sync_tail()
+            prefix = segment_prefix(self._topic.prefix, self._partition)
+            found = self._retry(lambda: list(self._store.list(prefix)))
+            listed = sorted(
+                (base, info) for info in found if (base := parse_segment_key(info.key)) is not None
+            )
+            # the segments holding records at or past the log start, oldest first
+            ends = [b for b, _ in listed[1:]] + [self._end]
+            live = [
+                (end, info)
+                for (_, info), end in zip(listed, ends, strict=True)
+                if end > self._log_start
+            ]
+            start = self._log_start
+            if config.retention_ms is not None:
+                for end, info in live[:-1]:
+                    if _age_ms(info, now_ms) < config.retention_ms + CLOCK_GRAIN_MS:
+                        break
+                    start = max(start, end)
+            if config.retention_bytes is not None:
+                total = sum(info.size for _, info in live)
+                for end, info in live[:-1]:
+                    if total <= config.retention_bytes:
+                        break
+                    total -= info.size
+                    start = max(start, end)
+            return start if start > self._log_start else None
 
     def removable(self, now_ms: int) -> list[Removal]:
         """What ``vacuum`` may remove at ``now_ms`` on the store's clock: the

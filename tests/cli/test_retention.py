@@ -76,3 +76,35 @@ def test_vacuum_dry_run_lists_and_writes_nothing_then_vacuum_removes(
     assert not [b for b in range(6) if f"t/0/segments/{b:020d}.arrow" in left]
     assert "removed 0 object(s)" in run(capsys, "vacuum")
     assert arrowlog.connect(str(root)).read("t", 0).column("x").to_pylist() == [6, 7, 8, 9]
+
+
+def test_retention_is_set_at_creation_and_altered_later(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = "x: int64 not null, s: string"
+    run(capsys, "topics", "create", "r", "--schema", schema, "--config", "retention_bytes=100000")
+    assert arrowlog.connect(str(root)).topic("r").config.retention_bytes == 100_000
+    out = run(capsys, "topics", "alter", "r", "--config", "retention_ms=3600000",
+              "--config", "retention_bytes=none")  # fmt: skip
+    assert "retention_bytes=None, retention_ms=3600000" in out
+    config = arrowlog.connect(str(root)).topic("r").config
+    assert (config.retention_ms, config.retention_bytes) == (3_600_000, None)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--config", "compression=none"],
+        ["--config", "retention_ms=0"],
+        ["--config", "retention_ms=soon"],
+        ["--partitions", "4", "--config", "retention_ms=-5"],
+        [],
+    ],
+)
+def test_bad_alterations_fail_in_one_line_and_write_nothing(
+    root: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    ten(root)
+    before = files(root)
+    assert fails(capsys, EXIT_USAGE, "topics", "alter", "t", *args)
+    assert files(root) == before
