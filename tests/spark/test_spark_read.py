@@ -146,38 +146,36 @@ def test_option_errors_say_what_is_wrong(
     log.create_topic("t", SCHEMA, partitions=2, config=TopicConfig(checkpoint_interval=2))
     for i in range(3):
         log.append("t", rows(i), partition=0)
-    _advance_log_start(log, "t", 0, 1)
+    log.delete_records("t", 0, 1)
     with pytest.raises(Exception, match=message):  # Spark wraps our error in its own
         reader(spark, spec, **{"topic": "t", **options}).collect()
 
 
 @pytest.mark.spark
-def test_fail_on_data_loss_false_skips_deleted_offsets(spark: Any, tmp_path: Any) -> None:
-    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+def test_reads_below_the_log_start_follow_fail_on_data_loss(
+    spark: Any, shared_store_spec: StoreSpec
+) -> None:
+    """Records deleted with delete_records, and their segments removed by
+    vacuum: a read from an offset below the log start fails (the Kafka
+    source's failOnDataLoss=true) or starts at the log start (false)."""
+    import time
+
+    spec = shared_store_spec
     log = spec.connect()
-    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=2))
-    for i in range(3):
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=2, delete_delay_ms=100))
+    for i in range(6):
         log.append("t", rows(i))
-    _advance_log_start(log, "t", 0, 1)
-    df = reader(spark, spec, topic="t", startingOffsets='{"t": {"0": 0}}', failOnDataLoss="false")
-    assert sorted(r.offset for r in df.collect()) == [1, 2]
-
-
-def _advance_log_start(log: arrowlog.ArrowLog, topic: str, partition: int, log_start: int) -> None:
-    """What a retention pass would do: record a higher log start in the newest
-    checkpoint (arrowlog has no retention yet; the reader's checks already exist)."""
-    from arrowlog.checkpoint import Checkpoint
-    from arrowlog.topic import checkpoint_prefix, parse_checkpoint_key
-
-    [info] = list(log.store.list(checkpoint_prefix(topic, partition), limit=1))
-    start = parse_checkpoint_key(info.key)
-    assert start is not None
-    cp = Checkpoint.from_json(log.store.get(info.key), key=info.key, start=start)
-    log.store.delete(info.key)
-    moved = Checkpoint(
-        log_start=log_start, start=cp.start, end=cp.end, segments=cp.segments, state=cp.state
-    )
-    log.store.put_if_absent(info.key, moved.to_json())
+    log.delete_records("t", 0, 3)
+    from_zero = '{"t": {"0": 0}}'
+    for removed in (False, True):
+        if removed:
+            time.sleep(2.2)  # the delay, and the store clock's second
+            assert log.vacuum()
+        with pytest.raises(Exception, match="below the log start 3"):
+            reader(spark, spec, topic="t", startingOffsets=from_zero).collect()
+        df = reader(spark, spec, topic="t", startingOffsets=from_zero, failOnDataLoss="false")
+        assert sorted(r.offset for r in df.collect()) == [3, 4, 5]
+        assert sorted(r.offset for r in reader(spark, spec, topic="t").collect()) == [3, 4, 5]
 
 
 def timed_log(spec: StoreSpec, partitions: int = 2, appends: int = 6) -> list[int]:
