@@ -17,7 +17,7 @@ import arrowlog
 from arrowlog import OffsetOutOfRangeError, TopicConfig
 from arrowlog.errors import SegmentNotFoundError
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.storage.scripted import Gate, ScriptedStore
 from arrowlog.topic import checkpoint_key, segment_key
 from tests.attack._util import FAST, SCHEMA, Background, rows
 
@@ -52,6 +52,36 @@ def ten_records(store: Store) -> arrowlog.ArrowLog:
 
 def wait_out_the_delay() -> None:
     time.sleep(DELAY_MS / 1000 + 2.1)
+
+
+def a_knows_the_log_ends_at_1(
+    store: Store, a_store: Store
+) -> tuple[arrowlog.ArrowLog, arrowlog.ArrowLog]:
+    """Writer A (through ``a_store``) wrote offset 0 and knows the log ends at
+    1; B wrote 1..9 and deleted the records before 8, a delay ago."""
+    a = arrowlog.connect(a_store, config=FAST)
+    a.create_topic("t", SCHEMA, config=CONFIG)
+    a.append("t", rows(0))
+    b = arrowlog.connect(store, config=FAST)
+    for v in range(1, 10):
+        b.append("t", rows(v))
+    b.delete_records("t", 0, 8)
+    wait_out_the_delay()
+    return a, b
+
+
+def a_put_at_1_held(
+    scripted: ScriptedStore, value: int
+) -> tuple[arrowlog.ArrowLog, Gate, Background]:
+    """Writer A wrote offset 0; its append of ``value`` at 1, on a fresh view,
+    is held in the network (release the gate to let it land)."""
+    a = arrowlog.connect(scripted, config=FAST)
+    a.create_topic("t", SCHEMA, config=CONFIG)
+    a.append("t", rows(0))
+    gate = scripted.hold("put_if_absent", segment_key("t", 0, 1))
+    held = Background(lambda: a.append("t", rows(value)))
+    gate.wait_reached()
+    return a, gate, held
 
 
 def test_the_log_start_moves_for_every_client_and_never_back(store: Store) -> None:
@@ -158,14 +188,7 @@ def test_an_idle_writer_lists_before_it_writes_at_a_key_a_removed_segment_freed(
     """Writer A knows the log ends at 1. B appends 1..9, deletes records before
     8, and the delay over, vacuum removes segments 0..7: key 1 is free again. A,
     idle for longer than half the delay, lists before it writes: it lands at 10."""
-    a = arrowlog.connect(store, config=FAST)
-    a.create_topic("t", SCHEMA, config=CONFIG)
-    a.append("t", rows(0))
-    b = arrowlog.connect(store, config=FAST)
-    for v in range(1, 10):
-        b.append("t", rows(v))
-    b.delete_records("t", 0, 8)
-    wait_out_the_delay()
+    a, b = a_knows_the_log_ends_at_1(store, store)
     assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
     assert a.append("t", rows(100)).base_offset == 10
     assert segment_key("t", 0, 1) not in objects(store)
@@ -182,12 +205,7 @@ def test_a_put_held_until_its_key_was_freed_is_not_acknowledged_there(
     start, in no one's log. A sees that its view was older than half the delay
     when the reply came, finds the log start past its offset and another
     segment indexed there, and writes at the real end instead."""
-    a = arrowlog.connect(scripted, config=FAST)
-    a.create_topic("t", SCHEMA, config=CONFIG)
-    a.append("t", rows(0))
-    gate = scripted.hold("put_if_absent", segment_key("t", 0, 1))
-    held = Background(lambda: a.append("t", rows(100)))
-    gate.wait_reached()
+    a, gate, held = a_put_at_1_held(scripted, 100)
     b = arrowlog.connect(store, config=FAST)
     for v in range(1, 10):
         b.append("t", rows(v))
@@ -212,12 +230,7 @@ def test_a_slow_reply_for_a_segment_that_is_the_logs_own_is_acknowledged(
     """The same slow reply, but nothing freed the key: A's segment is the log's
     (the log start is past it, yet the checkpoint there names A's segment). It
     is acknowledged once, not written again."""
-    a = arrowlog.connect(scripted, config=FAST)
-    a.create_topic("t", SCHEMA, config=CONFIG)
-    a.append("t", rows(0))
-    gate = scripted.hold("put_if_absent", segment_key("t", 0, 1))
-    held = Background(lambda: a.append("t", rows(1)))
-    gate.wait_reached()
+    _, gate, held = a_put_at_1_held(scripted, 1)
     gate.release()
     time.sleep(DELAY_MS / 1000)  # the reply is late: past half the delay
     result = held.result()
@@ -256,14 +269,7 @@ def test_a_sync_that_races_vacuum_never_leaves_a_writer_below_the_log_start(
     segment 1's header, vacuum removes 0..7. A's chain stops at 1, below the
     log start it just listed: it opens again from the newest checkpoint and
     writes at 10, never at the freed key 1."""
-    a = arrowlog.connect(scripted, config=FAST)
-    a.create_topic("t", SCHEMA, config=CONFIG)
-    a.append("t", rows(0))
-    b = arrowlog.connect(store, config=FAST)
-    for v in range(1, 10):
-        b.append("t", rows(v))
-    b.delete_records("t", 0, 8)
-    wait_out_the_delay()
+    a, b = a_knows_the_log_ends_at_1(store, scripted)
     gate = scripted.hold("get_range", segment_key("t", 0, 1))
     held = Background(lambda: a.append("t", rows(100)))
     gate.wait_reached()
@@ -278,14 +284,7 @@ def test_a_stale_expected_offset_is_refused_with_the_real_end(
     store: Store, scripted: ScriptedStore
 ) -> None:
     """The same race for a KIP-27 loader resuming at its own (stale) end."""
-    a = arrowlog.connect(scripted, config=FAST)
-    a.create_topic("t", SCHEMA, config=CONFIG)
-    a.append("t", rows(0))
-    b = arrowlog.connect(store, config=FAST)
-    for v in range(1, 10):
-        b.append("t", rows(v))
-    b.delete_records("t", 0, 8)
-    wait_out_the_delay()
+    a, b = a_knows_the_log_ends_at_1(store, scripted)
     gate = scripted.hold("get_range", segment_key("t", 0, 1))
     held = Background(lambda: a.append("t", rows(100), expected_offset=1))
     gate.wait_reached()
