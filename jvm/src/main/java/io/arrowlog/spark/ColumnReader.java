@@ -4,7 +4,6 @@ import java.nio.channels.ReadableByteChannel;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
-import org.apache.arrow.compression.CommonsCompressionFactory;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.TypeLayout;
@@ -27,7 +26,7 @@ final class ColumnReader extends ArrowStreamReader {
 
   /** {@code wanted}: the columns to load, or null for all of them. */
   ColumnReader(ReadableByteChannel in, BufferAllocator allocator, Set<String> wanted) {
-    super(in, allocator, CommonsCompressionFactory.INSTANCE);
+    super(in, allocator, Codecs.INSTANCE);
     this.wanted = wanted;
   }
 
@@ -67,7 +66,7 @@ final class ColumnReader extends ArrowStreamReader {
       try (ArrowRecordBatch some =
           new ArrowRecordBatch(
               batch.getLength(), nodes, buffers, batch.getBodyCompression(), true, true)) {
-        new VectorLoader(selected, CommonsCompressionFactory.INSTANCE).load(some);
+        new VectorLoader(selected, Codecs.INSTANCE).load(some);
       }
     } catch (java.io.IOException e) {
       throw new IllegalStateException(e);
