@@ -194,7 +194,12 @@ def test_large_compressed_buffers_read_the_same_through_both_readers(
     log = spec.connect()
     n = 400_000
     rng = np.random.default_rng(3)
-    schema = pa.schema([("seq", pa.int64()), ("noise", pa.float64()), ("word", pa.string())])
+    fields: list[pa.Field[Any]] = [
+        pa.field("seq", pa.int64()),
+        pa.field("noise", pa.float64()),
+        pa.field("word", pa.string()),
+    ]
+    schema = pa.schema(fields)
     log.create_topic("big", schema, config=TopicConfig(compression=compression))
     for k in range(2):
         log.append(
