@@ -6,6 +6,7 @@
   built-in Parquet scan; then the same with 2 of the 10 columns;
 - read on SeaweedFS: the JVM reader against the Python one over the same topic;
 - planning: what a query waits for its plan (the planner's own time beside);
+- the full scan again over the same rows in an LZ4 topic (the JVM reader);
 - write: ``df.write.format("arrowlog")`` (one transaction) versus
   ``df.write.parquet``.
 
@@ -48,12 +49,18 @@ def _median(runs: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def _load(root: str, storage: dict[str, Any], parquet: str, topic: str) -> None:
+def _load(
+    root: str,
+    storage: dict[str, Any],
+    parquet: str,
+    topic: str,
+    config: arrowlog.TopicConfig | None = None,
+) -> None:
     import pyarrow.parquet as pq
 
     log = arrowlog.connect(root, storage)
     table = pq.read_table(parquet)  # not through the driver: 6 M rows of 10 columns
-    log.create_topic(topic, table.schema.remove_metadata(), partitions=PARTITIONS)
+    log.create_topic(topic, table.schema.remove_metadata(), partitions=PARTITIONS, config=config)
     per = -(-table.num_rows // PARTITIONS)
     for p in range(PARTITIONS):
         part = table.slice(p * per, per).to_batches()
@@ -127,6 +134,25 @@ def bench_spark(rows: int = ROWS, repeat: int = 3, s3: Any = None) -> dict[str, 
         out["plan_ms"] = statistics.median(p[0] for p in plans)
         out["planner_ms"] = statistics.median(p[1] for p in plans)
 
+        # the same rows in an LZ4 topic (the JVM reader decodes LZ4 frames itself)
+        lz4_root = str(Path(tmp) / "lz4")
+        _load(
+            lz4_root,
+            {"fsync": False},
+            parquet,
+            "bench",
+            arrowlog.TopicConfig(compression=arrowlog.Compression.LZ4),
+        )
+        lz4 = _median(
+            {
+                "parquet": query(spark.read.parquet(parquet), names),
+                "jvm": query(arrowlog_df("jvm", lz4_root), names),
+            },
+            repeat,
+        )
+        out["lz4_jvm_s"] = lz4["jvm"]
+        out["lz4_ratio"] = lz4["parquet"] / lz4["jvm"]
+
         if s3 is not None:
             url = s3.url("bench-spark")
             _load(url, s3.storage_options, parquet, "bench")
@@ -191,6 +217,10 @@ def print_spark(r: dict[str, float]) -> None:
     print(
         f"  planning per query: {r['plan_ms']:.0f} ms waited by the driver, of which "
         f"{r['planner_ms']:.0f} ms planning (a planner process kept per driver)"
+    )
+    print(
+        f"  every column of the same rows in an LZ4 topic: JVM reader {r['lz4_jvm_s']:.2f} s, "
+        f"ratio {r['lz4_ratio']:.2f}"
     )
     if "s3_jvm_vs_python" in r:
         print(
