@@ -7,23 +7,19 @@ passed. See docs/protocol.md, "Deleting records".
 from __future__ import annotations
 
 import contextlib
-import json
 import time
-import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from arrowlog.admin import CLOCK_PREFIX, store_now_ms
 from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.partition import Removal
-from arrowlog.storage import Store
 from arrowlog.topic import check_topic_name, log_start_key
 
 if TYPE_CHECKING:
     from arrowlog.log import ArrowLog
 
-#: where the store's clock is read (an object written, read back and removed)
-CLOCK_PREFIX = "_arrowlog/clock/"
 #: a clock object older than this was left by a vacuum that died
 STALE_CLOCK_MS = 60_000
 
@@ -31,7 +27,7 @@ STALE_CLOCK_MS = 60_000
 def vacuum(
     log: ArrowLog, topics: Iterable[str] | None = None, *, dry_run: bool = False
 ) -> list[Removal]:
-    """Remove what :meth:`PartitionLog.removable` names in every partition of
+    """Remove what :meth:`PartitionLog.plan_vacuum` names in every partition of
     ``topics`` (default: all), segments in offset order; return it. Idempotent:
     killed anywhere, a rerun finishes. With ``dry_run``, nothing is written or
     removed, and the delay is measured on this machine's clock instead of the
@@ -42,20 +38,19 @@ def vacuum(
     if isinstance(topics, str) or not (topics is None or isinstance(topics, Iterable)):
         raise InvalidConfigError(f"topics must be a list of topic names, got {topics!r}")
     names = log.list_topics() if topics is None else [check_topic_name(t) for t in topics]
-    now_ms = int(time.time() * 1000) if dry_run else store_now_ms(log.store, log)
+    now_ms = int(time.time() * 1000) if dry_run else store_now_ms(log)
     removed: list[Removal] = []
     for name in names:
         try:
             config = log.topic(name, refresh=True).config
             for part in log.iter_partitions(name):
-                start = part.retention_start(now_ms, config)
+                start, found = part.plan_vacuum(now_ms, config)
                 if start is not None:
                     if not dry_run:
                         part.delete_records(start)
                     key = log_start_key(part.topic.prefix, part.partition, start)
                     why = f"retention ({_retention(config)}): the log start moves to {start}"
                     removed.append(Removal(key, why))
-                found = part.removable(now_ms)
                 if not dry_run:
                     for removal in found:
                         _delete(log, removal.key)
@@ -76,19 +71,6 @@ def _retention(config: TopicConfig) -> str:
     if config.retention_bytes is not None:
         limits.append(f"retention_bytes={config.retention_bytes}")
     return ", ".join(limits)
-
-
-def store_now_ms(store: Store, log: ArrowLog) -> int:
-    """The store's clock, now: the modification time of an object written for
-    it (then removed). Ages are measured on it, never on a client's clock."""
-    key = f"{CLOCK_PREFIX}{uuid.uuid4().hex}.json"
-    retry = log.config.retry
-    retry.call(lambda: store.put_if_absent(key, json.dumps({"clock": True}).encode()))
-    info = retry.call(lambda: store.head(key))
-    _delete(log, key)
-    if info.modified_ms is None:
-        raise RuntimeError(f"the store reports no modification time for {key}")
-    return info.modified_ms
 
 
 def _old_clocks(log: ArrowLog, now_ms: int) -> list[Removal]:

@@ -385,7 +385,7 @@ def test_vacuum_of_every_topic_passes_over_one_deleted_meanwhile(
     wait_out_the_delay()
     other = arrowlog.connect(scripted, config=FAST)
     other.list_topics()
-    gate = scripted.hold("list", "t/0/segments/", nth=2)  # inside removable()
+    gate = scripted.hold("list", "t/0/segments/", nth=2)  # the listing of t that vacuum plans from
     held = Background(other.vacuum)
     gate.wait_reached()
     admin.delete_topic("u")

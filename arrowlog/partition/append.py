@@ -41,13 +41,10 @@ from arrowlog.segment import (
     segment_size_floor,
 )
 from arrowlog.topic import (
-    LOG_START_PREFIX,
     checkpoint_key,
     checkpoint_prefix,
     not_null_violations,
     parse_checkpoint_key,
-    parse_log_start_key,
-    segment_prefix,
 )
 
 #: more than a real segment header can add to the shortest one (ids, offsets,
@@ -397,14 +394,10 @@ class Appends(Reads):
         Raises:
             AppendOutcomeUnknownError: the log start or checkpoint cannot be read.
         """
-        prefix = segment_prefix(self._topic.prefix, self._partition)
         checkpoints = checkpoint_prefix(self._topic.prefix, self._partition)
         after = checkpoint_key(self._topic.prefix, self._partition, ours.base + 1)
         try:
-            found = self._retry(lambda: list(self._store.list(prefix + LOG_START_PREFIX)))
-            starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
-            self._log_start = max([self._log_start, *starts])
-            if ours.base >= self._log_start:
+            if ours.base >= self._list_log_start():
                 return True
             # inverted keys: the first after `after` is the window with the
             # greatest start <= our offset

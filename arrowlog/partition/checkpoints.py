@@ -206,17 +206,11 @@ class Checkpoints(Listing):
         window: list[SegmentSummary] = []
         for summary in chain:
             window.append(summary)
-            if summary.end >= self._window_start or self._checkpoint_exists(summary.end):
+            if summary.end >= self._window_start or self._exists(
+                checkpoint_key(self._topic.prefix, self._partition, summary.end)
+            ):
                 break
         return window
-
-    def _checkpoint_exists(self, start: int) -> bool:
-        key = checkpoint_key(self._topic.prefix, self._partition, start)
-        try:
-            self._retry(lambda: self._store.head(key))
-        except FileNotFoundError:
-            return False
-        return True
 
     def _checkpoints_from(self, start: int) -> Iterator[Checkpoint]:
         """The checkpoint windows from the one holding ``start`` to the newest."""

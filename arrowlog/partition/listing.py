@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from arrowlog.checkpoint import SegmentSummary
 from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
 from arrowlog.partition._base import PartitionBase, _Stale
 from arrowlog.segment import HEAD_BYTES, SegmentHeader, read_header
+from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
+    LOG_START_PREFIX,
     parse_announcement_key,
     parse_log_start_key,
     parse_segment_key,
@@ -62,15 +65,14 @@ class Listing(PartitionBase):
         announced = [v for info in found if (v := parse_announcement_key(info.key)) is not None]
         if announced:
             self._topic_announced(max(announced))
-        starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
-        self._log_start = max([self._log_start, *starts])
+        self._learn_log_start(found)
         listed = [
             (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
         ]
         if last is not None:
             if listed and listed[0][0] == last:
                 del listed[0]
-            elif not self._exists(last):
+            elif not self._exists(self._key(last)):
                 # the listing may just have missed it (not a snapshot): only a
                 # HEAD that finds nothing says it is gone; a deleted topic says
                 # so instead
@@ -92,6 +94,18 @@ class Listing(PartitionBase):
             return self._below_log_start()
         self._end_known_at = began
         return bool(chain)
+
+    def _learn_log_start(self, found: Iterable[ObjectInfo]) -> int:
+        """The log start, raised to the newest marker among listed objects."""
+        starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
+        with self._lock:  # read-ahead threads learn it too
+            self._log_start = max([self._log_start, *starts])
+            return self._log_start
+
+    def _list_log_start(self) -> int:
+        """The log start, listing only the partition's log start markers."""
+        prefix = segment_prefix(self._topic.prefix, self._partition) + LOG_START_PREFIX
+        return self._learn_log_start(self._retry(lambda: list(self._store.list(prefix))))
 
     def _below_log_start(self) -> bool:
         """The chain this object knows ends at or below the log start, and the
@@ -115,8 +129,8 @@ class Listing(PartitionBase):
         self._end = summary.end
         self._last_base = summary.base
 
-    def _exists(self, base: int) -> bool:
-        key = self._key(base)
+    def _exists(self, key: str) -> bool:
+        """Whether an object is there, by HEAD (a listing may miss it)."""
         try:
             self._retry(lambda: self._store.head(key))
         except FileNotFoundError:

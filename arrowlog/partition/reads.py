@@ -22,7 +22,7 @@ from arrowlog.partition.fetch import check_segment, fetch_segment, get_segment, 
 from arrowlog.segment import SegmentHeader, column_indices, decode_segment
 from arrowlog.stats import Predicate, check_predicates, may_match, row_filter
 from arrowlog.storage import Blob
-from arrowlog.topic import LOG_START_PREFIX, parse_log_start_key, segment_key, segment_prefix
+from arrowlog.topic import segment_key
 
 #: Segments that decode to less than this are decoded by the thread that reads
 #: them, not by the read-ahead threads that fetch them: a small segment's check
@@ -271,12 +271,7 @@ class Reads(Checkpoints):
         OffsetOutOfRangeError: vacuum removed it after its delay); returns if
         neither, and the caller reports the loss."""
         self._check_alive()
-        prefix = segment_prefix(self._topic.prefix, self._partition) + LOG_START_PREFIX
-        found = self._retry(lambda: list(self._store.list(prefix)))
-        starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
-        log_start = max([self._log_start, *starts])
-        with self._lock:
-            self._log_start = max(self._log_start, log_start)
+        log_start = self._list_log_start()
         if ref.end <= log_start:
             raise OffsetOutOfRangeError(
                 f"{self._name}: offsets [{ref.base}, {ref.end}) were deleted since this read "

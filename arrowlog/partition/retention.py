@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from arrowlog.checkpoint import Checkpoint
 from arrowlog.config import TopicConfig
 from arrowlog.errors import OffsetOutOfRangeError
 from arrowlog.partition.append import Appends
@@ -47,8 +49,8 @@ class Retention(Appends):
         if isinstance(before_offset, bool) or not isinstance(before_offset, int):
             raise OffsetOutOfRangeError(f"before_offset must be an int, got {before_offset!r}")
         with self._lock:
-            self._ensure_open()
-            self._sync_tail()
+            if not self._ensure_open():
+                self._sync_tail()
             self._probe_tail()  # the end must cover every acknowledged append
             if not 0 <= before_offset <= self._end:
                 raise OffsetOutOfRangeError(
@@ -64,94 +66,91 @@ class Retention(Appends):
             self._log_start = before_offset
             return before_offset
 
-    def retention_start(self, now_ms: int, config: TopicConfig) -> int | None:
-        """Where ``config``'s retention would have the log start at ``now_ms``
-        on the store's clock, if past the current one; else None. By time: the
-        segments written more than ``retention_ms`` before, from the oldest on;
-        by size: the oldest segments beyond ``retention_bytes``. Never past the
-        newest segment (the latest records stay, as Kafka keeps its active
-        segment). Cost: one LIST of the partition's segments."""
-        if config.retention_ms is None and config.retention_bytes is None:
-            return None
+    def plan_vacuum(self, now_ms: int, config: TopicConfig) -> tuple[int | None, list[Removal]]:
+        """What ``vacuum`` does here at ``now_ms`` on the store's clock, from one
+        listing of the partition's segments: where ``config``'s retention moves
+        the log start (None: nowhere), and what may be removed (see
+        :func:`_removable`). Cost: one LIST, one more of the checkpoints if
+        anything is ripe (and a sync, unless the partition opens just now)."""
         with self._lock:
-            self._ensure_open()
-            self._sync_tail()
+            if not self._ensure_open():
+                self._sync_tail()
             prefix = segment_prefix(self._topic.prefix, self._partition)
             found = self._retry(lambda: list(self._store.list(prefix)))
-            listed = sorted(
-                (base, info) for info in found if (base := parse_segment_key(info.key)) is not None
-            )
-            # the segments holding records at or past the log start, oldest first
-            ends = [b for b, _ in listed[1:]] + [self._end]
-            live = [
-                (end, info)
-                for (_, info), end in zip(listed, ends, strict=True)
-                if end > self._log_start
-            ]
-            start = self._log_start
-            if config.retention_ms is not None:
-                for end, info in live[:-1]:
-                    if _age_ms(info, now_ms) < config.retention_ms + CLOCK_GRAIN_MS:
-                        break
-                    start = max(start, end)
-            if config.retention_bytes is not None:
-                total = sum(info.size for _, info in live)
-                for end, info in live[:-1]:
-                    if total <= config.retention_bytes:
-                        break
-                    total -= info.size
-                    start = max(start, end)
-            return start if start > self._log_start else None
-
-    def removable(self, now_ms: int) -> list[Removal]:
-        """What ``vacuum`` may remove at ``now_ms`` on the store's clock: the
-        segments wholly below the newest log start recorded at least
-        ``delete_delay_ms`` (and :data:`CLOCK_GRAIN_MS`) before, and indexed
-        by a checkpoint older than the newest (whose chain every client opens
-        from); the log start markers
-        that one supersedes. The newest marker always stays: listings of the
-        tail must show it.
-
-        Cost: one LIST of the partition's segments, and one of its checkpoints.
-        """
-        with self._lock:
-            self._ensure_open()
-            self._sync_tail()
-            prefix = segment_prefix(self._topic.prefix, self._partition)
-            found = self._retry(lambda: list(self._store.list(prefix)))
+            start = _retention_start(found, now_ms, config, self._log_start, self._end)
             delay = self._topic.config.delete_delay_ms
-            markers = sorted(
-                (offset, info)
-                for info in found
-                if (offset := parse_log_start_key(info.key)) is not None
-            )
-            # ages on the store's clock, which S3 reports to the second
-            ripe = [o for o, info in markers if _age_ms(info, now_ms) >= delay + CLOCK_GRAIN_MS]
-            if not ripe:
-                return []
-            start = max(ripe)
-            newest = self._newest_checkpoint()
-            if newest is None:
-                return []
-            # a segment's end is the next one's base; only those ending at or
-            # before both the log start and the newest checkpoint's last segment
-            limit = min(start, newest.segments[-1].base)
-            segments = sorted(
-                (base, info.key)
-                for info in found
-                if (base := parse_segment_key(info.key)) is not None
-            )
-            out = [
-                Removal(key, f"offsets [{base}, {following}) are below the log start {start}")
-                for (base, key), (following, _) in itertools.pairwise(segments)
-                if following <= limit
-            ]
-            out += [
-                Removal(info.key, f"log start {offset} was superseded by {start}")
-                for offset, info in markers
-                if offset < start
-            ]
-            return out
+            return start, _removable(found, now_ms, delay, self._newest_checkpoint)
+
+
+def _retention_start(
+    found: list[ObjectInfo], now_ms: int, config: TopicConfig, log_start: int, end: int
+) -> int | None:
+    """Where ``config``'s retention would have the log start, if past
+    ``log_start``; else None. By time: the segments written more than
+    ``retention_ms`` before (on the store's clock), from the oldest on; by size:
+    the oldest segments beyond ``retention_bytes``. Never past the newest
+    segment (the latest records stay, as Kafka keeps its active segment)."""
+    if config.retention_ms is None and config.retention_bytes is None:
+        return None
+    listed = sorted((b, info) for info in found if (b := parse_segment_key(info.key)) is not None)
+    # the segments holding records at or past the log start, oldest first
+    ends = [b for b, _ in listed[1:]] + [end]
+    live = [(e, info) for (_, info), e in zip(listed, ends, strict=True) if e > log_start]
+    start = log_start
+    if config.retention_ms is not None:
+        for e, info in live[:-1]:
+            if _age_ms(info, now_ms) < config.retention_ms + CLOCK_GRAIN_MS:
+                break
+            start = max(start, e)
+    if config.retention_bytes is not None:
+        total = sum(info.size for _, info in live)
+        for e, info in live[:-1]:
+            if total <= config.retention_bytes:
+                break
+            total -= info.size
+            start = max(start, e)
+    return start if start > log_start else None
+
+
+def _removable(
+    found: list[ObjectInfo],
+    now_ms: int,
+    delay: int,
+    newest_checkpoint: Callable[[], Checkpoint | None],
+) -> list[Removal]:
+    """What may be removed: the segments wholly below the newest log start
+    recorded at least ``delay`` (and :data:`CLOCK_GRAIN_MS`) before, and
+    indexed by a checkpoint older than the newest (whose chain every client
+    opens from); the log start markers that one supersedes. The newest marker
+    always stays: listings of the tail must show it."""
+    markers = sorted(
+        (offset, info) for info in found if (offset := parse_log_start_key(info.key)) is not None
+    )
+    # ages on the store's clock, which S3 reports to the second
+    ripe = [o for o, info in markers if _age_ms(info, now_ms) >= delay + CLOCK_GRAIN_MS]
+    if not ripe:
+        return []
+    start = max(ripe)
+    newest = newest_checkpoint()
+    if newest is None:
+        return []
+    # a segment's end is the next one's base; only those ending at or before
+    # both the log start and the newest checkpoint's last segment
+    limit = min(start, newest.segments[-1].base)
+    segments = sorted(
+        (base, info.key) for info in found if (base := parse_segment_key(info.key)) is not None
+    )
+    out = [
+        Removal(key, f"offsets [{base}, {following}) are below the log start {start}")
+        for (base, key), (following, _) in itertools.pairwise(segments)
+        if following <= limit
+    ]
+    out += [
+        Removal(info.key, f"log start {offset} was superseded by {start}")
+        for offset, info in markers
+        if offset < start
+    ]
+    return out
 
 
 def _age_ms(info: ObjectInfo, now_ms: int) -> int:
