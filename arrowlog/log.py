@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from arrowlog import admin
 from arrowlog.checkpoint import ProducerEntry
+from arrowlog.compaction import DEFAULT_TARGET_BYTES, Compacted, compact
 from arrowlog.config import LogConfig, TopicConfig
 from arrowlog.consumer import Consumer, IsolationLevel, last_stable_offset
 from arrowlog.coordinator import TxnResolver
@@ -374,6 +375,20 @@ class ArrowLog:
         from arrowlog.vacuum import vacuum
 
         return vacuum(self, topics, dry_run=dry_run)
+
+    def compact(
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        target_bytes: int | None = None,
+        dry_run: bool = False,
+    ) -> list[Compacted]:
+        """Rewrite the committed records of decided ranges of small segments
+        into compacted objects of about ``target_bytes`` (default 64 MiB), in
+        ``topics`` (default: every topic); ``vacuum`` removes the segments
+        after the topic's ``delete_delay_ms``. See :func:`arrowlog.compaction.compact`."""
+        target = DEFAULT_TARGET_BYTES if target_bytes is None else target_bytes
+        return compact(self, topics, target_bytes=target, dry_run=dry_run)
 
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self.topic(name, refresh=True)

@@ -22,9 +22,14 @@ import pyarrow as pa
 
 from arrowlog.checkpoint import SegmentSummary
 from arrowlog.consumer import IsolationLevel, last_stable_offset, plan_snapshot
-from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from arrowlog.errors import (
+    CorruptSegmentError,
+    InvalidConfigError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from arrowlog.log import ArrowLog
-from arrowlog.partition import PartitionLog, fetch_segment
+from arrowlog.partition import CompactedRef, PartitionLog, fetch_compacted, fetch_segment
 from arrowlog.stats import Predicate, check_predicates, may_match
 from arrowlog.storage import Store
 from arrowlog.topic import Topic, segment_key
@@ -99,6 +104,9 @@ class ScanSegment:
     hi: int
     #: the segment's size in bytes (large ones are read column by column)
     size: int = 0
+    #: ``(start, end)`` when ``key`` is the compacted object of those offsets
+    #: that holds this segment's records (``size`` is then the object's)
+    compacted: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,11 @@ class ScanTask:
     @property
     def rows(self) -> int:
         return sum(s.hi - s.lo for s in self.segments)
+
+    @property
+    def objects(self) -> int:
+        """How many objects the task reads (a compacted object holds many segments)."""
+        return len({s.key for s in self.segments})
 
 
 @dataclass(frozen=True)
@@ -264,7 +277,8 @@ def plan_scan(
             visible = [s for s in visible if s.timestamp_ms * 1000 <= max_timestamp_us]
         if checked:
             visible = [s for s in visible if may_match(s.stats, schema, checked, s.record_count)]
-        tasks.extend(_split(part.topic, partition, visible, start, end, target_bytes))
+        cover = part.compacted_objects(start, end) if visible else []
+        tasks.extend(_split(part.topic, partition, visible, cover, start, end, target_bytes))
     return ScanPlan(tuple(ranges), tuple(tasks))
 
 
@@ -301,19 +315,33 @@ def _split(
     topic: Topic,
     partition: int,
     visible: list[SegmentSummary],
+    cover: list[CompactedRef],
     start: int,
     end: int,
     target_bytes: int,
 ) -> Iterator[ScanTask]:
+    """Tasks of about ``target_bytes``: runs of consecutive visible segments,
+    each read from its own object or from the compacted object in ``cover``
+    that holds it (never split between two tasks: each would fetch it)."""
     run: list[ScanSegment] = []
     size = 0
+    i = 0
     for s in visible:
-        key = segment_key(topic.prefix, partition, s.base)
-        run.append(ScanSegment(key, s.base, s.end, max(s.base, start), min(s.end, end), s.size))
-        size += s.size
-        if size >= target_bytes:
+        while i < len(cover) and cover[i].end < s.end:
+            i += 1
+        lo, hi = max(s.base, start), min(s.end, end)
+        obj = cover[i] if i < len(cover) and cover[i].start <= s.base else None
+        if obj is None:
+            key = segment_key(topic.prefix, partition, s.base)
+            piece = ScanSegment(key, s.base, s.end, lo, hi, s.size)
+        else:
+            piece = ScanSegment(obj.key, s.base, s.end, lo, hi, obj.size, (obj.start, obj.end))
+        if run and size >= target_bytes and run[-1].key != piece.key:
             yield ScanTask(topic.name, partition, tuple(run), size, topic.schema)
             run, size = [], 0
+        if not run or run[-1].key != piece.key:
+            size += piece.size
+        run.append(piece)
     if run:
         yield ScanTask(topic.name, partition, tuple(run), size, topic.schema)
 
@@ -354,18 +382,32 @@ def read_task(
     (the output schema, or an engine's version of it: the batches are cast).
     With ``columns``, only those of the topic's (large segments are then read
     column by column)."""
+    compacted: tuple[str, dict[int, tuple[int, int, int]], pa.RecordBatch] | None = None
     for seg in task.segments:
-        header, batch = fetch_segment(
-            store, seg.key, seg.base, seg.end, schema=task.schema, columns=columns, size=seg.size
-        )
-        batch = batch.slice(seg.lo - seg.base, seg.hi - seg.lo)
+        if seg.compacted is not None:
+            if compacted is None or compacted[0] != seg.key:
+                header, whole = fetch_compacted(
+                    store, seg.key, *seg.compacted, schema=task.schema, columns=columns,
+                    size=seg.size,
+                )  # fmt: skip
+                assert header.compaction is not None
+                compacted = (seg.key, header.compaction.rows(), whole)
+            row, timestamp_ms = _run(compacted[1], seg)
+            batch = compacted[2].slice(row + seg.lo - seg.base, seg.hi - seg.lo)
+        else:
+            header, batch = fetch_segment(
+                store, seg.key, seg.base, seg.end, schema=task.schema, columns=columns,
+                size=seg.size,
+            )  # fmt: skip
+            timestamp_ms = header.timestamp_ms
+            batch = batch.slice(seg.lo - seg.base, seg.hi - seg.lo)
         rows = batch.num_rows
         # Vectorised: a Python list per row would cost more than the read itself.
         extra: list[Any] = [
             pa.array([task.topic], pa.string()).take(np.zeros(rows, dtype=np.int32)),
             pa.array(np.full(rows, task.partition, dtype=np.int32)),
             pa.array(np.arange(seg.lo, seg.hi, dtype=np.int64)),
-            pa.array(np.full(rows, header.timestamp_ms * 1000, dtype=np.int64)).view(
+            pa.array(np.full(rows, timestamp_ms * 1000, dtype=np.int64)).view(
                 pa.timestamp("us", tz="UTC")
             ),
         ]
@@ -373,6 +415,21 @@ def read_task(
             [*batch.columns, *extra], schema=_widen(schema, batch.schema)
         )
         yield out.cast(schema) if not out.schema.equals(schema) else out
+
+
+def _run(runs: dict[int, tuple[int, int, int]], seg: ScanSegment) -> tuple[int, int]:
+    """Where a segment's records lie in the compacted object that holds them
+    (its first row), and their timestamp.
+
+    Raises:
+        CorruptSegmentError: the object does not hold them as the plan says.
+    """
+    found = runs.get(seg.base)
+    if found is None or found[1] != seg.end - seg.base:
+        raise CorruptSegmentError(
+            f"compacted object does not hold the records of [{seg.base}, {seg.end})", key=seg.key
+        )
+    return found[0], found[2]
 
 
 def _widen(target: pa.Schema, data: pa.Schema) -> pa.Schema:

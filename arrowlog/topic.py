@@ -46,6 +46,8 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
 _SEGMENT_NAME = re.compile(r"(\d{20})\.arrow")
 _ANNOUNCEMENT_NAME = re.compile(r"topic-version-(\d{20})\.json")
 _LOG_START_NAME = re.compile(r"log-start-(\d{20})\.json")
+_COMPACTED_MARK_NAME = re.compile(r"compacted-(\d{20})\.json")
+_COMPACTED_NAME = re.compile(r"(\d{20})-(\d{20})\.arrow")
 _VERSION_NAME = re.compile(r"([^/]+)/(\d{20})\.json")
 _INVERT = 10**20 - 1
 MAX_PARTITIONS = 10_000
@@ -326,8 +328,9 @@ def parse_announcement_key(key: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-#: the name of a log start marker, after its partition's segment prefix
-LOG_START_PREFIX = "log-start-"
+#: after a partition's segment prefix, a LIST ``start_after`` this shows only its
+#: markers (compaction marks, log starts, announcements): segment keys are digits
+MARKS_AFTER = "a"
 
 
 def log_start_key(prefix: str, partition: int, offset: int) -> str:
@@ -339,6 +342,45 @@ def log_start_key(prefix: str, partition: int, offset: int) -> str:
 def parse_log_start_key(key: str) -> int | None:
     match = _LOG_START_NAME.fullmatch(key.rsplit("/", 1)[-1])
     return int(match.group(1)) if match else None
+
+
+#: the name of a compaction mark, after its partition's segment prefix
+COMPACTED_MARK_PREFIX = "compacted-"
+
+
+def compacted_mark_key(prefix: str, partition: int, offset: int) -> str:
+    """Written by ``compact``: the records below ``offset`` are in compacted
+    objects, and their segments may be removed once the topic's delay has
+    passed. It sorts after every segment key (and before the log start's), so
+    every listing of the tail sees it."""
+    return f"{prefix}/{partition}/segments/compacted-{offset:020d}.json"
+
+
+def parse_compacted_mark_key(key: str) -> int | None:
+    match = _COMPACTED_MARK_NAME.fullmatch(key.rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
+
+
+def compacted_prefix(prefix: str, partition: int) -> str:
+    return f"{prefix}/{partition}/compacted/"
+
+
+def compacted_key(prefix: str, partition: int, start: int, end: int) -> str:
+    """A compacted object holding the committed records of ``[start, end)``.
+    Named by its end first: a LIST starting after ``compacted_after(X)`` shows,
+    in offset order, every compacted object that holds records at or past X."""
+    return f"{prefix}/{partition}/compacted/{end:020d}-{start:020d}.arrow"
+
+
+def compacted_after(prefix: str, partition: int, offset: int) -> str:
+    """A LIST ``start_after`` this shows the compacted objects ending past ``offset``."""
+    return f"{prefix}/{partition}/compacted/{offset:020d}-~"
+
+
+def parse_compacted_key(key: str) -> tuple[int, int] | None:
+    """``(start, end)`` named by a compacted object's key, or None."""
+    match = _COMPACTED_NAME.fullmatch(key.rsplit("/", 1)[-1])
+    return (int(match.group(2)), int(match.group(1))) if match else None
 
 
 def segment_prefix(prefix: str, partition: int) -> str:

@@ -1,6 +1,7 @@
 """arrowlog benchmarks, each against a baseline measured in the same run.
 
     python -m bench [--backends local,s3,s3fs] [--mib 128] [--repeat 3] [--suite core|...]
+    python -m bench --suite compaction   # 10,000 small segments read before/after compaction
 
 For every backend (a local directory, SeaweedFS over HTTP on 127.0.0.1, and with
 ``s3fs`` the same server through the s3fs client, for comparison), the
@@ -26,6 +27,7 @@ from typing import Any
 from obstore.store import LocalStore, S3Store
 
 from arrowlog.config import Compression
+from bench.compaction import bench_compaction, print_compaction
 from bench.core import (
     Backend,
     bench_append,
@@ -100,7 +102,9 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=128, help="data per measurement")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rows", type=int, default=1_000_000, help="demo events for bytes")
-    parser.add_argument("--suite", choices=["all", "core", "txn", "spark"], default="all")
+    parser.add_argument(
+        "--suite", choices=["all", "core", "txn", "spark", "compaction"], default="all"
+    )
     args = parser.parse_args()
     results: dict[str, dict[str, dict[str, float]]] = {}  # case -> measure -> figures
     commits: dict[str, dict[int, dict[str, float]]] = {}
@@ -108,6 +112,7 @@ def main() -> None:
     columns: dict[str, dict[str, float]] = {}
     small: dict[str, dict[str, float]] = {}
     spark_results: dict[str, float] = {}
+    compactions: dict[str, dict[str, Any]] = {}
     if args.suite in ("all", "spark"):
         print("[spark] read and write against Spark's Parquet ...", flush=True)
         with tempfile.TemporaryDirectory(prefix="arrowlog-bench-s3-") as tmp:
@@ -123,6 +128,11 @@ def main() -> None:
             return
     with backends(args.backends.split(",")) as found:
         for backend in found:
+            if args.suite in ("all", "compaction"):
+                print(f"[{backend.name}] 10,000 small segments, compacted ...", flush=True)
+                compactions[backend.name] = bench_compaction(backend, repeat=args.repeat)
+            if args.suite == "compaction":
+                continue
             if args.suite in ("all", "txn"):
                 print(f"[{backend.name}] commit latency ...", flush=True)
                 commits[backend.name] = bench_commit(
@@ -157,6 +167,10 @@ def main() -> None:
                             backend, batch, 8, per_writer
                         )
     print()
+    for name, c in compactions.items():
+        print_compaction(name, c)
+    if compactions:
+        print()
     if spark_results:
         print_spark(spark_results)
         print()
@@ -199,7 +213,10 @@ def main() -> None:
               f"{c['store_ceiling']:.1f}x)")  # fmt: skip
     if columns:
         print()
+    RESULTS.mkdir(exist_ok=True)
     if not results:
+        if compactions:
+            (RESULTS / "compaction.json").write_text(json.dumps(compactions, indent=2))
         return
     print(f"{'case':<25} {'append MiB/s':>12} {'obstore':>8} {'ratio':>6}   "
           f"{'read MiB/s':>10} {'obstore':>8} {'ratio':>6}   "
@@ -219,9 +236,9 @@ def main() -> None:
         "\nMiB/s of the batches' own (uncompressed) bytes; ratio = arrowlog / obstore for the"
         " same stored bytes\n(goal: append >= 0.9 at 1 MiB, >= 0.8 at 64 KiB; read >= 0.9)"
     )
-    RESULTS.mkdir(exist_ok=True)
     everything = {"core": results, "bytes": sizes, "columns": columns, "commit": commits,
-                  "small_txn": small, "spark": spark_results}  # fmt: skip
+                  "small_txn": small, "spark": spark_results,
+                  "compaction": compactions}  # fmt: skip
     (RESULTS / "latest.json").write_text(json.dumps(everything, indent=2))
 
 

@@ -1,12 +1,16 @@
-"""``arrowlog delete-records`` (kafka-delete-records: the log start moves) and
-``arrowlog vacuum`` (removes what deleted records left once their topic's
+"""``arrowlog delete-records`` (kafka-delete-records: the log start moves),
+``arrowlog compact`` (small segments into compacted objects) and ``arrowlog
+vacuum`` (removes what deleted records and compaction left once their topic's
 delete_delay_ms has passed; ``--dry-run`` lists it)."""
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from arrowlog.cli._common import Session, leaf, with_examples
+from arrowlog.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_TARGET_BYTES
 
 
 @click.command("delete-records")
@@ -61,11 +65,81 @@ def delete_records(session: Session, topic: str, partitions: tuple[int, ...], be
 @leaf(read_only=lambda args: bool(args["dry_run"]))
 @with_examples("arrowlog vacuum --dry-run", "arrowlog vacuum events --output json")
 def vacuum(session: Session, topics: tuple[str, ...], dry_run: bool) -> None:
-    """Remove the segments of deleted records (below the log start) whose topic's
-    delete_delay_ms has passed, in TOPICS (default: every topic). Killed
-    anywhere, running it again finishes."""
+    """Remove the segments of deleted records (below the log start) and of
+    compacted ranges whose topic's delete_delay_ms has passed, in TOPICS
+    (default: every topic), applying each topic's retention. Killed anywhere,
+    running it again finishes."""
     log = session.connect()
     removed = log.vacuum(topics or None, dry_run=dry_run)
     session.table([{"key": r.key, "reason": r.reason} for r in removed])
     verb = "would remove" if dry_run else "removed"
     session.message(f"{verb} {len(removed)} object(s)")
+
+
+#: units a size may be given in (KiB, MiB, GiB, or bytes)
+_UNITS = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "b": 1}
+
+
+def _byte_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    """A size in bytes: an int, or with a unit (KiB, MiB, GiB)."""
+    text = value.strip().lower().replace(" ", "")
+    for unit, factor in _UNITS.items():
+        if text.endswith(unit) and re.fullmatch(r"\d+", text[: -len(unit)]):
+            return int(text[: -len(unit)]) * factor
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    raise click.BadParameter(f"{value!r} is not a size (like 67108864 or 64MiB)")
+
+
+@click.command("compact")
+@click.argument("topics", nargs=-1)
+@click.option(
+    "--target-bytes",
+    callback=_byte_size,
+    default=str(DEFAULT_TARGET_BYTES),
+    show_default="64MiB",
+    help=f"The size a compacted object aims at ({MIN_TARGET_BYTES >> 20}MiB to "
+    f"{MAX_TARGET_BYTES >> 30}GiB; units KiB, MiB, GiB).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List the ranges that would be compacted; write nothing.",
+)
+@leaf(read_only=lambda args: bool(args["dry_run"]))
+@with_examples(
+    "arrowlog compact --dry-run",
+    "arrowlog compact events --target-bytes 128MiB",
+    "arrowlog compact && arrowlog vacuum   # the segments go once delete_delay_ms has passed",
+)
+def compact(session: Session, topics: tuple[str, ...], target_bytes: int, dry_run: bool) -> None:
+    """Rewrite the committed records of small segments in TOPICS (default: every
+    topic) into compacted objects of about --target-bytes: every complete
+    checkpoint window but the newest, up to the last stable offset. Readers use
+    them at once; `arrowlog vacuum` removes the segments once the topic's
+    delete_delay_ms has passed. Killed anywhere, running it again finishes."""
+    if not MIN_TARGET_BYTES <= target_bytes <= MAX_TARGET_BYTES:
+        raise click.BadParameter(
+            f"{target_bytes} is not between {MIN_TARGET_BYTES} and {MAX_TARGET_BYTES}",
+            param_hint="--target-bytes",
+        )
+    log = session.connect()
+    done = log.compact(topics or None, target_bytes=target_bytes, dry_run=dry_run)
+    session.table(
+        [
+            {
+                "topic": c.topic,
+                "partition": c.partition,
+                "start": c.start,
+                "end": c.end,
+                "segments": c.segments,
+                "bytes": c.bytes_before,
+                "records": c.records,
+                "key": c.key,
+            }
+            for c in done
+        ]
+    )
+    verb = "would compact" if dry_run else "compacted"
+    segments = sum(c.segments for c in done)
+    session.message(f"{verb} {segments} segment(s) into {len(done)} object(s)")

@@ -69,6 +69,9 @@ class PartitionBase:
         self._lock = threading.RLock()
         self._opened = False
         self._log_start = 0
+        # the compaction mark: the records below it are in compacted objects,
+        # and their segments may be removed (docs/protocol.md, "Compaction")
+        self._compacted = 0
         # Everything known about the log since the newest known checkpoint: the
         # next checkpoint window starts at _window_start, where the partition state
         # was _base_state; _tail holds (base, size) of every segment from there to

@@ -378,18 +378,18 @@ class Appends(Reads):
     def _end_is_stale(self) -> bool:
         """True once this object has trusted its view of the log end for half
         the topic's ``delete_delay_ms``: segments it does not know of may have
-        been written, deleted with the records before the log start, and their
-        keys freed since (docs/protocol.md, "Deleting records")."""
+        been written, removed (records deleted before the log start, or
+        compacted) and their keys freed since (docs/protocol.md, "Deleting records")."""
         trusted = time.monotonic() - self._end_known_at
         return trusted * 2000 > self._topic.config.delete_delay_ms
 
     def _in_log(self, ours: SegmentSummary) -> bool:
         """Whether our segment, just put at ``ours.base`` on a stale view of the
-        log, is the log's own there, and not a write into a key that a deleted
-        segment freed. Records are deleted only below the log start, and only
-        segments that a checkpoint indexes (docs/protocol.md): so ours is the
-        log's if the log starts at or before it, or if the checkpoint indexing
-        its offset names it.
+        log, is the log's own there, and not a write into a key that a removed
+        segment freed. Segments are removed only below the log start or the
+        compaction mark, and only segments that a checkpoint indexes
+        (docs/protocol.md): so ours is the log's if both are at or before it,
+        or if the checkpoint indexing its offset names it.
 
         Raises:
             AppendOutcomeUnknownError: the log start or checkpoint cannot be read.
@@ -397,7 +397,7 @@ class Appends(Reads):
         checkpoints = checkpoint_prefix(self._topic.prefix, self._partition)
         after = checkpoint_key(self._topic.prefix, self._partition, ours.base + 1)
         try:
-            if ours.base >= self._list_log_start():
+            if ours.base >= self._list_marks():
                 return True
             # inverted keys: the first after `after` is the window with the
             # greatest start <= our offset

@@ -107,7 +107,7 @@ class Checkpoints(Listing):
         self._last_checkpoint = None
         self._last_base = None
         self._base_state = PartitionState()
-        self._window_start = self._end = self._log_start = 0
+        self._window_start = self._end = self._log_start = self._compacted = 0
         cp = self._newest_checkpoint()
         if cp is not None:
             self._last_checkpoint = cp

@@ -18,6 +18,7 @@ from arrowlog.segment import (
     column_indices,
     decode_columns,
     decode_segment,
+    head_length,
 )
 from arrowlog.storage import Blob, Store
 
@@ -70,6 +71,43 @@ def fetch_segment(
         data = get_segment(store, key, base, end, retry)
         found = decode_segment(data, key=key, columns=columns)
     return check_segment(found, key, base, end, schema, columns)
+
+
+def fetch_compacted(
+    store: Store,
+    key: str,
+    start: int,
+    end: int,
+    retry: RetryPolicy | None = None,
+    schema: pa.Schema | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    size: int | None = None,
+) -> tuple[SegmentHeader, pa.RecordBatch]:
+    """Read and check a compacted object whose key says it holds ``[start,
+    end)``: as :func:`fetch_segment` does a segment; its header's
+    ``compaction`` says where each run of records lies in the batch.
+
+    Raises:
+        CorruptSegmentError: checksum mismatch, not a compacted object, or
+            offsets other than its key's.
+        SegmentNotFoundError: it is gone.
+    """
+    retry = retry or RetryPolicy()
+    found = None
+    if columns is not None and size is not None and size >= COLUMN_READ_MIN_BYTES:
+        found = _fetch_columns(store, key, size, columns, retry, (start, end))
+    if found is None:
+        data = _get(retry, lambda: store.get(key), key, (start, end))
+        found = decode_segment(data, key=key, columns=columns)
+    header = found[0]
+    table = header.compaction
+    if table is None or table.start != start or table.end != end:
+        held = "no compaction table" if table is None else f"[{table.start}, {table.end})"
+        raise CorruptSegmentError(
+            f"compacted object holds {held}, its key says [{start}, {end})", key=key
+        )
+    return check_segment(found, key, header.base_offset, header.next_offset, schema, columns)
 
 
 def get_segment(store: Store, key: str, base: int, end: int, retry: RetryPolicy) -> Blob:
@@ -139,6 +177,9 @@ def _fetch_columns(
     offsets: tuple[int, int],
 ) -> tuple[SegmentHeader, pa.RecordBatch] | None:
     head = _get(retry, lambda: store.get_range(key, 0, min(size, HEAD_BYTES)), key, offsets)
+    need = head_length(head, key)
+    if need > len(head) and need <= size:  # a large schema message (a compaction table)
+        head = _get(retry, lambda: store.get_range(key, 0, need), key, offsets)
 
     def one(span: tuple[int, int]) -> bytes:
         return _get(retry, lambda: store.get_range(key, *span), key, offsets)

@@ -20,8 +20,9 @@ from arrowlog.partition._base import PartitionBase, _Stale
 from arrowlog.segment import HEAD_BYTES, SegmentHeader, read_header
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
-    LOG_START_PREFIX,
+    MARKS_AFTER,
     parse_announcement_key,
+    parse_compacted_mark_key,
     parse_log_start_key,
     parse_segment_key,
     segment_prefix,
@@ -65,7 +66,7 @@ class Listing(PartitionBase):
         announced = [v for info in found if (v := parse_announcement_key(info.key)) is not None]
         if announced:
             self._topic_announced(max(announced))
-        self._learn_log_start(found)
+        self._learn_marks(found)
         listed = [
             (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
         ]
@@ -77,8 +78,9 @@ class Listing(PartitionBase):
                 # HEAD that finds nothing says it is gone; a deleted topic says
                 # so instead
                 self._check_alive()
-                if self._end <= self._log_start:
-                    # removed with the records before the log start
+                if self._end <= self._floor:
+                    # removed with the records before the log start, or once
+                    # they were compacted
                     return self._below_log_start()
                 raise SegmentNotFoundError(
                     f"segment missing: the log was known to reach offset {self._end} "
@@ -88,24 +90,36 @@ class Listing(PartitionBase):
         chain = self._chain_from(self._end, listed)
         for summary in chain:
             self._extend_tail(summary)
-        if self._log_start > self._end:
-            # the listing says the log starts past where this chain ends: its
-            # next key may be one a removed segment freed
+        if self._floor > self._end:
+            # the listing says the log starts (or was compacted) past where
+            # this chain ends: its next key may be one a removed segment freed
             return self._below_log_start()
         self._end_known_at = began
         return bool(chain)
 
-    def _learn_log_start(self, found: Iterable[ObjectInfo]) -> int:
-        """The log start, raised to the newest marker among listed objects."""
-        starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
-        with self._lock:  # read-ahead threads learn it too
-            self._log_start = max([self._log_start, *starts])
-            return self._log_start
+    @property
+    def _floor(self) -> int:
+        """Below this offset, segments may have been removed and their keys
+        freed: the log start, or the compaction mark if higher."""
+        return max(self._log_start, self._compacted)
 
-    def _list_log_start(self) -> int:
-        """The log start, listing only the partition's log start markers."""
-        prefix = segment_prefix(self._topic.prefix, self._partition) + LOG_START_PREFIX
-        return self._learn_log_start(self._retry(lambda: list(self._store.list(prefix))))
+    def _learn_marks(self, found: Iterable[ObjectInfo]) -> None:
+        """The log start and the compaction mark, raised to the newest marker
+        of each among listed objects."""
+        starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
+        marks = [m for info in found if (m := parse_compacted_mark_key(info.key)) is not None]
+        with self._lock:  # read-ahead threads learn them too
+            self._log_start = max([self._log_start, *starts])
+            self._compacted = max([self._compacted, *marks])
+
+    def _list_marks(self) -> int:
+        """The floor (see :attr:`_floor`), listing only the partition's markers
+        (every key after the segments': they all start with a digit)."""
+        prefix = segment_prefix(self._topic.prefix, self._partition)
+        self._learn_marks(
+            self._retry(lambda: list(self._store.list(prefix, start_after=prefix + MARKS_AFTER)))
+        )
+        return self._floor
 
     def _below_log_start(self) -> bool:
         """The chain this object knows ends at or below the log start, and the

@@ -16,13 +16,19 @@ import pyarrow as pa
 
 from arrowlog.checkpoint import PartitionState, SegmentSummary, advance
 from arrowlog.config import Compression
-from arrowlog.errors import OffsetOutOfRangeError, SegmentNotFoundError
+from arrowlog.errors import CorruptSegmentError, OffsetOutOfRangeError, SegmentNotFoundError
 from arrowlog.partition.checkpoints import Checkpoints
-from arrowlog.partition.fetch import check_segment, fetch_segment, get_segment, projected
+from arrowlog.partition.fetch import (
+    check_segment,
+    fetch_compacted,
+    fetch_segment,
+    get_segment,
+    projected,
+)
 from arrowlog.segment import SegmentHeader, column_indices, decode_segment
 from arrowlog.stats import Predicate, check_predicates, may_match, row_filter
 from arrowlog.storage import Blob
-from arrowlog.topic import segment_key
+from arrowlog.topic import compacted_after, compacted_prefix, parse_compacted_key, segment_key
 
 #: Segments that decode to less than this are decoded by the thread that reads
 #: them, not by the read-ahead threads that fetch them: a small segment's check
@@ -36,8 +42,8 @@ DECODE_AHEAD_MIN_BYTES = 256 * 1024
 COMPRESSED_RATIO = 8
 
 
-#: what a read-ahead thread hands over: a segment decoded, or only its bytes
-_Fetched = tuple[SegmentHeader, pa.RecordBatch] | Blob
+#: a segment's header and records (or some of them)
+_Item = tuple[SegmentHeader, pa.RecordBatch]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,35 @@ class SegmentRef:
     base: int
     end: int
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompactedRef:
+    """A compacted object: the committed records of ``[start, end)``, ``size`` bytes."""
+
+    key: str
+    start: int
+    end: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Compacted:
+    """Segments read from the compacted object that holds their records."""
+
+    obj: CompactedRef
+    refs: tuple[SegmentRef, ...]
+
+    @property
+    def size(self) -> int:
+        return self.obj.size
+
+
+#: one fetch: a segment, or the segments one compacted object holds
+_Unit = SegmentRef | _Compacted
+#: what a read-ahead thread hands over: a segment's bytes (decoded by the
+#: reading thread), or every segment of the unit decoded
+_Fetched = Blob | list[tuple[SegmentRef, _Item]]
 
 
 class Reads(Checkpoints):
@@ -203,53 +238,121 @@ class Reads(Checkpoints):
         else:
             start, end, refs = self._plan(start, end)
         wanted = _with_filtered(columns, checked)
-        fetch = functools.partial(self._fetch, columns=wanted)
         if skip is not None:
             refs = [ref for ref in refs if not skip(ref)]
         if checked:
-            cut: Callable[
-                [tuple[SegmentHeader, pa.RecordBatch], SegmentRef, int, int],
-                tuple[SegmentHeader, pa.RecordBatch],
-            ] = functools.partial(_cut_and_filter, columns=columns, where=checked)
+            cut: Callable[[_Item, SegmentRef, int, int], _Item] = functools.partial(
+                _cut_and_filter, columns=columns, where=checked
+            )
         else:
             cut = _cut
+        units = self._units(refs)
         ahead = self._config.read_ahead
         if ahead is None:
             ahead = 1 if self._store.url.startswith(("file:", "memory:")) else 8
         if ahead == 1:
-            for ref in refs:
-                yield cut(fetch(ref), ref, start, end)
+            for unit in units:
+                for ref, item in self._fetch_unit(unit, wanted):
+                    yield cut(item, ref, start, end)
             return
         # ``ahead`` threads fetch; up to 4 * ahead segments (and QUEUED_BYTES) may
         # be fetched or queued before the reader takes them, so that one slow
         # request at the head does not leave threads idle behind it (measured:
         # 64 KiB segments on SeaweedFS read 15% faster than with ``ahead`` only).
         pool = ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="arrowlog-read")
-        pending: collections.deque[tuple[SegmentRef, Future[_Fetched]]] = collections.deque()
+        pending: collections.deque[tuple[_Unit, Future[_Fetched]]] = collections.deque()
         queued = 0  # bytes of the segments in ``pending``
         try:
-            queue = collections.deque(refs)
+            queue = collections.deque(units)
             while True:
                 while queue and (
                     len(pending) < ahead
                     or (len(pending) < 4 * ahead and queued + queue[0].size <= QUEUED_BYTES)
                 ):
-                    ref = queue.popleft()
-                    pending.append((ref, pool.submit(self._fetch_ahead, ref, wanted)))
-                    queued += ref.size
+                    unit = queue.popleft()
+                    pending.append((unit, pool.submit(self._fetch_ahead, unit, wanted)))
+                    queued += unit.size
                 if not pending:
                     return
-                ref, future = pending.popleft()
-                queued -= ref.size
-                yield cut(self._decoded(future.result(), ref, wanted), ref, start, end)
+                unit, future = pending.popleft()
+                queued -= unit.size
+                for ref, item in self._decoded(future.result(), unit, wanted):
+                    yield cut(item, ref, start, end)
         finally:
             for _, future in pending:
                 future.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _fetch(
-        self, ref: SegmentRef, columns: Sequence[str] | None = None
-    ) -> tuple[SegmentHeader, pa.RecordBatch]:
+    def compacted_objects(self, start: int, end: int) -> list[CompactedRef]:
+        """The compacted objects that hold the records of ``[start, end)``
+        below the compaction mark, in offset order (see :meth:`_compacted_cover`);
+        none, without a request, when the range lies past the mark."""
+        with self._lock:
+            if start >= min(end, self._compacted):
+                return []
+            return self._compacted_cover(start, min(end, self._compacted))
+
+    def _units(self, refs: list[SegmentRef]) -> list[_Unit]:
+        """``refs`` as fetches: those below the compaction mark that a
+        compacted object holds are read from it, one fetch per object."""
+        below = [ref for ref in refs if ref.end <= self._compacted]
+        if not below:
+            return list(refs)
+        cover = self._compacted_cover(below[0].base, below[-1].end)
+        units: list[_Unit] = []
+        i = 0
+        for ref in refs:
+            while i < len(cover) and cover[i].end < ref.end:
+                i += 1
+            obj = cover[i] if i < len(cover) and ref.end <= self._compacted else None
+            if obj is None or obj.start > ref.base:
+                units.append(ref)
+            elif units and isinstance(units[-1], _Compacted) and units[-1].obj == obj:
+                units[-1] = _Compacted(obj, (*units[-1].refs, ref))
+            else:
+                units.append(_Compacted(obj, (ref,)))
+        return units
+
+    def _compacted_cover(self, start: int, end: int) -> list[CompactedRef]:
+        """The compacted objects to read ``[start, end)`` from, in offset order:
+        one LIST (keys name each object's end, then its start). Where objects
+        overlap (compactors of different target sizes raced), the one listed
+        first that holds an offset serves it."""
+        prefix = compacted_prefix(self._topic.prefix, self._partition)
+        after = compacted_after(self._topic.prefix, self._partition, start)
+
+        def listing() -> list[CompactedRef]:
+            out = []
+            for info in self._store.list(prefix, start_after=after):
+                parsed = parse_compacted_key(info.key)
+                if parsed is not None:
+                    out.append(CompactedRef(info.key, parsed[0], parsed[1], info.size))
+                    if parsed[1] >= end:
+                        break
+            return out
+
+        cover: list[CompactedRef] = []
+        at = start
+        for obj in self._retry(listing):
+            if at >= end:
+                break
+            if obj.start <= at < obj.end:
+                cover.append(obj)
+                at = obj.end
+        return cover
+
+    def _fetch_unit(
+        self, unit: _Unit, columns: Sequence[str] | None
+    ) -> list[tuple[SegmentRef, _Item]]:
+        if isinstance(unit, SegmentRef):
+            return [(unit, self._fetch(unit, columns))]
+        found = fetch_compacted(
+            self._store, unit.obj.key, unit.obj.start, unit.obj.end, self._config.retry,
+            self._topic.schema, columns=columns, size=unit.obj.size,
+        )  # fmt: skip
+        return list(_pieces(found, unit.obj.key, unit.refs))
+
+    def _fetch(self, ref: SegmentRef, columns: Sequence[str] | None = None) -> _Item:
         try:
             return fetch_segment(
                 self._store,
@@ -262,45 +365,66 @@ class Reads(Checkpoints):
                 size=ref.size,
             )
         except SegmentNotFoundError:
-            self._missing(ref)
-            raise
+            found = self._missing(ref, columns)
+            if found is None:
+                raise
+            return found
 
-    def _missing(self, ref: SegmentRef) -> None:
-        """A segment this object planned is gone: the topic was deleted (raises
-        UnknownTopicOrPartitionError), or its records were (raises
-        OffsetOutOfRangeError: vacuum removed it after its delay); returns if
-        neither, and the caller reports the loss."""
+    def _missing(self, ref: SegmentRef, columns: Sequence[str] | None) -> _Item | None:
+        """A segment this object planned is gone. If it was compacted, its
+        records are read from the compacted object (a read planned before its
+        segments were removed); if the topic was deleted, raises
+        UnknownTopicOrPartitionError; if its records were, raises
+        OffsetOutOfRangeError (vacuum removed it after its delay); else
+        returns None: the caller reports the loss."""
         self._check_alive()
-        log_start = self._list_log_start()
-        if ref.end <= log_start:
+        self._list_marks()
+        if ref.end <= self._log_start:
             raise OffsetOutOfRangeError(
                 f"{self._name}: offsets [{ref.base}, {ref.end}) were deleted since this read "
-                f"was planned (the log starts at {log_start}): read from the log start"
+                f"was planned (the log starts at {self._log_start}): read from the log start"
             )
+        if ref.end <= self._compacted:
+            unit = self._units([ref])[0]
+            if isinstance(unit, _Compacted):
+                pieces = self._fetch_unit(unit, columns)
+                if pieces:
+                    return pieces[0][1]
+                # its records were not kept (aborted, or a marker): none to read
+                schema = projected(self._topic.schema, columns)
+                empty = pa.RecordBatch.from_pylist([], schema=schema)
+                return SegmentHeader(
+                    base_offset=ref.base, record_count=0, timestamp_ms=0, append_id=""
+                ), empty
+        return None
 
-    def _fetch_ahead(self, ref: SegmentRef, columns: Sequence[str] | None) -> _Fetched:
-        """In a read-ahead thread: a segment's checked batch, or only the bytes
-        of a segment decoding to less than :data:`DECODE_AHEAD_MIN_BYTES`, which the
-        reading thread checks and decodes (see :meth:`_decoded`)."""
+    def _fetch_ahead(self, unit: _Unit, columns: Sequence[str] | None) -> _Fetched:
+        """In a read-ahead thread: every segment of the unit checked and
+        decoded, or only the bytes of a segment decoding to less than
+        :data:`DECODE_AHEAD_MIN_BYTES`, which the reading thread checks and
+        decodes (see :meth:`_decoded`)."""
+        if isinstance(unit, _Compacted):
+            return self._fetch_unit(unit, columns)
         compressed = self._topic.config.compression is not Compression.NONE
-        if ref.size * (COMPRESSED_RATIO if compressed else 1) >= DECODE_AHEAD_MIN_BYTES:
-            return self._fetch(ref, columns)
+        if unit.size * (COMPRESSED_RATIO if compressed else 1) >= DECODE_AHEAD_MIN_BYTES:
+            return self._fetch_unit(unit, columns)
         try:
-            return get_segment(self._store, ref.key, ref.base, ref.end, self._config.retry)
+            return get_segment(self._store, unit.key, unit.base, unit.end, self._config.retry)
         except SegmentNotFoundError:
-            self._missing(ref)
-            raise
+            found = self._missing(unit, columns)
+            if found is None:
+                raise
+            return [(unit, found)]
 
     def _decoded(
-        self,
-        fetched: _Fetched,
-        ref: SegmentRef,
-        columns: Sequence[str] | None,
-    ) -> tuple[SegmentHeader, pa.RecordBatch]:
-        if isinstance(fetched, tuple):
+        self, fetched: _Fetched, unit: _Unit, columns: Sequence[str] | None
+    ) -> list[tuple[SegmentRef, _Item]]:
+        if isinstance(fetched, list):
             return fetched
-        found = decode_segment(fetched, key=ref.key, columns=columns)
-        return check_segment(found, ref.key, ref.base, ref.end, self._topic.schema, columns)
+        assert isinstance(unit, SegmentRef)
+        found = decode_segment(fetched, key=unit.key, columns=columns)
+        schema = self._topic.schema
+        return [(unit, check_segment(found, unit.key, unit.base, unit.end, schema, columns))]
 
     def iter_batches(
         self,
@@ -398,3 +522,31 @@ def _cut(
     if lo == 0 and hi == batch.num_rows:
         return header, batch
     return header, batch.slice(lo, hi - lo)
+
+
+def _pieces(
+    found: _Item, key: str, refs: Sequence[SegmentRef]
+) -> Iterator[tuple[SegmentRef, _Item]]:
+    """The records of each of ``refs`` in a compacted object, as read from its
+    own segment; those it did not keep (aborted records, markers) are left out."""
+    header, batch = found
+    assert header.compaction is not None  # checked by fetch_compacted
+    rows = header.compaction.rows()
+    for ref in refs:
+        run = rows.get(ref.base)
+        if run is None:
+            continue
+        row, count, timestamp_ms = run
+        if count != ref.end - ref.base:
+            raise CorruptSegmentError(
+                f"compacted object holds {count} records at {ref.base}, the log says "
+                f"[{ref.base}, {ref.end})",
+                key=key,
+            )
+        piece = SegmentHeader(
+            base_offset=ref.base,
+            record_count=count,
+            timestamp_ms=timestamp_ms,
+            append_id=header.append_id,
+        )
+        yield ref, (piece, batch.slice(row, count))

@@ -16,7 +16,15 @@ from arrowlog.config import TopicConfig
 from arrowlog.errors import OffsetOutOfRangeError
 from arrowlog.partition.append import Appends
 from arrowlog.storage import ObjectInfo
-from arrowlog.topic import log_start_key, parse_log_start_key, parse_segment_key, segment_prefix
+from arrowlog.topic import (
+    compacted_prefix,
+    log_start_key,
+    parse_compacted_key,
+    parse_compacted_mark_key,
+    parse_log_start_key,
+    parse_segment_key,
+    segment_prefix,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +87,14 @@ class Retention(Appends):
             found = self._retry(lambda: list(self._store.list(prefix)))
             start = _retention_start(found, now_ms, config, self._log_start, self._end)
             delay = self._topic.config.delete_delay_ms
-            return start, _removable(found, now_ms, delay, self._newest_checkpoint)
+            compacted = compacted_prefix(self._topic.prefix, self._partition)
+            return start, _removable(
+                found,
+                now_ms,
+                delay,
+                self._newest_checkpoint,
+                lambda: self._retry(lambda: list(self._store.list(compacted))),
+            )
 
 
 def _retention_start(
@@ -117,40 +132,76 @@ def _removable(
     now_ms: int,
     delay: int,
     newest_checkpoint: Callable[[], Checkpoint | None],
+    list_compacted: Callable[[], list[ObjectInfo]],
 ) -> list[Removal]:
-    """What may be removed: the segments wholly below the newest log start
-    recorded at least ``delay`` (and :data:`CLOCK_GRAIN_MS`) before, and
-    indexed by a checkpoint older than the newest (whose chain every client
-    opens from); the log start markers that one supersedes. The newest marker
-    always stays: listings of the tail must show it."""
-    markers = sorted(
-        (offset, info) for info in found if (offset := parse_log_start_key(info.key)) is not None
-    )
-    # ages on the store's clock, which S3 reports to the second
-    ripe = [o for o, info in markers if _age_ms(info, now_ms) >= delay + CLOCK_GRAIN_MS]
-    if not ripe:
+    """What may be removed: the segments indexed by a checkpoint older than
+    the newest (whose chain every client opens from) that lie wholly below the
+    newest log start recorded at least ``delay`` (and :data:`CLOCK_GRAIN_MS`)
+    before, or inside a compacted object and below a compaction mark both
+    written that long before; compacted objects below that log start; the log
+    start markers and compaction marks superseded. The newest marker of each
+    kind always stays: listings of the tail must show it."""
+    ripe = _ripe(found, parse_log_start_key, now_ms, delay)
+    marks = _ripe(found, parse_compacted_mark_key, now_ms, delay)
+    start = max(ripe, default=0)
+    mark = max(marks, default=0)
+    if not start and not mark:
         return []
-    start = max(ripe)
     newest = newest_checkpoint()
     if newest is None:
         return []
+    objects = []
+    if mark or start:
+        for info in list_compacted():
+            span = parse_compacted_key(info.key)
+            if span is not None:
+                objects.append((span, info))
+    held = [span for span, info in objects if _age_ms(info, now_ms) >= delay + CLOCK_GRAIN_MS]
     # a segment's end is the next one's base; only those ending at or before
-    # both the log start and the newest checkpoint's last segment
-    limit = min(start, newest.segments[-1].base)
+    # the newest checkpoint's last segment
+    limit = newest.segments[-1].base
     segments = sorted(
         (base, info.key) for info in found if (base := parse_segment_key(info.key)) is not None
     )
-    out = [
-        Removal(key, f"offsets [{base}, {following}) are below the log start {start}")
-        for (base, key), (following, _) in itertools.pairwise(segments)
-        if following <= limit
-    ]
+    out = []
+    for (base, key), (following, _) in itertools.pairwise(segments):
+        if following > limit:
+            break
+        if following <= start:
+            out.append(
+                Removal(key, f"offsets [{base}, {following}) are below the log start {start}")
+            )
+        elif following <= mark and any(a <= base and following <= b for a, b in held):
+            out.append(Removal(key, f"offsets [{base}, {following}) are in a compacted object"))
     out += [
-        Removal(info.key, f"log start {offset} was superseded by {start}")
-        for offset, info in markers
-        if offset < start
+        Removal(info.key, f"compacted offsets [{a}, {b}) are below the log start {start}")
+        for (a, b), info in objects
+        if b <= start
     ]
+    for parse, newest_ripe, what in (
+        (parse_log_start_key, start, "log start"),
+        (parse_compacted_mark_key, mark, "compaction mark"),
+    ):
+        out += [
+            Removal(info.key, f"{what} {offset} was superseded by {newest_ripe}")
+            for info in found
+            if (offset := parse(info.key)) is not None and offset < newest_ripe
+        ]
     return out
+
+
+def _ripe(
+    found: list[ObjectInfo], parse: Callable[[str], int | None], now_ms: int, delay: int
+) -> list[int]:
+    """The offsets of the markers ``parse`` reads among ``found`` that were
+    written at least ``delay`` before ``now_ms`` (on the store's clock, which
+    S3 reports to the second)."""
+    return [
+        offset
+        for info in found
+        if (offset := parse(info.key)) is not None
+        and _age_ms(info, now_ms) >= delay + CLOCK_GRAIN_MS
+    ]
 
 
 def _age_ms(info: ObjectInfo, now_ms: int) -> int:

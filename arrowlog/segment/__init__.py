@@ -17,6 +17,10 @@ arrowlog's header in the schema's custom metadata:
     ``-`` (the value sits twice in the file, in the schema message and in the
     footer's copy of the schema; both are replaced). Every byte flip and every
     truncation is detected, padding and footer included.
+``arrowlog.compacted``
+    in compacted objects only: the offsets they cover and the runs of records
+    they hold (see :class:`~arrowlog.segment.header.Compaction`), with its CRC32C
+    in ``arrowlog.compacted_crc32c``.
 ``arrowlog.columns``
     in segments of large batches only: where each column lies and its CRC32C
     (see :mod:`arrowlog.segment.column_table`), so that a reader of a few columns
@@ -46,13 +50,16 @@ from arrowlog.segment.header import (
     HEADER_CRC_KEY,
     HEADER_KEY,
     PLAIN_APPEND,
+    Compaction,
     SegmentHeader,
     WriterIdentity,
+    head_length,
     read_header,
 )
 from arrowlog.segment.projection import RangeFetch, column_indices, decode_columns
 
 __all__ = [
+    "Compaction",
     "COLUMNS_KEY",
     "CRC_KEY",
     "DICTIONARY_KEY",
@@ -64,6 +71,7 @@ __all__ = [
     "RangeFetch",
     "SegmentHeader",
     "WriterIdentity",
+    "head_length",
     "check_schema",
     "column_indices",
     "compression_slack",

@@ -31,6 +31,7 @@ from arrowlog.segment.header import (
     HEADER_KEY,
     SegmentHeader,
     WriterIdentity,
+    compaction_metadata,
     header_from_metadata,
     hex8,
     stats_metadata,
@@ -85,6 +86,7 @@ def encode(
     metadata[HEADER_KEY] = header_json
     metadata[HEADER_CRC_KEY] = hex8(crc32c.crc32c(header_json))
     metadata.update(stats_metadata(header))
+    metadata.update(compaction_metadata(header))
     metadata[CRC_KEY] = CRC_TAG + CRC_PLACEHOLDER
     if tabled:
         metadata[COLUMNS_KEY] = column_table.placeholder(batch.num_columns)

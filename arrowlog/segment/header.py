@@ -23,6 +23,9 @@ CRC_KEY = b"arrowlog.crc32c"
 #: key of their own, which readers of the header alone parse only when asked
 STATS_KEY = b"arrowlog.stats"
 STATS_CRC_KEY = b"arrowlog.stats_crc32c"
+#: in a compacted object only: what it holds (JSON, see :class:`Compaction`)
+COMPACTED_KEY = b"arrowlog.compacted"
+COMPACTED_CRC_KEY = b"arrowlog.compacted_crc32c"
 #: JSON list of the columns stored dictionary-encoded (compressed topics only)
 DICTIONARY_KEY = b"arrowlog.dictionary"
 # Enough for the schema message of any ordinary topic; larger schemas cost one more
@@ -58,6 +61,49 @@ _DECODER = json.JSONDecoder()
 _IDENTITY_FIELDS = tuple(WriterIdentity.__dataclass_fields__)
 
 
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What a compacted object holds: the records of offsets ``[start, end)``
+    that a read_committed reader sees, as runs ``(base, count, timestamp_ms)``,
+    one per segment they came from, in offset order, one after another in the
+    batch. The offsets between runs held aborted records or markers."""
+
+    start: int
+    end: int
+    runs: tuple[tuple[int, int, int], ...]
+
+    def rows(self) -> dict[int, tuple[int, int, int]]:
+        """Each run's base -> ``(row, count, timestamp_ms)``: where in the batch
+        the records of the segment at that base begin."""
+        out = {}
+        row = 0
+        for base, count, ts in self.runs:
+            out[base] = (row, count, ts)
+            row += count
+        return out
+
+    def to_json(self) -> bytes:
+        fields = {"start": self.start, "end": self.end, "runs": [list(r) for r in self.runs]}
+        return json.dumps(fields, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes, *, key: str, records: int) -> Compaction:
+        try:
+            fields = json.loads(raw)
+            start, end = int(fields["start"]), int(fields["end"])
+            runs = tuple((int(b), int(c), int(t)) for b, c, t in fields["runs"])
+        except (ValueError, TypeError, KeyError) as e:
+            raise CorruptSegmentError(f"unreadable compaction table: {e}", key=key) from e
+        at = start
+        for base, count, _ in runs:
+            if base < at or count < 1:
+                raise CorruptSegmentError("compaction table runs out of order", key=key)
+            at = base + count
+        if at > end or sum(c for _, c, _ in runs) != records:
+            raise CorruptSegmentError("compaction table does not match its records", key=key)
+        return cls(start, end, runs)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SegmentHeader:
     """What a segment says about itself. Offsets ``[base_offset, next_offset)``."""
@@ -70,6 +116,9 @@ class SegmentHeader:
     #: min, max and null count per primitive column (written beside the header,
     #: not in its JSON: see :func:`stats_metadata`)
     stats: dict[str, list[Any]] | None = None
+    #: in a compacted object, what it holds (a key of its own beside the header
+    #: JSON, see :func:`compaction_metadata`); None in a segment
+    compaction: Compaction | None = None
 
     @property
     def next_offset(self) -> int:
@@ -107,7 +156,7 @@ class SegmentHeader:
             raise
         except (ValueError, TypeError, KeyError) as e:
             raise CorruptSegmentError(f"unreadable segment header: {e}", key=key) from e
-        if header.base_offset < 0 or header.record_count < 1:
+        if header.base_offset < 0 or header.record_count < 0:
             raise CorruptSegmentError("segment header has impossible offsets", key=key)
         return header
 
@@ -131,18 +180,29 @@ def read_header(head: bytes | memoryview, *, key: str) -> SegmentHeader | int:
     return header_from_metadata(schema.metadata, key)
 
 
-def head_schema(head: bytes | memoryview, key: str) -> pa.Schema | int:
-    """The schema message from the first bytes of a segment, or how many bytes
-    it needs."""
+def head_length(head: bytes | memoryview, key: str) -> int:
+    """How many first bytes of a segment hold its schema message (and so its
+    header), from at least its first 16.
+
+    Raises:
+        CorruptSegmentError: the bytes are not the start of a segment.
+    """
     if len(head) < 16 or head[:6] != MAGIC:
         raise CorruptSegmentError("not an Arrow IPC file", key=key)
     continuation, schema_len = struct.unpack_from("<Ii", head, 8)
     if continuation != CONTINUATION or schema_len <= 0:
         raise CorruptSegmentError("bad IPC framing", key=key)
-    if len(head) < 16 + schema_len:
-        return int(16 + schema_len)
+    return int(16 + schema_len)
+
+
+def head_schema(head: bytes | memoryview, key: str) -> pa.Schema | int:
+    """The schema message from the first bytes of a segment, or how many bytes
+    it needs."""
+    need = head_length(head, key)
+    if len(head) < need:
+        return need
     try:
-        return pa.ipc.read_schema(pa.py_buffer(head[8 : 16 + schema_len]))
+        return pa.ipc.read_schema(pa.py_buffer(head[8:need]))
     except (pa.ArrowException, OSError) as e:  # a bad flatbuffer is an OSError
         raise CorruptSegmentError(f"unreadable schema message: {e}", key=key) from e
 
@@ -160,6 +220,14 @@ def header_from_metadata(
     if crc != hex8(crc32c.crc32c(raw)):
         raise CorruptSegmentError("header checksum mismatch", key=key)
     header = SegmentHeader.from_json(raw, key=key)
+    compacted = metadata.get(COMPACTED_KEY)
+    if compacted is not None:
+        if metadata.get(COMPACTED_CRC_KEY) != hex8(crc32c.crc32c(compacted)):
+            raise CorruptSegmentError("compaction table checksum mismatch", key=key)
+        table = Compaction.from_json(compacted, key=key, records=header.record_count)
+        header = dataclasses.replace(header, compaction=table)
+    elif header.record_count < 1:  # only a compacted object may hold no records
+        raise CorruptSegmentError("segment header has impossible offsets", key=key)
     found = metadata.get(STATS_KEY)
     if not stats or found is None:
         return header
@@ -182,6 +250,14 @@ def stats_metadata(header: SegmentHeader) -> dict[bytes, bytes]:
         return {}
     raw = json.dumps(header.stats, separators=(",", ":"), allow_nan=False).encode()
     return {STATS_KEY: raw, STATS_CRC_KEY: hex8(crc32c.crc32c(raw))}
+
+
+def compaction_metadata(header: SegmentHeader) -> dict[bytes, bytes]:
+    """The schema metadata entries of a compacted object's table."""
+    if header.compaction is None:
+        return {}
+    raw = header.compaction.to_json()
+    return {COMPACTED_KEY: raw, COMPACTED_CRC_KEY: hex8(crc32c.crc32c(raw))}
 
 
 def user_metadata(metadata: dict[bytes, bytes] | None) -> dict[bytes, bytes] | None:

@@ -139,6 +139,7 @@ def _task(store: Store, task: ScanTask) -> dict[str, Any]:
                 "lo": s.lo,
                 "hi": s.hi,
                 "size": s.size,
+                **({} if s.compacted is None else {"compacted": list(s.compacted)}),
             }
             for s in task.segments
         ],

@@ -4,6 +4,7 @@ precedence), and how its tasks are split (``minPartitions``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -165,7 +166,7 @@ def _pieces(task: ScanTask, n: int) -> list[ScanTask]:
         lo = s.lo
         while lo < s.hi:
             take = min(s.hi - lo, cut - done)
-            current.append(ScanSegment(s.key, s.base, s.end, lo, lo + take, s.size))
+            current.append(dataclasses.replace(s, lo=lo, hi=lo + take))
             lo += take
             done += take
             if done == cut:

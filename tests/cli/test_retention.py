@@ -108,3 +108,50 @@ def test_bad_alterations_fail_in_one_line_and_write_nothing(
     before = files(root)
     assert fails(capsys, EXIT_USAGE, "topics", "alter", "t", *args)
     assert files(root) == before
+
+
+def twenty(root: Path) -> arrowlog.ArrowLog:
+    log = arrowlog.connect(str(root))
+    config = TopicConfig(checkpoint_interval=4, delete_delay_ms=100)
+    log.create_topic("t", SCHEMA, config=config)
+    for x in range(20):
+        log.append("t", rows(x))
+    return log
+
+
+def test_compact_then_vacuum_leaves_the_records_in_fewer_objects(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    twenty(root)
+    before = files(root)
+    planned = json.loads(run(capsys, "compact", "--dry-run", "--output", "json"))
+    assert files(root) == before  # a dry run writes nothing
+    assert [(r["start"], r["end"], r["segments"], r["key"]) for r in planned] == [(0, 16, 16, None)]
+    done = json.loads(run(capsys, "compact", "t", "--target-bytes", "1MiB", "--output", "json"))
+    assert [(r["start"], r["end"], r["records"]) for r in done] == [(0, 16, 16)]
+    assert "compacted/" in done[0]["key"]
+    time.sleep(2.2)
+    out = json.loads(run(capsys, "vacuum", "--output", "json"))
+    assert sum("compacted object" in r["reason"] for r in out) == 16
+    after = files(root)
+    assert before is not None and after is not None and len(after) < len(before)
+    assert arrowlog.connect(str(root)).read("t", 0).column("x").to_pylist() == list(range(20))
+    assert json.loads(run(capsys, "compact", "--output", "json")) == []  # nothing left
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["--target-bytes", "1KiB"], EXIT_USAGE, "--target-bytes"),
+        (["--target-bytes", "lots"], EXIT_USAGE, "not a size"),
+        (["--target-bytes", "2GiB"], EXIT_USAGE, "--target-bytes"),
+        (["nope"], EXIT_NOT_FOUND, "nope"),
+    ],
+)
+def test_bad_compact_input_fails_in_one_line_and_writes_nothing(
+    root: Path, capsys: pytest.CaptureFixture[str], args: list[str], code: int, says: str
+) -> None:
+    twenty(root)
+    before = files(root)
+    assert says in fails(capsys, code, "compact", *args)
+    assert files(root) == before

@@ -381,3 +381,52 @@ def test_writes_and_streams_go_through_the_jvm_source_to_the_python_one(
     got = spark.sql("select v from jvm_source_stream").collect()
     assert sorted(r.v for r in got) == list(range(10))
     assert isinstance(arrowlog.connect(spec.url, spec.options), arrowlog.ArrowLog)
+
+
+@pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_compacted_segments_read_the_same_through_both_readers(
+    spark: Any, tmp_path: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    """Every type, two partitions, committed and aborted transactions: after
+    compaction both readers read the compacted objects (one fetch per object,
+    a dictionary column decoded once) and return exactly the rows, offsets and
+    timestamps they returned from the segments; cut ranges and tasks split by
+    minPartitions too."""
+    from arrowlog.compaction import MIN_TARGET_BYTES
+    from arrowlog.scan import plan_scan
+
+    spec = _spec(kind, tmp_path, request)
+    log = spec.connect()
+    config = TopicConfig(compression=Compression.ZSTD, checkpoint_interval=2)
+    log.create_topic("types", TYPES, partitions=2, config=config)
+    tx = log.producer(transactional_id="tx")
+    tx.init_transactions()
+    for k in range(12):
+        if k % 4 == 3:
+            tx.begin_transaction()
+            tx.send("types", typed_rows(3, start=100 + k), partition=k % 2)
+            tx.flush()
+            (tx.abort_transaction if k % 8 == 3 else tx.commit_transaction)()
+        log.append("types", typed_rows(5, start=6 * k), partition=k % 2)
+    cuts = [
+        {},
+        {
+            "startingOffsets": '{"types": {"0": 2, "1": 1}}',
+            "endingOffsets": '{"types": {"0": 17, "1": 12}}',
+        },
+        {"minPartitions": "7"},
+    ]
+    before = [rows_of(read(spark, spec, "python", topic="types", **cut)) for cut in cuts]
+    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert {c.partition for c in done} == {0, 1}
+    keys = {s.key for t in plan_scan(spec.connect(), ["types"]).tasks for s in t.segments}
+    assert any("/compacted/" in k for k in keys)
+    for cut, expected in zip(cuts, before, strict=True):
+        for reader in ("jvm", "python"):
+            assert rows_of(read(spark, spec, reader, topic="types", **cut)) == expected, (
+                reader,
+                cut,
+            )
+    jvm = read(spark, spec, "jvm", topic="types").select("s", "offset", "timestamp")
+    python = read(spark, spec, "python", topic="types").select("s", "offset", "timestamp")
+    assert rows_of(jvm) == rows_of(python)

@@ -89,7 +89,9 @@ public final class Planner {
                 s.get("end").asLong(),
                 s.get("lo").asLong(),
                 s.get("hi").asLong(),
-                s.get("size").asLong()));
+                s.get("size").asLong(),
+                s.path("compacted").path(0).asLong(-1),
+                s.path("compacted").path(1).asLong(-1)));
       }
       tasks.add(
           new SegmentTask(

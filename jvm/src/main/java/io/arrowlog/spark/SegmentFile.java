@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.zip.CRC32C;
@@ -23,15 +24,46 @@ final class SegmentFile implements AutoCloseable {
   static final byte[] PLACEHOLDER = "--------".getBytes(StandardCharsets.US_ASCII);
   private static final ObjectMapper JSON = new ObjectMapper();
 
+  final String key;
   final ColumnReader reader;
   /** The columns read (those wanted). */
   final VectorSchemaRoot root;
   final long timestampMs;
+  /**
+   * In a compacted object: each run's base offset to {first row, records, timestamp ms};
+   * null in a segment.
+   */
+  private final Map<Long, long[]> runs;
 
-  private SegmentFile(ColumnReader reader, VectorSchemaRoot root, long timestampMs) {
+  private SegmentFile(
+      String key,
+      ColumnReader reader,
+      VectorSchemaRoot root,
+      long timestampMs,
+      Map<Long, long[]> runs) {
+    this.key = key;
     this.reader = reader;
     this.root = root;
     this.timestampMs = timestampMs;
+    this.runs = runs;
+  }
+
+  /**
+   * Where {@code segment}'s records lie in this file: {first row, timestamp ms}. A segment's
+   * are all of it; a compacted object's are one run of its table.
+   */
+  long[] rows(SegmentTask.Segment segment) {
+    if (runs == null) {
+      return new long[] {0, timestampMs};
+    }
+    long[] run = runs.get(segment.base());
+    if (run == null || run[1] != segment.end() - segment.base()) {
+      throw corrupt(
+          "compacted object does not hold the records of ["
+              + segment.base() + ", " + segment.end() + ")",
+          key);
+    }
+    return new long[] {run[0], run[2]};
   }
 
   @Override
@@ -68,7 +100,9 @@ final class SegmentFile implements AutoCloseable {
       if (topic != null) {
         TopicSchema.check(found, topic, reader, key);
       }
-      if (base != segment.base() || base + count != segment.end()) {
+      Map<Long, long[]> runs =
+          segment.compacted() ? runs(found.getCustomMetadata(), segment, count, key) : null;
+      if (runs == null && (base != segment.base() || base + count != segment.end())) {
         throw corrupt(
             "segment holds [" + base + ", " + (base + count) + "), the log says ["
                 + segment.base() + ", " + segment.end() + ")",
@@ -83,7 +117,7 @@ final class SegmentFile implements AutoCloseable {
           && (after + 8 > data.length || data[(int) after] != -1 || data[(int) after + 4] != 0)) {
         throw corrupt("a segment holds one record batch, found more", key);
       }
-      return new SegmentFile(reader, root, header.path("timestamp_ms").asLong());
+      return new SegmentFile(key, reader, root, header.path("timestamp_ms").asLong(), runs);
     } catch (IOException | RuntimeException e) {
       try {
         reader.close();
@@ -95,6 +129,45 @@ final class SegmentFile implements AutoCloseable {
       }
       throw new ArrowLogException("CorruptSegmentError", key + ": unreadable Arrow IPC: " + e, e);
     }
+  }
+
+  /** A compacted object's table, checked by its CRC32C and against the plan. */
+  private static Map<Long, long[]> runs(
+      Map<String, String> metadata, SegmentTask.Segment segment, long count, String key)
+      throws IOException {
+    String raw = metadata == null ? null : metadata.get("arrowlog.compacted");
+    String stored = metadata == null ? null : metadata.get("arrowlog.compacted_crc32c");
+    if (raw == null || stored == null) {
+      throw corrupt("no compaction table: not a compacted object", key);
+    }
+    CRC32C crc = new CRC32C();
+    crc.update(raw.getBytes(StandardCharsets.UTF_8));
+    if (!stored.equals(String.format("%08x", crc.getValue()))) {
+      throw corrupt("compaction table checksum mismatch", key);
+    }
+    JsonNode table = JSON.readTree(raw);
+    long start = table.path("start").asLong(-1);
+    long end = table.path("end").asLong(-1);
+    if (start != segment.compactedStart() || end != segment.compactedEnd()) {
+      throw corrupt(
+          "compacted object holds [" + start + ", " + end + "), its key says ["
+              + segment.compactedStart() + ", " + segment.compactedEnd() + ")",
+          key);
+    }
+    Map<Long, long[]> out = new HashMap<>();
+    long row = 0;
+    for (JsonNode run : table.path("runs")) {
+      long records = run.path(1).asLong(-1);
+      if (records < 1) {
+        throw corrupt("compaction table runs out of order", key);
+      }
+      out.put(run.path(0).asLong(), new long[] {row, records, run.path(2).asLong()});
+      row += records;
+    }
+    if (row != count) {
+      throw corrupt("compaction table does not match its records", key);
+    }
+    return out;
   }
 
   private static JsonNode header(Map<String, String> metadata, String key) throws IOException {

@@ -2,8 +2,10 @@ package io.arrowlog.spark;
 
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
@@ -38,6 +40,9 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
   private SegmentFile file;
   private final List<ValueVector> owned = new ArrayList<>();
 
+  /** Dictionary-encoded columns of the open file, decoded (once per file). */
+  private final Map<String, ValueVector> decoded = new HashMap<>();
+
   /** The topic columns to load: those of the read schema. */
   private final Set<String> wanted = new HashSet<>();
 
@@ -63,15 +68,20 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
       return false;
     }
     SegmentTask.Segment segment = task.segments()[next++];
-    // a few columns of a large segment: only their bytes; otherwise the whole object
-    // (every column wanted: no head to read first)
-    boolean all = topic != null && wanted.size() >= topic.getFields().size();
-    byte[] some = all ? null : ColumnRanges.fetch(segment, wanted);
-    file =
-        some != null
-            ? SegmentFile.open(some, false, segment, allocator, wanted, topic)
-            : SegmentFile.open(Fetch.bytes(segment), true, segment, allocator, wanted, topic);
-    int from = Math.toIntExact(segment.lo() - segment.base());
+    // the segments of one compacted object follow each other in a task: one fetch
+    if (file == null || !segment.compacted() || !file.key.equals(segment.key())) {
+      closeFile();
+      // a few columns of a large segment: only their bytes; otherwise the whole object
+      // (every column wanted: no head to read first)
+      boolean all = topic != null && wanted.size() >= topic.getFields().size();
+      byte[] some = all ? null : ColumnRanges.fetch(segment, wanted);
+      file =
+          some != null
+              ? SegmentFile.open(some, false, segment, allocator, wanted, topic)
+              : SegmentFile.open(Fetch.bytes(segment), true, segment, allocator, wanted, topic);
+    }
+    long[] at = file.rows(segment);
+    int from = Math.toIntExact(at[0] + segment.lo() - segment.base());
     int rows = Math.toIntExact(segment.hi() - segment.lo());
     boolean whole = from == 0 && rows == file.root.getRowCount();
     StructField[] fields = schema.fields();
@@ -90,7 +100,7 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
         columns[i] = new OffsetColumnVector(segment.lo());
       } else if (name.equals(meta.timestamp())) {
         ConstantColumnVector c = new ConstantColumnVector(rows, DataTypes.TimestampType);
-        c.setLong(Math.multiplyExact(file.timestampMs, 1000L));
+        c.setLong(Math.multiplyExact(at[1], 1000L));
         columns[i] = c;
       } else {
         ValueVector v = column(name, segment);
@@ -115,11 +125,18 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     if (encoding == null) {
       return v;
     }
+    ValueVector done = decoded.get(name);
+    if (done != null) {
+      return done;
+    }
     Dictionary dictionary = file.reader.getDictionaryVectors().get(encoding.getId());
     if (dictionary == null) {
       throw SegmentFile.corrupt("column " + name + " has no dictionary", segment.key());
     }
-    return own(DictionaryEncoder.decode(v, dictionary));
+    // kept while the file is open: a compacted object's segments share it
+    done = DictionaryEncoder.decode(v, dictionary);
+    decoded.put(name, done);
+    return done;
   }
 
   private ValueVector own(ValueVector v) {
@@ -141,6 +158,13 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
       v.close();
     }
     owned.clear();
+  }
+
+  private void closeFile() throws IOException {
+    for (ValueVector v : decoded.values()) {
+      v.close();
+    }
+    decoded.clear();
     if (file != null) {
       file.close();
       file = null;
@@ -150,6 +174,7 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
   @Override
   public void close() throws IOException {
     release();
+    closeFile();
     allocator.close();
   }
 }

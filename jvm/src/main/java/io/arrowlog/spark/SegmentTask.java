@@ -13,8 +13,24 @@ record SegmentTask(
 
   /**
    * A segment, where an executor fetches it ({@code location}: a path or a pre-signed
-   * URL), the offsets it holds {@code [base, end)} and those to keep {@code [lo, hi)}.
+   * URL), the offsets it holds {@code [base, end)} and those to keep {@code [lo, hi)}. When
+   * {@code compactedStart >= 0}, {@code key} is the compacted object of the offsets
+   * {@code [compactedStart, compactedEnd)} that holds the segment's records (docs/protocol.md,
+   * "Compacting small segments"), and {@code size} is the object's.
    */
-  record Segment(String location, String key, long base, long end, long lo, long hi, long size)
-      implements Serializable {}
+  record Segment(
+      String location,
+      String key,
+      long base,
+      long end,
+      long lo,
+      long hi,
+      long size,
+      long compactedStart,
+      long compactedEnd)
+      implements Serializable {
+    boolean compacted() {
+      return compactedStart >= 0;
+    }
+  }
 }

@@ -1,0 +1,147 @@
+"""Compacting small segments: the committed records of decided ranges are
+rewritten into large compacted objects, which readers and the Spark planner
+read instead; ``vacuum`` removes the segments once the topic's
+``delete_delay_ms`` has passed. See docs/protocol.md, "Compacting small
+segments".
+
+A range is whole checkpoint windows below the newest one and below the last
+stable offset: every transaction in it is decided, and no writer appends there.
+What a read_committed reader sees of it is what the compacted object holds:
+aborted records and transaction markers are left out, and each kept segment's
+records keep their offsets and timestamp (a run of the object's table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from arrowlog.consumer import last_stable_offset, plan_committed
+from arrowlog.errors import CorruptSegmentError, InvalidConfigError, UnknownTopicOrPartitionError
+from arrowlog.topic import check_topic_name
+
+if TYPE_CHECKING:
+    from arrowlog.checkpoint import PartitionState
+    from arrowlog.coordinator import Snapshot
+    from arrowlog.log import ArrowLog
+    from arrowlog.partition import CompactionRange, PartitionLog
+
+#: the stored size a compacted object aims at
+DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
+#: bounds of ``target_bytes``: one object is built in memory and put in one PUT
+MIN_TARGET_BYTES = 1024 * 1024
+MAX_TARGET_BYTES = 1024 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """A range ``compact`` compacted (or, in a dry run, would)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    #: segments the range held, and their bytes
+    segments: int
+    bytes_before: int
+    #: records kept and the object's key (None in a dry run)
+    records: int | None = None
+    key: str | None = None
+
+
+def compact(
+    log: ArrowLog,
+    topics: Iterable[str] | None = None,
+    *,
+    target_bytes: int = DEFAULT_TARGET_BYTES,
+    dry_run: bool = False,
+) -> list[Compacted]:
+    """Compact every partition of ``topics`` (default: all) as far as its
+    last stable offset allows; return what was compacted. Idempotent: killed
+    anywhere, a rerun writes the same ranges (put-if-absent keeps the first).
+    With ``dry_run``, nothing is written: the ranges are only planned.
+
+    Raises:
+        InvalidConfigError: ``target_bytes`` or ``dry_run`` is not valid (nothing
+            is written).
+        UnknownTopicOrPartitionError: a named topic does not exist.
+    """
+    if not isinstance(dry_run, bool):
+        raise InvalidConfigError(f"dry_run must be True or False, got {dry_run!r}")
+    if (
+        isinstance(target_bytes, bool)
+        or not isinstance(target_bytes, int)
+        or not MIN_TARGET_BYTES <= target_bytes <= MAX_TARGET_BYTES
+    ):
+        raise InvalidConfigError(
+            f"target_bytes must be an int between {MIN_TARGET_BYTES} and {MAX_TARGET_BYTES}, "
+            f"got {target_bytes!r}"
+        )
+    if isinstance(topics, str) or not (topics is None or isinstance(topics, Iterable)):
+        raise InvalidConfigError(f"topics must be a list of topic names, got {topics!r}")
+    names = log.list_topics() if topics is None else [check_topic_name(t) for t in topics]
+    if topics is not None:
+        for name in names:
+            log.topic(name, refresh=True)  # a missing topic fails before any write
+    done: list[Compacted] = []
+    for name in names:
+        try:
+            for part in log.iter_partitions(name):
+                done += compact_partition(log, part, target_bytes, dry_run=dry_run)
+        except UnknownTopicOrPartitionError:
+            if topics is not None:
+                raise
+            # deleted since it was listed: nothing of it is read any more
+    return done
+
+
+def compact_partition(
+    log: ArrowLog, part: PartitionLog, target_bytes: int, *, dry_run: bool = False
+) -> list[Compacted]:
+    """Compact one partition's next ranges (see :func:`compact`)."""
+    view = part.state()
+    decide = log.resolver.snapshot()
+    stable = last_stable_offset(*view, decide, log_start=part.start_offset())
+    done = []
+    for r in part.plan_compaction(target_bytes, stable):
+        name, p = part.topic.name, part.partition
+        if dry_run:
+            done.append(Compacted(name, p, r.start, r.end, r.segments, r.size))
+            continue
+        batch, runs = _committed_records(part, r, decide, view)
+        key = part.write_compacted(r.start, r.end, batch, runs)
+        done.append(Compacted(name, p, r.start, r.end, r.segments, r.size, batch.num_rows, key))
+    return done
+
+
+def _committed_records(
+    part: PartitionLog, r: CompactionRange, decide: Snapshot, view: tuple[int, PartitionState]
+) -> tuple[pa.RecordBatch, list[tuple[int, int, int]]]:
+    """What a read_committed reader sees of ``r``: one batch, and the run
+    ``(base, count, timestamp_ms)`` of each segment whose records it holds."""
+    plan = plan_committed(part, r.start, r.end, decide, view)
+    schema = part.topic.schema
+    batches: list[pa.RecordBatch] = []
+    runs: list[tuple[int, int, int]] = []
+    hidden = plan.hidden
+    for header, batch in part.iter_segments(
+        r.start, r.end, skip=lambda ref: ref.base in hidden, summaries=plan.segments
+    ):
+        if header.identity.control or batch.num_rows == 0:
+            continue
+        if batch.num_rows != header.record_count:
+            raise CorruptSegmentError(
+                f"read {batch.num_rows} of {header.record_count} records",
+                key=part.segment_key(header.base_offset),
+            )
+        runs.append((header.base_offset, header.record_count, header.timestamp_ms))
+        batches.append(batch.replace_schema_metadata(schema.metadata))
+    table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
+    combined = table.to_batches()
+    if not combined:
+        return pa.RecordBatch.from_pylist([], schema=schema), runs
+    assert len(combined) == 1
+    return combined[0], runs

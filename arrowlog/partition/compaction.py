@@ -1,0 +1,125 @@
+"""Compaction: rewriting committed, decided ranges of small segments into
+large compacted objects, and marking how far that went. See docs/protocol.md,
+"Compacting small segments"; the reading of compacted objects is in
+:mod:`arrowlog.partition.reads`, their removal in :mod:`arrowlog.partition.retention`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from arrowlog.partition.retention import Retention
+from arrowlog.segment import Compaction, SegmentHeader, encode
+from arrowlog.topic import compacted_key, compacted_mark_key
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRange:
+    """Offsets ``[start, end)`` to compact: whole checkpoint windows (the
+    first may start inside one), ``segments`` segments of ``size`` bytes."""
+
+    start: int
+    end: int
+    segments: int
+    size: int
+
+
+class Compactions(Retention):
+    """Planning compaction, and writing a compacted object and its mark."""
+
+    @property
+    def compacted_through(self) -> int:
+        """The compaction mark as of this object's last listing: the records
+        below it are in compacted objects."""
+        return self._compacted
+
+    def plan_compaction(self, target_bytes: int, stable: int) -> list[CompactionRange]:
+        """The next ranges to compact, in order: from the compaction mark (or
+        the first segment at or after the log start) to the end of the last
+        checkpoint window before the newest one, and not past ``stable`` (the
+        last stable offset: every transaction below it is decided). Each range
+        is whole windows of about ``target_bytes``, the last one smaller.
+        Cost: a sync, a LIST and a GET of the newest checkpoint, and a GET of
+        each window's checkpoint not already parsed."""
+        with self._lock:
+            if not self._ensure_open():
+                self._sync_tail()
+            newest = self._newest_checkpoint()
+            if newest is None:
+                return []
+            # The newest window stays as it is: vacuum removes only segments
+            # ending at or before the newest checkpoint's last one, and writers
+            # reopen from it.
+            horizon = min(newest.start, stable)
+            start = max(self._compacted, self._log_start)
+            ranges: list[CompactionRange] = []
+            if start >= horizon:
+                return ranges
+            lo: int | None = None
+            count = size = 0
+            for cp in self._checkpoints_from(start):
+                if cp.end > horizon:
+                    break
+                # from the first segment that starts at or after ``start``: one
+                # holding the log start inside it is never compacted
+                for s in cp.segments:
+                    if s.base >= start:
+                        lo = s.base if lo is None else lo
+                        count += 1
+                        size += s.size
+                if lo is not None and size >= target_bytes:
+                    ranges.append(CompactionRange(lo, cp.end, count, size))
+                    lo, count, size = None, 0, 0
+            if lo is not None and count:
+                last = self._checkpoints_end(lo, horizon)
+                if last > lo:
+                    ranges.append(CompactionRange(lo, last, count, size))
+            return ranges
+
+    def _checkpoints_end(self, start: int, horizon: int) -> int:
+        """The end of the last checkpoint window from ``start`` ending by ``horizon``."""
+        end = start
+        for cp in self._checkpoints_from(start):
+            if cp.end > horizon:
+                break
+            end = cp.end
+        return end
+
+    def write_compacted(
+        self,
+        start: int,
+        end: int,
+        batch: pa.RecordBatch,
+        runs: list[tuple[int, int, int]],
+    ) -> str:
+        """Write the compacted object of ``[start, end)``: ``batch`` holds the
+        records of ``runs`` (``(base, count, timestamp_ms)`` of each segment
+        kept, in order); then the compaction mark at ``end``. Both with
+        put-if-absent: a compactor that wrote the same range first wins, and
+        what it wrote holds the same records. Returns the object's key."""
+        header = SegmentHeader(
+            base_offset=start,
+            record_count=batch.num_rows,
+            timestamp_ms=int(time.time() * 1000),
+            append_id=f"compact-{uuid.uuid4().hex}",
+            compaction=Compaction(start, end, tuple(runs)),
+        )
+        data, _ = encode(batch, header, self._topic.config.compression, stats=True)
+        key = compacted_key(self._topic.prefix, self._partition, start, end)
+        mark = compacted_mark_key(self._topic.prefix, self._partition, end)
+        body = json.dumps({"compacted_through": end}).encode()
+        self._put_once(key, data)
+        self._put_once(mark, body)
+        with self._lock:
+            self._compacted = max(self._compacted, end)
+        return key
+
+    def _put_once(self, key: str, data: bytes | memoryview) -> None:
+        with contextlib.suppress(FileExistsError):  # written by another compactor
+            self._config.retry.call(lambda: self._store.put_if_absent(key, data))
