@@ -27,6 +27,7 @@ from arrowlog.coordinator import (
 from arrowlog.errors import ArrowLogError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from arrowlog.groups import GroupOffsets
 from arrowlog.partition import PartitionLog
+from arrowlog.topic import log_start_key
 from arrowlog.txn import fence_and_recover
 
 
@@ -318,9 +319,25 @@ def open_transactions(log: LogView, topics: list[str] | None = None) -> list[Ope
 
 
 def _first_record_ms(log: LogView, part: PartitionLog, offset: int) -> int | None:
-    """The store's time for the segment holding ``offset`` (None if unknown)."""
-    try:
-        refs = part.segments(offset, offset + 1)
-        return log.config.retry.call(lambda: log.store.head(refs[0].key)).modified_ms
-    except (OffsetOutOfRangeError, FileNotFoundError, IndexError):  # removed since
+    """The store's time for the segment holding ``offset`` (None if unknown).
+    Below the log start (deleted, or its segment removed), the time of the
+    first segment still there: written after the transaction's first record,
+    so the transaction expires no sooner than it should, but it does expire
+    (a deleted first record must not keep it, and the LSO, open forever)."""
+    start = part.start_offset(refresh=True)
+    for at in dict.fromkeys((offset, max(offset, start))):
+        try:
+            return _modified_ms(log, part.segments(at, at + 1)[0].key)
+        except (OffsetOutOfRangeError, FileNotFoundError, IndexError):  # removed since
+            continue
+    if start <= offset:
         return None
+    # every record deleted: the log start's own object was written after it
+    try:
+        return _modified_ms(log, log_start_key(part.topic.prefix, part.partition, start))
+    except FileNotFoundError:
+        return None
+
+
+def _modified_ms(log: LogView, key: str) -> int | None:
+    return log.config.retry.call(lambda: log.store.head(key)).modified_ms

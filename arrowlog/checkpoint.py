@@ -56,6 +56,10 @@ class SegmentSummary:
     #: the header's column statistics (see :mod:`arrowlog.stats`); None in
     #: checkpoints and segments written before them
     stats: dict[str, list[Any]] | None = None
+    #: the append id the header holds: which object is this segment (a late PUT
+    #: can put another at its key once it was removed); None in checkpoints
+    #: written before it was kept
+    append_id: str | None = None
 
     @property
     def end(self) -> int:
@@ -81,6 +85,7 @@ class SegmentSummary:
             transactional_id=who.transactional_id,
             txn_bound=who.txn_bound,
             stats=header.stats,
+            append_id=header.append_id,
         )
 
 
@@ -197,8 +202,8 @@ class Checkpoint:
             if fields.get("v") != CHECKPOINT_VERSION:
                 raise ValueError(f"unsupported checkpoint version {fields.get('v')}")
             columns: dict[str, list[Any]] = fields["segments"]
-            if "stats" not in columns:  # written before statistics
-                columns["stats"] = [None] * len(columns["base"])
+            for later in ("stats", "append_id"):  # written before these were kept
+                columns.setdefault(later, [None] * len(columns["base"]))
             rows = zip(*(columns[name] for name in _SUMMARY_FIELDS), strict=True)
             segments = tuple(SegmentSummary(*row) for row in rows)
             state = PartitionState(

@@ -13,6 +13,7 @@ records keep their offsets and timestamp (a run of the object's table).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -111,7 +112,12 @@ def compact_partition(
         if dry_run:
             done.append(Compacted(name, p, r.start, r.end, r.segments, r.size))
             continue
-        batch, runs = _committed_records(part, r, decide, view)
+        try:
+            batch, runs = _committed_records(part, r, decide, view)
+        except _TooLarge as e:
+            # ranges follow each other: this partition compacts no further
+            warnings.warn(f"{name}/{p}: not compacted from {r.start}: {e}", stacklevel=2)
+            break
         key = part.write_compacted(r.start, r.end, batch, runs)
         done.append(Compacted(name, p, r.start, r.end, r.segments, r.size, batch.num_rows, key))
     return done
@@ -143,5 +149,13 @@ def _committed_records(
     combined = table.to_batches()
     if not combined:
         return pa.RecordBatch.from_pylist([], schema=schema), runs
-    assert len(combined) == 1
+    if len(combined) != 1:
+        raise _TooLarge(
+            "its records decode to more than one Arrow record batch holds (2 GiB of a "
+            "string or binary column): compact with a smaller target_bytes"
+        )
     return combined[0], runs
+
+
+class _TooLarge(Exception):
+    """A range whose records do not fit one record batch."""

@@ -181,6 +181,11 @@ class Consumer:
             end = part.end_offset() if end is None else end
             summaries = part.summaries(start, end)
             hidden = frozenset(s.base for s in summaries if s.control)
+            mark = min(end, part.compacted_through)
+            if start < mark:
+                # compaction left aborted records out: they count for no one
+                decide = self._log.resolver.snapshot()
+                hidden |= plan_committed(part, start, mark, decide, part.state()).hidden
         else:
             plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
             start, end, summaries, hidden = plan.start, plan.end, plan.segments, plan.hidden

@@ -26,13 +26,15 @@ from arrowlog.errors import (
     CorruptSegmentError,
     InvalidConfigError,
     OffsetOutOfRangeError,
+    SegmentNotFoundError,
     UnknownTopicOrPartitionError,
 )
 from arrowlog.log import ArrowLog
 from arrowlog.partition import CompactedRef, PartitionLog, fetch_compacted, fetch_segment
+from arrowlog.segment import SegmentHeader
 from arrowlog.stats import Predicate, check_predicates, may_match
 from arrowlog.storage import Store
-from arrowlog.topic import Topic, segment_key
+from arrowlog.topic import Topic, parse_compacted_key, segment_key
 
 EARLIEST = -2
 LATEST = -1
@@ -107,6 +109,13 @@ class ScanSegment:
     #: ``(start, end)`` when ``key`` is the compacted object of those offsets
     #: that holds this segment's records (``size`` is then the object's)
     compacted: tuple[int, int] | None = None
+    #: the append id the segment's header holds, as the index says (None: not
+    #: known): an object at the key with another is a stray at a key freed
+    #: since planning, never read as the log's
+    append_id: str | None = None
+    #: whether the compacted object may leave its records out (a transactional
+    #: segment read_uncommitted: aborted; a read_committed scan plans none)
+    droppable: bool = False
 
 
 @dataclass(frozen=True)
@@ -278,7 +287,10 @@ def plan_scan(
         if checked:
             visible = [s for s in visible if may_match(s.stats, schema, checked, s.record_count)]
         cover = part.compacted_objects(start, end) if visible else []
-        tasks.extend(_split(part.topic, partition, visible, cover, start, end, target_bytes))
+        committed = isolation_level == "read_committed"
+        tasks.extend(
+            _split(part.topic, partition, visible, cover, start, end, target_bytes, committed)
+        )
     return ScanPlan(tuple(ranges), tuple(tasks))
 
 
@@ -319,6 +331,7 @@ def _split(
     start: int,
     end: int,
     target_bytes: int,
+    committed: bool,
 ) -> Iterator[ScanTask]:
     """Tasks of about ``target_bytes``: runs of consecutive visible segments,
     each read from its own object or from the compacted object in ``cover``
@@ -333,9 +346,11 @@ def _split(
         obj = cover[i] if i < len(cover) and cover[i].start <= s.base else None
         if obj is None:
             key = segment_key(topic.prefix, partition, s.base)
-            piece = ScanSegment(key, s.base, s.end, lo, hi, s.size)
+            piece = ScanSegment(key, s.base, s.end, lo, hi, s.size, None, s.append_id)
         else:
-            piece = ScanSegment(obj.key, s.base, s.end, lo, hi, obj.size, (obj.start, obj.end))
+            span = (obj.start, obj.end)
+            droppable = s.transactional and not committed
+            piece = ScanSegment(obj.key, s.base, s.end, lo, hi, obj.size, span, None, droppable)
         if run and size >= target_bytes and run[-1].key != piece.key:
             yield ScanTask(topic.name, partition, tuple(run), size, topic.schema)
             run, size = [], 0
@@ -392,13 +407,31 @@ def read_task(
                 )  # fmt: skip
                 assert header.compaction is not None
                 compacted = (seg.key, header.compaction.rows(), whole)
-            row, timestamp_ms = _run(compacted[1], seg)
+            run = _run(compacted[1], seg)
+            if run is None:
+                continue  # aborted records, read_uncommitted: compaction left them out
+            row, timestamp_ms = run
             batch = compacted[2].slice(row + seg.lo - seg.base, seg.hi - seg.lo)
         else:
-            header, batch = fetch_segment(
-                store, seg.key, seg.base, seg.end, schema=task.schema, columns=columns,
-                size=seg.size,
-            )  # fmt: skip
+            try:
+                header, batch = fetch_segment(
+                    store, seg.key, seg.base, seg.end, schema=task.schema, columns=columns,
+                    size=seg.size,
+                )  # fmt: skip
+            except SegmentNotFoundError:
+                # removed since planning, once compacted: read it from its object
+                found = _from_compacted(store, seg, task.schema, columns)
+                if found is None:
+                    raise
+                header, batch = found
+            else:
+                if seg.append_id is not None and header.append_id != seg.append_id:
+                    raise CorruptSegmentError(
+                        f"not the segment this scan planned (append {header.append_id}, "
+                        f"planned {seg.append_id}): its records were deleted or compacted "
+                        "since, and a late write took its key; plan the scan again",
+                        key=seg.key,
+                    )
             timestamp_ms = header.timestamp_ms
             batch = batch.slice(seg.lo - seg.base, seg.hi - seg.lo)
         rows = batch.num_rows
@@ -417,19 +450,47 @@ def read_task(
         yield out.cast(schema) if not out.schema.equals(schema) else out
 
 
-def _run(runs: dict[int, tuple[int, int, int]], seg: ScanSegment) -> tuple[int, int]:
+def _run(runs: dict[int, tuple[int, int, int]], seg: ScanSegment) -> tuple[int, int] | None:
     """Where a segment's records lie in the compacted object that holds them
-    (its first row), and their timestamp.
+    (its first row), and their timestamp; None if the object left them out and
+    the plan allows it (``droppable``).
 
     Raises:
         CorruptSegmentError: the object does not hold them as the plan says.
     """
     found = runs.get(seg.base)
+    if found is None and seg.droppable:
+        return None
     if found is None or found[1] != seg.end - seg.base:
         raise CorruptSegmentError(
             f"compacted object does not hold the records of [{seg.base}, {seg.end})", key=seg.key
         )
     return found[0], found[2]
+
+
+def _from_compacted(
+    store: Store, seg: ScanSegment, schema: pa.Schema | None, columns: Sequence[str] | None
+) -> tuple[SegmentHeader, pa.RecordBatch] | None:
+    """A removed segment's records from the compacted object holding them (a
+    scan planned before compaction, run after its segments were removed), as
+    if read from the segment; None if no compacted object holds it."""
+    prefix = seg.key.rsplit("/segments/", 1)[0] + "/compacted/"
+    for info in store.list(prefix, start_after=f"{prefix}{seg.base:020d}-~"):
+        span = parse_compacted_key(info.key)
+        if span is None or span[0] > seg.base:
+            return None
+        header, whole = fetch_compacted(
+            store, info.key, *span, schema=schema, columns=columns, size=info.size
+        )
+        assert header.compaction is not None
+        run = header.compaction.rows().get(seg.base)
+        if run is None or run[1] != seg.end - seg.base:
+            return None
+        piece = SegmentHeader(
+            base_offset=seg.base, record_count=run[1], timestamp_ms=run[2], append_id=""
+        )
+        return piece, whole.slice(run[0], run[1])
+    return None
 
 
 def _widen(target: pa.Schema, data: pa.Schema) -> pa.Schema:

@@ -38,6 +38,9 @@ def vacuum(
     if isinstance(topics, str) or not (topics is None or isinstance(topics, Iterable)):
         raise InvalidConfigError(f"topics must be a list of topic names, got {topics!r}")
     names = log.list_topics() if topics is None else [check_topic_name(t) for t in topics]
+    if topics is not None:
+        for name in names:
+            log.topic(name, refresh=True)  # a missing topic fails before any write
     now_ms = int(time.time() * 1000) if dry_run else store_now_ms(log)
     removed: list[Removal] = []
     for name in names:
@@ -45,9 +48,12 @@ def vacuum(
             config = log.topic(name, refresh=True).config
             for part in log.iter_partitions(name):
                 start, found = part.plan_vacuum(now_ms, config)
+                if start is not None and not dry_run:
+                    # another vacuum may have moved it further meanwhile: what is
+                    # reported is what was written
+                    moved = part.delete_records(start)
+                    start = moved if moved == start else None
                 if start is not None:
-                    if not dry_run:
-                        part.delete_records(start)
                     key = log_start_key(part.topic.prefix, part.partition, start)
                     why = f"retention ({_retention(config)}): the log start moves to {start}"
                     removed.append(Removal(key, why))

@@ -454,3 +454,31 @@ def _worker(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     _worker(sys.argv[1:])
+
+
+def test_a_scan_planned_before_never_reads_a_stray_at_a_freed_key(store: Store) -> None:
+    """A scan is planned; then segment 1 is removed and another object with the
+    same offsets (a late PUT into the freed key) takes its place. The scan's
+    task refuses it instead of returning its rows: the index's append time
+    differs from the stray's."""
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(4):
+        log.append("t", rows(v))
+    plan = plan_scan(log, ["t"])
+    key = segment_key("t", 0, 1)
+    stray = arrowlog.segment.encode_segment(
+        rows(100),
+        arrowlog.segment.SegmentHeader(
+            base_offset=1, record_count=1, timestamp_ms=1, append_id="stray"
+        ),
+    )
+    store.delete(key)
+    store.put_if_absent(key, stray)
+    schema = output_schema(SCHEMA)
+    with pytest.raises(CorruptSegmentError, match="not the segment this scan planned"):
+        for task in plan.tasks:
+            list(read_task(store, task, schema))
+    # a reader of the library, which knows no newer log start, refuses it too
+    with pytest.raises(CorruptSegmentError, match="not the log's segment"):
+        arrowlog.connect(store, config=FAST).read("t", 0)

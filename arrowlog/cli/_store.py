@@ -4,6 +4,7 @@ a read-only guard, and request counting (shown with ``--debug``)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +32,7 @@ def coerce_option(key: str, text: str) -> object:
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
-    if lowered.lstrip("-").isdigit():
+    if re.fullmatch(r"-?[0-9]+", lowered):  # not isdigit: "²" is a digit to it
         return int(lowered)
     if text.lstrip().startswith(("{", "[")):
         try:

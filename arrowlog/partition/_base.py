@@ -82,10 +82,10 @@ class PartitionBase:
         self._tail: list[tuple[int, int]] = []
         self._summaries: dict[int, SegmentSummary] = {}
         self._end = 0
-        # when (time.monotonic()) the request began that last showed _end to be
-        # the log end: a listing, or this object's own append there. A writer
-        # lists again before trusting it longer than half the topic's
-        # delete_delay_ms (docs/protocol.md, "Deleting records").
+        # when (_clock.elapsed(): time suspended counts) the request began that
+        # last showed _end to be the log end: a listing, or this object's own
+        # append there. A writer lists again before trusting it longer than
+        # half the topic's delete_delay_ms (docs/protocol.md, "Deleting records").
         self._end_known_at = 0.0
         self._last_base: int | None = None
         self._last_checkpoint: Checkpoint | None = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
+from arrowlog import _clock
 from arrowlog.checkpoint import ProducerEntry, SegmentSummary, advance
 from arrowlog.config import MAX_OFFSET, Compression
 from arrowlog.control import ControlType, marker_batch
@@ -322,7 +323,7 @@ class Appends(Reads):
             if offset != self._end:  # lost a race: move to the new end
                 offset = self._end
                 data, header = self._encode(batch, offset, append_id, identity)
-            began = time.monotonic()
+            began = _clock.elapsed()
             owner, maybe_applied = self._try_put(offset, data, append_id)
             uncertain = uncertain or maybe_applied
             if maybe_applied:
@@ -380,7 +381,7 @@ class Appends(Reads):
         the topic's ``delete_delay_ms``: segments it does not know of may have
         been written, removed (records deleted before the log start, or
         compacted) and their keys freed since (docs/protocol.md, "Deleting records")."""
-        trusted = time.monotonic() - self._end_known_at
+        trusted = _clock.elapsed() - self._end_known_at
         return trusted * 2000 > self._topic.config.delete_delay_ms
 
     def _in_log(self, ours: SegmentSummary) -> bool:

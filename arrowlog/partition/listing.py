@@ -10,10 +10,10 @@ listing rule" and "Lost segments".
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
+from arrowlog import _clock
 from arrowlog.checkpoint import SegmentSummary
 from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
 from arrowlog.partition._base import PartitionBase, _Stale
@@ -61,7 +61,7 @@ class Listing(PartitionBase):
         last = self._last_base
         after = None if last is None or last == 0 else self._key(last - 1)
         prefix = segment_prefix(self._topic.prefix, self._partition)
-        began = time.monotonic()
+        began = _clock.elapsed()
         found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
         announced = [v for info in found if (v := parse_announcement_key(info.key)) is not None]
         if announced:
@@ -213,7 +213,7 @@ class Listing(PartitionBase):
         just what a listing showed."""
         while True:
             key = self._key(self._end)
-            began = time.monotonic()
+            began = _clock.elapsed()
             try:
                 info = self._retry(functools.partial(self._store.head, key))
             except FileNotFoundError:

@@ -54,6 +54,11 @@ class SegmentRef:
     base: int
     end: int
     size: int
+    #: the append id its header holds, as the index says (None: not known):
+    #: an object at the key with another is not this segment (see _identified)
+    append_id: str | None = None
+    #: whether a compacted object may leave its records out (aborted, a marker)
+    droppable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,17 +182,11 @@ class Reads(Checkpoints):
         """Segments in order, from the one holding ``start`` to the known end."""
         offset = start
         for cp in self._checkpoints_from(start):
-            yield from _window_refs(
-                self._topic.prefix, self._partition, cp.bases,
-                tuple(s.size for s in cp.segments), cp.end, offset,
-            )  # fmt: skip
+            yield from _window_refs(self._topic.prefix, self._partition, cp.segments, offset)
             offset = cp.end
-        bases = [b for b, _ in self._tail]
-        sizes = [s for _, s in self._tail]
-        if bases and offset < self._end:
-            yield from _window_refs(
-                self._topic.prefix, self._partition, bases, sizes, self._end, offset
-            )
+        if self._tail and offset < self._end:
+            tail = self._tail_summaries()
+            yield from _window_refs(self._topic.prefix, self._partition, tail, offset)
 
     def iter_segments(
         self,
@@ -227,9 +226,7 @@ class Reads(Checkpoints):
             if summaries is None:
                 summaries = self.summaries(start, end) if start < end else []
             refs = [
-                SegmentRef(
-                    segment_key(self._topic.prefix, self._partition, s.base), s.base, s.end, s.size
-                )
+                _ref(self._topic.prefix, self._partition, s)
                 for s in summaries
                 if s.end > start
                 and s.base < end
@@ -346,15 +343,27 @@ class Reads(Checkpoints):
     ) -> list[tuple[SegmentRef, _Item]]:
         if isinstance(unit, SegmentRef):
             return [(unit, self._fetch(unit, columns))]
-        found = fetch_compacted(
-            self._store, unit.obj.key, unit.obj.start, unit.obj.end, self._config.retry,
-            self._topic.schema, columns=columns, size=unit.obj.size,
-        )  # fmt: skip
+        try:
+            found = fetch_compacted(
+                self._store, unit.obj.key, unit.obj.start, unit.obj.end, self._config.retry,
+                self._topic.schema, columns=columns, size=unit.obj.size,
+            )  # fmt: skip
+        except SegmentNotFoundError:
+            # removed with the records below the log start, after its delay
+            self._check_alive()
+            self._list_marks()
+            if unit.obj.end <= self._log_start:
+                raise OffsetOutOfRangeError(
+                    f"{self._name}: offsets [{unit.obj.start}, {unit.obj.end}) were deleted "
+                    f"since this read was planned (the log starts at {self._log_start}): "
+                    "read from the log start"
+                ) from None
+            raise
         return list(_pieces(found, unit.obj.key, unit.refs))
 
     def _fetch(self, ref: SegmentRef, columns: Sequence[str] | None = None) -> _Item:
         try:
-            return fetch_segment(
+            item = fetch_segment(
                 self._store,
                 ref.key,
                 ref.base,
@@ -364,11 +373,35 @@ class Reads(Checkpoints):
                 columns=columns,
                 size=ref.size,
             )
-        except SegmentNotFoundError:
+        except (SegmentNotFoundError, CorruptSegmentError):
+            # gone, or a stray of other offsets at its freed key (see _identified)
             found = self._missing(ref, columns)
             if found is None:
                 raise
             return found
+        return self._identified(ref, item, columns)
+
+    def _identified(self, ref: SegmentRef, item: _Item, columns: Sequence[str] | None) -> _Item:
+        """``item``, if it is the segment the index names at ``ref.key`` (the same
+        append id: identity, not luck). If not, the segment was removed since this read was
+        planned and a late PUT took its freed key (docs/protocol.md, rule 3):
+        the stray is never read as the log's records. Then, as for a removed
+        segment: OffsetOutOfRangeError below the log start, the compacted
+        object's records below the compaction mark.
+
+        Raises:
+            CorruptSegmentError: neither: an object that is not the log's.
+        """
+        if ref.append_id is None or item[0].append_id == ref.append_id:
+            return item
+        found = self._missing(ref, columns)
+        if found is None:
+            raise CorruptSegmentError(
+                f"the object holds [{ref.base}, {ref.end}) of append {item[0].append_id}, "
+                f"the index says of {ref.append_id}: not the log's segment",
+                key=ref.key,
+            )
+        return found
 
     def _missing(self, ref: SegmentRef, columns: Sequence[str] | None) -> _Item | None:
         """A segment this object planned is gone. If it was compacted, its
@@ -422,9 +455,15 @@ class Reads(Checkpoints):
         if isinstance(fetched, list):
             return fetched
         assert isinstance(unit, SegmentRef)
-        found = decode_segment(fetched, key=unit.key, columns=columns)
-        schema = self._topic.schema
-        return [(unit, check_segment(found, unit.key, unit.base, unit.end, schema, columns))]
+        try:
+            found = decode_segment(fetched, key=unit.key, columns=columns)
+            item = check_segment(found, unit.key, unit.base, unit.end, self._topic.schema, columns)
+        except CorruptSegmentError:
+            replaced = self._missing(unit, columns)  # a stray at a freed key?
+            if replaced is None:
+                raise
+            return [(unit, replaced)]
+        return [(unit, self._identified(unit, item, columns))]
 
     def iter_batches(
         self,
@@ -473,17 +512,18 @@ QUEUED_BYTES = 32 * 1024 * 1024
 
 
 def _window_refs(
-    prefix: str,
-    partition: int,
-    bases: list[int] | tuple[int, ...],
-    sizes: list[int] | tuple[int, ...],
-    end: int,
-    offset: int,
+    prefix: str, partition: int, summaries: Sequence[SegmentSummary], offset: int
 ) -> Iterator[SegmentRef]:
-    first = max(0, bisect.bisect_right(bases, offset) - 1)
-    for i in range(first, len(bases)):
-        nxt = bases[i + 1] if i + 1 < len(bases) else end
-        yield SegmentRef(segment_key(prefix, partition, bases[i]), bases[i], nxt, sizes[i])
+    """The segments of one window (or of the tail) from the one holding ``offset``."""
+    first = max(0, bisect.bisect_right([s.base for s in summaries], offset) - 1)
+    for s in summaries[first:]:
+        yield _ref(prefix, partition, s)
+
+
+def _ref(prefix: str, partition: int, s: SegmentSummary) -> SegmentRef:
+    key = segment_key(prefix, partition, s.base)
+    droppable = s.transactional or s.control
+    return SegmentRef(key, s.base, s.end, s.size, s.append_id, droppable)
 
 
 def _with_filtered(
@@ -535,7 +575,13 @@ def _pieces(
     for ref in refs:
         run = rows.get(ref.base)
         if run is None:
-            continue
+            if ref.droppable:
+                continue  # aborted records or a marker: left out
+            raise CorruptSegmentError(
+                f"compacted object leaves out the records of [{ref.base}, {ref.end}), "
+                "which the log says committed",
+                key=key,
+            )
         row, count, timestamp_ms = run
         if count != ref.end - ref.base:
             raise CorruptSegmentError(

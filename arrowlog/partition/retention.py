@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from arrowlog.checkpoint import Checkpoint
+from arrowlog.checkpoint import Checkpoint, SegmentSummary
 from arrowlog.config import TopicConfig
 from arrowlog.errors import OffsetOutOfRangeError
 from arrowlog.partition.append import Appends
@@ -85,45 +85,85 @@ class Retention(Appends):
                 self._sync_tail()
             prefix = segment_prefix(self._topic.prefix, self._partition)
             found = self._retry(lambda: list(self._store.list(prefix)))
-            start = _retention_start(found, now_ms, config, self._log_start, self._end)
-            delay = self._topic.config.delete_delay_ms
             compacted = compacted_prefix(self._topic.prefix, self._partition)
-            return start, _removable(
-                found,
-                now_ms,
-                delay,
-                self._newest_checkpoint,
-                lambda: self._retry(lambda: list(self._store.list(compacted))),
-            )
+            objects: list[ObjectInfo] | None = None
+
+            def list_compacted() -> list[ObjectInfo]:
+                nonlocal objects
+                if objects is None:
+                    objects = self._retry(lambda: list(self._store.list(compacted)))
+                return objects
+
+            start = None
+            if config.retention_ms is not None or config.retention_bytes is not None:
+                live = self.summaries(self._log_start, self._end)
+                if live:
+                    ages = _Ages.of(found, list_compacted() if self._compacted else [], now_ms)
+                    start = _retention_start(live, ages, config, self._log_start)
+            delay = self._topic.config.delete_delay_ms
+            return start, _removable(found, now_ms, delay, self._newest_checkpoint, list_compacted)
+
+
+@dataclass(frozen=True)
+class _Ages:
+    """How long ago (ms, on the store's clock) each segment was written, by its
+    base offset: its own object's age, or, once compaction removed it, the age
+    of the compacted object holding it (written after it, so never older)."""
+
+    segments: dict[int, int]
+    compacted: list[tuple[int, int, int]]  # (start, end, age)
+
+    @classmethod
+    def of(cls, found: list[ObjectInfo], compacted: list[ObjectInfo], now_ms: int) -> _Ages:
+        segments = {
+            base: _age_ms(info, now_ms)
+            for info in found
+            if (base := parse_segment_key(info.key)) is not None
+        }
+        spans = [
+            (span[0], span[1], _age_ms(info, now_ms))
+            for info in compacted
+            if (span := parse_compacted_key(info.key)) is not None
+        ]
+        return cls(segments, spans)
+
+    def get(self, base: int) -> int | None:
+        """None: not listed (a listing is not a snapshot), so not known to be old."""
+        if base in self.segments:
+            return self.segments[base]
+        held = [age for start, end, age in self.compacted if start <= base < end]
+        return max(held, default=None)
 
 
 def _retention_start(
-    found: list[ObjectInfo], now_ms: int, config: TopicConfig, log_start: int, end: int
+    live: list[SegmentSummary], ages: _Ages, config: TopicConfig, log_start: int
 ) -> int | None:
     """Where ``config``'s retention would have the log start, if past
-    ``log_start``; else None. By time: the segments written more than
-    ``retention_ms`` before (on the store's clock), from the oldest on; by size:
-    the oldest segments beyond ``retention_bytes``. Never past the newest
-    segment (the latest records stay, as Kafka keeps its active segment)."""
-    if config.retention_ms is None and config.retention_bytes is None:
-        return None
-    listed = sorted((b, info) for info in found if (b := parse_segment_key(info.key)) is not None)
-    # the segments holding records at or past the log start, oldest first
-    ends = [b for b, _ in listed[1:]] + [end]
-    live = [(e, info) for (_, info), e in zip(listed, ends, strict=True) if e > log_start]
+    ``log_start``; else None. ``live`` are the segments holding records at or
+    past the log start, from the index (a listing is not a snapshot: a
+    segment's end comes from its header, never from the next key listed). By
+    time: the segments written more than ``retention_ms`` before (on the
+    store's clock), from the oldest on, stopping at the first whose age is not
+    known to be that much; by size: the oldest segments beyond
+    ``retention_bytes``. Never past the newest segment of records (the latest
+    records stay, as Kafka keeps its active segment; a transaction marker after
+    them does not count)."""
+    newest = next((s for s in reversed(live) if not s.control), live[-1])
+    older = [s for s in live if s.base < newest.base]
     start = log_start
     if config.retention_ms is not None:
-        for e, info in live[:-1]:
-            if _age_ms(info, now_ms) < config.retention_ms + CLOCK_GRAIN_MS:
+        for s in older:
+            age = ages.get(s.base)
+            if age is None or age < config.retention_ms + CLOCK_GRAIN_MS:
                 break
-            start = max(start, e)
+            start = max(start, s.end)
     if config.retention_bytes is not None:
-        total = sum(info.size for _, info in live)
-        for e, info in live[:-1]:
+        total = sum(s.size for s in live)
+        for s in older:
             if total <= config.retention_bytes:
                 break
-            total -= info.size
-            start = max(start, e)
+            total -= s.size
+            start = max(start, s.end)
     return start if start > log_start else None
 
 

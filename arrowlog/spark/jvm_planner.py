@@ -139,7 +139,9 @@ def _task(store: Store, task: ScanTask) -> dict[str, Any]:
                 "lo": s.lo,
                 "hi": s.hi,
                 "size": s.size,
+                **({} if s.append_id is None else {"append_id": s.append_id}),
                 **({} if s.compacted is None else {"compacted": list(s.compacted)}),
+                **({"droppable": True} if s.droppable else {}),
             }
             for s in task.segments
         ],

@@ -430,3 +430,36 @@ def test_compacted_segments_read_the_same_through_both_readers(
     jvm = read(spark, spec, "jvm", topic="types").select("s", "offset", "timestamp")
     python = read(spark, spec, "python", topic="types").select("s", "offset", "timestamp")
     assert rows_of(jvm) == rows_of(python)
+    # read_uncommitted: the aborted records compaction left out are gone from
+    # both readers alike (the plan lets the object leave them out)
+    uncommitted = {"isolationLevel": "read_uncommitted"}
+    jvm, python = (
+        read(spark, spec, r, topic="types", **uncommitted).select("i32", "partition", "offset")
+        for r in ("jvm", "python")
+    )
+    assert rows_of(jvm) == rows_of(python)
+    assert len(rows_of(jvm)) == len(before[0])  # the committed rows, no more
+
+
+def test_a_stray_at_a_segments_key_fails_both_readers(spark: Any, tmp_path: Path) -> None:
+    """An object at a segment's key that is not the segment the index names (a
+    late PUT into a key freed by vacuum) has the segment's offsets but another
+    append time: both readers refuse it, naming it, instead of reading its rows."""
+    from arrowlog.segment import SegmentHeader, encode_segment
+
+    spec = local(tmp_path)
+    log = spec.connect()
+    log.create_topic("t", pa.schema([("v", pa.int64())]), config=TopicConfig(checkpoint_interval=2))
+    for v in range(4):
+        log.append("t", pa.record_batch({"v": [v]}))
+    key = log.partition("t", 0).segment_key(1)
+    stray = encode_segment(
+        pa.record_batch({"v": [100]}),
+        SegmentHeader(base_offset=1, record_count=1, timestamp_ms=1, append_id="stray"),
+    )
+    store = spec.open()
+    store.delete(key)
+    store.put_if_absent(key, stray)
+    for reader in ("jvm", "python"):
+        with pytest.raises(Exception, match="not the segment this scan planned"):
+            read(spark, spec, reader, topic="t").collect()

@@ -91,7 +91,9 @@ public final class Planner {
                 s.get("hi").asLong(),
                 s.get("size").asLong(),
                 s.path("compacted").path(0).asLong(-1),
-                s.path("compacted").path(1).asLong(-1)));
+                s.path("compacted").path(1).asLong(-1),
+                s.hasNonNull("append_id") ? s.get("append_id").asText() : null,
+                s.path("droppable").asBoolean(false)));
       }
       tasks.add(
           new SegmentTask(

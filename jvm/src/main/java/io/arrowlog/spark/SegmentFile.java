@@ -50,13 +50,17 @@ final class SegmentFile implements AutoCloseable {
 
   /**
    * Where {@code segment}'s records lie in this file: {first row, timestamp ms}. A segment's
-   * are all of it; a compacted object's are one run of its table.
+   * are all of it; a compacted object's are one run of its table (null: left out, and the
+   * plan allows it).
    */
   long[] rows(SegmentTask.Segment segment) {
     if (runs == null) {
       return new long[] {0, timestampMs};
     }
     long[] run = runs.get(segment.base());
+    if (run == null && segment.droppable()) {
+      return null; // aborted records, read_uncommitted: compaction left them out
+    }
     if (run == null || run[1] != segment.end() - segment.base()) {
       throw corrupt(
           "compacted object does not hold the records of ["
@@ -106,6 +110,14 @@ final class SegmentFile implements AutoCloseable {
         throw corrupt(
             "segment holds [" + base + ", " + (base + count) + "), the log says ["
                 + segment.base() + ", " + segment.end() + ")",
+            key);
+      }
+      String appended = header.path("append_id").asText();
+      if (runs == null && segment.appendId() != null && !segment.appendId().equals(appended)) {
+        throw corrupt(
+            "not the segment this scan planned (append " + appended + ", planned "
+                + segment.appendId() + "): its records were deleted or compacted since, "
+                + "and a late write took its key; plan the scan again",
             key);
       }
       if (!reader.loadNextBatch() || reader.selected().getRowCount() != count) {

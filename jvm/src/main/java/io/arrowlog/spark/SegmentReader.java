@@ -64,10 +64,20 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
   @Override
   public boolean next() throws IOException {
     release();
-    if (next >= task.segments().length) {
-      return false;
-    }
-    SegmentTask.Segment segment = task.segments()[next++];
+    SegmentTask.Segment segment;
+    long[] at;
+    do {
+      if (next >= task.segments().length) {
+        return false;
+      }
+      segment = task.segments()[next++];
+      at = rowsOf(segment);
+    } while (at == null);
+    return read(segment, at);
+  }
+
+  /** Where the segment's records lie in its (open, or now opened) file; null: none. */
+  private long[] rowsOf(SegmentTask.Segment segment) throws IOException {
     // the segments of one compacted object follow each other in a task: one fetch
     if (file == null || !segment.compacted() || !file.key.equals(segment.key())) {
       closeFile();
@@ -80,7 +90,10 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
               ? SegmentFile.open(some, false, segment, allocator, wanted, topic)
               : SegmentFile.open(Fetch.bytes(segment), true, segment, allocator, wanted, topic);
     }
-    long[] at = file.rows(segment);
+    return file.rows(segment);
+  }
+
+  private boolean read(SegmentTask.Segment segment, long[] at) throws IOException {
     int from = Math.toIntExact(at[0] + segment.lo() - segment.base());
     int rows = Math.toIntExact(segment.hi() - segment.lo());
     boolean whole = from == 0 && rows == file.root.getRowCount();

@@ -16,7 +16,10 @@ record SegmentTask(
    * URL), the offsets it holds {@code [base, end)} and those to keep {@code [lo, hi)}. When
    * {@code compactedStart >= 0}, {@code key} is the compacted object of the offsets
    * {@code [compactedStart, compactedEnd)} that holds the segment's records (docs/protocol.md,
-   * "Compacting small segments"), and {@code size} is the object's.
+   * "Compacting small segments"), and {@code size} is the object's; {@code droppable}: the
+   * object may leave the segment's records out (aborted, read_uncommitted). {@code appendId}
+   * is the append id the index gives the segment (null: unknown): an object at the key with
+   * another is not the planned segment but a late write into a key freed since.
    */
   record Segment(
       String location,
@@ -27,7 +30,9 @@ record SegmentTask(
       long hi,
       long size,
       long compactedStart,
-      long compactedEnd)
+      long compactedEnd,
+      String appendId,
+      boolean droppable)
       implements Serializable {
     boolean compacted() {
       return compactedStart >= 0;

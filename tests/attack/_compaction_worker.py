@@ -1,0 +1,51 @@
+"""A compactor (and vacuum) process for tests/attack/test_compaction_attack.py,
+SIGKILLed right after its k-th PUT or DELETE.
+
+    python -m tests.attack._compaction_worker --url U --options JSON
+        --target BYTES --kill-after K [--vacuum]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+from collections.abc import Callable
+
+import arrowlog
+from arrowlog.storage.url import open_store
+from tests.attack._util import FAST
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--options", default="{}")
+    parser.add_argument("--target", type=int, required=True)
+    parser.add_argument("--kill-after", type=int, required=True)
+    parser.add_argument("--vacuum", action="store_true")
+    args = parser.parse_args()
+    store = open_store(args.url, json.loads(args.options))
+    done = [0]
+
+    def counted(call: Callable[..., object]) -> Callable[..., object]:
+        def run(*a: object, **k: object) -> object:
+            out = call(*a, **k)
+            done[0] += 1
+            if done[0] >= args.kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return out
+
+        return run
+
+    store.put_if_absent = counted(store.put_if_absent)  # type: ignore[method-assign,assignment]
+    store.delete = counted(store.delete)  # type: ignore[method-assign,assignment]
+    log = arrowlog.connect(store, config=FAST)
+    log.compact(target_bytes=args.target)
+    if args.vacuum:
+        log.vacuum()
+
+
+if __name__ == "__main__":
+    main()
