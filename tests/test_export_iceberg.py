@@ -222,6 +222,34 @@ def test_an_export_of_only_aborted_records_moves_the_offsets_on(
     assert read_iceberg(catalog, TABLE).num_rows == 0
 
 
+def test_the_offsets_survive_expiry_of_every_arrowlog_snapshot(
+    catalog: CatalogConfig, tmp_path: Path
+) -> None:
+    """Another writer appends on top of the exports (a compaction, a backfill);
+    then every snapshot that carries an arrowlog summary is expired. The next
+    export resumes from the table property written in the same commits, and
+    exports only what is new."""
+    log = arrowlog.connect(str(tmp_path / "log"))
+    log.create_topic("t", SCHEMA)
+    ledger = Ledger()
+    ledger.plain(log, 0, 0, 5)
+    export(log, "t", TABLE, catalog=catalog)
+    ledger.plain(log, 0, 5, 5)
+    export(log, "t", TABLE, catalog=catalog)
+    table = catalog.open().load_table(TABLE)
+    ours = [s.snapshot_id for s in table.snapshots()]
+    foreign = read_iceberg(catalog, TABLE).slice(0, 0)  # no row: only a snapshot on top
+    table.append(foreign.cast(table.schema().as_arrow()))
+    table.maintenance.expire_snapshots().by_ids(ours).commit()
+    table = catalog.open().load_table(TABLE)
+    assert arrowlog_snapshots(catalog) == []
+    assert exported_offsets(table, "t") == {"0": 10}
+    assert export(log, "t", TABLE, catalog=catalog).rows == 0
+    ledger.plain(log, 0, 10, 3)
+    assert export(log, "t", TABLE, catalog=catalog).rows == 3
+    assert table_rows(catalog) == ledger.expected()
+
+
 # --- types --------------------------------------------------------------------------
 
 

@@ -373,15 +373,18 @@ def export(
         if span.nothing_new:
             return IcebergExport(0, recorded, None, attempt)
         rows = [0]
+        started = [False]
         tracked = None if progress is None else _tracker(log, span, progress)
         tx = _without_commit_retries(table).transaction()
         try:
             tx.append(
-                _data(table, log, span, schema, rows, tracked),
+                _data(table, log, span, schema, rows, started, tracked),
                 snapshot_properties=_summary(span),
             )
         except ValueError as e:
-            # pyiceberg checks the columns before it writes a file
+            if started[0]:
+                raise  # from reading or writing rows (ArrowInvalid is a ValueError)
+            # pyiceberg checks the columns before it reads a row or writes a file
             raise SchemaMismatchError(
                 f"Iceberg table {identifier} does not take topic {topic!r}'s columns: {e}"
             ) from e
@@ -445,13 +448,16 @@ def _data(
     span: ExportRange,
     schema: pa.Schema,
     rows: list[int],
+    started: list[bool],
     progress: Callable[[int], None] | None,
 ) -> pa.Table | pa.RecordBatchReader:
     """The range's rows for ``append``: a stream (pyiceberg writes it in
     file-sized parts) into an unpartitioned table, one Arrow table into a
-    partitioned one (pyiceberg streams only into unpartitioned tables)."""
+    partitioned one (pyiceberg streams only into unpartitioned tables).
+    ``rows`` counts the rows read; ``started`` says whether reading began."""
 
     def counted() -> Iterator[pa.RecordBatch]:
+        started[0] = True
         for batch in _cast(read_range_batches(log, span, progress=progress), schema):
             rows[0] += batch.num_rows
             yield batch
