@@ -419,7 +419,6 @@ def test_two_exporters_committing_the_same_range_export_it_once(
     the range twice."""
     _, ledger = _mixed(spec)
     warehouse = tmp_path / "warehouse"
-    CatalogConfig.sqlite(str(warehouse)).open()  # the catalog's tables, made once
     argv = _worker(spec, warehouse, "--barrier", str(tmp_path / "barrier"), "--parties", "2")
     procs = [
         subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -446,7 +445,6 @@ def test_two_exporters_racing_while_records_arrive_leave_no_duplicate_and_no_gap
     each other with neither gap nor overlap."""
     log, ledger = _mixed(spec)
     warehouse = tmp_path / "warehouse"
-    CatalogConfig.sqlite(str(warehouse)).open()
     argv = _worker(spec, warehouse, "--rounds", "6")
     procs = [
         subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

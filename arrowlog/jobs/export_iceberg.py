@@ -188,11 +188,22 @@ class CatalogConfig:
         """
         require_extra("iceberg")
         from pyiceberg.catalog import load_catalog
+        from sqlalchemy.exc import OperationalError
 
         uri = self.properties.get("uri", "")
         if uri.startswith("sqlite:///"):
             Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        return load_catalog(self.name, **self.properties)
+        lost = 0
+        while True:
+            try:
+                return load_catalog(self.name, **self.properties)
+            except OperationalError as e:
+                # A new SQL catalog creates its tables when first opened; of two
+                # processes opening it at once, one loses that race (seen with
+                # two exporters on a new warehouse). Opened again, it finds them.
+                lost += 1
+                if "already exists" not in str(e) or lost == 3:
+                    raise
 
 
 @dataclass(frozen=True)
@@ -420,12 +431,19 @@ def export(
 
 def _load_or_create(catalog: Catalog, parts: tuple[str, ...], schema: pa.Schema) -> Table:
     from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+    from sqlalchemy.exc import IntegrityError
 
     try:
         return catalog.load_table(parts)
     except NoSuchTableError:
         pass
-    catalog.create_namespace_if_not_exists(parts[:-1])
+    try:
+        catalog.create_namespace_if_not_exists(parts[:-1])
+    except IntegrityError:
+        # pyiceberg's SQL catalog checks, then inserts: a second exporter that
+        # created the namespace in between gets the database's error
+        if not catalog.namespace_exists(parts[:-1]):
+            raise
     with contextlib.suppress(TableAlreadyExistsError):  # another exporter was first
         return catalog.create_table(parts, schema=schema)
     return catalog.load_table(parts)
