@@ -433,6 +433,11 @@ def test_two_exporters_committing_the_same_range_export_it_once(
     assert results[1]["snapshot"] is None and results[0]["offsets"] == results[1]["offsets"]
     assert table_rows(catalog) == ledger.expected()
     assert len(arrowlog_snapshots(catalog)) == 1
+    # the table references the winner's data files only; pyiceberg 0.12 removes
+    # the loser's manifests but leaves its data files, unreferenced (orphans)
+    table = catalog.open().load_table(TABLE)
+    referenced = {Path(t.file.file_path.removeprefix("file://")) for t in table.scan().plan_files()}
+    assert len(referenced) == 1 and referenced < set(warehouse.rglob("*.parquet"))
 
 
 @pytest.mark.slow

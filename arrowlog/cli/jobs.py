@@ -267,7 +267,7 @@ def export_iceberg(
     except KeyboardInterrupt:
         # nothing of this run counts unless its snapshot was committed: the
         # rerun finds out from the table itself
-        raise interrupted("the offsets the table records") from None
+        raise interrupted("the last committed export") from None
     if session.output == "json":
         session.json(
             {"topic": topic, "table": table, "rows": result.rows, "offsets": result.offsets,

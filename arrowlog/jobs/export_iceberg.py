@@ -18,12 +18,14 @@ instead rebase the append onto the winner's snapshot without looking at the
 offsets, exporting the range twice: every export commits with it turned off (in
 memory; the table's ``commit.retry.*`` properties are left as they are).
 
-A crash (or SIGKILL) before the commit leaves data and manifest files that no
-snapshot references: readers never see them, the rerun exports the same range
-again, and Iceberg's orphan-file cleanup removes them. Nothing else is written
-until the commit. The offsets are also kept in the table property
-``arrowlog.offsets.<topic>``, set in the same commit: a table whose arrowlog
-snapshots were expired (say, after compaction) still knows where it is.
+A crash (or SIGKILL) before the commit, or a lost race, leaves files that no
+snapshot references (data files; after a crash also manifests, perhaps a
+metadata file): readers never see them, the rerun exports the same range again,
+and an orphan-file cleanup removes them. Apart from creating the table on a
+first run, the catalog is written only by the commit. The offsets are also kept
+in the table property ``arrowlog.offsets.<topic>``, set in the same commit: a
+table whose arrowlog snapshots were expired (say, after compaction) still knows
+where it is.
 
 The range is read by arrowlog's own scan planner and segment reader (the ones
 the Spark source runs on its executors), not through Spark: the rows and the
@@ -370,63 +372,89 @@ def export(
         MissingDependencyError: pyiceberg is not installed.
     """
     parts = check_identifier(identifier)
-    if isinstance(log, str):
-        log = arrowlog.connect(log, dict(storage or {}))
+    if not isinstance(log, str):
+        return _export(log, topic, parts, catalog, progress)
+    owned = arrowlog.connect(log, dict(storage or {}))
+    try:
+        return _export(owned, topic, parts, catalog, progress)
+    finally:
+        owned.close()
+
+
+def _export(
+    log: ArrowLog,
+    topic: str,
+    parts: tuple[str, ...],
+    catalog: Catalog | CatalogConfig,
+    progress: Callable[[int, int], None] | None,
+) -> IcebergExport:
     schema = iceberg_schema(log.topic(topic).schema)  # before anything is written
     if isinstance(catalog, CatalogConfig):
         catalog = catalog.open()
-    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
-
     table = _load_or_create(catalog, parts, schema)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         recorded = exported_offsets(table, topic)
         span = next_range(log, topic, recorded)
         if span.nothing_new:
             return IcebergExport(0, recorded, None, attempt)
-        rows = [0]
-        started = [False]
-        tracked = None if progress is None else _tracker(log, span, progress)
-        tx = _without_commit_retries(table).transaction()
-        try:
-            tx.append(
-                _data(table, log, span, schema, rows, started, tracked),
-                snapshot_properties=_summary(span),
-            )
-        except ValueError as e:
-            if started[0]:
-                raise  # from reading or writing rows (ArrowInvalid is a ValueError)
-            # pyiceberg checks the columns before it reads a row or writes a file
-            raise SchemaMismatchError(
-                f"Iceberg table {identifier} does not take topic {topic!r}'s columns: {e}"
-            ) from e
-        tx.set_properties({PROPERTY_PREFIX + topic: json.dumps(span.ending_json())})
-        try:
-            committed = tx.commit_transaction()
-        except CommitFailedException:
-            # another commit landed first (pyiceberg has removed this attempt's
-            # files): decide again from what the table records now
-            table = catalog.load_table(parts)
-            continue
-        except CommitStateUnknownException:
-            # never clean up after an unknown outcome: the commit is a CAS on
-            # the snapshot this attempt started from, so if it landed the table
-            # records its offsets and the next round finds nothing new; if not,
-            # the range is exported again, and a late landing of this attempt
-            # then fails its CAS
-            table = catalog.load_table(parts)
-            if exported_offsets(table, topic) == span.ending_json():
-                current = table.current_snapshot()
-                return IcebergExport(
-                    rows[0], span.ending_json(), current.snapshot_id if current else None, attempt
-                )
-            continue
-        snapshot = committed.current_snapshot()
-        assert snapshot is not None
-        return IcebergExport(rows[0], span.ending_json(), snapshot.snapshot_id, attempt)
+        done = _append(table, log, span, schema, progress)
+        if done is not None:
+            rows, snapshot_id = done
+            return IcebergExport(rows, span.ending_json(), snapshot_id, attempt)
+        # decide again from what the table records now
+        table = catalog.load_table(parts)
     raise ExportConflictError(
-        f"Iceberg table {identifier}: {MAX_ATTEMPTS} commits in a row lost to other "
+        f"Iceberg table {'.'.join(parts)}: {MAX_ATTEMPTS} commits in a row lost to other "
         "writers; run the export again"
     )
+
+
+def _append(
+    table: Table,
+    log: ArrowLog,
+    span: ExportRange,
+    schema: pa.Schema,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[int, int] | None:
+    """Append ``span`` to ``table`` in one snapshot recording its offsets, as
+    a compare-and-swap on the snapshot ``table`` is at. Returns the rows and
+    the snapshot id; None if the commit did not land, or may not have."""
+    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+
+    rows = [0]
+    started = [False]
+    tracked = None if progress is None else _tracker(log, span, progress)
+    tx = _without_commit_retries(table).transaction()
+    try:
+        tx.append(
+            _data(table, log, span, schema, rows, started, tracked),
+            snapshot_properties=_summary(span),
+        )
+    except ValueError as e:
+        if started[0]:
+            raise  # from reading or writing rows (ArrowInvalid is a ValueError)
+        # pyiceberg checks the columns before it reads a row or writes a file
+        raise SchemaMismatchError(
+            f"Iceberg table {'.'.join(table.name())} does not take topic "
+            f"{span.topic!r}'s columns: {e}"
+        ) from e
+    tx.set_properties({PROPERTY_PREFIX + span.topic: json.dumps(span.ending_json())})
+    try:
+        committed = tx.commit_transaction()
+    except CommitFailedException:
+        # another commit landed first; this attempt's data files stay behind,
+        # unreferenced, as after a crash (pyiceberg removes only its manifests)
+        return None
+    except CommitStateUnknownException:
+        # (a REST catalog) nothing is cleaned up after an unknown outcome. The
+        # commit was a CAS on the snapshot this attempt started from: if it
+        # landed, the table records its offsets and the caller finds nothing
+        # new; if not, the range is exported again, and should this attempt
+        # land late after all, the new one fails its CAS
+        return None
+    snapshot = committed.current_snapshot()
+    assert snapshot is not None
+    return rows[0], snapshot.snapshot_id
 
 
 def _load_or_create(catalog: Catalog, parts: tuple[str, ...], schema: pa.Schema) -> Table:
