@@ -267,6 +267,9 @@ def test_types_iceberg_lacks_are_mapped_without_loss(
         pa.field("at", pa.timestamp("ms", tz="Europe/Paris")),
         pa.field("point", point),
         pa.field("big", pa.list_(pa.uint64())),
+        pa.field("i8", pa.int8()),
+        pa.field("view", pa.string_view()),
+        pa.field("day", pa.date64()),
     ]
     schema = pa.schema(fields)
     batch = pa.record_batch(
@@ -280,6 +283,9 @@ def test_types_iceberg_lacks_are_mapped_without_loss(
             pa.array([0, 1_700_000_000_123], pa.timestamp("ms", tz="Europe/Paris")),
             pa.array([{"x": 65_535, "y": 0.5}, None], point),
             pa.array([[2**64 - 1], []], pa.list_(pa.uint64())),
+            pa.array([-128, 127], pa.int8()),
+            pa.array(["v", None], pa.string_view()),
+            pa.array([0, 86_400_000 * 20_000], pa.date64()),
         ],
         schema=schema,
     )
@@ -289,13 +295,13 @@ def test_types_iceberg_lacks_are_mapped_without_loss(
     export(log, "t", TABLE, catalog=catalog)
     got = read_iceberg(catalog, TABLE).select(schema.names)
     mapped = iceberg_schema(schema)
-    assert [f.type for f in mapped][:9] == [
+    assert [f.type for f in mapped][:12] == [
         pa.int32(), pa.int64(), pa.decimal128(20, 0), pa.float32(), pa.string(),
         pa.time64("us"), pa.timestamp("us", tz="UTC"),
         pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.float32())]),
-        pa.list_(pa.decimal128(20, 0)),
+        pa.list_(pa.decimal128(20, 0)), pa.int32(), pa.string(), pa.date32(),
     ]  # fmt: skip
-    want = pa.Table.from_batches([batch]).cast(pa.schema(list(mapped)[:9]))
+    want = pa.Table.from_batches([batch]).cast(pa.schema(list(mapped)[:12]))
     assert got.cast(want.schema).equals(want)
     assert got.column("u64").to_pylist()[1] == 2**64 - 1
 

@@ -245,10 +245,11 @@ def check_identifier(identifier: str) -> tuple[str, ...]:
 def iceberg_schema(topic_schema: pa.Schema) -> pa.Schema:
     """The Arrow schema an export writes: the topic's columns and the metadata
     columns (:func:`arrowlog.scan.output_schema`), each type mapped onto one
-    Iceberg holds without loss: uint8/uint16 -> int, uint32 -> long, uint64 ->
-    decimal(20, 0) (as Spark reads Parquet's UINT_64), float16 -> float,
-    time32 -> time (us), timestamps in seconds or milliseconds -> microseconds,
-    a timestamp's zone -> UTC (the same instants), dictionaries -> their values,
+    Iceberg holds without loss: int8/int16/uint8/uint16 -> int, uint32 -> long,
+    uint64 -> decimal(20, 0) (as Spark reads Parquet's UINT_64), float16 ->
+    float, date64 -> date, time32 -> time (us), timestamps in seconds or
+    milliseconds -> microseconds, a timestamp's zone -> UTC (the same instants),
+    dictionaries -> their values, string and binary views -> string and binary,
     decimal256 up to precision 38 -> decimal, fixed-size lists -> lists.
 
     Raises:
@@ -270,6 +271,14 @@ def _type(t: pa.DataType, path: str) -> pa.DataType:
         return {8: pa.int32(), 16: pa.int32(), 32: pa.int64()}.get(
             t.bit_width, pa.decimal128(20, 0)
         )
+    if pa.types.is_int8(t) or pa.types.is_int16(t):
+        return pa.int32()
+    if pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_date64(t):
+        return pa.date32()  # a safe cast: a value that is not a whole day raises
     if pa.types.is_float16(t):
         return pa.float32()
     if pa.types.is_time32(t):
@@ -297,7 +306,6 @@ def _type(t: pa.DataType, path: str) -> pa.DataType:
         or pa.types.is_large_binary(t)
         or pa.types.is_fixed_size_binary(t)
         or pa.types.is_date32(t)
-        or pa.types.is_date64(t)
         or pa.types.is_decimal128(t)
         or t == pa.time64("us")
     ):
