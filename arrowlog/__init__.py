@@ -12,6 +12,7 @@ from arrowlog.errors import (
     CorruptObjectError,
     CorruptSegmentError,
     DuplicateSequenceError,
+    ExportConflictError,
     InvalidBatchError,
     InvalidConfigError,
     InvalidNameError,
@@ -33,6 +34,7 @@ from arrowlog.errors import (
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
     UnsupportedStoreError,
+    UnsupportedTypeError,
 )
 from arrowlog.log import ArrowLog, PartitionInfo, TopicDescription, connect
 from arrowlog.partition import AppendResult, PartitionLog
@@ -55,6 +57,7 @@ __all__ = [
     "CorruptObjectError",
     "CorruptSegmentError",
     "DuplicateSequenceError",
+    "ExportConflictError",
     "InvalidBatchError",
     "InvalidConfigError",
     "InvalidNameError",
@@ -89,6 +92,7 @@ __all__ = [
     "UnknownTopicOrPartitionError",
     "UnstableOffsetCommitError",
     "UnsupportedStoreError",
+    "UnsupportedTypeError",
     "WriterIdentity",
     "__version__",
     "connect",

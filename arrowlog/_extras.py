@@ -1,7 +1,7 @@
 """Optional dependencies, grouped as the extras of ``pyproject.toml``.
 
 The core (``pip install arrowlog``) reads and writes memory and local-directory
-stores. S3, Spark and Delta each need an extra; reaching one of them without it
+stores. S3, Spark, Delta and Iceberg each need an extra; reaching one of them without it
 raises :class:`~arrowlog.errors.MissingDependencyError` naming the extra, instead
 of a bare ``No module named 's3fs'`` from deep inside arrowlog.
 """
@@ -22,6 +22,8 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "azure": (("obstore",), "an az:// store"),
     "spark": (("pyspark", "pandas"), "the Spark data source (arrowlog.spark)"),
     "delta": (("deltalake",), "the Delta export"),
+    # pyiceberg with its SQL catalog (SQLAlchemy) and pyarrow writer
+    "iceberg": (("pyiceberg", "sqlalchemy"), "the Iceberg export"),
 }
 
 

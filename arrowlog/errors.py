@@ -59,6 +59,12 @@ class SchemaMismatchError(ArrowLogError):
     """A batch's schema differs from its topic's schema. Nothing was written."""
 
 
+class UnsupportedTypeError(ArrowLogError, TypeError):
+    """A column's type has no counterpart in the table format an export writes
+    that holds its values without loss (Iceberg: nanosecond timestamps,
+    durations, ...). Nothing was written."""
+
+
 class UnknownColumnError(ArrowLogError, ValueError):
     """A read names a column its topic does not have (or none, or one twice).
     Nothing was read."""
@@ -198,6 +204,14 @@ class UnstableOffsetCommitError(ArrowLogError):
     def __init__(self, message: str, *, partitions: set[tuple[str, int]]) -> None:
         super().__init__(message)
         self.partitions = partitions
+
+
+class ExportConflictError(ArrowLogError):
+    """An export's table commit lost the race to other writers of the table
+    too many times in a row (each lost race means another commit landed).
+    Nothing of this run was committed; run the export again."""
+
+    retriable = True
 
 
 class ConcurrentTransactionsError(ArrowLogError):

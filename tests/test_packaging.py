@@ -60,7 +60,7 @@ def test_the_wheel_carries_the_library_the_jobs_and_the_spark_entry_point(
     wheel: zipfile.ZipFile,
 ) -> None:
     names = set(wheel.namelist())
-    for module in ("__init__", "demo", "backfill", "export_delta"):
+    for module in ("__init__", "demo", "backfill", "export_delta", "export_iceberg"):
         assert f"arrowlog/jobs/{module}.py" in names
     for name in ("pyspark_arrowlog.py", "arrowlog/py.typed", "arrowlog/spark/source.py"):
         assert name in names
@@ -94,6 +94,7 @@ def test_the_extras_and_a_core_without_them(wheel: zipfile.ZipFile) -> None:
         "azure",
         "spark",
         "delta",
+        "iceberg",
         "s3-server",
         "all",
         "dev",
@@ -101,10 +102,11 @@ def test_the_extras_and_a_core_without_them(wheel: zipfile.ZipFile) -> None:
     requires = meta.get_all("Requires-Dist") or []
     core = {r.split(";")[0].split(">")[0].split("=")[0].strip() for r in requires if ";" not in r}
     assert core == {"pyarrow", "fsspec", "crc32c", "numpy", "click", "rich"}
-    assert 'arrowlog[azure,delta,gcs,s3,s3-server,spark]; extra == "all"' in requires
+    assert 'arrowlog[azure,delta,gcs,iceberg,s3,s3-server,spark]; extra == "all"' in requires
     for extra, (modules, _) in EXTRAS.items():
         needed = {r.split(";")[0] for r in requires if r.endswith(f'extra == "{extra}"')}
-        package = {"botocore": "s3fs"}  # s3fs brings botocore with it
+        # s3fs brings botocore with it, pyiceberg's sql-sqlite extra SQLAlchemy
+        package = {"botocore": "s3fs", "sqlalchemy": "pyiceberg[pyarrow,sql-sqlite]"}
         for module in modules:
             assert any(r.startswith(package.get(module, module)) for r in needed), (extra, module)
 
@@ -135,7 +137,10 @@ def run_without(blocked: set[str], code: str, tmp_path: Path) -> str:
     return done.stdout
 
 
-ALL_EXTRAS = {"s3fs", "botocore", "aiobotocore", "boto3", "pyspark", "pandas", "deltalake"}
+ALL_EXTRAS = {
+    "s3fs", "botocore", "aiobotocore", "boto3", "pyspark", "pandas", "deltalake", "pyiceberg",
+    "sqlalchemy",
+}  # fmt: skip
 
 
 def test_the_core_works_on_local_and_memory_stores_without_any_extra(tmp_path: Path) -> None:
@@ -206,3 +211,22 @@ def test_delta_without_deltalake_names_the_extra(tmp_path: Path) -> None:
     )
     assert out.startswith("MissingDependencyError the Delta export needs the 'delta' extra")
     assert "pip install 'arrowlog[delta]'" in out
+
+
+def test_iceberg_without_pyiceberg_names_the_extra(tmp_path: Path) -> None:
+    """The export's module imports without pyiceberg; opening a catalog says
+    which extra to install."""
+    out = run_without(
+        {"pyiceberg", "sqlalchemy"},
+        """
+        from arrowlog.jobs.export_iceberg import CatalogConfig
+        try:
+            CatalogConfig.sqlite("warehouse").open()
+        except ImportError as e:
+            print(type(e).__name__, e)
+        """,
+        tmp_path,
+    )
+    assert out.startswith("MissingDependencyError the Iceberg export needs the 'iceberg' extra")
+    assert "pip install 'arrowlog[iceberg]'" in out
+    assert not (tmp_path / "warehouse").exists()

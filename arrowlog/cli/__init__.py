@@ -1,8 +1,8 @@
 """The ``arrowlog`` command line: what a Kafka operator expects, for a log in an
 object store. One module per concept: topics, console (produce, consume),
 groups, transactions (and producers, metrics), offsets (get-offsets, dump),
-retention (delete-records, compact, vacuum), jobs (load/backfill, export-delta),
-s3-server. docs/cli.md has the tour and the exit codes."""
+retention (delete-records, compact, vacuum), jobs (load/backfill, export-delta,
+export-iceberg), s3-server. docs/cli.md has the tour and the exit codes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from arrowlog.cli._common import (
 )
 from arrowlog.cli.console import consume, produce
 from arrowlog.cli.groups import groups
-from arrowlog.cli.jobs import export_delta, load
+from arrowlog.cli.jobs import export_delta, export_iceberg, load
 from arrowlog.cli.offsets import dump, get_offsets
 from arrowlog.cli.retention import compact, delete_records, vacuum
 from arrowlog.cli.s3server import s3_server
@@ -50,7 +50,7 @@ def cli(debug: bool) -> None:
 
 for command in (topics, produce, consume, groups, transactions, producers, metrics,
                 get_offsets, dump, delete_records, compact, vacuum, load, export_delta,
-                s3_server):  # fmt: skip
+                export_iceberg, s3_server):  # fmt: skip
     cli.add_command(command)
 cli.add_command(load, name="backfill")
 

@@ -47,6 +47,7 @@ from arrowlog.errors import (
     StoreError,
     UnknownTopicOrPartitionError,
     UnsupportedStoreError,
+    UnsupportedTypeError,
 )
 from arrowlog.storage.wrappers import CountingStore
 
@@ -84,7 +85,7 @@ def exit_code(error: BaseException) -> int:
     if isinstance(
         error,
         (InvalidConfigError, InvalidNameError, SchemaMismatchError, InvalidBatchError,
-         UnsupportedStoreError,
+         UnsupportedStoreError, UnsupportedTypeError,
          pa.ArrowInvalid, click.UsageError),
     ):  # fmt: skip
         return EXIT_USAGE

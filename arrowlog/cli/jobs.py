@@ -1,10 +1,12 @@
 """The jobs as subcommands: ``arrowlog load`` (alias ``backfill``: a restartable
-bulk load with expected offsets) and ``arrowlog export-delta``. One progress bar
+bulk load with expected offsets), ``arrowlog export-delta`` and
+``arrowlog export-iceberg``. One progress bar
 each (total, percentage, ETA); Ctrl-C says where to resume."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 
 import click
@@ -172,3 +174,107 @@ def export_delta(session: Session, topic: str, delta_path: str, no_progress: boo
         raise interrupted(f"offsets {before.offsets or 'the log start'}") from None
     after = exported_state(delta_path, topic)
     click.echo(f"exported {rows:,} rows of {topic} to {delta_path}; now at {after.offsets}")
+
+
+@click.command("export-iceberg")
+@click.argument("topic")
+@click.argument("table")
+@click.option(
+    "--warehouse",
+    envvar="ARROWLOG_ICEBERG_WAREHOUSE",
+    show_envvar=True,
+    help="Where tables are written; a local one also keeps the default SQLite catalog "
+    "(WAREHOUSE/catalog.db).",
+)
+@click.option(
+    "--catalog-uri",
+    envvar="ARROWLOG_ICEBERG_CATALOG_URI",
+    show_envvar=True,
+    help="The SQL catalog's SQLAlchemy URL (default: sqlite:///WAREHOUSE/catalog.db).",
+)
+@click.option(
+    "--catalog-name",
+    default="arrowlog",
+    show_default=True,
+    help="The catalog's name; alone, a catalog configured for pyiceberg (.pyiceberg.yaml).",
+)
+@click.option(
+    "--catalog-properties",
+    metavar="JSON",
+    help='Any pyiceberg catalog, e.g. \'{"type": "rest", "uri": "http://..."}\'.',
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@leaf(read_only=True)
+@with_examples(
+    "arrowlog export-iceberg events analytics.events --warehouse /data/iceberg",
+    "arrowlog export-iceberg events analytics.events --root s3://bucket/logs "
+    "--warehouse /data/iceberg",
+    "arrowlog export-iceberg events db.events --catalog-properties "
+    '\'{"type": "rest", "uri": "http://localhost:8181"}\'',
+)
+def export_iceberg(
+    session: Session,
+    topic: str,
+    table: str,
+    warehouse: str | None,
+    catalog_uri: str | None,
+    catalog_name: str,
+    catalog_properties: str | None,
+    no_progress: bool,
+) -> None:
+    """Export TOPIC's newly committed records to the Iceberg table TABLE
+    (NAMESPACE.NAME), exactly once.
+
+    Each run appends from where the previous one ended to the end of one
+    read_committed snapshot of the topic, in one Iceberg snapshot whose summary
+    records the offsets: a rerun, a crashed run's rerun or a second exporter
+    racing this one never appends a row twice. The first run creates the table.
+    The log is only read. Needs the iceberg extra.
+    """
+    from arrowlog.jobs.export_iceberg import CatalogConfig, check_identifier, export
+
+    check_identifier(table)
+    if not (warehouse or catalog_uri or catalog_properties or catalog_name != "arrowlog"):
+        raise click.UsageError(
+            "no Iceberg catalog: pass --warehouse DIR (an SQLite catalog is kept there as "
+            "catalog.db), --catalog-properties JSON, or --catalog-name NAME (.pyiceberg.yaml)",
+            ctx=click.get_current_context(),
+        )
+    properties = None
+    if catalog_properties:
+        try:
+            properties = json.loads(catalog_properties)
+        except ValueError as e:
+            raise arrowlog.InvalidConfigError(
+                f"--catalog-properties: not valid JSON: {e}"
+            ) from None
+        if not isinstance(properties, dict):
+            raise arrowlog.InvalidConfigError("--catalog-properties must be a JSON object")
+    config = CatalogConfig.resolve(
+        name=catalog_name, warehouse=warehouse, uri=catalog_uri, properties=properties
+    )
+    log = session.connect()
+    total = [0]
+    try:
+        with progress_bar(None, "offsets", enabled=not no_progress) as bar:
+
+            def advance(done: int, of: int) -> None:
+                total[0] = of
+                bar.update(bar.task_ids[0], completed=done, total=of)
+
+            result = export(log, topic, table, catalog=config, progress=advance)
+            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
+    except KeyboardInterrupt:
+        # nothing of this run counts unless its snapshot was committed: the
+        # rerun finds out from the table itself
+        raise interrupted("the last committed export") from None
+    if session.output == "json":
+        session.json(
+            {"topic": topic, "table": table, "rows": result.rows, "offsets": result.offsets,
+             "snapshot_id": result.snapshot_id, "attempts": result.attempts}
+        )  # fmt: skip
+        return
+    where = f"snapshot {result.snapshot_id}" if result.snapshot_id else "no new snapshot"
+    click.echo(
+        f"exported {result.rows:,} rows of {topic} to {table} ({where}); now at {result.offsets}"
+    )

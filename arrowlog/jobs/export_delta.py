@@ -9,9 +9,10 @@ is exported twice or skipped.
 
 The range is read with ``spark.read.format("arrowlog")``. The Delta write uses
 delta-spark when its jars are on Spark's classpath (``txnAppId``/``txnVersion``
-options), and delta-rs (``deltalake``) otherwise; both share the range and
-idempotence logic below. Only the delta-rs path runs on the project's machines
-(delta-spark's jars come from Maven Central).
+options), and delta-rs (``deltalake``) otherwise. The range and the "nothing
+new" check are shared with the Iceberg export (:mod:`arrowlog.jobs._export_range`).
+Only the delta-rs path runs on the project's machines (delta-spark's jars come
+from Maven Central).
 
     arrowlog export-delta TOPIC DELTA_PATH --root ROOT [--storage-options JSON]
     python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [--storage-options JSON]
@@ -27,10 +28,9 @@ from typing import Any
 import pyarrow as pa
 
 import arrowlog
-from arrowlog.consumer import snapshot_ends
-from arrowlog.spark.options import spark_storage_options
+from arrowlog.jobs._export_range import OFFSETS_KEY, next_range, parse_recorded, spark_reader
 
-OFFSETS_KEY = "arrowlog.offsets"
+__all__ = ["OFFSETS_KEY", "ExportState", "app_id", "export", "exported_state", "main", "read_delta"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def exported_state(path: str, topic: str) -> ExportState:
     for commit in table.history():  # newest first
         offsets = commit.get(OFFSETS_KEY)
         if offsets is not None:
-            return ExportState(int(version), {k: int(v) for k, v in json.loads(offsets).items()})
+            return ExportState(int(version), parse_recorded(offsets, path))
     raise arrowlog.ArrowLogError(f"{path}: app transaction {version} has no recorded offsets")
 
 
@@ -66,24 +66,12 @@ def export(spark: Any, root: str, topic: str, path: str, storage: dict[str, Any]
     """Export the next committed range; returns the number of rows exported."""
     log = arrowlog.connect(root, storage)
     state = exported_state(path, topic)
-    # The ends of one snapshot (not LSOs asked one partition after another): a
-    # transaction committing meanwhile is in this export whole, or in the next
-    stable = snapshot_ends(log, topic, {int(p): o for p, o in state.offsets.items()})
-    ending = {str(p): stable[p] for p in stable}
-    starting = {str(p): state.offsets.get(str(p), -2) for p in stable}
-    if all(state.offsets.get(str(p)) == end for p, end in ((int(k), v) for k, v in ending.items())):
+    span = next_range(log, topic, state.offsets)
+    if span.nothing_new:
         return 0
-    reader = (
-        spark.read.format("arrowlog")
-        .option("topic", topic)
-        .option("startingOffsets", json.dumps({topic: starting}))
-        .option("endingOffsets", json.dumps({topic: ending}))
-        .option("isolationLevel", "read_committed")
-    )
-    for key, value in spark_storage_options(storage).items():
-        reader = reader.option(key, value)
-    df = reader.load(root)
+    df = spark_reader(spark, root, span, storage)
     version = state.version + 1
+    ending = span.ending_json()
     metadata = {OFFSETS_KEY: json.dumps(ending)}
     if _has_delta_spark(spark):
         (

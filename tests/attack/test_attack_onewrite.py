@@ -4,7 +4,7 @@ waits for PREPARE alone, markers and COMPLETE follow in the background, and a
 complete entry grants the next transaction its epoch.
 
 Also the readers built on it that must see a transaction whole: the Spark
-streaming source's micro-batches and the export-delta job, and idempotence under
+streaming source's micro-batches and the export-delta and export-iceberg jobs, and idempotence under
 a skewed writer's clock.
 
 Each test scripts one schedule with a ScriptedStore (gates, late PUTs, never
@@ -674,6 +674,35 @@ def test_export_delta_never_splits_a_transaction_across_its_commits(
     run.result()
     first = sorted(v for v in read_delta(delta).column("v").to_pylist() if v is not None)
     assert first in ([], [1, 2])  # the transaction whole, or not yet
+
+
+def test_export_iceberg_never_splits_a_transaction_across_its_snapshots(
+    store: Store, scripted: ScriptedStore, tmp_path: Path
+) -> None:
+    """The schedule above against the Iceberg export, which reads the range
+    without Spark: its view of t/1 is held while T writes t/0 and t/1 and
+    commits. Its snapshot holds T whole or not at all, and the next export
+    brings the rest: each of T's records exactly once."""
+    from arrowlog.jobs.export_iceberg import CatalogConfig, export, read_iceberg
+
+    _REAL_CONNECT(store).create_topic("t", SCHEMA, partitions=2)
+    w = _REAL_CONNECT(store).producer(transactional_id="w")
+    w.init_transactions()
+    catalog = CatalogConfig.sqlite(str(tmp_path / "warehouse"))
+    gate = scripted.hold("list", "t/1/segments/")
+    run = Background(lambda: export(_REAL_CONNECT(scripted), "t", "ns.t", catalog=catalog))
+    gate.wait_reached()  # t/0's end is fixed: nothing there yet
+    with w.transaction():
+        w.send("t", rows(1), partition=0)
+        w.send("t", rows(2), partition=1)
+    w.close()
+    gate.release()
+    run.result()
+    first = sorted(v for v in read_iceberg(catalog, "ns.t").column("v").to_pylist() if v)
+    assert first in ([], [1, 2])  # the transaction whole, or not yet
+    export(_REAL_CONNECT(store), "t", "ns.t", catalog=catalog)
+    assert sorted(v for v in read_iceberg(catalog, "ns.t").column("v").to_pylist() if v) == [1, 2]
+    assert read_iceberg(catalog, "ns.t").num_rows == 2
 
 
 # --- streaming: maxOffsetsPerTrigger cuts micro-batches inside a transaction ----------

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from arrowlog._seaweedfs import S3Server
+from arrowlog.jobs.export_iceberg import CatalogConfig, read_iceberg
 from tests.cli.conftest import build_mixed_log, fails, load_then_backfill, run
 
 pytestmark = pytest.mark.s3
@@ -145,3 +146,22 @@ def test_write_commands_against_s3(
     assert "deleted topic l" in run(capsys, "topics", "delete", "l")
     assert segments() == []
     assert fails(capsys, 3, "consume", "l")
+
+
+def test_export_iceberg_from_a_log_on_s3(
+    s3_root: str, s3_server: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """export-iceberg from a log on S3 into a local warehouse: the bucket is
+    only read."""
+    build_mixed_log(s3_root, s3_server.storage_options)
+    before = bucket_listing(s3_server)
+    warehouse = str(tmp_path / "warehouse")
+    out = run(capsys, "export-iceberg", "t", "lake.t", "--warehouse", warehouse, "--no-progress")
+    assert "exported 6 rows of t to lake.t" in out
+    out = run(capsys, "export-iceberg", "t", "lake.t", "--warehouse", warehouse, "--no-progress")
+    assert "exported 0 rows of t to lake.t (no new snapshot)" in out
+    table = read_iceberg(CatalogConfig.sqlite(warehouse), "lake.t")
+    offsets: list[int] = table.column("offset").to_pylist()  # type: ignore[assignment]
+    xs: list[int] = table.column("x").to_pylist()  # type: ignore[assignment]
+    assert sorted(zip(offsets, xs, strict=True)) == [(o, o) for o in (0, 1, 2, 6, 7, 9)]
+    assert bucket_listing(s3_server) == before

@@ -1,0 +1,566 @@
+"""Export the committed records of a topic to an Iceberg table, exactly once.
+
+Each run appends what was committed since the previous run, in ONE Iceberg
+snapshot whose summary records the offsets where the run ended
+(``arrowlog.topic``, ``arrowlog.offsets`` as JSON ``{"<partition>": <next
+offset>}``, and ``arrowlog.starting-offsets``). The next run walks the main
+branch back from its current snapshot, takes the newest summary of its topic and
+starts after it. The range itself (one read_committed snapshot of the topic:
+a transaction is in one export whole, never split between two) and the "nothing
+new" check are shared with the Delta export (:mod:`arrowlog.jobs._export_range`).
+
+Exactly once rests on the catalog's commit being a compare-and-swap: a snapshot
+is committed only on top of the snapshot the run read its offsets from. Of two
+exporters racing over the same range, one commit lands; the other gets
+``CommitFailedException``, reloads the table, reads the offsets now recorded and
+exports what is left after them (often nothing). pyiceberg's own retry would
+instead rebase the append onto the winner's snapshot without looking at the
+offsets, exporting the range twice: every export commits with it turned off (in
+memory; the table's ``commit.retry.*`` properties are left as they are).
+
+A crash (or SIGKILL) before the commit, or a lost race, leaves files that no
+snapshot references (data files; after a crash also manifests, perhaps a
+metadata file): readers never see them, the rerun exports the same range again,
+and an orphan-file cleanup removes them. Apart from creating the table on a
+first run, the catalog is written only by the commit. The offsets are also kept
+in the table property ``arrowlog.offsets.<topic>``, set in the same commit: a
+table whose arrowlog snapshots were expired (say, after compaction) still knows
+where it is.
+
+The range is read by arrowlog's own scan planner and segment reader (the ones
+the Spark source runs on its executors), not through Spark: the rows and the
+``topic``/``partition``/``offset``/``timestamp`` columns are the same as
+``spark.read.format("arrowlog")`` gives, without a JVM (12-18 s to start here)
+for a command-line job, and batches stream into the Iceberg writer instead of
+being collected in the driver.
+
+Catalog: pyiceberg's SQL catalog on SQLite by default (:meth:`CatalogConfig.sqlite`:
+``<warehouse>/catalog.db``), or any pyiceberg catalog by its properties or by
+name (``.pyiceberg.yaml``). The table (and namespace) is created on the first
+export from the topic's schema, mapped onto Iceberg's types (:func:`iceberg_schema`).
+
+    arrowlog export-iceberg TOPIC NAMESPACE.TABLE --root ROOT --warehouse DIR
+    python -m arrowlog.jobs.export_iceberg ROOT TOPIC NAMESPACE.TABLE --warehouse DIR
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+import arrowlog
+from arrowlog._extras import require_extra
+from arrowlog.errors import (
+    ExportConflictError,
+    InvalidConfigError,
+    InvalidNameError,
+    SchemaMismatchError,
+    UnsupportedTypeError,
+)
+from arrowlog.jobs._export_range import (
+    OFFSETS_KEY,
+    ExportRange,
+    next_range,
+    parse_recorded,
+    read_range_batches,
+)
+from arrowlog.log import ArrowLog
+from arrowlog.scan import output_schema
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+__all__ = [
+    "OFFSETS_KEY",
+    "STARTING_KEY",
+    "TOPIC_KEY",
+    "CatalogConfig",
+    "IcebergExport",
+    "check_identifier",
+    "export",
+    "exported_offsets",
+    "iceberg_schema",
+    "main",
+    "read_iceberg",
+]
+
+#: snapshot summary keys an export writes
+TOPIC_KEY = "arrowlog.topic"
+STARTING_KEY = "arrowlog.starting-offsets"
+#: the table property holding a topic's offsets: ``arrowlog.offsets.<topic>``
+PROPERTY_PREFIX = OFFSETS_KEY + "."
+DEFAULT_CATALOG_NAME = "arrowlog"
+#: the SQLite file of the default catalog, inside the warehouse
+CATALOG_FILE = "catalog.db"
+#: lost commit races before giving up (each one means another export landed)
+MAX_ATTEMPTS = 20
+
+_NAME_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+#: pyiceberg's table property for its automatic commit retries
+_COMMIT_RETRIES = "commit.retry.num-retries"
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """How to open a pyiceberg catalog: its name and properties
+    (``pyiceberg.catalog.load_catalog(name, **properties)``). No properties:
+    the named catalog of pyiceberg's own configuration (``~/.pyiceberg.yaml``,
+    ``PYICEBERG_CATALOG__<NAME>__*``)."""
+
+    name: str = DEFAULT_CATALOG_NAME
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def sqlite(
+        cls, warehouse: str, *, uri: str | None = None, name: str = DEFAULT_CATALOG_NAME
+    ) -> CatalogConfig:
+        """A SQL catalog (``uri``: any SQLAlchemy URL; default an SQLite file
+        ``catalog.db`` in a local ``warehouse``) whose tables live under
+        ``warehouse`` (a directory or a URL pyiceberg's FileIO reaches).
+
+        Raises:
+            InvalidConfigError: a remote warehouse without ``uri``.
+        """
+        local = "://" not in warehouse or warehouse.startswith("file://")
+        if local:
+            path = Path(warehouse.removeprefix("file://")).expanduser().resolve()
+            warehouse = path.as_uri()
+            uri = uri or f"sqlite:///{path / CATALOG_FILE}"
+        elif uri is None:
+            raise InvalidConfigError(
+                f"warehouse {warehouse!r} is not a local directory: give the catalog's "
+                "URI too (an SQLite catalog is a local file)"
+            )
+        return cls(name, {"type": "sql", "uri": uri, "warehouse": warehouse})
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        name: str = DEFAULT_CATALOG_NAME,
+        warehouse: str | None = None,
+        uri: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+    ) -> CatalogConfig:
+        """The catalog the command line's options name: ``properties`` (any
+        pyiceberg catalog; ``warehouse`` and ``uri`` added to them when given),
+        else a SQL catalog in ``warehouse`` (:meth:`sqlite`), else the catalog
+        ``name`` of pyiceberg's own configuration.
+
+        Raises:
+            InvalidConfigError: none of these, or ``uri`` without a warehouse.
+        """
+        if properties:
+            props = {
+                str(k): v if isinstance(v, str) else json.dumps(v) for k, v in properties.items()
+            }
+            if warehouse:
+                props["warehouse"] = warehouse
+            if uri:
+                props["uri"] = uri
+            return cls(name, props)
+        if warehouse:
+            return cls.sqlite(warehouse, uri=uri, name=name)
+        if uri:
+            raise InvalidConfigError(
+                "a catalog URI needs a warehouse too: where tables are written"
+            )
+        if name != DEFAULT_CATALOG_NAME:
+            return cls(name, {})
+        raise InvalidConfigError(
+            "no Iceberg catalog given: a warehouse directory (an SQLite catalog is kept in "
+            f"it as {CATALOG_FILE}), catalog properties, or the name of a catalog configured "
+            "for pyiceberg (.pyiceberg.yaml)"
+        )
+
+    def open(self) -> Catalog:
+        """The catalog (a local SQLite catalog's directory is created).
+
+        Raises:
+            MissingDependencyError: pyiceberg is not installed.
+        """
+        require_extra("iceberg")
+        from pyiceberg.catalog import load_catalog
+        from sqlalchemy.exc import OperationalError
+
+        uri = self.properties.get("uri", "")
+        if uri.startswith("sqlite:///"):
+            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        lost = 0
+        while True:
+            try:
+                return load_catalog(self.name, **self.properties)
+            except OperationalError as e:
+                # A new SQL catalog creates its tables when first opened; of two
+                # processes opening it at once, one loses that race (seen with
+                # two exporters on a new warehouse). Opened again, it finds them.
+                lost += 1
+                if "already exists" not in str(e) or lost == 3:
+                    raise
+
+
+@dataclass(frozen=True)
+class IcebergExport:
+    """What one run did."""
+
+    #: rows appended by this run (0: nothing new, or only markers and aborted records)
+    rows: int
+    #: the offsets the table records now
+    offsets: dict[str, int]
+    #: this run's snapshot; None when it committed nothing
+    snapshot_id: int | None
+    #: commits tried (more than 1: another exporter won a race)
+    attempts: int
+
+
+def check_identifier(identifier: str) -> tuple[str, ...]:
+    """``namespace.table`` (namespaces may nest: ``a.b.table``) as a tuple.
+    Parts are letters, digits, ``_`` and ``-``: a part becomes a directory of the
+    warehouse, and may not climb out of it.
+
+    Raises:
+        InvalidNameError: any other form.
+    """
+    parts = tuple(identifier.split("."))
+    if len(parts) < 2 or not all(_NAME_PART.fullmatch(p) for p in parts):
+        raise InvalidNameError(
+            f"invalid Iceberg table identifier {identifier!r}: expected NAMESPACE.TABLE, each "
+            "part letters, digits, '_' or '-'"
+        )
+    return parts
+
+
+# --- types --------------------------------------------------------------------------
+
+
+def iceberg_schema(topic_schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema an export writes: the topic's columns and the metadata
+    columns (:func:`arrowlog.scan.output_schema`), each type mapped onto one
+    Iceberg holds without loss: int8/int16/uint8/uint16 -> int, uint32 -> long,
+    uint64 -> decimal(20, 0) (as Spark reads Parquet's UINT_64), float16 ->
+    float, date64 -> date, time32 -> time (us), timestamps in seconds or
+    milliseconds -> microseconds, a timestamp's zone -> UTC (the same instants),
+    dictionaries -> their values, string and binary views -> string and binary,
+    decimal256 up to precision 38 -> decimal, fixed-size lists -> lists.
+
+    Raises:
+        UnsupportedTypeError: a column has no lossless Iceberg type (nanosecond
+            times and timestamps, durations, nulls, wider decimals, unions...).
+            Nothing was written.
+    """
+    return pa.schema([_field(f, f.name) for f in output_schema(topic_schema)])
+
+
+def _field(f: pa.Field[Any], path: str) -> pa.Field[Any]:
+    return pa.field(f.name, _type(f.type, path), nullable=f.nullable)
+
+
+def _type(t: pa.DataType, path: str) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        return _type(t.value_type, path)
+    if pa.types.is_unsigned_integer(t):
+        return {8: pa.int32(), 16: pa.int32(), 32: pa.int64()}.get(
+            t.bit_width, pa.decimal128(20, 0)
+        )
+    if pa.types.is_int8(t) or pa.types.is_int16(t):
+        return pa.int32()
+    if pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_date64(t):
+        return pa.date32()  # a safe cast: a value that is not a whole day raises
+    if pa.types.is_float16(t):
+        return pa.float32()
+    if pa.types.is_time32(t):
+        return pa.time64("us")
+    if pa.types.is_timestamp(t) and t.unit != "ns":
+        return pa.timestamp("us", tz="UTC" if t.tz is not None else None)
+    if pa.types.is_decimal256(t) and t.precision <= 38:
+        return pa.decimal128(t.precision, t.scale)
+    if pa.types.is_struct(t):
+        fields = [t.field(i) for i in range(t.num_fields)]
+        return pa.struct([_field(f, f"{path}.{f.name}") for f in fields])
+    if pa.types.is_map(t):
+        key, item = _field(t.key_field, f"{path}.key"), _field(t.item_field, f"{path}.value")
+        # fields keep the value's nullability; pyarrow-stubs accept only types here
+        return pa.map_(key, item)  # type: ignore[call-overload,no-any-return]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return pa.list_(_field(t.value_field, f"{path}.element"))
+    if (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_decimal128(t)
+        or t == pa.time64("us")
+    ):
+        return t
+    raise UnsupportedTypeError(
+        f"column {path!r} is {t}: Iceberg has no type that holds it without loss"
+        + (" (its times and timestamps are microseconds)" if "[ns" in str(t) else "")
+        + "; nothing was written"
+    )
+
+
+def _cast(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        # a safe cast: values out of the target's range raise instead of wrapping
+        yield batch.cast(schema) if not batch.schema.equals(schema) else batch
+
+
+# --- the table's record of what was exported ----------------------------------------
+
+
+def exported_offsets(table: Table, topic: str) -> dict[str, int]:
+    """The offsets the newest export of ``topic`` recorded: the newest snapshot
+    of the main branch's history whose summary names the topic; if its arrowlog
+    snapshots were all expired, the table property ``arrowlog.offsets.<topic>``.
+    Empty: nothing exported yet.
+
+    Raises:
+        CorruptObjectError: recorded offsets that are not valid.
+    """
+    from pyiceberg.table.snapshots import ancestors_of
+
+    where = f"Iceberg table {'.'.join(table.name())}"
+    for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
+        summary = snapshot.summary
+        if summary is None or summary.get(TOPIC_KEY) != topic:
+            continue
+        offsets = summary.get(OFFSETS_KEY)
+        if offsets is not None:
+            return parse_recorded(offsets, f"{where}, snapshot {snapshot.snapshot_id}")
+    kept = table.properties.get(PROPERTY_PREFIX + topic)
+    return {} if kept is None else parse_recorded(kept, where)
+
+
+# --- the export ---------------------------------------------------------------------
+
+
+def export(
+    log: ArrowLog | str,
+    topic: str,
+    identifier: str,
+    *,
+    catalog: Catalog | CatalogConfig,
+    storage: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> IcebergExport:
+    """Append the next committed range of ``topic`` to the Iceberg table
+    ``identifier`` (created, with its namespace, if missing), in one snapshot
+    that records the offsets. ``log`` is a connected log or its root URL (with
+    ``storage`` options). ``progress(done, total)`` follows the offsets
+    read (markers and aborted records count too).
+
+    Raises:
+        InvalidNameError: a bad table identifier.
+        UnknownTopicOrPartitionError: no such topic.
+        UnsupportedTypeError: a column Iceberg cannot hold (nothing written).
+        SchemaMismatchError: the table exists with columns that do not take
+            the topic's (nothing written).
+        OffsetOutOfRangeError: records after the recorded offsets were
+            deleted before they were exported.
+        ExportConflictError: other exporters won :data:`MAX_ATTEMPTS` commit
+            races in a row (retriable).
+        MissingDependencyError: pyiceberg is not installed.
+    """
+    parts = check_identifier(identifier)
+    if not isinstance(log, str):
+        return _export(log, topic, parts, catalog, progress)
+    owned = arrowlog.connect(log, dict(storage or {}))
+    try:
+        return _export(owned, topic, parts, catalog, progress)
+    finally:
+        owned.close()
+
+
+def _export(
+    log: ArrowLog,
+    topic: str,
+    parts: tuple[str, ...],
+    catalog: Catalog | CatalogConfig,
+    progress: Callable[[int, int], None] | None,
+) -> IcebergExport:
+    schema = iceberg_schema(log.topic(topic).schema)  # before anything is written
+    if isinstance(catalog, CatalogConfig):
+        catalog = catalog.open()
+    table = _load_or_create(catalog, parts, schema)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        recorded = exported_offsets(table, topic)
+        span = next_range(log, topic, recorded)
+        if span.nothing_new:
+            return IcebergExport(0, recorded, None, attempt)
+        done = _append(table, log, span, schema, progress)
+        if done is not None:
+            rows, snapshot_id = done
+            return IcebergExport(rows, span.ending_json(), snapshot_id, attempt)
+        # decide again from what the table records now
+        table = catalog.load_table(parts)
+    raise ExportConflictError(
+        f"Iceberg table {'.'.join(parts)}: {MAX_ATTEMPTS} commits in a row lost to other "
+        "writers; run the export again"
+    )
+
+
+def _append(
+    table: Table,
+    log: ArrowLog,
+    span: ExportRange,
+    schema: pa.Schema,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[int, int] | None:
+    """Append ``span`` to ``table`` in one snapshot recording its offsets, as
+    a compare-and-swap on the snapshot ``table`` is at. Returns the rows and
+    the snapshot id; None if the commit did not land, or may not have."""
+    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+
+    rows = [0]
+    started = [False]
+    tracked = None if progress is None else _tracker(log, span, progress)
+    tx = _without_commit_retries(table).transaction()
+    try:
+        tx.append(
+            _data(table, log, span, schema, rows, started, tracked),
+            snapshot_properties=_summary(span),
+        )
+    except ValueError as e:
+        if started[0]:
+            raise  # from reading or writing rows (ArrowInvalid is a ValueError)
+        # pyiceberg checks the columns before it reads a row or writes a file
+        raise SchemaMismatchError(
+            f"Iceberg table {'.'.join(table.name())} does not take topic "
+            f"{span.topic!r}'s columns: {e}"
+        ) from e
+    tx.set_properties({PROPERTY_PREFIX + span.topic: json.dumps(span.ending_json())})
+    try:
+        committed = tx.commit_transaction()
+    except CommitFailedException:
+        # another commit landed first; this attempt's data files stay behind,
+        # unreferenced, as after a crash (pyiceberg removes only its manifests)
+        return None
+    except CommitStateUnknownException:
+        # (a REST catalog) nothing is cleaned up after an unknown outcome. The
+        # commit was a CAS on the snapshot this attempt started from: if it
+        # landed, the table records its offsets and the caller finds nothing
+        # new; if not, the range is exported again, and should this attempt
+        # land late after all, the new one fails its CAS
+        return None
+    snapshot = committed.current_snapshot()
+    assert snapshot is not None
+    return rows[0], snapshot.snapshot_id
+
+
+def _load_or_create(catalog: Catalog, parts: tuple[str, ...], schema: pa.Schema) -> Table:
+    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+    from sqlalchemy.exc import IntegrityError
+
+    try:
+        return catalog.load_table(parts)
+    except NoSuchTableError:
+        pass
+    try:
+        catalog.create_namespace_if_not_exists(parts[:-1])
+    except IntegrityError:
+        # pyiceberg's SQL catalog checks, then inserts: a second exporter that
+        # created the namespace in between gets the database's error
+        if not catalog.namespace_exists(parts[:-1]):
+            raise
+    with contextlib.suppress(TableAlreadyExistsError):  # another exporter was first
+        return catalog.create_table(parts, schema=schema)
+    return catalog.load_table(parts)
+
+
+def _without_commit_retries(table: Table) -> Table:
+    """``table`` as it is, but with pyiceberg's automatic commit retries off
+    (an append retried onto another export's snapshot would export its range
+    twice). The property lives in this copy of the metadata only."""
+    from pyiceberg.table import Table
+
+    properties = {**table.metadata.properties, _COMMIT_RETRIES: "0"}
+    metadata = table.metadata.model_copy(update={"properties": properties})
+    return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog)
+
+
+def _data(
+    table: Table,
+    log: ArrowLog,
+    span: ExportRange,
+    schema: pa.Schema,
+    rows: list[int],
+    started: list[bool],
+    progress: Callable[[int], None] | None,
+) -> pa.Table | pa.RecordBatchReader:
+    """The range's rows for ``append``: a stream (pyiceberg writes it in
+    file-sized parts) into an unpartitioned table, one Arrow table into a
+    partitioned one (pyiceberg streams only into unpartitioned tables).
+    ``rows`` counts the rows read; ``started`` says whether reading began."""
+
+    def counted() -> Iterator[pa.RecordBatch]:
+        started[0] = True
+        for batch in _cast(read_range_batches(log, span, progress=progress), schema):
+            rows[0] += batch.num_rows
+            yield batch
+
+    if table.spec().is_unpartitioned():
+        return pa.RecordBatchReader.from_batches(schema, counted())
+    return pa.Table.from_batches(list(counted()), schema)
+
+
+def _tracker(
+    log: ArrowLog, span: ExportRange, progress: Callable[[int, int], None]
+) -> Callable[[int], None]:
+    starts = log.start_offsets(span.topic)
+    total = sum(end - max(span.starting[p], starts.get(p, 0)) for p, end in span.ending.items())
+    done = [0]
+    progress(0, total)
+
+    def advance(offsets: int) -> None:
+        done[0] += offsets
+        progress(done[0], total)
+
+    return advance
+
+
+def _summary(span: ExportRange) -> dict[str, str]:
+    return {
+        TOPIC_KEY: span.topic,
+        OFFSETS_KEY: json.dumps(span.ending_json()),
+        STARTING_KEY: json.dumps(span.starting_json()),
+    }
+
+
+def read_iceberg(catalog: Catalog | CatalogConfig, identifier: str) -> pa.Table:
+    """The table's rows as the main branch's current snapshot holds them."""
+    if isinstance(catalog, CatalogConfig):
+        catalog = catalog.open()
+    return catalog.load_table(check_identifier(identifier)).scan().to_arrow()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m arrowlog.jobs.export_iceberg ROOT TOPIC TABLE [options]``: the
+    same as ``arrowlog export-iceberg TOPIC TABLE --root ROOT [options]``."""
+    from arrowlog.cli import main as cli_main
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0].startswith("-"):
+        return cli_main(["export-iceberg", *args])
+    return cli_main(["export-iceberg", "--root", args[0], *args[1:]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
