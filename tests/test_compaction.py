@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -34,7 +33,7 @@ from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.url import open_store
 from arrowlog.topic import compacted_prefix, segment_key, segment_prefix
-from tests.attack._util import FAST, SCHEMA, Background, rows
+from tests.attack._util import FAST, SCHEMA, Background, die_after_writes, rows
 from tests.conftest import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -433,20 +432,7 @@ def _worker(argv: list[str]) -> None:
             (tx.abort_transaction if abort else tx.commit_transaction)()
             print(json.dumps([sent.base_offset, -value if abort else value]), flush=True)
         return
-    done = [0]
-
-    def counted(call: Callable[..., object]) -> Callable[..., object]:
-        def run(*a: object, **k: object) -> object:
-            out = call(*a, **k)
-            done[0] += 1
-            if done[0] >= args.kill_after:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return out
-
-        return run
-
-    store.put_if_absent = counted(store.put_if_absent)  # type: ignore[method-assign,assignment]
-    store.delete = counted(store.delete)  # type: ignore[method-assign,assignment]
+    die_after_writes(store, args.kill_after)
     log = arrowlog.connect(store, config=FAST)
     log.compact(target_bytes=MIN_TARGET_BYTES)
     log.vacuum()

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-from collections.abc import Callable
 
 import arrowlog
 from arrowlog.storage.url import open_store
-from tests.attack._util import FAST
+from tests.attack._util import FAST, die_after_writes
 
 
 def main() -> None:
@@ -27,20 +24,7 @@ def main() -> None:
     parser.add_argument("--vacuum", action="store_true")
     args = parser.parse_args()
     store = open_store(args.url, json.loads(args.options))
-    done = [0]
-
-    def counted(call: Callable[..., object]) -> Callable[..., object]:
-        def run(*a: object, **k: object) -> object:
-            out = call(*a, **k)
-            done[0] += 1
-            if done[0] >= args.kill_after:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return out
-
-        return run
-
-    store.put_if_absent = counted(store.put_if_absent)  # type: ignore[method-assign,assignment]
-    store.delete = counted(store.delete)  # type: ignore[method-assign,assignment]
+    die_after_writes(store, args.kill_after)
     log = arrowlog.connect(store, config=FAST)
     log.compact(target_bytes=args.target)
     if args.vacuum:

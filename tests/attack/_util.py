@@ -3,6 +3,8 @@ tests/test_schedules.py so that these tests stand alone)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +13,7 @@ import pyarrow as pa
 
 import arrowlog
 from arrowlog import LogConfig, RetryPolicy
+from arrowlog.storage import Store
 
 SCHEMA = pa.schema([("v", pa.int64())])
 # Short deadlines: a schedule decides every outcome, never the clock.
@@ -58,3 +61,22 @@ def everything(log: arrowlog.ArrowLog, topic: str = "t", partition: int = 0) -> 
     """Every data record in the partition (read_uncommitted)."""
     column = log.partition(topic, partition).read().column("v")
     return [v for v in column.to_pylist() if isinstance(v, int)]
+
+
+def die_after_writes(store: Store, writes: int) -> None:
+    """SIGKILL this process right after ``store``'s ``writes``-th PUT or DELETE
+    has completed: a crash at a chosen step of whatever runs next."""
+    done = [0]
+
+    def counted(call: Callable[..., object]) -> Callable[..., object]:
+        def run(*a: object, **k: object) -> object:
+            out = call(*a, **k)
+            done[0] += 1
+            if done[0] >= writes:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return out
+
+        return run
+
+    store.put_if_absent = counted(store.put_if_absent)  # type: ignore[method-assign,assignment]
+    store.delete = counted(store.delete)  # type: ignore[method-assign,assignment]
