@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from arrowlog.consumer import last_stable_offset, plan_committed
 from arrowlog.errors import CorruptSegmentError, InvalidConfigError, UnknownTopicOrPartitionError
-from arrowlog.topic import check_topic_name
+from arrowlog.vacuum import named_topics
 
 if TYPE_CHECKING:
     from arrowlog.checkpoint import PartitionState
@@ -81,12 +81,7 @@ def compact(
             f"target_bytes must be an int between {MIN_TARGET_BYTES} and {MAX_TARGET_BYTES}, "
             f"got {target_bytes!r}"
         )
-    if isinstance(topics, str) or not (topics is None or isinstance(topics, Iterable)):
-        raise InvalidConfigError(f"topics must be a list of topic names, got {topics!r}")
-    names = log.list_topics() if topics is None else [check_topic_name(t) for t in topics]
-    if topics is not None:
-        for name in names:
-            log.topic(name, refresh=True)  # a missing topic fails before any write
+    names = named_topics(log, topics)
     done: list[Compacted] = []
     for name in names:
         try:

@@ -35,12 +35,7 @@ def vacuum(
     """
     if not isinstance(dry_run, bool):
         raise InvalidConfigError(f"dry_run must be True or False, got {dry_run!r}")
-    if isinstance(topics, str) or not (topics is None or isinstance(topics, Iterable)):
-        raise InvalidConfigError(f"topics must be a list of topic names, got {topics!r}")
-    names = log.list_topics() if topics is None else [check_topic_name(t) for t in topics]
-    if topics is not None:
-        for name in names:
-            log.topic(name, refresh=True)  # a missing topic fails before any write
+    names = named_topics(log, topics)
     now_ms = int(time.time() * 1000) if dry_run else store_now_ms(log)
     removed: list[Removal] = []
     for name in names:
@@ -68,6 +63,24 @@ def vacuum(
     if not dry_run:
         removed += _old_clocks(log, now_ms)
     return removed
+
+
+def named_topics(log: ArrowLog, topics: Iterable[str] | None) -> list[str]:
+    """The topics a maintenance run covers: every topic for None, else those
+    named, each checked to exist before anything is written.
+
+    Raises:
+        InvalidConfigError: ``topics`` is not a list of names.
+        InvalidNameError, UnknownTopicOrPartitionError: a bad or missing name.
+    """
+    if isinstance(topics, str) or not (topics is None or isinstance(topics, Iterable)):
+        raise InvalidConfigError(f"topics must be a list of topic names, got {topics!r}")
+    if topics is None:
+        return log.list_topics()
+    names = [check_topic_name(t) for t in topics]
+    for name in names:
+        log.topic(name, refresh=True)  # a missing topic fails before any write
+    return names
 
 
 def _retention(config: TopicConfig) -> str:

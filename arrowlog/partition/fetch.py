@@ -63,13 +63,7 @@ def fetch_segment(
         SegmentNotFoundError: the segment is gone.
         UnknownColumnError: ``columns`` names a column the segment lacks.
     """
-    retry = retry or RetryPolicy()
-    found = None
-    if columns is not None and size is not None and size >= COLUMN_READ_MIN_BYTES:
-        found = _fetch_columns(store, key, size, columns, retry, (base, end))
-    if found is None:
-        data = get_segment(store, key, base, end, retry)
-        found = decode_segment(data, key=key, columns=columns)
+    found = _fetch_object(store, key, (base, end), retry, columns, size)
     return check_segment(found, key, base, end, schema, columns)
 
 
@@ -93,13 +87,7 @@ def fetch_compacted(
             offsets other than its key's.
         SegmentNotFoundError: it is gone.
     """
-    retry = retry or RetryPolicy()
-    found = None
-    if columns is not None and size is not None and size >= COLUMN_READ_MIN_BYTES:
-        found = _fetch_columns(store, key, size, columns, retry, (start, end))
-    if found is None:
-        data = _get(retry, lambda: store.get(key), key, (start, end))
-        found = decode_segment(data, key=key, columns=columns)
+    found = _fetch_object(store, key, (start, end), retry, columns, size)
     header = found[0]
     table = header.compaction
     if table is None or table.start != start or table.end != end:
@@ -108,6 +96,26 @@ def fetch_compacted(
             f"compacted object holds {held}, its key says [{start}, {end})", key=key
         )
     return check_segment(found, key, header.base_offset, header.next_offset, schema, columns)
+
+
+def _fetch_object(
+    store: Store,
+    key: str,
+    offsets: tuple[int, int],
+    retry: RetryPolicy | None,
+    columns: Sequence[str] | None,
+    size: int | None,
+) -> tuple[SegmentHeader, pa.RecordBatch]:
+    """A segment or compacted object decoded, unchecked against the index: only
+    ``columns``' bytes of a large one, else the whole object."""
+    retry = retry or RetryPolicy()
+    found = None
+    if columns is not None and size is not None and size >= COLUMN_READ_MIN_BYTES:
+        found = _fetch_columns(store, key, size, columns, retry, offsets)
+    if found is None:
+        data = _get(retry, lambda: store.get(key), key, offsets)
+        found = decode_segment(data, key=key, columns=columns)
+    return found
 
 
 def get_segment(store: Store, key: str, base: int, end: int, retry: RetryPolicy) -> Blob:

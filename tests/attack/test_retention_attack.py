@@ -1232,7 +1232,7 @@ def test_alter_racing_delete_topic_raises_unknown_topic(clock: ClockStore) -> No
 
 @pytest.mark.parametrize("seed", range(int(os.environ.get("WALK_SEEDS", "12"))))
 def test_random_walk_of_appends_transactions_alters_and_vacuums(
-    clock: ClockStore, clocks: Clocks, seed: int, store_spec: Any
+    seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Seeded schedules (deterministic, single-threaded) of: plain appends of 1-3
     records, transactions (commit or abort, 1-2 sends), alter_topic_config of
@@ -1243,8 +1243,11 @@ def test_random_walk_of_appends_transactions_alters_and_vacuums(
     batch; read_committed: only committed ones); vacuum never raises."""
     import random
 
-    if store_spec.kind != "memory":
-        pytest.skip("the walk runs on memory; the schedules above cover the others")
+    from arrowlog.storage.memory import MemoryStore
+
+    # on memory only: the schedules above cover the other stores
+    clock = ClockStore(MemoryStore())
+    clocks = Clocks(clock, monkeypatch)
     rng = random.Random(seed)
     log = make_topic(clock, compression="none", max_transaction_timeout_ms=24 * HOUR)
     model: list[tuple[int, str]] = []  # per offset: (value or -1 marker, "plain"/"c"/"a")
@@ -1464,7 +1467,7 @@ def test_cli_find_hanging_and_expire_miss_a_transaction_retention_cut(
     reason="known, left for later: a topic's versions are read one GET each from "
     "version 0, and announcements stay in every tail listing",
 )
-def test_opening_a_partition_after_many_retention_alters_costs_what_it_did(store: Store) -> None:
+def test_opening_a_partition_after_many_retention_alters_costs_what_it_did() -> None:
     """Schedule: retention is altered 300 times (an operator's automation
     toggling it, say, hourly for under two weeks). Then a fresh client opens the
     partition and reads its end. Guarantee (invariant 7: opening costs one
@@ -1476,8 +1479,7 @@ def test_opening_a_partition_after_many_retention_alters_costs_what_it_did(store
     from arrowlog.storage.memory import MemoryStore
     from arrowlog.storage.wrappers import CountingStore
 
-    if not isinstance(store, MemoryStore):
-        pytest.skip("request counts: memory is enough (and fast)")
+    store = MemoryStore()  # request counts: memory is enough (and fast)
     log = make_topic(store, 5)
 
     def cost() -> int:
