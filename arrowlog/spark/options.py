@@ -61,6 +61,7 @@ WRITE_OPTIONS = (
     "txnVersion",
     "transactionTimeoutMs",
     "rowsPerBatch",
+    "compactAfterCommit",
 )
 # Only a batch write takes the session-level keys (arrowlog.spark.sink.save passes
 # them as options).
@@ -497,6 +498,8 @@ class WriteOptions:
     app_version: int | None
     transaction_timeout_ms: int
     rows_per_batch: int
+    #: after each commit, compact the topic's complete windows (log.compact)
+    compact_after_commit: bool = False
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -545,6 +548,7 @@ class WriteOptions:
             transaction_timeout_ms=_int(options, "transactionTimeoutMs", minimum=1)
             or 15 * 60 * 1000,
             rows_per_batch=_int(options, "rowsPerBatch", minimum=1) or 100_000,
+            compact_after_commit=_bool(options, "compactAfterCommit", False),
         )
 
 

@@ -23,6 +23,7 @@ A job without keys takes an idle transactional id from a small pool
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,20 @@ POOL_PREFIX = "spark-jobs"
 #: a commit that lost its coordinator entry to a late member registering a
 #: partition resumes and tries again this many times
 _COMMIT_ATTEMPTS = 5
+
+
+def compact_after_commit(options: WriteOptions) -> None:
+    """With option ``compactAfterCommit``, compact the topic's complete
+    checkpoint windows once a write has committed (each job, or each
+    micro-batch, adds small segments and a marker per partition). The write
+    has committed whatever happens here: a failure is a warning, and the next
+    commit (or ``arrowlog compact``) goes on from where this one stopped."""
+    if not options.compact_after_commit:
+        return
+    try:
+        arrowlog.connect(options.root, options.storage).compact([options.topic])
+    except arrowlog.ArrowLogError as e:
+        warnings.warn(f"compaction after the commit failed: {e}", RuntimeWarning, stacklevel=2)
 
 
 def committed_version(log: arrowlog.ArrowLog, topic: str, app_id: str) -> int | None:
@@ -267,6 +282,7 @@ class ArrowLogWriter(DataSourceArrowWriter):
             try:
                 with self._resume() as producer:  # close waits for the markers
                     producer.commit_transaction(members=members, metadata=metadata)
+                compact_after_commit(self.options)
                 return
             except ProducerFencedError:
                 # A late attempt of a failed task may register a partition just

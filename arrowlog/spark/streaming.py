@@ -53,6 +53,7 @@ from arrowlog.scan import LATEST, TopicPartition, plan_scan
 from arrowlog.spark.options import ReadOptions, WriteOptions, app_transactional_id
 from arrowlog.spark.planning import split_tasks, starting_offsets, subscribed_partitions
 from arrowlog.spark.sink import (
+    compact_after_commit,
     is_done,
     keyed_transactional_id,
     last_version,
@@ -348,6 +349,7 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
             producer.commit_transaction(metadata={"txnVersion": str(batchId)})
         producer.close()  # waits for the markers and the COMPLETE entry
         self._sweep(log)
+        compact_after_commit(o)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         self._sweep(arrowlog.connect(self.options.root, self.options.storage))

@@ -253,3 +253,25 @@ def test_a_job_puts_markers_only_in_the_partitions_it_wrote_to(
     assert {p: final[p] for p in (0, 2, 3)} == {p: before[p] for p in (0, 2, 3)}
     assert log.stable_offsets("w") == log.end_offsets("w")
     assert sorted(log.consumer().read("w", 1).column("id").to_pylist()) == [-2, *range(600)]  # type: ignore[type-var]
+
+
+@pytest.mark.spark
+def test_compact_after_commit_compacts_what_the_jobs_wrote(spark: Any, tmp_path: Any) -> None:
+    """Option compactAfterCommit: after each job commits, the topic's complete
+    checkpoint windows are compacted; the rows read the same, and a bad value is
+    refused before anything is written."""
+    from arrowlog.topic import compacted_prefix
+
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("c", SCHEMA, partitions=2, config=arrowlog.TopicConfig(checkpoint_interval=4))
+    df = frame(spark, 400).selectExpr("*", "cast(id % 2 as int) as partition")
+    for _ in range(4):  # each job: data segments and a marker in both partitions
+        writer(df, spec, topic="c", rowsPerBatch="50", compactAfterCommit="true").save()
+    assert committed_ids(log, "c") == sorted(list(range(400)) * 4)
+    store = spec.open()
+    assert all(list(store.list(compacted_prefix("c", p))) for p in range(2))
+    before = [info.key for info in store.list("")]
+    with pytest.raises(Exception, match="compactAfterCommit"):
+        writer(df, spec, topic="c", compactAfterCommit="maybe").save()
+    assert [info.key for info in store.list("")] == before
