@@ -211,3 +211,38 @@ def test_a_query_restarts_from_a_checkpoint_in_the_old_offset_shape(
     log.append("t", pa.record_batch({"id": [10, 11]}, schema=SCHEMA), partition=1)
     # resumed where the old offsets say: the new rows once, nothing twice
     assert run() == [0, 0, 1, 1, 2, 2, 10, 11]
+
+
+@pytest.mark.spark
+def test_a_streaming_sink_compacts_after_each_micro_batch(spark: Any, tmp_path: Path) -> None:
+    """Option compactAfterCommit on a streaming write: each micro-batch commits
+    a transaction (segments and markers), then the topic's complete windows are
+    compacted; every record is there once."""
+    from arrowlog.topic import compacted_prefix
+
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    config = arrowlog.TopicConfig(checkpoint_interval=2)
+    log.create_topic("src", SCHEMA, config=config)
+    log.create_topic("dst", SCHEMA, config=config)
+    for i in range(12):
+        log.append("src", pa.record_batch({"id": list(range(i * 10, i * 10 + 10))}, schema=SCHEMA))
+    query = (
+        spark.readStream.format("arrowlog")
+        .option("topic", "src")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "20")
+        .load(spec.url)
+        .select("id")
+        .writeStream.format("arrowlog")
+        .option("topic", "dst")
+        .option("txnAppId", "copy")
+        .option("compactAfterCommit", "true")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start(spec.url)
+    )
+    query.awaitTermination(300)
+    ids = log.consumer().read("dst", 0).column("id").to_pylist()
+    assert sorted(i for i in ids if i is not None) == list(range(120))
+    assert list(spec.open().list(compacted_prefix("dst", 0)))
