@@ -31,10 +31,16 @@ from arrowlog.errors import (
 )
 from arrowlog.log import ArrowLog
 from arrowlog.partition import CompactedRef, PartitionLog, fetch_compacted, fetch_segment
-from arrowlog.segment import SegmentHeader
+from arrowlog.segment import Compaction, SegmentHeader
 from arrowlog.stats import Predicate, check_predicates, may_match
 from arrowlog.storage import Store
-from arrowlog.topic import Topic, parse_compacted_key, segment_key
+from arrowlog.topic import (
+    Topic,
+    compacted_prefix_of,
+    compacted_start_after,
+    parse_compacted_key,
+    segment_key,
+)
 
 EARLIEST = -2
 LATEST = -1
@@ -397,7 +403,7 @@ def read_task(
     (the output schema, or an engine's version of it: the batches are cast).
     With ``columns``, only those of the topic's (large segments are then read
     column by column)."""
-    compacted: tuple[str, dict[int, tuple[int, int, int]], pa.RecordBatch] | None = None
+    compacted: tuple[str, Compaction, pa.RecordBatch] | None = None
     for seg in task.segments:
         if seg.compacted is not None:
             if compacted is None or compacted[0] != seg.key:
@@ -406,8 +412,8 @@ def read_task(
                     size=seg.size,
                 )  # fmt: skip
                 assert header.compaction is not None
-                compacted = (seg.key, header.compaction.rows(), whole)
-            run = _run(compacted[1], seg)
+                compacted = (seg.key, header.compaction, whole)
+            run = compacted[1].run_of(seg.base, seg.end, droppable=seg.droppable, key=seg.key)
             if run is None:
                 continue  # aborted records, read_uncommitted: compaction left them out
             row, timestamp_ms = run
@@ -450,32 +456,14 @@ def read_task(
         yield out.cast(schema) if not out.schema.equals(schema) else out
 
 
-def _run(runs: dict[int, tuple[int, int, int]], seg: ScanSegment) -> tuple[int, int] | None:
-    """Where a segment's records lie in the compacted object that holds them
-    (its first row), and their timestamp; None if the object left them out and
-    the plan allows it (``droppable``).
-
-    Raises:
-        CorruptSegmentError: the object does not hold them as the plan says.
-    """
-    found = runs.get(seg.base)
-    if found is None and seg.droppable:
-        return None
-    if found is None or found[1] != seg.end - seg.base:
-        raise CorruptSegmentError(
-            f"compacted object does not hold the records of [{seg.base}, {seg.end})", key=seg.key
-        )
-    return found[0], found[2]
-
-
 def _from_compacted(
     store: Store, seg: ScanSegment, schema: pa.Schema | None, columns: Sequence[str] | None
 ) -> tuple[SegmentHeader, pa.RecordBatch] | None:
     """A removed segment's records from the compacted object holding them (a
     scan planned before compaction, run after its segments were removed), as
     if read from the segment; None if no compacted object holds it."""
-    prefix = seg.key.rsplit("/segments/", 1)[0] + "/compacted/"
-    for info in store.list(prefix, start_after=f"{prefix}{seg.base:020d}-~"):
+    prefix = compacted_prefix_of(seg.key)
+    for info in store.list(prefix, start_after=compacted_start_after(prefix, seg.base)):
         span = parse_compacted_key(info.key)
         if span is None or span[0] > seg.base:
             return None
@@ -483,13 +471,14 @@ def _from_compacted(
             store, info.key, *span, schema=schema, columns=columns, size=info.size
         )
         assert header.compaction is not None
-        run = header.compaction.rows().get(seg.base)
-        if run is None or run[1] != seg.end - seg.base:
+        run = header.compaction.run_of(seg.base, seg.end, droppable=True, key=info.key)
+        if run is None:
             return None
+        count = seg.end - seg.base
         piece = SegmentHeader(
-            base_offset=seg.base, record_count=run[1], timestamp_ms=run[2], append_id=""
+            base_offset=seg.base, record_count=count, timestamp_ms=run[1], append_id=""
         )
-        return piece, whole.slice(run[0], run[1])
+        return piece, whole.slice(run[0], count)
     return None
 
 

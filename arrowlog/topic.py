@@ -374,7 +374,17 @@ def compacted_key(prefix: str, partition: int, start: int, end: int) -> str:
 
 def compacted_after(prefix: str, partition: int, offset: int) -> str:
     """A LIST ``start_after`` this shows the compacted objects ending past ``offset``."""
-    return f"{prefix}/{partition}/compacted/{offset:020d}-~"
+    return compacted_start_after(compacted_prefix(prefix, partition), offset)
+
+
+def compacted_start_after(compacted: str, offset: int) -> str:
+    """:func:`compacted_after`, given the partition's compacted prefix."""
+    return f"{compacted}{offset:020d}-~"
+
+
+def compacted_prefix_of(segment: str) -> str:
+    """The compacted prefix of the partition whose segment key is ``segment``."""
+    return segment.rsplit("/segments/", 1)[0] + "/compacted/"
 
 
 def parse_compacted_key(key: str) -> tuple[int, int] | None:

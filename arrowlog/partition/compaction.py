@@ -6,7 +6,6 @@ large compacted objects, and marking how far that went. See docs/protocol.md,
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
@@ -63,9 +62,11 @@ class Compactions(Retention):
                 return ranges
             lo: int | None = None
             count = size = 0
+            end = start  # where the last window taken ends
             for cp in self._checkpoints_from(start):
                 if cp.end > horizon:
                     break
+                end = cp.end
                 # from the first segment that starts at or after ``start``: one
                 # holding the log start inside it is never compacted
                 for s in cp.segments:
@@ -74,22 +75,11 @@ class Compactions(Retention):
                         count += 1
                         size += s.size
                 if lo is not None and size >= target_bytes:
-                    ranges.append(CompactionRange(lo, cp.end, count, size))
+                    ranges.append(CompactionRange(lo, end, count, size))
                     lo, count, size = None, 0, 0
             if lo is not None and count:
-                last = self._checkpoints_end(lo, horizon)
-                if last > lo:
-                    ranges.append(CompactionRange(lo, last, count, size))
+                ranges.append(CompactionRange(lo, end, count, size))
             return ranges
-
-    def _checkpoints_end(self, start: int, horizon: int) -> int:
-        """The end of the last checkpoint window from ``start`` ending by ``horizon``."""
-        end = start
-        for cp in self._checkpoints_from(start):
-            if cp.end > horizon:
-                break
-            end = cp.end
-        return end
 
     def write_compacted(
         self,
@@ -114,12 +104,8 @@ class Compactions(Retention):
         key = compacted_key(self._topic.prefix, self._partition, start, end)
         mark = compacted_mark_key(self._topic.prefix, self._partition, end)
         body = json.dumps({"compacted_through": end}).encode()
-        self._put_once(key, data)
+        self._put_once(key, data)  # or by another compactor, the same records
         self._put_once(mark, body)
         with self._lock:
             self._compacted = max(self._compacted, end)
         return key
-
-    def _put_once(self, key: str, data: bytes | memoryview) -> None:
-        with contextlib.suppress(FileExistsError):  # written by another compactor
-            self._config.retry.call(lambda: self._store.put_if_absent(key, data))

@@ -571,24 +571,12 @@ def _pieces(
     own segment; those it did not keep (aborted records, markers) are left out."""
     header, batch = found
     assert header.compaction is not None  # checked by fetch_compacted
-    rows = header.compaction.rows()
     for ref in refs:
-        run = rows.get(ref.base)
+        run = header.compaction.run_of(ref.base, ref.end, droppable=ref.droppable, key=key)
         if run is None:
-            if ref.droppable:
-                continue  # aborted records or a marker: left out
-            raise CorruptSegmentError(
-                f"compacted object leaves out the records of [{ref.base}, {ref.end}), "
-                "which the log says committed",
-                key=key,
-            )
-        row, count, timestamp_ms = run
-        if count != ref.end - ref.base:
-            raise CorruptSegmentError(
-                f"compacted object holds {count} records at {ref.base}, the log says "
-                f"[{ref.base}, {ref.end})",
-                key=key,
-            )
+            continue  # aborted records or a marker: left out
+        row, timestamp_ms = run
+        count = ref.end - ref.base
         piece = SegmentHeader(
             base_offset=ref.base,
             record_count=count,

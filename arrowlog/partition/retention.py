@@ -68,11 +68,15 @@ class Retention(Appends):
             if before_offset <= self._log_start:
                 return self._log_start
             key = log_start_key(self._topic.prefix, self._partition, before_offset)
-            body = json.dumps({"log_start": before_offset}).encode()
-            with contextlib.suppress(FileExistsError):  # recorded by another call
-                self._config.retry.call(lambda: self._store.put_if_absent(key, body))
+            self._put_once(key, json.dumps({"log_start": before_offset}).encode())
             self._log_start = before_offset
             return before_offset
+
+    def _put_once(self, key: str, data: bytes | memoryview) -> None:
+        """Put a marker (or a compacted object) that other calls may have put
+        first with the same meaning: theirs stands."""
+        with contextlib.suppress(FileExistsError):
+            self._config.retry.call(lambda: self._store.put_if_absent(key, data))
 
     def plan_vacuum(self, now_ms: int, config: TopicConfig) -> tuple[int | None, list[Removal]]:
         """What ``vacuum`` does here at ``now_ms`` on the store's clock, from one
@@ -190,12 +194,11 @@ def _removable(
     newest = newest_checkpoint()
     if newest is None:
         return []
-    objects = []
-    if mark or start:
-        for info in list_compacted():
-            span = parse_compacted_key(info.key)
-            if span is not None:
-                objects.append((span, info))
+    objects = [
+        (span, info)
+        for info in list_compacted()
+        if (span := parse_compacted_key(info.key)) is not None
+    ]
     held = [span for span, info in objects if _age_ms(info, now_ms) >= delay + CLOCK_GRAIN_MS]
     # a segment's end is the next one's base; only those ending at or before
     # the newest checkpoint's last segment

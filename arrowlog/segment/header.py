@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import crc32c
@@ -71,16 +71,43 @@ class Compaction:
     start: int
     end: int
     runs: tuple[tuple[int, int, int], ...]
+    #: each run's base -> ``(row, count, timestamp_ms)``: where in the batch the
+    #: records of the segment at that base begin (derived from ``runs``)
+    _rows: dict[int, tuple[int, int, int]] = field(init=False, repr=False, compare=False)
 
-    def rows(self) -> dict[int, tuple[int, int, int]]:
-        """Each run's base -> ``(row, count, timestamp_ms)``: where in the batch
-        the records of the segment at that base begin."""
-        out = {}
+    def __post_init__(self) -> None:
+        rows = {}
         row = 0
         for base, count, ts in self.runs:
-            out[base] = (row, count, ts)
+            rows[base] = (row, count, ts)
             row += count
-        return out
+        object.__setattr__(self, "_rows", rows)
+
+    def run_of(self, base: int, end: int, *, droppable: bool, key: str) -> tuple[int, int] | None:
+        """Where the records of the segment ``[base, end)`` lie in the batch (its
+        first row) and their timestamp; None if the object left them out and the
+        segment is ``droppable`` (aborted records or a marker may be).
+
+        Raises:
+            CorruptSegmentError: left out though not droppable, or held with
+                another count than the log's.
+        """
+        found = self._rows.get(base)
+        if found is None:
+            if droppable:
+                return None
+            raise CorruptSegmentError(
+                f"compacted object leaves out the records of [{base}, {end}), which the "
+                "log says it holds",
+                key=key,
+            )
+        row, count, timestamp_ms = found
+        if count != end - base:
+            raise CorruptSegmentError(
+                f"compacted object holds {count} records at {base}, the log says [{base}, {end})",
+                key=key,
+            )
+        return row, timestamp_ms
 
     def to_json(self) -> bytes:
         fields = {"start": self.start, "end": self.end, "runs": [list(r) for r in self.runs]}
