@@ -368,13 +368,20 @@ class ArrowLog:
         return self.partition(topic, partition).delete_records(before_offset)
 
     def vacuum(
-        self, topics: Iterable[str] | None = None, *, dry_run: bool = False
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        dry_run: bool = False,
+        retain_ms: int | None = None,
     ) -> list[Removal]:
         """Remove the segments of deleted records whose delay has passed, in
-        ``topics`` (default: every topic); see :func:`arrowlog.vacuum.vacuum`."""
+        ``topics`` (default: every topic), and bookkeeping idle for longer than
+        ``retain_ms`` (default 7 days); see :func:`arrowlog.vacuum.vacuum`."""
+        from arrowlog.cleanup import DEFAULT_RETAIN_MS
         from arrowlog.vacuum import vacuum
 
-        return vacuum(self, topics, dry_run=dry_run)
+        retain = DEFAULT_RETAIN_MS if retain_ms is None else retain_ms
+        return vacuum(self, topics, dry_run=dry_run, retain_ms=retain)
 
     def compact(
         self,

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from arrowlog.admin import CLOCK_PREFIX, store_now_ms
+from arrowlog.cleanup import DEFAULT_RETAIN_MS, check_retain
 from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.partition import Removal
@@ -25,16 +26,22 @@ STALE_CLOCK_MS = 60_000
 
 
 def vacuum(
-    log: ArrowLog, topics: Iterable[str] | None = None, *, dry_run: bool = False
+    log: ArrowLog,
+    topics: Iterable[str] | None = None,
+    *,
+    dry_run: bool = False,
+    retain_ms: int = DEFAULT_RETAIN_MS,
 ) -> list[Removal]:
     """Remove what :meth:`PartitionLog.plan_vacuum` names in every partition of
     ``topics`` (default: all), segments in offset order; return it. Idempotent:
     killed anywhere, a rerun finishes. With ``dry_run``, nothing is written or
     removed, and the delay is measured on this machine's clock instead of the
-    store's (reading the store's clock writes an object).
+    store's (reading the store's clock writes an object). ``retain_ms`` is
+    the horizon of the cleanup of bookkeeping (:mod:`arrowlog.cleanup`).
     """
     if not isinstance(dry_run, bool):
         raise InvalidConfigError(f"dry_run must be True or False, got {dry_run!r}")
+    check_retain(retain_ms)
     names = named_topics(log, topics)
     now_ms = int(time.time() * 1000) if dry_run else store_now_ms(log)
     removed: list[Removal] = []
@@ -42,7 +49,7 @@ def vacuum(
         try:
             config = log.topic(name, refresh=True).config
             for part in log.iter_partitions(name):
-                start, found = part.plan_vacuum(now_ms, config)
+                start, found = part.plan_vacuum(now_ms, config, retain_ms)
                 if start is not None and not dry_run:
                     # another vacuum may have moved it further meanwhile: what is
                     # reported is what was written

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from arrowlog.checkpoint import Checkpoint, SegmentSummary
+from arrowlog.cleanup import DEFAULT_RETAIN_MS
 from arrowlog.config import TopicConfig
 from arrowlog.errors import OffsetOutOfRangeError
 from arrowlog.partition.append import Appends
@@ -78,7 +79,9 @@ class Retention(Appends):
         with contextlib.suppress(FileExistsError):
             self._config.retry.call(lambda: self._store.put_if_absent(key, data))
 
-    def plan_vacuum(self, now_ms: int, config: TopicConfig) -> tuple[int | None, list[Removal]]:
+    def plan_vacuum(
+        self, now_ms: int, config: TopicConfig, retain_ms: int = DEFAULT_RETAIN_MS
+    ) -> tuple[int | None, list[Removal]]:
         """What ``vacuum`` does here at ``now_ms`` on the store's clock, from one
         listing of the partition's segments: where ``config``'s retention moves
         the log start (None: nowhere), and what may be removed (see
