@@ -8,33 +8,237 @@ part there, both 7 days). See docs/protocol.md, "Cleaning up".
 
 from __future__ import annotations
 
-from arrowlog.errors import InvalidConfigError
+import contextlib
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-DAY_MS = 24 * 3600 * 1000
-#: what vacuum keeps by default: 7 days, Kafka's transactional.id.expiration.ms
-DEFAULT_RETAIN_MS = 7 * DAY_MS
-#: the shortest horizon vacuum accepts. Writers of entry logs check a write whose
-#: outcome arrived later than :data:`LATE_OUTCOME_MS` after the view it was made
-#: on; removal is safe only with a horizon well above that.
-MIN_RETAIN_MS = 3600 * 1000
-#: a write whose outcome arrives this long after the read it was based on is
-#: checked for having landed in a key cleanup had freed
-LATE_OUTCOME_MS = 10 * 60 * 1000
+from arrowlog.coordinator import (
+    COORDINATOR_PREFIX,
+    EXPIRE_ID,
+    PRODUCER_IDS_PREFIX,
+    CoordinatorLog,
+    EntryConflictError,
+    entry_key,
+    parse_entry_key,
+)
+from arrowlog.groups import GROUPS_PREFIX, GroupOffsets
+from arrowlog.partition.retention import CLOCK_GRAIN_MS, Removal
+from arrowlog.storage import ObjectInfo
+from arrowlog.topic import parse_segment_key, segment_prefix
+
+if TYPE_CHECKING:
+    from arrowlog.log import ArrowLog
+    from arrowlog.partition import PartitionLog
+
+#: where the streaming sink's tasks stage their rows (arrowlog.spark.streaming)
+STAGING_PREFIX = "_arrowlog/staging/"
 
 
-def check_retain(retain_ms: object) -> int:
-    """``retain_ms`` if it is an int in [1 hour, 10 years].
+@dataclass
+class InUse:
+    """What the partitions and groups still refer to, gathered by a vacuum of
+    every topic: bookkeeping they refer to stays, whatever its age."""
 
-    Raises:
-        InvalidConfigError: anything else; nothing is written.
-    """
-    if (
-        isinstance(retain_ms, bool)
-        or not isinstance(retain_ms, int)
-        or not MIN_RETAIN_MS <= retain_ms <= 3650 * DAY_MS
-    ):
-        raise InvalidConfigError(
-            f"retain_ms must be an int between {MIN_RETAIN_MS} (1 hour) and "
-            f"{3650 * DAY_MS} (10 years), got {retain_ms!r}"
-        )
-    return retain_ms
+    #: producer ids in some partition's producer state (their latest batches)
+    producer_ids: set[int] = field(default_factory=set)
+    #: transactional id -> the lowest transaction epoch some reader may still
+    #: ask the coordinator about: of its batches in segments still stored, its
+    #: open transactions, its pending offsets in a group
+    epochs: dict[str, int] = field(default_factory=dict)
+
+    def note_epoch(self, transactional_id: str, epoch: int) -> None:
+        self.epochs[transactional_id] = min(epoch, self.epochs.get(transactional_id, epoch))
+
+    def note_partition(self, log: ArrowLog, part: PartitionLog) -> None:
+        """One LIST (the lowest segment still stored) and the summaries from
+        there: with compaction, only the tail not compacted yet."""
+        hw, state = part.state()
+        self.producer_ids.update(state.producers)
+        for txn in state.open_txns.values():
+            self.note_epoch(txn.transactional_id, txn.producer_epoch)
+        prefix = segment_prefix(part.topic.prefix, part.partition)
+        listed = log.config.retry.call(lambda: list(log.store.list(prefix, limit=1)))
+        first = listed[0] if listed else None
+        base = None if first is None else parse_segment_key(first.key)
+        if base is None:
+            return
+        for s in part.summaries(max(base, part.start_offset()), hw):
+            if s.transactional and not s.control and s.transactional_id:
+                self.note_epoch(s.transactional_id, s.producer_epoch)
+
+
+def clean_up(
+    log: ArrowLog, now_ms: int, retain_ms: int, in_use: InUse, *, dry_run: bool
+) -> list[Removal]:
+    """Remove the bookkeeping idle for longer than ``retain_ms`` (on the store's
+    clock, ``now_ms``) that nothing in ``in_use`` (every partition) refers to:
+    see docs/protocol.md, "Cleaning up". Returns what it removed (or would)."""
+    old = now_ms - retain_ms - CLOCK_GRAIN_MS
+    removed = _group_logs(log, old, in_use, dry_run=dry_run)
+    coordinators, named = _coordinator_logs(log, old, in_use, dry_run=dry_run)
+    removed += coordinators
+    removed += _producer_ids(log, old, in_use.producer_ids | named, dry_run=dry_run)
+    removed += _staging(log, old, dry_run=dry_run)
+    return removed
+
+
+def _older(info: ObjectInfo, old: int) -> bool:
+    return info.modified_ms is not None and info.modified_ms <= old
+
+
+def _entries(log: ArrowLog, prefix: str) -> dict[str, dict[int, ObjectInfo]]:
+    """The entries of every entry log under ``prefix`` (coordinator or group
+    logs: ``<prefix><id>/<inverted n>.json``), by id and number."""
+    logs: dict[str, dict[int, ObjectInfo]] = {}
+    for info in log.config.retry.call(lambda: list(log.store.list(prefix))):
+        name, _, rest = info.key[len(prefix) :].partition("/")
+        if (n := parse_entry_key(rest)) is not None:
+            logs.setdefault(name, {})[n] = info
+    return logs
+
+
+def _old_entries(entries: dict[int, ObjectInfo], old: int) -> tuple[list[int], list[int]]:
+    """``(strays, superseded)`` among one log's listed entries. Cleanup removes
+    entries from the bottom, so the log is the run of numbers that ends at the
+    newest; below a gap lie only strays (a late write into a key cleanup had
+    freed; its writer finds it out and removes it, or a later vacuum does).
+    Superseded: from the bottom of the run, each entry whose successor was
+    written before ``old`` (the newest always stays: it is the claim on the
+    log's next entry)."""
+    top = max(entries)
+    first = top
+    while first - 1 in entries:
+        first -= 1
+    strays = [n for n in sorted(entries) if n < first and _older(entries[n], old)]
+    superseded = []
+    for n in range(first, top):
+        if not _older(entries[n + 1], old):
+            break
+        superseded.append(n)
+    return strays, superseded
+
+
+def _remove(log: ArrowLog, removals: list[Removal], *, dry_run: bool) -> list[Removal]:
+    if not dry_run:
+        for removal in removals:  # in order: a killed run leaves a prefix removed
+            with contextlib.suppress(FileNotFoundError):
+                log.config.retry.call(lambda r=removal: log.store.delete(r.key))  # type: ignore[misc]
+    return removals
+
+
+def _group_logs(log: ArrowLog, old: int, in_use: InUse, *, dry_run: bool) -> list[Removal]:
+    """Group entries below the newest whose successor is older than the horizon
+    (every entry holds the group's whole position: the newest is the group);
+    notes the transactions each group still has pending offsets of."""
+    removed = []
+    for group, entries in sorted(_entries(log, GROUPS_PREFIX).items()):
+        state = GroupOffsets(log.store, group, log.config.retry).latest()
+        for tid, epoch in state.pending.items():
+            in_use.note_epoch(tid, epoch)
+        strays, superseded = _old_entries(entries, old)
+        why = f"group {group!r}: entry superseded by the next more than retain_ms ago"
+        removals = [Removal(entries[n].key, f"group {group!r}: a stray entry") for n in strays]
+        removals += [Removal(entries[n].key, why) for n in superseded]
+        removed += _remove(log, removals, dry_run=dry_run)
+    return removed
+
+
+def _coordinator_logs(
+    log: ArrowLog, old: int, in_use: InUse, *, dry_run: bool
+) -> tuple[list[Removal], set[int]]:
+    """Coordinator entries no reader can need any more, and expired ids; returns
+    them and the producer ids the remaining transactional ids hold.
+
+    An entry goes once the next one is older than the horizon and its
+    transaction is neither the current one (unless that is complete) nor one
+    with records still stored or offsets pending (``in_use``): nobody asks
+    about its epoch again. An id idle past the horizon whose records are all
+    gone expires: a fencing entry (reason ``expire-id``) takes the place its
+    last producer would write next, and its producer id is released."""
+    removed: list[Removal] = []
+    named: set[int] = set()
+    logs = _entries(log, COORDINATOR_PREFIX)
+    for tid, entries in sorted(logs.items()):
+        coordinator = CoordinatorLog(log.store, tid, log.config.retry)
+        latest = coordinator.latest()
+        if latest is None:
+            continue
+        needed = in_use.epochs.get(tid)
+        latest_info = entries.get(latest.n)
+        if (
+            latest.reason != EXPIRE_ID
+            and latest.state.is_complete
+            and needed is None
+            and latest_info is not None
+            and _older(latest_info, old)
+        ):
+            tomb = replace(
+                latest,
+                n=latest.n + 1,
+                producer_epoch=latest.producer_epoch + 1,
+                reason=EXPIRE_ID,
+                write_id="",
+            )
+            why = f"transactional id {tid!r} idle more than retain_ms: expired (fenced)"
+            if not dry_run:
+                try:
+                    latest = coordinator.write(latest, tomb)
+                except EntryConflictError:
+                    named.add(latest.producer_id)
+                    continue  # written meanwhile: not idle
+            removed.append(Removal(entry_key(tid, tomb.n), why + "; this entry stays"))
+        if latest.reason != EXPIRE_ID:
+            named.add(latest.producer_id)
+        strays, superseded = _old_entries(entries, old)
+        bound = latest.txn_epoch if not latest.state.is_complete else latest.txn_epoch + 1
+        if needed is not None:
+            bound = min(bound, needed)
+        # transaction epochs never decrease along the log: the entries of
+        # epochs below the bound are a prefix
+        keep = _first_at_or_above(coordinator, superseded, bound)
+        why = f"transactional id {tid!r}: entry of a transaction no stored record or group needs"
+        removals = [Removal(entries[n].key, f"{tid!r}: a stray entry") for n in strays]
+        removals += [Removal(entries[n].key, why) for n in superseded[:keep]]
+        removed += _remove(log, removals, dry_run=dry_run)
+    return removed, named
+
+
+def _first_at_or_above(coordinator: CoordinatorLog, numbers: list[int], bound: int) -> int:
+    """The index in ``numbers`` (entry numbers, ascending) of the first entry
+    whose transaction epoch is at least ``bound`` (len: none); a binary search."""
+    lo, hi = 0, len(numbers)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        entry = coordinator.entry(numbers[mid])
+        if entry is None or entry.txn_epoch >= bound:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _producer_ids(log: ArrowLog, old: int, keep: set[int], *, dry_run: bool) -> list[Removal]:
+    """Claims of producer ids older than the horizon that no partition's
+    producer state and no transactional id holds. A claim only keeps two
+    producers from drawing the same random id while both are in use; a
+    producer absent from every partition's state for that long is forgotten
+    there (Kafka's producer id expiration) and its id is free again."""
+    removals = []
+    for info in log.config.retry.call(lambda: list(log.store.list(PRODUCER_IDS_PREFIX))):
+        name = info.key[len(PRODUCER_IDS_PREFIX) :]
+        if name.isdigit() and int(name) not in keep and _older(info, old):
+            why = "producer id claimed more than retain_ms ago, in no producer state"
+            removals.append(Removal(info.key, why))
+    return _remove(log, removals, dry_run=dry_run)
+
+
+def _staging(log: ArrowLog, old: int, *, dry_run: bool) -> list[Removal]:
+    """Files a streaming sink's task staged more than the horizon ago: the
+    micro-batch they were for committed, or failed and was replayed (which
+    stages anew), long since; the sink sweeps its own after every commit."""
+    removals = [
+        Removal(info.key, "staged by a streaming task more than retain_ms ago")
+        for info in log.config.retry.call(lambda: list(log.store.list(STAGING_PREFIX)))
+        if _older(info, old)
+    ]
+    return _remove(log, removals, dry_run=dry_run)

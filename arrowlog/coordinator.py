@@ -31,7 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
-from arrowlog import _checked_json
+from arrowlog import _checked_json, _clock
+from arrowlog._retain import LATE_OUTCOME_MS
 from arrowlog.checkpoint import Decision, OpenTxn
 from arrowlog.config import RetryPolicy
 from arrowlog.errors import (
@@ -48,6 +49,7 @@ COORDINATOR_PREFIX = "_arrowlog/coordinator/"
 TXN_IDS_PREFIX = "_arrowlog/transactional-ids/"
 #: reasons of the entries that clients other than the producer write
 EXPIRE = "expire"  # the transaction outlived its timeout
+EXPIRE_ID = "expire-id"  # the id was idle past the cleanup horizon (arrowlog.cleanup)
 OPERATOR_ABORT = "operator-abort"  # arrowlog abort-transaction
 PRODUCER_IDS_PREFIX = "_arrowlog/producer-ids/"
 _INVERT = 10**20 - 1
@@ -170,6 +172,10 @@ class TxnEntry:
     reason: str = ""
     #: unique per write: recognises our own entry after a lost reply
     write_id: str = ""
+    #: not stored: when (on :func:`arrowlog._clock.elapsed`) the request that
+    #: showed this entry began (its read, or its own write); 0 if unknown. A
+    #: write after it whose outcome arrives much later is checked (see write)
+    seen_at: float = field(default=0.0, compare=False, repr=False)
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -177,6 +183,7 @@ class TxnEntry:
 
     def to_json(self) -> bytes:
         fields = asdict(self)
+        del fields["seen_at"]
         fields["state"] = self.state.value
         fields["partitions"] = [list(p) for p in self.partitions]
         fields["members"] = list(self.members)
@@ -206,6 +213,14 @@ def entry_key(tid: str, n: int) -> str:
     return f"{COORDINATOR_PREFIX}{tid}/{_INVERT - n:020d}.json"
 
 
+def parse_entry_key(key: str) -> int | None:
+    """The entry number of an :func:`entry_key` (None for other keys)."""
+    name = key.rpartition("/")[2]
+    if len(name) != 25 or not name.endswith(".json") or not name[:20].isdigit():
+        return None
+    return _INVERT - int(name[:20])
+
+
 class CoordinatorLog:
     """The coordinator log of one transactional id."""
 
@@ -223,11 +238,13 @@ class CoordinatorLog:
         is missing (one GET more when the listing was right). Deciding on a stale
         entry could call a live transaction aborted, for good."""
         prefix = f"{COORDINATOR_PREFIX}{self.transactional_id}/"
+        seen_at = _clock.elapsed()
         found = self._call(lambda: list(self._store.list(prefix, limit=1)))
         latest = None
         if found:
             key = found[0].key
-            latest = TxnEntry.from_json(self._call(lambda: self._store.get(key)), key=key)
+            raw = self._call(lambda: self._store.get(key))
+            latest = replace(TxnEntry.from_json(raw, key=key), seen_at=seen_at)
         while (after := self.entry(0 if latest is None else latest.n + 1)) is not None:
             latest = after
         return latest
@@ -264,11 +281,28 @@ class CoordinatorLog:
 
     def entry(self, n: int) -> TxnEntry | None:
         key = entry_key(self.transactional_id, n)
+        seen_at = _clock.elapsed()
         try:
             raw = self._call(lambda: self._store.get(key))
         except FileNotFoundError:
             return None
-        return TxnEntry.from_json(raw, key=key)
+        return replace(TxnEntry.from_json(raw, key=key), seen_at=seen_at)
+
+    def first_kept(self, latest: TxnEntry) -> int:
+        """The number of the oldest entry kept: cleanup (docs/protocol.md,
+        "Cleaning up") removes old entries from the bottom, so the entries
+        kept are the contiguous run of numbers that ends at ``latest``. One
+        LIST of the log (short, once cleaned up)."""
+        prefix = f"{COORDINATOR_PREFIX}{self.transactional_id}/"
+        numbers = {
+            n
+            for info in self._call(lambda: list(self._store.list(prefix)))
+            if (n := parse_entry_key(info.key)) is not None
+        }
+        first = latest.n
+        while first - 1 in numbers:
+            first -= 1
+        return first
 
     def write(
         self, prev: TxnEntry | None, new: TxnEntry, *, write_id: str | None = None
@@ -298,6 +332,7 @@ class CoordinatorLog:
             # finds every transaction it could leave open
             self._register()
         key = entry_key(self.transactional_id, new.n)
+        new = replace(new, seen_at=_clock.elapsed())
         data = new.to_json()
         sleeps = self._retry.sleeps()
         while True:
@@ -322,7 +357,24 @@ class CoordinatorLog:
                         f"{self.transactional_id}: coordinator unavailable: {e}"
                     ) from e
                 time.sleep(pause)
+        if prev is not None and _clock.elapsed() - prev.seen_at > LATE_OUTCOME_MS / 1000:
+            self._check_not_stray(prev, key)
         return new
+
+    def _check_not_stray(self, prev: TxnEntry, key: str) -> None:
+        """Our write, made on a view of ``prev`` older than LATE_OUTCOME_MS
+        when its outcome arrived, may have landed in a key that cleanup had
+        freed: cleanup removes an entry only once the entry after it is older
+        than its horizon (well above LATE_OUTCOME_MS), from the bottom. If
+        ``prev`` is still there, no key at or above ours was freed; if it is
+        gone, our entry is a stray below the log's entries: it is removed and
+        counts as lost to whoever wrote after ``prev``."""
+        try:
+            self._call(lambda: self._store.head(entry_key(self.transactional_id, prev.n)))
+        except FileNotFoundError:
+            with contextlib.suppress(FileNotFoundError):
+                self._call(lambda: self._store.delete(key))
+            raise EntryConflictError(self.latest()) from None
 
     def _register(self) -> None:
         # Operators list transactional ids from here, without listing every entry.
@@ -364,9 +416,17 @@ class CoordinatorLog:
             return latest.state.decision, latest
         lo, hi = 0, latest.n  # find the last entry with txn_epoch <= wanted
         found: TxnEntry | None = None
+        first: int | None = None
         while lo <= hi:
             mid = (lo + hi) // 2
             entry = self.entry(mid)
+            if entry is None and first is None:
+                # removed by cleanup (only entries of epochs no stored record
+                # has), or a hole
+                first = self.first_kept(latest)
+                if mid < first:
+                    lo = first
+                    continue
             if entry is None:
                 raise CorruptObjectError(
                     "coordinator log has a hole", key=entry_key(self.transactional_id, mid)

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from arrowlog import _checked_json
+from arrowlog import _checked_json, _clock
+from arrowlog._retain import LATE_OUTCOME_MS
 from arrowlog.checkpoint import Decision
 from arrowlog.config import RetryPolicy
 from arrowlog.coordinator import check_id
@@ -231,6 +232,7 @@ class GroupOffsets:
         (None: nothing to write). Returns whether an entry was written."""
         sleeps = self._retry.sleeps()
         while True:
+            seen_at = _clock.elapsed()
             state = self.latest()
             settled = self._settled(state)
             new = change(settled)
@@ -247,7 +249,9 @@ class GroupOffsets:
             }
             try:
                 self._store.put_if_absent(self._key(state.n + 1), _checked_json.dump(fields))
-                return True
+                if self._landed(state, seen_at):
+                    return True
+                # a stray below the log's entries: as if another commit had won
             except (FileExistsError, TransientStoreError):
                 # Lost a race (or the reply): re-read and decide again; every change
                 # is idempotent against the state it finds.
@@ -257,6 +261,23 @@ class GroupOffsets:
                         f"group {self.group_id}: could not update offsets before the deadline"
                     ) from None
                 time.sleep(pause)
+
+    def _landed(self, state: GroupState, seen_at: float) -> bool:
+        """Whether the entry just written after ``state`` is in the log. Cleanup
+        removes an entry only once the one after it is older than its horizon
+        (well above LATE_OUTCOME_MS), from the bottom (docs/protocol.md,
+        "Cleaning up"). So a write whose outcome came soon after its view
+        landed in the log, and a late one did iff ``state``'s entry is still
+        there; if not, our entry is a stray below the log, and is removed."""
+        if state.n < 0 or _clock.elapsed() - seen_at <= LATE_OUTCOME_MS / 1000:
+            return True
+        try:
+            self._retry.call(lambda: self._store.head(self._key(state.n)))
+            return True
+        except FileNotFoundError:
+            key = self._key(state.n + 1)
+            self._retry.call(lambda: self._store.delete(key))
+            return False
 
     def _settled(self, state: GroupState) -> GroupState:
         """``state`` with its decided pending transactions settled: a committed

@@ -377,7 +377,7 @@ class ArrowLog:
         """Remove the segments of deleted records whose delay has passed, in
         ``topics`` (default: every topic), and bookkeeping idle for longer than
         ``retain_ms`` (default 7 days); see :func:`arrowlog.vacuum.vacuum`."""
-        from arrowlog.cleanup import DEFAULT_RETAIN_MS
+        from arrowlog._retain import DEFAULT_RETAIN_MS
         from arrowlog.vacuum import vacuum
 
         retain = DEFAULT_RETAIN_MS if retain_ms is None else retain_ms

@@ -11,8 +11,9 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from arrowlog._retain import DEFAULT_RETAIN_MS, check_retain
 from arrowlog.admin import CLOCK_PREFIX, store_now_ms
-from arrowlog.cleanup import DEFAULT_RETAIN_MS, check_retain
+from arrowlog.cleanup import InUse, clean_up
 from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.partition import Removal
@@ -36,8 +37,9 @@ def vacuum(
     ``topics`` (default: all), segments in offset order; return it. Idempotent:
     killed anywhere, a rerun finishes. With ``dry_run``, nothing is written or
     removed, and the delay is measured on this machine's clock instead of the
-    store's (reading the store's clock writes an object). ``retain_ms`` is
-    the horizon of the cleanup of bookkeeping (:mod:`arrowlog.cleanup`).
+    store's (reading the store's clock writes an object). A vacuum of every
+    topic (``topics`` None) also removes the bookkeeping idle for longer than
+    ``retain_ms`` that nothing refers to (:mod:`arrowlog.cleanup`).
     """
     if not isinstance(dry_run, bool):
         raise InvalidConfigError(f"dry_run must be True or False, got {dry_run!r}")
@@ -45,6 +47,9 @@ def vacuum(
     names = named_topics(log, topics)
     now_ms = int(time.time() * 1000) if dry_run else store_now_ms(log)
     removed: list[Removal] = []
+    # the bookkeeping is shared by every topic: only a vacuum of all of them
+    # knows what still refers to it
+    in_use = InUse() if topics is None else None
     for name in names:
         try:
             config = log.topic(name, refresh=True).config
@@ -63,12 +68,16 @@ def vacuum(
                     for removal in found:
                         _delete(log, removal.key)
                 removed += found
+                if in_use is not None:
+                    in_use.note_partition(log, part)
         except UnknownTopicOrPartitionError:
             if topics is not None:
                 raise
             # deleted since it was listed: its objects go with it
     if not dry_run:
         removed += _old_clocks(log, now_ms)
+    if in_use is not None:
+        removed += clean_up(log, now_ms, retain_ms, in_use, dry_run=dry_run)
     return removed
 
 

@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from arrowlog._retain import DEFAULT_RETAIN_MS
 from arrowlog.checkpoint import Checkpoint, SegmentSummary
-from arrowlog.cleanup import DEFAULT_RETAIN_MS
 from arrowlog.config import TopicConfig
 from arrowlog.errors import OffsetOutOfRangeError
 from arrowlog.partition.append import Appends

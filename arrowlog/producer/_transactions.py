@@ -19,6 +19,7 @@ from typing import Self
 
 from arrowlog.coordinator import (
     EXPIRE,
+    EXPIRE_ID,
     OPERATOR_ABORT,
     EntryConflictError,
     TxnEntry,
@@ -309,6 +310,11 @@ class _Transactions(_ProducerBase):
                     return winner
                 return self._write_entry(state, reason=reason, **changes)
             self._state = ProducerState.FENCED
+            if winner is not None and winner.reason == EXPIRE_ID:
+                raise ProducerFencedError(
+                    f"transactional id {self.transactional_id!r} expired: it was idle "
+                    "longer than vacuum's retain_ms; call init_transactions() again"
+                ) from None
             ours = winner is not None and winner.txn_epoch == self._epoch
             name = f"transaction of {self.transactional_id!r} (epoch {self._epoch})"
             if ours and winner is not None and winner.reason == EXPIRE:

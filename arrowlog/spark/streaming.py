@@ -47,6 +47,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 import arrowlog
+from arrowlog.cleanup import STAGING_PREFIX
 from arrowlog.consumer import plan_snapshot, untorn_ends
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.scan import LATEST, TopicPartition, plan_scan
@@ -61,8 +62,6 @@ from arrowlog.spark.sink import (
 )
 from arrowlog.spark.source import _Partition, read_partition
 from arrowlog.topic import parse_topic_prefix, topic_prefix
-
-STAGING_PREFIX = "_arrowlog/staging/"
 
 #: offsets a micro-batch may end at, and the incarnation of each topic there
 _Latest = tuple[dict[TopicPartition, int], dict[str, int]]
