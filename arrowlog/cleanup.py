@@ -134,7 +134,8 @@ def _group_logs(log: ArrowLog, old: int, in_use: InUse, *, dry_run: bool) -> lis
     for group, entries in sorted(_entries(log, GROUPS_PREFIX).items()):
         state = GroupOffsets(log.store, group, log.config.retry).latest()
         for tid, epoch in state.pending.items():
-            in_use.note_epoch(tid, epoch)
+            if state.applied.get(tid, -1) < epoch:  # a reader asks how it ended
+                in_use.note_epoch(tid, epoch)
         strays, superseded = _old_entries(entries, old)
         why = f"group {group!r}: entry superseded by the next more than retain_ms ago"
         removals = [Removal(entries[n].key, f"group {group!r}: a stray entry") for n in strays]

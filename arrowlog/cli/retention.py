@@ -9,6 +9,7 @@ import re
 
 import click
 
+from arrowlog._retain import DAY_MS, DEFAULT_RETAIN_MS
 from arrowlog.cli._common import Session, leaf, with_examples
 from arrowlog.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_TARGET_BYTES
 
@@ -54,6 +55,21 @@ def delete_records(session: Session, topic: str, partitions: tuple[int, ...], be
     session.table(rows)
 
 
+def _duration_ms(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    """A duration in ms: an int, or with a unit (s, m, h, d)."""
+    text = value.strip().lower().replace(" ", "")
+    for unit, factor in _DURATIONS.items():
+        if text.endswith(unit) and re.fullmatch(r"\d+", text[: -len(unit)]):
+            return int(text[: -len(unit)]) * factor
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    raise click.BadParameter(f"{value!r} is not a duration (like 604800000 or 7d)")
+
+
+#: units a duration may be given in (ms when none)
+_DURATIONS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
+
+
 @click.command("vacuum")
 @click.argument("topics", nargs=-1)
 @click.option(
@@ -62,15 +78,30 @@ def delete_records(session: Session, topic: str, partitions: tuple[int, ...], be
     help="List what would be removed, and why; write and remove nothing "
     "(ages by this machine's clock, not the store's).",
 )
+@click.option(
+    "--retain",
+    "retain_ms",
+    callback=_duration_ms,
+    default=str(DEFAULT_RETAIN_MS),
+    show_default="7d",
+    help="How long bookkeeping (producer ids, coordinator and group entries, "
+    "transactional ids, staged files) must be idle before it goes (1h or more; "
+    "like 7d, 36h, or ms). Applies when no TOPICS are named.",
+)
 @leaf(read_only=lambda args: bool(args["dry_run"]))
-@with_examples("arrowlog vacuum --dry-run", "arrowlog vacuum events --output json")
-def vacuum(session: Session, topics: tuple[str, ...], dry_run: bool) -> None:
+@with_examples(
+    "arrowlog vacuum --dry-run",
+    "arrowlog vacuum events --output json",
+    "arrowlog vacuum --retain 14d",
+)
+def vacuum(session: Session, topics: tuple[str, ...], dry_run: bool, retain_ms: int) -> None:
     """Remove the segments of deleted records (below the log start) and of
     compacted ranges whose topic's delete_delay_ms has passed, in TOPICS
-    (default: every topic), applying each topic's retention. Killed anywhere,
-    running it again finishes."""
+    (default: every topic), applying each topic's retention. Without TOPICS,
+    also remove the bookkeeping idle longer than --retain that nothing refers
+    to. Killed anywhere, running it again finishes."""
     log = session.connect()
-    removed = log.vacuum(topics or None, dry_run=dry_run)
+    removed = log.vacuum(topics or None, dry_run=dry_run, retain_ms=retain_ms)
     session.table([{"key": r.key, "reason": r.reason} for r in removed])
     verb = "would remove" if dry_run else "removed"
     session.message(f"{verb} {len(removed)} object(s)")

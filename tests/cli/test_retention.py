@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -154,4 +155,36 @@ def test_bad_compact_input_fails_in_one_line_and_writes_nothing(
     twenty(root)
     before = files(root)
     assert says in fails(capsys, code, "compact", *args)
+    assert files(root) == before
+
+
+def test_vacuum_cleans_up_old_bookkeeping_only_without_topics_and_lists_why(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ten(root)
+    staged = root / "_arrowlog" / "staging" / "q"
+    staged.mkdir(parents=True)
+    (staged / "old.arrow").write_bytes(b"old")
+    (staged / "young.arrow").write_bytes(b"young")
+    eight_days_ago = time.time() - 8 * 24 * 3600
+    os.utime(staged / "old.arrow", (eight_days_ago, eight_days_ago))
+    old_key = "_arrowlog/staging/q/old.arrow"
+    before = files(root)
+    planned = json.loads(run(capsys, "vacuum", "--dry-run", "--retain", "2h", "--output", "json"))
+    assert files(root) == before
+    assert [r["key"] for r in planned] == [old_key]
+    assert "more than retain_ms ago" in planned[0]["reason"]
+    assert "removed 0 object(s)" in run(capsys, "vacuum", "t")  # named topics: not shared things
+    assert "removed 0 object(s)" in run(capsys, "vacuum", "--retain", "9d")
+    assert "removed 1 object(s)" in run(capsys, "vacuum")  # 7 days by default
+    assert sorted(p.name for p in staged.iterdir()) == ["young.arrow"]
+
+
+@pytest.mark.parametrize("retain", ["5m", "0", "-1d", "7x", "1.5d", "", "11000d"])
+def test_a_bad_retain_fails_in_one_line_and_writes_nothing(
+    root: Path, capsys: pytest.CaptureFixture[str], retain: str
+) -> None:
+    ten(root)
+    before = files(root)
+    assert "retain" in fails(capsys, EXIT_USAGE, "vacuum", "--retain", retain)
     assert files(root) == before
