@@ -22,6 +22,7 @@ from arrowlog.coordinator import (
     parse_entry_key,
 )
 from arrowlog.groups import GROUPS_PREFIX, GroupOffsets
+from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
 from arrowlog.partition.retention import CLOCK_GRAIN_MS, Removal
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import parse_segment_key, segment_prefix
@@ -49,11 +50,16 @@ class InUse:
     def note_epoch(self, transactional_id: str, epoch: int) -> None:
         self.epochs[transactional_id] = min(epoch, self.epochs.get(transactional_id, epoch))
 
-    def note_partition(self, log: ArrowLog, part: PartitionLog) -> None:
+    def note_partition(self, log: ArrowLog, part: PartitionLog, now_ms: int) -> None:
         """One LIST (the lowest segment still stored) and the summaries from
-        there: with compaction, only the tail not compacted yet."""
+        there: with compaction, only the tail not compacted yet. Producers
+        idle for PRODUCER_STATE_RETENTION_MS count as gone: the next
+        checkpoint forgets them."""
         hw, state = part.state()
-        self.producer_ids.update(state.producers)
+        recent = now_ms - PRODUCER_STATE_RETENTION_MS
+        self.producer_ids.update(
+            pid for pid, entry in state.producers.items() if entry.timestamp_ms >= recent
+        )
         for txn in state.open_txns.values():
             self.note_epoch(txn.transactional_id, txn.producer_epoch)
         prefix = segment_prefix(part.topic.prefix, part.partition)

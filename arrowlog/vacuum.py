@@ -69,7 +69,7 @@ def vacuum(
                         _delete(log, removal.key)
                 removed += found
                 if in_use is not None:
-                    in_use.note_partition(log, part)
+                    in_use.note_partition(log, part, now_ms)
         except UnknownTopicOrPartitionError:
             if topics is not None:
                 raise

@@ -98,43 +98,47 @@ def test_claims_of_producer_ids_go_only_when_old_and_held_by_nothing(setup: tupl
     log, clocks, clock = setup
     idle = log.producer()  # claims an id at its first send; never sends again
     idle.send("t", rows(0), partition=0)
-    idle.flush()
+    busy = log.producer()
+    busy.send("t", rows(10), partition=1)
     app = log.producer(transactional_id="app")
     app.init_transactions()
-    worker = log.producer()
+    for p in (idle, busy):
+        p.flush()
     claims = set(keys(clock, PRODUCER_IDS_PREFIX))
-    assert len(claims) == 2  # the idle producer's, the transactional id's
+    assert len(claims) == 3
 
     clocks.advance(DEFAULT_RETAIN_MS + DAY_MS)
-    # a producer writing now is in the partition's state: its claim stays
-    worker.send("t", rows(100), partition=1)
-    worker.flush()
+    busy.send("t", rows(20), partition=1)  # old claim, recent in a producer state
+    busy.flush()
     app.begin_transaction()  # the transactional id stays in use
-    app.send("t", rows(300), partition=1)
+    app.send("t", rows(30), partition=1)
     app.commit_transaction()
     app.flush()
-    young = set(keys(clock, PRODUCER_IDS_PREFIX)) - claims
-    assert len(young) == 1
-    # the idle one is still in partition 0's state (no checkpoint forgot it yet)
-    assert not [r for r in log.vacuum() if r.key.startswith(PRODUCER_IDS_PREFIX)]
-
-    # a week more: checkpoints written from now on forget the idle producer
-    clocks.advance(DEFAULT_RETAIN_MS + DAY_MS)
-    for n in range(8):
-        worker.send("t", rows(200 + 3 * n), partition=0)
-    worker.flush()
-    # (a new client: this one still holds in memory the state it advanced itself)
-    log = arrowlog.connect(clock, config=FAST)
-    dry = [r.key for r in log.vacuum(dry_run=True) if r.key.startswith(PRODUCER_IDS_PREFIX)]
+    young = log.producer()
+    young.send("t", rows(40), partition=0)  # a claim younger than the horizon
+    young.flush()
     idle_claim = f"{PRODUCER_IDS_PREFIX}{idle.producer_id:020d}"
+    everything = set(keys(clock, PRODUCER_IDS_PREFIX))
+    assert len(everything) == 4
+
+    dry = [r.key for r in log.vacuum(dry_run=True) if r.key.startswith(PRODUCER_IDS_PREFIX)]
     assert dry == [idle_claim]
-    assert idle_claim in keys(clock, PRODUCER_IDS_PREFIX)  # a dry run removes nothing
+    assert set(keys(clock, PRODUCER_IDS_PREFIX)) == everything  # a dry run removes nothing
     removed = [r for r in log.vacuum() if r.key.startswith(PRODUCER_IDS_PREFIX)]
     assert [r.key for r in removed] == [idle_claim]
     assert "no producer state" in removed[0].reason
-    # the transactional id's producer id and the writing producer's stay
-    assert set(keys(clock, PRODUCER_IDS_PREFIX)) == (claims | young) - {idle_claim}
-    assert ids(log) == sorted([*range(3), *range(100, 103), *range(200, 224), *range(300, 303)])
+    assert set(keys(clock, PRODUCER_IDS_PREFIX)) == everything - {idle_claim}
+    # a week on, with nothing sent meanwhile, the idle ids of those producers go too
+    clocks.advance(DEFAULT_RETAIN_MS + DAY_MS)
+    app.begin_transaction()
+    app.send("t", rows(50), partition=1)
+    app.commit_transaction()
+    app.flush()
+    removed = [r.key for r in log.vacuum() if r.key.startswith(PRODUCER_IDS_PREFIX)]
+    gone = {f"{PRODUCER_IDS_PREFIX}{p.producer_id:020d}" for p in (busy, young)}
+    assert set(removed) == gone
+    assert keys(clock, PRODUCER_IDS_PREFIX) == [f"{PRODUCER_IDS_PREFIX}{app.producer_id:020d}"]
+    assert ids(log) == [0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32, 40, 41, 42, 50, 51, 52]
 
 
 def test_a_vacuum_of_named_topics_leaves_shared_bookkeeping_alone(setup: tuple) -> None:  # type: ignore[type-arg]

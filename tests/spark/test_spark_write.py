@@ -3,6 +3,7 @@ retries and job reruns, nothing visible from a failed job."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,10 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
+from arrowlog import TopicConfig
+from arrowlog.compaction import MIN_TARGET_BYTES
+from arrowlog.coordinator import PRODUCER_IDS_PREFIX
+from tests.clocks import Clocks, ClockStore
 from tests.conftest import StoreSpec
 from tests.spark.conftest import with_options
 
@@ -275,3 +280,38 @@ def test_compact_after_commit_compacts_what_the_jobs_wrote(spark: Any, tmp_path:
     with pytest.raises(Exception, match="compactAfterCommit"):
         writer(df, spec, topic="c", compactAfterCommit="maybe").save()
     assert [info.key for info in store.list("")] == before
+
+
+@pytest.mark.spark
+def test_orphans_of_failed_task_attempts_go_with_compaction_and_vacuum(
+    spark: Any, tmp_path: Path, small_batches: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("w", SCHEMA, partitions=2, config=TopicConfig(checkpoint_interval=4))
+    df = frame(spark, 4000, partitions=4).selectExpr("*", "cast(id % 2 as int) as partition")
+    writer(df.mapInArrow(poisoned(True), df.schema), spec, topic="w", rowsPerBatch="100").save()
+
+    def stored_rows() -> int:
+        everything = log.consumer(isolation_level="read_uncommitted")
+        return sum(everything.read("w", p).num_rows for p in (0, 1))
+
+    before = stored_rows()
+    assert before > 4000  # the failed attempt's rows, invisible
+    claims = [i.key for i in log.store.list(PRODUCER_IDS_PREFIX)]
+    assert len(claims) >= 5  # the job's transactional id, a claim per task attempt
+
+    # a week later, the daily job: compact, then vacuum once the delay passed
+    clock = ClockStore(spec.open(), start_ms=int(time.time() * 1000))
+    clocks = Clocks(clock, monkeypatch)
+    later = arrowlog.connect(clock)
+    clocks.advance(8 * 24 * 3600 * 1000)
+    later.compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(TopicConfig().delete_delay_ms + 2000)
+    removed = later.vacuum()
+    assert committed_ids(arrowlog.connect(spec.url), "w") == list(range(4000))
+    assert stored_rows() < before
+    left = {i.key for i in clock.list(PRODUCER_IDS_PREFIX)}
+    holders = {f"{PRODUCER_IDS_PREFIX}{t.producer_id:020d}" for t in later.list_transactions()}
+    assert left <= holders  # the task attempts' claims went
+    assert {r.key for r in removed} >= set(claims) - holders
