@@ -19,6 +19,7 @@ import pytest
 
 import arrowlog
 from arrowlog import TopicConfig
+from arrowlog.cleanup import STAGING_PREFIX
 from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.scan import output_schema, plan_scan, read_task
 from arrowlog.storage import Store
@@ -70,6 +71,12 @@ def committed(log: arrowlog.ArrowLog, ranges: dict[int, list[tuple[int, int]]]) 
     return out
 
 
+def bookkeeping(store: Store) -> dict[str, int]:
+    """How many objects of each kind of bookkeeping are stored."""
+    kinds = ("producer-ids", "coordinator", "groups", "staging", "transactional-ids")
+    return {k: sum(1 for _ in store.list(f"_arrowlog/{k}/")) for k in kinds}
+
+
 def open_cost(store: Store) -> dict[str, int]:
     counting = CountingStore(store)
     arrowlog.connect(counting, config=FAST).end_offsets("events")
@@ -87,6 +94,7 @@ def test_a_week_of_small_transactions_compacts_to_few_objects_reading_the_same(
     )
     app = log.producer(transactional_id="app")
     app.init_transactions()
+    group = log.consumer(group_id="etl")
     job = log.producer(transactional_id="spark-job")
     job.init_transactions()
     ids = 0
@@ -105,9 +113,15 @@ def test_a_week_of_small_transactions_compacts_to_few_objects_reading_the_same(
                     job.send("events", batch(ids, 40), partition=p)
                     ids += 40
             job.commit_transaction()
-        for p in range(PARTITIONS):
-            log.append("events", batch(ids, 10), partition=p)
+        for p in range(PARTITIONS):  # plain appends, a producer each (as Spark tasks)
+            task = log.producer()
+            task.send("events", batch(ids, 10), partition=p)
+            task.flush()
             ids += 10
+        for hour in range(24):  # a consumer group commits every hour
+            group.commit({("events", p): hour for p in range(PARTITIONS)})
+        # a streaming task's staged file whose micro-batch failed
+        clock.put_if_absent(f"{STAGING_PREFIX}q/{_day}.arrow", b"staged rows")
         app.flush()
         job.flush()
         ends = {p: log.consumer().stable_offset("events", p) for p in range(PARTITIONS)}
@@ -138,3 +152,22 @@ def test_a_week_of_small_transactions_compacts_to_few_objects_reading_the_same(
     assert after_objects * 4 < before_objects
     assert after_bytes < before_bytes
     assert after_open == before_open
+
+    # the bookkeeping: a week more (quiet), and the daily job runs again
+    position = {p: group.committed("events", p) for p in range(PARTITIONS)}
+    kept_before = bookkeeping(store)
+    clocks.advance(7 * DAY_MS)
+    log.compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(TopicConfig().delete_delay_ms + 2000)
+    log.vacuum()
+    kept_after = bookkeeping(store)
+    print(f"bookkeeping a week later: {kept_before} -> {kept_after}")
+    fresh = arrowlog.connect(clock, config=FAST)
+    assert committed(fresh, days) + committed(fresh, whole) == before_reads
+    assert {p: fresh.consumer(group_id="etl").committed("events", p) for p in position} == position
+    assert kept_after["groups"] == 1 and kept_after["staging"] == 0
+    assert kept_after["producer-ids"] <= 2  # at most the two transactional ids'
+    # what stays: the entries of the transactions whose records are in the
+    # tail not compacted yet (a reader may ask about them), and the newest
+    assert kept_after["coordinator"] * 5 < kept_before["coordinator"]
+    assert sum(kept_after.values()) * 5 < sum(kept_before.values())
