@@ -296,3 +296,29 @@ def test_a_put_held_until_its_checkpoint_was_removed_has_an_unknown_outcome(
         assert values(arrowlog.connect(clock, config=FAST)) == [8, 9, 100]
     # the stray at key 1 is below the log start: the next vacuum takes it
     assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+
+
+def test_an_open_transaction_whose_window_is_gone_still_has_a_start_time(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its first record (offset 0) is deleted and the checkpoints of its
+    window removed: its start time is that of the first segment left."""
+    clock, clocks = clocked(store, monkeypatch)
+    log = arrowlog.connect(clock, config=FAST)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    hanging = log.producer(transactional_id="x")
+    hanging.init_transactions()
+    hanging.begin_transaction()
+    hanging.send("t", rows(0), partition=0)
+    for v in range(1, 10):
+        log.append("t", rows(v))
+    log.delete_records("t", 0, 8)
+    clocks.advance(RIPE_MS)
+    log.vacuum()
+    clocks.advance(DEFAULT_RETAIN_MS)
+    assert checkpoint_key("t", 0, 0) in removed_checkpoints(log.vacuum())
+    for client in (log, arrowlog.connect(clock, config=FAST)):
+        (txn,) = arrowlog.admin.open_transactions(client)
+        assert txn.first_offset == 0 and not txn.registered
+        assert txn.started_ms == clock.head(segment_key("t", 0, 8)).modified_ms
+    assert [t.transactional_id for t in log.expire_transactions()] == ["x"]
