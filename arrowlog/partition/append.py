@@ -390,10 +390,12 @@ class Appends(Reads):
         segment freed. Segments are removed only below the log start or the
         compaction mark, and only segments that a checkpoint indexes
         (docs/protocol.md): so ours is the log's if both are at or before it,
-        or if the checkpoint indexing its offset names it.
+        if no checkpoint indexes its offset yet, or if the one that does names it.
 
         Raises:
-            AppendOutcomeUnknownError: the log start or checkpoint cannot be read.
+            AppendOutcomeUnknownError: the log start or checkpoint cannot be
+                read, or vacuum removed that checkpoint (its window is below the
+                log start): then no one can tell.
         """
         checkpoints = checkpoint_prefix(self._topic.prefix, self._partition)
         after = checkpoint_key(self._topic.prefix, self._partition, ours.base + 1)
@@ -407,13 +409,18 @@ class Appends(Reads):
             )
             start = parse_checkpoint_key(listed[0].key) if listed else None
             window = None if start is None else self._load_checkpoint(start)
+            if window is None or window.end <= ours.base:
+                # none listed indexes the offset: none was written yet (no
+                # segment there was removed), or vacuum removed it
+                newest = self._newest_checkpoint()
+                if newest is None or newest.end <= ours.base:
+                    return True
+                raise FileNotFoundError(f"the checkpoint indexing offset {ours.base} was removed")
         except (ArrowLogError, FileNotFoundError) as e:
             raise AppendOutcomeUnknownError(
                 f"{self._key(ours.base)}: cannot tell whether this append is in the log: {e}",
                 offset=ours.base,
             ) from e
-        if window is None or window.end <= ours.base:
-            return True  # no checkpoint indexes the offset: no segment there was deleted
         theirs = [s for s in window.segments if s.base == ours.base]
         return not theirs or replace(theirs[0], stats=None) == replace(ours, stats=None)
 

@@ -14,6 +14,7 @@ from arrowlog.checkpoint import Checkpoint, PartitionState, SegmentSummary, adva
 from arrowlog.errors import (
     ArrowLogError,
     CorruptCheckpointError,
+    OffsetOutOfRangeError,
     SegmentNotFoundError,
     TransientStoreError,
 )
@@ -161,16 +162,25 @@ class Checkpoints(Listing):
             self._checkpoint_cache.popitem(last=False)
         return cp
 
-    def _load_window(self, start: int) -> Checkpoint:
-        """The checkpoint of the window starting at ``start``, for reading. If it
-        is corrupt (or gone), the window is rebuilt from its segments' headers,
-        with a warning: one LIST and ``checkpoint_interval`` ranged GETs. The
-        rebuilt one has no partition state: reads use only its segments."""
+    def _load_window(self, start: int, reading_from: int) -> Checkpoint:
+        """The checkpoint of the window starting at ``start``, for a read from
+        offset ``reading_from``. If it is gone, the log start is listed again:
+        vacuum removes the windows below it, and a read from below it raises
+        OffsetOutOfRangeError. Otherwise, if it is corrupt (or gone), the window
+        is rebuilt from its segments' headers, with a warning: one LIST and
+        ``checkpoint_interval`` ranged GETs. The rebuilt one has no partition
+        state: reads use only its segments."""
         try:
             return self._load_checkpoint(start)
         except (CorruptCheckpointError, FileNotFoundError) as e:
             if isinstance(e, FileNotFoundError):
                 self._check_alive()
+                self._list_marks()
+                if reading_from < self._log_start:
+                    raise OffsetOutOfRangeError(
+                        f"{self._name}: offset {reading_from} is below the log start "
+                        f"{self._log_start} (its records were deleted): read from the log start"
+                    ) from None
             key = checkpoint_key(self._topic.prefix, self._partition, start)
             _warn_skipped(key, e, "reading its segments' headers instead")
         prefix = segment_prefix(self._topic.prefix, self._partition)
@@ -226,7 +236,7 @@ class Checkpoints(Listing):
             yield cp
             if cp.end >= self._window_start:
                 return
-            cp = self._load_window(cp.end)
+            cp = self._load_window(cp.end, start)
 
     def _checkpoint_covering(self, offset: int) -> Checkpoint:
         # Checkpoint keys are inverted: the first key at or after checkpoint_key(offset)
@@ -238,9 +248,9 @@ class Checkpoints(Listing):
         # A listing is not a snapshot: it may have missed the window wanted (and
         # shown an older one, or none). Windows are contiguous from the log start:
         # follow them by key from what it showed.
-        cp = self._load_window(self._log_start if start is None else start)
+        cp = self._load_window(self._log_start if start is None else start, offset)
         while cp.end <= offset:
-            cp = self._load_window(cp.end)
+            cp = self._load_window(cp.end, offset)
         if not cp.start <= offset:
             raise CorruptCheckpointError(f"checkpoint does not cover offset {offset}", key=prefix)
         return cp

@@ -18,8 +18,10 @@ from arrowlog.errors import OffsetOutOfRangeError
 from arrowlog.partition.append import Appends
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
+    checkpoint_prefix,
     compacted_prefix,
     log_start_key,
+    parse_checkpoint_key,
     parse_compacted_key,
     parse_compacted_mark_key,
     parse_log_start_key,
@@ -85,8 +87,10 @@ class Retention(Appends):
         """What ``vacuum`` does here at ``now_ms`` on the store's clock, from one
         listing of the partition's segments: where ``config``'s retention moves
         the log start (None: nowhere), and what may be removed (see
-        :func:`_removable`). Cost: one LIST, one more of the checkpoints if
-        anything is ripe (and a sync, unless the partition opens just now)."""
+        :func:`_removable`; ``retain_ms`` is the horizon for checkpoints below
+        the log start). Cost: one LIST, one more of the checkpoints if
+        anything is ripe, one of them all once a log start is older than
+        ``retain_ms`` (and a sync, unless the partition opens just now)."""
         with self._lock:
             if not self._ensure_open():
                 self._sync_tail()
@@ -107,8 +111,17 @@ class Retention(Appends):
                 if live:
                     ages = _Ages.of(found, list_compacted() if self._compacted else [], now_ms)
                     start = _retention_start(live, ages, config, self._log_start)
-            delay = self._topic.config.delete_delay_ms
-            return start, _removable(found, now_ms, delay, self._newest_checkpoint, list_compacted)
+            checkpoints = checkpoint_prefix(self._topic.prefix, self._partition)
+            removable = _removable(
+                found,
+                now_ms,
+                self._topic.config.delete_delay_ms,
+                retain_ms,
+                self._newest_checkpoint,
+                list_compacted,
+                lambda: self._retry(lambda: list(self._store.list(checkpoints))),
+            )
+            return start, removable
 
 
 @dataclass(frozen=True)
@@ -178,20 +191,29 @@ def _removable(
     found: list[ObjectInfo],
     now_ms: int,
     delay: int,
+    retain_ms: int,
     newest_checkpoint: Callable[[], Checkpoint | None],
     list_compacted: Callable[[], list[ObjectInfo]],
+    list_checkpoints: Callable[[], list[ObjectInfo]],
 ) -> list[Removal]:
-    """What may be removed: the segments indexed by a checkpoint older than
-    the newest (whose chain every client opens from) that lie wholly below the
-    newest log start recorded at least ``delay`` (and :data:`CLOCK_GRAIN_MS`)
-    before, or inside a compacted object and below a compaction mark both
-    written that long before; compacted objects below that log start; the log
-    start markers and compaction marks superseded. The newest marker of each
-    kind always stays: listings of the tail must show it."""
+    """What may be removed, in the order to remove it (a vacuum killed midway
+    is finished by the next: nothing it still needs goes before what depends
+    on it): the segments indexed by a checkpoint older than the newest (whose
+    chain every client opens from) that lie wholly below the newest log start
+    recorded at least ``delay`` (and :data:`CLOCK_GRAIN_MS`) before, or inside
+    a compacted object and below a compaction mark both written that long
+    before; compacted objects below that log start; the checkpoints of windows
+    below the log start (see :func:`_old_checkpoints`); the compaction marks
+    superseded, and the log start markers superseded by one older than
+    ``retain_ms`` too (it dates the checkpoints' removal). The newest
+    marker of each kind always stays: listings of the tail must show it."""
     ripe = _ripe(found, parse_log_start_key, now_ms, delay)
     marks = _ripe(found, parse_compacted_mark_key, now_ms, delay)
     start = max(ripe, default=0)
     mark = max(marks, default=0)
+    # the log start the checkpoints below which go: the newest whose object is
+    # older than both the delay and retain_ms (the bookkeeping horizon)
+    kept = max(_ripe(found, parse_log_start_key, now_ms, max(delay, retain_ms)), default=0)
     if not start and not mark:
         return []
     newest = newest_checkpoint()
@@ -224,8 +246,10 @@ def _removable(
         for (a, b), info in objects
         if b <= start
     ]
+    if kept:
+        out += _old_checkpoints(list_checkpoints(), newest, kept, retain_ms)
     for parse, newest_ripe, what in (
-        (parse_log_start_key, start, "log start"),
+        (parse_log_start_key, kept, "log start"),
         (parse_compacted_mark_key, mark, "compaction mark"),
     ):
         out += [
@@ -233,6 +257,35 @@ def _removable(
             for info in found
             if (offset := parse(info.key)) is not None and offset < newest_ripe
         ]
+    return out
+
+
+def _old_checkpoints(
+    listed: list[ObjectInfo], newest: Checkpoint, kept: int, retain_ms: int
+) -> list[Removal]:
+    """The checkpoints of windows that end at or below ``kept``, a log start
+    older than ``retain_ms``, oldest first (what a killed vacuum leaves is
+    still a chain of windows), never the newest one's nor any after its start
+    (every client opens from the newest). A window ends where the next listed
+    one starts (windows are contiguous): a listing that missed one only makes a
+    window look longer, so it stays. The window holding the log start ends past
+    it and stays."""
+    windows = sorted(
+        (start, info.key)
+        for info in listed
+        if (start := parse_checkpoint_key(info.key)) is not None
+    )
+    out = []
+    for (start, key), (end, _) in itertools.pairwise(windows):
+        if end > min(kept, newest.start):
+            break
+        out.append(
+            Removal(
+                key,
+                f"checkpoint of offsets [{start}, {end}), below the log start {kept} "
+                f"since more than retain_ms ({retain_ms} ms)",
+            )
+        )
     return out
 
 

@@ -36,7 +36,7 @@ import arrowlog
 from arrowlog import OffsetOutOfRangeError, TopicConfig, _clock
 from arrowlog.storage import Blob, ObjectInfo, Store
 from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.topic import log_start_key, segment_key
+from arrowlog.topic import checkpoint_key, log_start_key, segment_key
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.clocks import Clocks, ClockStore
 
@@ -564,6 +564,77 @@ def test_a_vacuum_killed_at_any_write_is_finished_by_the_next(
     assert values(after) == [7, 8, 9]
     assert after.append("t", rows(10)).base_offset == 10
     assert values(connect(str(root))) == [7, 8, 9, 10]
+
+
+DAY = 24 * HOUR
+
+
+@pytest.fixture(scope="module")
+def checkpoint_kill_template(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, list[list[str]]]:
+    """0..9, a segment each (checkpoint every 2); records before 7, then
+    before 8, deleted 8 days ago: past retain_ms, so the vacuum removes the
+    checkpoints of [0, 8) too. Returns the root and the writes an
+    uninterrupted vacuum makes (on a copy)."""
+    root = tmp_path_factory.mktemp("ckpt-kill") / "template"
+    log = make_topic(str(root), 10)
+    log.delete_records("t", 0, 7)
+    log.delete_records("t", 0, 8)
+    _age(root, 8 * DAY)
+    probe = root.parent / "probe"
+    shutil.copytree(root, probe)
+    done = _worker(probe, 0, "never")
+    assert done.returncode == 0, done.stderr
+    return root, json.loads(done.stdout)
+
+
+def test_the_uninterrupted_checkpoint_cleanup(
+    checkpoint_kill_template: tuple[Path, list[list[str]]],
+) -> None:
+    """A clock probe (PUT, DELETE), segments 0..7, then the checkpoints of
+    [0, 8) oldest first, then the superseded log start 7."""
+    _, writes = checkpoint_kill_template
+    assert writes[2:] == (
+        [["delete", segment_key("t", 0, b)] for b in range(8)]
+        + [["delete", checkpoint_key("t", 0, s)] for s in (0, 2, 4, 6)]
+        + [["delete", log_start_key("t", 0, 7)]]
+    )
+
+
+@pytest.mark.parametrize("n", range(1, 16))
+def test_a_vacuum_killed_while_removing_checkpoints_is_finished_by_the_next(
+    checkpoint_kill_template: tuple[Path, list[list[str]]], tmp_path: Path, n: int
+) -> None:
+    """Schedule: that vacuum runs in its own process and is SIGKILLed just
+    after its n-th write. Then: a fresh client reads [8, 10); vacuum runs again,
+    every object ages 2 h, vacuum runs once more. Guarantees: the log reads
+    the same after the kill and after each rerun; the reruns leave only the
+    newest checkpoint, the segments 8 and 9 and the log start 8 (no clock
+    probe); one more vacuum finds nothing to do; a fresh append lands at 10."""
+    template, _ = checkpoint_kill_template
+    root = tmp_path / "log"
+    shutil.copytree(template, root)
+    proc = _worker(root, n, "after")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert values(connect(str(root))) == [8, 9]
+    connect(str(root)).vacuum()
+    assert values(connect(str(root))) == [8, 9]
+    _age(root, 2 * HOUR)
+    connect(str(root)).vacuum()
+    left = objects(connect(str(root)).store)
+    assert not [k for k in left if k.startswith("_arrowlog/clock/")], left
+    assert {k for k in left if k.startswith("t/0/")} == {
+        checkpoint_key("t", 0, 8),
+        segment_key("t", 0, 8),
+        segment_key("t", 0, 9),
+        log_start_key("t", 0, 8),
+    }
+    assert connect(str(root)).vacuum() == []
+    after = connect(str(root))
+    assert after.start_offsets("t") == {0: 8}
+    assert after.append("t", rows(10)).base_offset == 10
+    assert values(connect(str(root))) == [8, 9, 10]
 
 
 # --- 6. writers and readers paused across a vacuum that applies retention ----------------
