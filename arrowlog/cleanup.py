@@ -9,6 +9,7 @@ part there, both 7 days). See docs/protocol.md, "Cleaning up".
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -45,32 +46,44 @@ class InUse:
     #: transactional id -> the lowest transaction epoch some reader may still
     #: ask the coordinator about: of its batches in segments still stored, its
     #: open transactions, its pending offsets in a group
-    epochs: dict[str, int] = field(default_factory=dict)
+    _epochs: dict[str, int] = field(default_factory=dict)
+    #: the scans of stored segments, run only if some entry may go (:meth:`epoch`)
+    _scans: list[Callable[[], None]] = field(default_factory=list)
 
     def note_epoch(self, transactional_id: str, epoch: int) -> None:
-        self.epochs[transactional_id] = min(epoch, self.epochs.get(transactional_id, epoch))
+        self._epochs[transactional_id] = min(epoch, self._epochs.get(transactional_id, epoch))
+
+    def epoch(self, transactional_id: str) -> int | None:
+        """The lowest epoch of ``transactional_id`` still referred to (None:
+        none). The first call scans the partitions' stored segments."""
+        while self._scans:
+            self._scans.pop()()
+        return self._epochs.get(transactional_id)
 
     def note_partition(self, log: ArrowLog, part: PartitionLog, now_ms: int) -> None:
         """One LIST (the lowest segment still stored) and the summaries from
         there: with compaction, only the tail not compacted yet. Producers
         idle for PRODUCER_STATE_RETENTION_MS count as gone: the next
         checkpoint forgets them."""
-        hw, state = part.state()
+        _, state = part.state()
         recent = now_ms - PRODUCER_STATE_RETENTION_MS
         self.producer_ids.update(
             pid for pid, entry in state.producers.items() if entry.timestamp_ms >= recent
         )
         for txn in state.open_txns.values():
             self.note_epoch(txn.transactional_id, txn.producer_epoch)
-        prefix = segment_prefix(part.topic.prefix, part.partition)
-        listed = log.config.retry.call(lambda: list(log.store.list(prefix, limit=1)))
-        first = listed[0] if listed else None
-        base = None if first is None else parse_segment_key(first.key)
-        if base is None:
-            return
-        for s in part.summaries(max(base, part.start_offset()), hw):
-            if s.transactional and not s.control and s.transactional_id:
-                self.note_epoch(s.transactional_id, s.producer_epoch)
+
+        def scan() -> None:
+            prefix = segment_prefix(part.topic.prefix, part.partition)
+            listed = log.config.retry.call(lambda: list(log.store.list(prefix, limit=1)))
+            base = parse_segment_key(listed[0].key) if listed else None
+            if base is None:
+                return
+            for s in part.summaries(max(base, part.start_offset()), part.end_offset()):
+                if s.transactional and not s.control and s.transactional_id:
+                    self.note_epoch(s.transactional_id, s.producer_epoch)
+
+        self._scans.append(scan)
 
 
 def clean_up(
@@ -170,15 +183,16 @@ def _coordinator_logs(
         latest = coordinator.latest()
         if latest is None:
             continue
-        needed = in_use.epochs.get(tid)
+        strays, superseded = _old_entries(entries, old)
         latest_info = entries.get(latest.n)
-        if (
+        idle = (
             latest.reason != EXPIRE_ID
             and latest.state.is_complete
-            and needed is None
             and latest_info is not None
             and _older(latest_info, old)
-        ):
+        )
+        needed = in_use.epoch(tid) if idle or superseded else None
+        if idle and needed is None:
             tomb = replace(
                 latest,
                 n=latest.n + 1,
@@ -196,7 +210,6 @@ def _coordinator_logs(
             removed.append(Removal(entry_key(tid, tomb.n), why + "; this entry stays"))
         if latest.reason != EXPIRE_ID:
             named.add(latest.producer_id)
-        strays, superseded = _old_entries(entries, old)
         bound = latest.txn_epoch if not latest.state.is_complete else latest.txn_epoch + 1
         if needed is not None:
             bound = min(bound, needed)
