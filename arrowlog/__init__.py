@@ -37,7 +37,7 @@ from arrowlog.errors import (
     UnsupportedTypeError,
 )
 from arrowlog.log import ArrowLog, PartitionInfo, TopicDescription, connect
-from arrowlog.partition import AppendResult, PartitionLog
+from arrowlog.partition import AppendResult, PartitionLog, Removal
 from arrowlog.producer import Producer, ProducerState
 from arrowlog.segment import SegmentHeader, WriterIdentity
 from arrowlog.topic import Topic
@@ -74,6 +74,7 @@ __all__ = [
     "ProducerFencedError",
     "ProducerState",
     "RecordBatchTooLargeError",
+    "Removal",
     "RetryPolicy",
     "SchemaMismatchError",
     "SegmentHeader",

@@ -27,7 +27,6 @@ from arrowlog.coordinator import (
 )
 from arrowlog.errors import InvalidConfigError, ProducerFencedError
 from arrowlog.groups import GROUPS_PREFIX
-from arrowlog.partition import Removal
 from arrowlog.storage import Blob, Store
 from tests.attack._util import FAST
 from tests.clocks import Clocks, ClockStore
@@ -51,7 +50,7 @@ def ids(log: arrowlog.ArrowLog, partitions: int = 2) -> list[int]:
     fresh = arrowlog.connect(log.store, config=FAST)
     out: list[int] = []
     for p in range(partitions):
-        out += fresh.consumer().read("t", p).column("id").to_pylist()
+        out += [i for i in fresh.consumer().read("t", p).column("id").to_pylist() if i is not None]
     return sorted(i for i in out if i < FILLER)
 
 
@@ -78,7 +77,7 @@ def setup(
     return log, clocks, clock
 
 
-def compact_and_vacuum(log: arrowlog.ArrowLog, clocks: Clocks) -> list[Removal]:
+def compact_and_vacuum(log: arrowlog.ArrowLog, clocks: Clocks) -> list[arrowlog.Removal]:
     """What a daily job does: compact, let the delay pass, vacuum."""
     log.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY_MS + 2000)
@@ -171,7 +170,7 @@ def test_coordinator_entries_go_once_no_stored_record_needs_them(setup: tuple) -
     log, clocks, clock = setup
     app = log.producer(transactional_id="app")
     app.init_transactions()
-    expected = []
+    expected: list[int] = []
     for n in range(6):
         app.begin_transaction()
         app.send("t", rows(10 * n), partition=n % 2)
@@ -355,7 +354,9 @@ def test_a_zombie_prepare_landing_in_a_freed_key_never_commits(setup: tuple) -> 
     zombie.send("t", rows(0), partition=0)
     zombie.commit_transaction()
     zombie.flush()
-    freed = entry_key("app", zombie._entry.n + 1)  # type: ignore[attr-defined]
+    own = zombie._entry
+    assert own is not None
+    freed = entry_key("app", own.n + 1)
     # a new instance fences it and commits; then both stay idle past the horizon
     successor = arrowlog.connect(clock, config=FAST).producer(transactional_id="app")
     successor.init_transactions()
