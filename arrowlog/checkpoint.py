@@ -36,6 +36,10 @@ class Decision(enum.Enum):
     COMMITTED = "committed"
     ABORTED = "aborted"
     UNDECIDED = "undecided"
+    #: its entries went with cleanup (docs/protocol.md, "Cleaning up"), which
+    #: keeps those of every transaction with records outside compacted objects:
+    #: its records are in compacted objects (which hold them iff committed)
+    FORGOTTEN = "forgotten"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from arrowlog._entrylog import entry_name, kept_run
 from arrowlog.coordinator import (
     COORDINATOR_PREFIX,
     EXPIRE_ID,
@@ -101,8 +102,8 @@ def clean_up(
     return removed
 
 
-def _older(info: ObjectInfo, old: int) -> bool:
-    return info.modified_ms is not None and info.modified_ms <= old
+def _older(info: ObjectInfo | None, old: int) -> bool:
+    return info is not None and info.modified_ms is not None and info.modified_ms <= old
 
 
 def _entries(log: ArrowLog, prefix: str) -> dict[str, dict[int, ObjectInfo]]:
@@ -116,22 +117,29 @@ def _entries(log: ArrowLog, prefix: str) -> dict[str, dict[int, ObjectInfo]]:
     return logs
 
 
-def _old_entries(entries: dict[int, ObjectInfo], old: int) -> tuple[list[int], list[int]]:
-    """``(strays, superseded)`` among one log's listed entries. Cleanup removes
-    entries from the bottom, so the log is the run of numbers that ends at the
-    newest; below a gap lie only strays (a late write into a key cleanup had
-    freed; its writer finds it out and removes it, or a later vacuum does).
-    Superseded: from the bottom of the run, each entry whose successor was
-    written before ``old`` (the newest always stays: it is the claim on the
-    log's next entry)."""
+def _old_entries(
+    log: ArrowLog, prefix: str, entries: dict[int, ObjectInfo], old: int
+) -> tuple[list[int], list[int]]:
+    """``(strays, superseded)`` among the listed ``entries`` of the log under
+    ``prefix``. Cleanup removes entries from the bottom, so the log is the run
+    of numbers that ends at the newest (:func:`arrowlog._entrylog.kept_run`);
+    below it lie only strays (a late write into a key cleanup had freed; its
+    writer finds it out and removes it, or this does). Superseded: from the
+    bottom of the run, each entry whose successor was written before ``old``
+    (the newest always stays: it is the claim on the log's next entry)."""
+
+    def head(n: int) -> ObjectInfo | None:
+        try:
+            return log.config.retry.call(lambda: log.store.head(prefix + entry_name(n)))
+        except FileNotFoundError:
+            return None
+
     top = max(entries)
-    first = top
-    while first - 1 in entries:
-        first -= 1
-    strays = [n for n in sorted(entries) if n < first and _older(entries[n], old)]
+    first = kept_run(entries, top, head)
+    strays = [n for n in sorted(entries) if n < first]
     superseded = []
     for n in range(first, top):
-        if not _older(entries[n + 1], old):
+        if not _older(entries.get(n + 1) or head(n + 1), old):
             break
         superseded.append(n)
     return strays, superseded
@@ -155,7 +163,7 @@ def _group_logs(log: ArrowLog, old: int, in_use: InUse, *, dry_run: bool) -> lis
         for tid, epoch in state.pending.items():
             if state.applied.get(tid, -1) < epoch:  # a reader asks how it ended
                 in_use.note_epoch(tid, epoch)
-        strays, superseded = _old_entries(entries, old)
+        strays, superseded = _old_entries(log, f"{GROUPS_PREFIX}{group}/", entries, old)
         why = f"group {group!r}: entry superseded by the next more than retain_ms ago"
         removals = [Removal(entries[n].key, f"group {group!r}: a stray entry") for n in strays]
         removals += [Removal(entries[n].key, why) for n in superseded]
@@ -174,7 +182,7 @@ def _coordinator_logs(
     with records still stored or offsets pending (``in_use``): nobody asks
     about its epoch again. An id idle past the horizon whose records are all
     gone expires: a fencing entry (reason ``expire-id``) takes the place its
-    last producer would write next, and its producer id is released."""
+    last producer would write next."""
     removed: list[Removal] = []
     named: set[int] = set()
     logs = _entries(log, COORDINATOR_PREFIX)
@@ -183,7 +191,7 @@ def _coordinator_logs(
         latest = coordinator.latest()
         if latest is None:
             continue
-        strays, superseded = _old_entries(entries, old)
+        strays, superseded = _old_entries(log, f"{COORDINATOR_PREFIX}{tid}/", entries, old)
         latest_info = entries.get(latest.n)
         idle = (
             latest.reason != EXPIRE_ID
@@ -208,8 +216,8 @@ def _coordinator_logs(
                     named.add(latest.producer_id)
                     continue  # written meanwhile: not idle
             removed.append(Removal(entry_key(tid, tomb.n), why + "; this entry stays"))
-        if latest.reason != EXPIRE_ID:
-            named.add(latest.producer_id)
+        # an expired id keeps its producer id: a new instance goes on with it
+        named.add(latest.producer_id)
         bound = latest.txn_epoch if not latest.state.is_complete else latest.txn_epoch + 1
         if needed is not None:
             bound = min(bound, needed)

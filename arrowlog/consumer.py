@@ -408,8 +408,9 @@ def plan_committed(
         and (s.base < limit or decide.known(s.transactional_id or "", s.producer_epoch))
     }
     hidden: set[int] = set()
+    compacted = part.compacted_through
     for s in summaries:
-        verdict = True if not s.transactional else _committed(s, markers, decide, tp)
+        verdict = True if not s.transactional else _committed(s, markers, decide, tp, compacted)
         if verdict is None:
             # Undecided for this read although a marker (ignored: it came after
             # the snapshot froze) closed it in the state: it holds the read's end
@@ -432,9 +433,13 @@ def _committed(
     markers: Mapping[tuple[int, int], SegmentSummary],
     decide: Snapshot,
     tp: str,
+    compacted: int,
 ) -> bool | None:
     """Whether a transactional batch is visible; None if its transaction is
-    undecided for this read."""
+    undecided for this read. Below the compaction mark ``compacted``, a
+    transaction whose entries cleanup removed is decided by the compacted
+    object, read in its place: it holds the batch's records iff they were
+    committed (and leaves them out otherwise)."""
     if s.control:
         return False
     marker = markers.get((s.producer_id, s.producer_epoch))
@@ -443,6 +448,8 @@ def _committed(
     outcome = decide.outcome(s.transactional_id or "", s.producer_epoch)
     if outcome.decision is Decision.UNDECIDED:
         return None
+    if outcome.decision is Decision.FORGOTTEN:
+        return s.end <= compacted
     return outcome.includes(s.producer_id, tp, s.base)
 
 

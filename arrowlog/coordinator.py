@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from arrowlog import _checked_json, _clock
+from arrowlog._entrylog import entry_name, is_stray, kept_run, parse_entry_name
 from arrowlog._retain import LATE_OUTCOME_MS
 from arrowlog.checkpoint import Decision, OpenTxn
 from arrowlog.config import RetryPolicy
@@ -42,7 +43,7 @@ from arrowlog.errors import (
     InvalidTxnStateError,
     TransientStoreError,
 )
-from arrowlog.storage import Store
+from arrowlog.storage import ObjectInfo, Store
 
 T = TypeVar("T")
 COORDINATOR_PREFIX = "_arrowlog/coordinator/"
@@ -52,7 +53,6 @@ EXPIRE = "expire"  # the transaction outlived its timeout
 EXPIRE_ID = "expire-id"  # the id was idle past the cleanup horizon (arrowlog.cleanup)
 OPERATOR_ABORT = "operator-abort"  # arrowlog abort-transaction
 PRODUCER_IDS_PREFIX = "_arrowlog/producer-ids/"
-_INVERT = 10**20 - 1
 CLOCK_GRAIN_MS = 1_000
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
 
@@ -210,15 +210,12 @@ class EntryConflictError(Exception):
 
 
 def entry_key(tid: str, n: int) -> str:
-    return f"{COORDINATOR_PREFIX}{tid}/{_INVERT - n:020d}.json"
+    return f"{COORDINATOR_PREFIX}{tid}/{entry_name(n)}"
 
 
 def parse_entry_key(key: str) -> int | None:
     """The entry number of an :func:`entry_key` (None for other keys)."""
-    name = key.rpartition("/")[2]
-    if len(name) != 25 or not name.endswith(".json") or not name[:20].isdigit():
-        return None
-    return _INVERT - int(name[:20])
+    return parse_entry_name(key.rpartition("/")[2])
 
 
 class CoordinatorLog:
@@ -228,6 +225,7 @@ class CoordinatorLog:
         self._store = store
         self.transactional_id = check_id("transactional id", transactional_id)
         self._retry = retry
+        self._prefix = f"{COORDINATOR_PREFIX}{self.transactional_id}/"
 
     def _call(self, call: Callable[[], T]) -> T:
         return self._retry.call(call)
@@ -291,18 +289,30 @@ class CoordinatorLog:
     def first_kept(self, latest: TxnEntry) -> int:
         """The number of the oldest entry kept: cleanup (docs/protocol.md,
         "Cleaning up") removes old entries from the bottom, so the entries
-        kept are the contiguous run of numbers that ends at ``latest``. One
-        LIST of the log (short, once cleaned up)."""
-        prefix = f"{COORDINATOR_PREFIX}{self.transactional_id}/"
-        numbers = {
-            n
-            for info in self._call(lambda: list(self._store.list(prefix)))
-            if (n := parse_entry_key(info.key)) is not None
+        kept are the run of numbers that ends at ``latest``; below it lie
+        only strays. One LIST of the log (short, once cleaned up)."""
+        listed = {
+            n: info
+            for info in self._call(lambda: list(self._store.list(self._prefix)))
+            if (n := parse_entry_name(info.key[len(self._prefix) :])) is not None
         }
-        first = latest.n
-        while first - 1 in numbers:
-            first -= 1
-        return first
+        return kept_run(listed, latest.n, self._head)
+
+    def _head(self, n: int) -> ObjectInfo | None:
+        try:
+            return self._call(lambda: self._store.head(entry_key(self.transactional_id, n)))
+        except FileNotFoundError:
+            return None
+
+    def is_stray(self, n: int, top: int | None = None) -> bool:
+        """Whether entry ``n`` lies below the log: a write that landed in a key
+        cleanup had freed (:func:`arrowlog._entrylog.is_stray`); ``top``, a
+        newer entry known to exist, saves a LIST."""
+        return is_stray(self._store, self._retry, self._prefix, n, top=top)
+
+    def remove_stray(self, n: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._call(lambda: self._store.delete(entry_key(self.transactional_id, n)))
 
     def write(
         self, prev: TxnEntry | None, new: TxnEntry, *, write_id: str | None = None
@@ -332,7 +342,8 @@ class CoordinatorLog:
             # finds every transaction it could leave open
             self._register()
         key = entry_key(self.transactional_id, new.n)
-        new = replace(new, seen_at=_clock.elapsed())
+        started = _clock.elapsed()
+        new = replace(new, seen_at=started)
         data = new.to_json()
         sleeps = self._retry.sleeps()
         while True:
@@ -357,24 +368,17 @@ class CoordinatorLog:
                         f"{self.transactional_id}: coordinator unavailable: {e}"
                     ) from e
                 time.sleep(pause)
-        if prev is not None and _clock.elapsed() - prev.seen_at > LATE_OUTCOME_MS / 1000:
-            self._check_not_stray(prev, key)
+        # A write whose outcome came long after the read it followed (or the
+        # first entry of a log, whose "no entry yet" no later check can date)
+        # may have landed in a key cleanup had freed: then it is not the log's
+        # entry, and counts as lost to whoever wrote after (docs/protocol.md,
+        # "Cleaning up").
+        seen = started if prev is None else prev.seen_at
+        late = _clock.elapsed() - seen > LATE_OUTCOME_MS / 1000
+        if (new.n == 0 or late) and self.is_stray(new.n):
+            self.remove_stray(new.n)
+            raise EntryConflictError(self.latest())
         return new
-
-    def _check_not_stray(self, prev: TxnEntry, key: str) -> None:
-        """Our write, made on a view of ``prev`` older than LATE_OUTCOME_MS
-        when its outcome arrived, may have landed in a key that cleanup had
-        freed: cleanup removes an entry only once the entry after it is older
-        than its horizon (well above LATE_OUTCOME_MS), from the bottom. If
-        ``prev`` is still there, no key at or above ours was freed; if it is
-        gone, our entry is a stray below the log's entries: it is removed and
-        counts as lost to whoever wrote after ``prev``."""
-        try:
-            self._call(lambda: self._store.head(entry_key(self.transactional_id, prev.n)))
-        except FileNotFoundError:
-            with contextlib.suppress(FileNotFoundError):
-                self._call(lambda: self._store.delete(key))
-            raise EntryConflictError(self.latest()) from None
 
     def _register(self) -> None:
         # Operators list transactional ids from here, without listing every entry.
@@ -414,33 +418,55 @@ class CoordinatorLog:
             return (Decision.UNDECIDED if may_begin(latest, txn_epoch) else Decision.ABORTED), None
         if latest.txn_epoch == txn_epoch:
             return latest.state.decision, latest
-        lo, hi = 0, latest.n  # find the last entry with txn_epoch <= wanted
-        found: TxnEntry | None = None
-        first: int | None = None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            entry = self.entry(mid)
-            if entry is None and first is None:
-                # removed by cleanup (only entries of epochs no stored record
-                # has), or a hole
-                first = self.first_kept(latest)
-                if mid < first:
-                    lo = first
-                    continue
-            if entry is None:
-                raise CorruptObjectError(
-                    "coordinator log has a hole", key=entry_key(self.transactional_id, mid)
-                )
-            if entry.txn_epoch <= txn_epoch:
-                found, lo = entry, mid + 1
-            else:
-                hi = mid - 1
-        if found is None or found.txn_epoch != txn_epoch:
+        lo = 0
+        while True:
+            found = self._search(latest, txn_epoch, lo)
+            # a stray (a write that landed below the log after cleanup) is not
+            # the log's: search again above it
+            if found is None or found.n == latest.n or not self.is_stray(found.n, latest.n):
+                break
+            lo = found.n + 1
+        if found is None:
+            # every entry up to it was removed by cleanup: no record of it is
+            # stored outside a compacted object (or it has none)
+            return Decision.FORGOTTEN, None
+        if found.txn_epoch != txn_epoch:
             return Decision.ABORTED, None
         # A transaction is superseded only once complete: ONGOING here cannot be
         # its last word unless entries were lost, and then nothing was committed.
         decided = found.state.decision
         return (Decision.ABORTED if decided is Decision.UNDECIDED else decided), found
+
+    def _search(self, latest: TxnEntry, txn_epoch: int, lo: int) -> TxnEntry | None:
+        """The last entry in ``[lo, latest.n]`` with a transaction epoch at most
+        ``txn_epoch``: a binary search (epochs never decrease along the log)
+        that skips the entries cleanup removed from the bottom, even if it
+        removes more meanwhile."""
+        hi = latest.n
+        found: TxnEntry | None = None
+        for _ in range(_SEARCH_ATTEMPTS):
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                entry = self.entry(mid)
+                if entry is None:
+                    break
+                if entry.txn_epoch <= txn_epoch:
+                    found, lo = entry, mid + 1
+                else:
+                    hi = mid - 1
+            else:
+                return found
+            first = self.first_kept(latest)
+            if mid >= first:
+                break
+            lo, found = max(lo, first), None  # below the kept run lie only strays
+        raise CorruptObjectError(
+            "coordinator log has a hole", key=entry_key(self.transactional_id, mid)
+        )
+
+
+#: how often a search of old outcomes starts again above entries removed under it
+_SEARCH_ATTEMPTS = 5
 
 
 def may_begin(latest: TxnEntry, txn_epoch: int) -> bool:

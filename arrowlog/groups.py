@@ -22,6 +22,7 @@ client rolling the same transaction forward can never move a group back.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from arrowlog import _checked_json, _clock
+from arrowlog._entrylog import entry_name, is_stray
 from arrowlog._retain import LATE_OUTCOME_MS
 from arrowlog.checkpoint import Decision
 from arrowlog.config import RetryPolicy
@@ -46,7 +48,6 @@ from arrowlog.storage import Store
 from arrowlog.topic import Topic, parse_topic_prefix
 
 GROUPS_PREFIX = "_arrowlog/groups/"
-_INVERT = 10**20 - 1
 
 
 def tp_key(topic: str, partition: int) -> str:
@@ -98,7 +99,7 @@ class GroupOffsets:
         self._prefix = f"{GROUPS_PREFIX}{group_id}/"
 
     def _key(self, n: int) -> str:
-        return f"{self._prefix}{_INVERT - n:020d}.json"
+        return f"{self._prefix}{entry_name(n)}"
 
     def latest(self) -> GroupState:
         """The newest entry: listed, then followed by key (a listing may miss
@@ -263,21 +264,19 @@ class GroupOffsets:
                 time.sleep(pause)
 
     def _landed(self, state: GroupState, seen_at: float) -> bool:
-        """Whether the entry just written after ``state`` is in the log. Cleanup
-        removes an entry only once the one after it is older than its horizon
-        (well above LATE_OUTCOME_MS), from the bottom (docs/protocol.md,
-        "Cleaning up"). So a write whose outcome came soon after its view
-        landed in the log, and a late one did iff ``state``'s entry is still
-        there; if not, our entry is a stray below the log, and is removed."""
-        if state.n < 0 or _clock.elapsed() - seen_at <= LATE_OUTCOME_MS / 1000:
+        """Whether the entry just written after ``state`` is in the log. A
+        write whose outcome came long after the read it followed, or the first
+        entry of a group (its "no entry yet" no later check can date), may
+        have landed in a key cleanup had freed (docs/protocol.md, "Cleaning
+        up"): then it is a stray below the log, and is removed."""
+        n = state.n + 1
+        if n > 0 and _clock.elapsed() - seen_at <= LATE_OUTCOME_MS / 1000:
             return True
-        try:
-            self._retry.call(lambda: self._store.head(self._key(state.n)))
+        if not is_stray(self._store, self._retry, self._prefix, n):
             return True
-        except FileNotFoundError:
-            key = self._key(state.n + 1)
-            self._retry.call(lambda: self._store.delete(key))
-            return False
+        with contextlib.suppress(FileNotFoundError):
+            self._retry.call(lambda: self._store.delete(self._key(n)))
+        return False
 
     def _settled(self, state: GroupState) -> GroupState:
         """``state`` with its decided pending transactions settled: a committed

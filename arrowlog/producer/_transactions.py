@@ -296,7 +296,13 @@ class _Transactions(_ProducerBase):
         except EntryConflictError as conflict:
             # The entry that took our place says why; later ones may be anything.
             winner = coordinator.entry(prev.n + 1) or conflict.latest
-            if winner is not None and (winner.n, winner.write_id) in self._doubtful_writes:
+            doubtful = winner is not None and (winner.n, winner.write_id) in self._doubtful_writes
+            if doubtful and winner is not None and coordinator.is_stray(winner.n):
+                # our attempt landed, but in a key cleanup had freed, below
+                # the log: not the log's entry (docs/protocol.md, "Cleaning up")
+                coordinator.remove_stray(winner.n)
+                winner, doubtful = coordinator.latest(), False
+            if doubtful and winner is not None:
                 # our own earlier attempt, landed after we gave up on it: it is
                 # ours (only hold what you wrote: we wrote it). If it is this very
                 # change, it is done; else build this change on top of it.
@@ -313,7 +319,8 @@ class _Transactions(_ProducerBase):
             if winner is not None and winner.reason == EXPIRE_ID:
                 raise ProducerFencedError(
                     f"transactional id {self.transactional_id!r} expired: it was idle "
-                    "longer than vacuum's retain_ms; call init_transactions() again"
+                    "longer than vacuum's retain_ms; a new producer with this id can "
+                    "init_transactions() and go on"
                 ) from None
             ours = winner is not None and winner.txn_epoch == self._epoch
             name = f"transaction of {self.transactional_id!r} (epoch {self._epoch})"
