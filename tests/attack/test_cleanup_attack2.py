@@ -12,8 +12,9 @@ import pytest
 import arrowlog
 from arrowlog.checkpoint import Decision
 from arrowlog.compaction import MIN_TARGET_BYTES
-from arrowlog.coordinator import CoordinatorLog
+from arrowlog.coordinator import CoordinatorLog, entry_key
 from arrowlog.scan import output_schema, plan_scan, read_task
+from arrowlog.storage.scripted import LatePut, ScriptedStore
 from tests.attack._util import rows
 from tests.attack.test_cleanup_attack import (  # noqa: F401 - fixtures
     DAY,
@@ -22,6 +23,7 @@ from tests.attack.test_cleanup_attack import (  # noqa: F401 - fixtures
     clock,
     clocks,
     commit_one,
+    committed_values,
     connect,
     entry_numbers,
     make_topic,
@@ -94,3 +96,57 @@ def test_forgotten_fenced_batch_in_spark_scan(clock: ClockStore, clocks: Clocks)
     reads 2..9 (the fenced record left out), no CorruptObjectError."""
     fresh = fenced_batch_compacted_and_forgotten(clock, clocks)
     assert scanned_values(fresh, partitions={("t", 0)}) == list(range(2, 10))
+
+
+# --- 2. two strays: each vouches for the other ---------------------------------------------
+
+
+def in_doubt_prepare(scripted: ScriptedStore, p: arrowlog.Producer, value: int, n: int) -> LatePut:
+    """``p`` sends ``value`` to t/0 and commits: every attempt at its PREPARE
+    (coordinator entry ``n``) times out without landing; it gives up and dies.
+    The first attempt is returned, to land later."""
+    p.begin_transaction()
+    p.send("t", rows(value), partition=0)
+    p.flush()
+    armed = [True]
+    late = scripted.late_put(lambda k: armed[0] and k == entry_key("x", n), times=10**6)
+    with pytest.raises(arrowlog.ArrowLogError):
+        p.commit_transaction()
+    armed[0] = False
+    return late
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FINDING: two strays in adjacent freed keys, landed close together: "
+    "is_stray(n) sees entry n + 1 (the other stray) present and not inverted, so "
+    "outcome() takes the lower stray (a fenced zombie's PREPARE_COMMIT) as the log's "
+    "entry and its aborted record turns COMMITTED",
+)
+def test_two_adjacent_strays_vouch_for_each_other(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: instance A of "x" (entry 0) sends -1 to t/0 and commits: its
+    PREPARE (entry 1) is in doubt, A dies. B initialises (entry 1, fencing A),
+    sends -2 and commits: its PREPARE (entry 2) is in doubt, B dies. D
+    initialises (entry 2) and commits 3, 4 (entries 3..6); eight days pass; D
+    commits 5 (7, 8). Vacuum removes entries 0..2 (transaction epoch -1: below
+    A's epoch 0, whose record is stored). Both in-doubt PREPAREs land now, in
+    the freed keys 1 and 2, one right after the other. Guarantee: -1 and -2
+    stay invisible (fenced, never committed): a fresh reader sees 3, 4, 5."""
+    make_topic(scripted)
+    a = reinit(scripted, "x", 1)
+    late_a = in_doubt_prepare(scripted, a, -1, 1)
+    b = reinit(scripted, "x", 1)
+    late_b = in_doubt_prepare(scripted, b, -2, 2)
+    d = reinit(scripted, "x", 1)
+    commit_one(d, 3)
+    commit_one(d, 4)
+    assert committed_values(connect(scripted)) == [3, 4]
+    clocks.advance(WEEK_AND_A_DAY)
+    commit_one(d, 5)
+    connect(scripted).vacuum()
+    assert entry_numbers(scripted, "x") == list(range(3, 9))
+    assert late_b.land()
+    assert late_a.land()
+    assert committed_values(connect(scripted)) == [3, 4, 5]
