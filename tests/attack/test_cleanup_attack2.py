@@ -10,12 +10,14 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
+from arrowlog._entrylog import entry_name, parse_entry_name
 from arrowlog.checkpoint import Decision
 from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.coordinator import CoordinatorLog, entry_key
+from arrowlog.groups import GROUPS_PREFIX
 from arrowlog.scan import output_schema, plan_scan, read_task
 from arrowlog.storage.scripted import LatePut, ScriptedStore
-from tests.attack._util import rows
+from tests.attack._util import Background, rows
 from tests.attack.test_cleanup_attack import (  # noqa: F401 - fixtures
     DAY,
     HOUR,
@@ -26,6 +28,7 @@ from tests.attack.test_cleanup_attack import (  # noqa: F401 - fixtures
     committed_values,
     connect,
     entry_numbers,
+    keys,
     make_topic,
     reinit,
     scripted,
@@ -150,3 +153,54 @@ def test_two_adjacent_strays_vouch_for_each_other(
     assert late_b.land()
     assert late_a.land()
     assert committed_values(connect(scripted)) == [3, 4, 5]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FINDING: a group commit landing late in a freed key passes its stray "
+    "check because the entry above it is another late commit's stray, not removed "
+    "yet: the commit is acknowledged, then the other writer removes its stray and "
+    "commits on top: the acknowledged offset is lost",
+)
+def test_group_commits_landing_late_in_adjacent_freed_keys(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: B commits p1=1 (group entry 0). A commits p0=7: it reads
+    entry 0, its PUT of entry 1 is held. B commits p1=2 (entry 1). C commits
+    p2=9: it reads entry 1, its PUT of entry 2 is held. B commits p1=3, 4
+    (entries 2, 3); eight days pass; B commits p1=5 (entry 4); vacuum frees
+    0..2. C's PUT lands in key 2: C finds it a stray (entry 3 is much older)
+    and its DELETE is held. A's PUT lands in key 1; A checks it and A's commit
+    returns. C's DELETE goes on; C commits again on top. Guarantee: every
+    acknowledged commit is in the group's position: p0=7, p1=5, p2=9."""
+    make_topic(scripted, partitions=3)
+    a = connect(scripted).consumer(group_id="g")
+    b = connect(scripted).consumer(group_id="g")
+    c = connect(scripted).consumer(group_id="g")
+    b.commit({("t", 1): 1})
+    gate_a = scripted.hold("put_if_absent", GROUPS_PREFIX + "g/" + entry_name(1))
+    held_a = Background(lambda: a.commit({("t", 0): 7}))
+    gate_a.wait_reached()
+    b.commit({("t", 1): 2})
+    gate_c = scripted.hold("put_if_absent", GROUPS_PREFIX + "g/" + entry_name(2))
+    held_c = Background(lambda: c.commit({("t", 2): 9}))
+    gate_c.wait_reached()
+    b.commit({("t", 1): 3})
+    b.commit({("t", 1): 4})
+    clocks.advance(WEEK_AND_A_DAY)
+    b.commit({("t", 1): 5})
+    connect(scripted).vacuum()
+    assert {parse_entry_name(k.rpartition("/")[2]) for k in keys(scripted, GROUPS_PREFIX)} == {
+        3,
+        4,
+    }
+    delete_c = scripted.hold("delete", GROUPS_PREFIX + "g/" + entry_name(2))
+    gate_c.release()
+    delete_c.wait_reached()
+    gate_a.release()
+    held_a.result()  # acknowledged
+    delete_c.release()
+    held_c.result()
+    fresh = connect(scripted).consumer(group_id="g")
+    got = (fresh.committed("t", 0), fresh.committed("t", 1), fresh.committed("t", 2))
+    assert got == (7, 5, 9)
