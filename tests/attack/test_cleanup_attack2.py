@@ -261,3 +261,64 @@ def test_stale_compactor_deciding_a_forgotten_commit_hides_it(
     gate.release()
     held.result()
     assert committed_values(connect(scripted)) == want
+
+
+def committed_then_compacted(
+    scripted: ScriptedStore, clocks: Clocks
+) -> tuple[arrowlog.ArrowLog, arrowlog.Producer]:
+    """"x" sends 1 to t/0 (offset 0); plain appends 2..9 (1..8); "x" commits
+    (its marker at 9), then commits 101, 102 to t/1 (later epochs); an hour
+    passes."""
+    log = make_topic(scripted, partitions=2)
+    x = reinit(scripted, "x", 1)
+    x.begin_transaction()
+    x.send("t", rows(1), partition=0)
+    x.flush()
+    for v in range(2, 10):
+        log.append("t", rows(v))
+    x.commit_transaction()
+    x.flush()
+    commit_one(x, 101, partition=1)
+    commit_one(x, 102, partition=1)
+    clocks.advance(HOUR)
+    return log, x
+
+
+def compact_and_forget(scripted: ScriptedStore, clocks: Clocks, log: arrowlog.ArrowLog) -> None:
+    """Plain appends 10..19 to t/0; compact; a day later vacuum removes the
+    compacted segments; eight days pass, "x" initialises again, vacuum prunes
+    the entries of record 1's epoch."""
+    for v in range(10, 20):
+        log.append("t", rows(v))
+    assert connect(scripted).compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(DAY)
+    connect(scripted).vacuum()
+    clocks.advance(WEEK_AND_A_DAY)
+    reinit(scripted, "x", 1)
+    connect(scripted).vacuum()
+    assert CoordinatorLog(scripted, "x", log.config.retry).outcome(0)[0] is Decision.FORGOTTEN
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FINDING: a read_committed read whose view (and compaction mark) was "
+    "fixed before the compaction decides a FORGOTTEN epoch against that stale mark: "
+    "a committed record inside its view is left out of the read",
+)
+def test_reader_with_stale_mark_deciding_a_forgotten_commit(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: :func:`committed_then_compacted`. A read_committed reader
+    reads [0, 9) of t/0 (as a consumer reading in chunks does): its view is
+    fixed (no compaction mark yet; record 1 committed), then its request to the
+    coordinator about the batch at 0 (its marker at 9 lies outside the range)
+    is held. :func:`compact_and_forget`. The reader goes on. Guarantee: its
+    read holds record 1, committed before the read began."""
+    log, _ = committed_then_compacted(scripted, clocks)
+    reader = connect(scripted).consumer(isolation_level="read_committed")
+    gate = scripted.hold("list", f"{COORDINATOR_PREFIX}x/")
+    held = Background(lambda: reader.read("t", 0, start=0, end=9).column("v").to_pylist())
+    gate.wait_reached()
+    compact_and_forget(scripted, clocks, log)
+    gate.release()
+    assert held.result() == list(range(1, 10))
