@@ -322,3 +322,25 @@ def test_reader_with_stale_mark_deciding_a_forgotten_commit(
     compact_and_forget(scripted, clocks, log)
     gate.release()
     assert held.result() == list(range(1, 10))
+
+
+def test_spark_scan_with_stale_mark_deciding_a_forgotten_commit(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: as the previous test, but the reader is the Spark source's
+    plan_scan of [0, 9) of t/0, held at its first question to the coordinator
+    (the snapshot's first round). Held: the snapshot's second round fixes its
+    views again and learns the compaction mark, so the FORGOTTEN epoch below
+    it counts as visible and is read from the compacted object."""
+    log, _ = committed_then_compacted(scripted, clocks)
+    scanner = connect(scripted)
+    gate = scripted.hold("list", f"{COORDINATOR_PREFIX}x/")
+    held = Background(
+        lambda: scanned_values(
+            scanner, partitions={("t", 0)}, starting={("t", 0): 0}, ending={("t", 0): 9}
+        )
+    )
+    gate.wait_reached()
+    compact_and_forget(scripted, clocks, log)
+    gate.release()
+    assert held.result() == list(range(1, 10))
