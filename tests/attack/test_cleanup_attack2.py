@@ -6,6 +6,8 @@ in tests/attack/test_cleanup_attack.py (whose helpers are reused).
 
 from __future__ import annotations
 
+import contextlib
+
 import pyarrow as pa
 import pytest
 
@@ -344,3 +346,62 @@ def test_spark_scan_with_stale_mark_deciding_a_forgotten_commit(
     compact_and_forget(scripted, clocks, log)
     gate.release()
     assert held.result() == list(range(1, 10))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FINDING: a zombie's PREPARE_COMMIT landing late in a freed key passes "
+    "the writer's stray check because the entry above it is another late write's "
+    "stray, not removed yet: the zombie writes COMMIT markers, and its fenced "
+    "record turns visible for good (the markers outlive the strays)",
+)
+def test_zombie_prepare_passing_its_stray_check_on_another_stray(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: instance A of "x" (entry 0) sends -1 to t/0 and commits: its
+    PUT of PREPARE (entry 1) is held. B initialises (entry 1, fencing A), sends
+    -2 and commits: its PUT of PREPARE (entry 2) is held. D initialises (entry
+    2), commits 3, 4 (3..6); eight days pass; D commits 5 (7, 8); vacuum
+    removes entries 0..2. B's PUT lands in key 2: B finds it a stray (entry 3
+    is eight days older) and its DELETE is held. A's PUT lands in key 1: A
+    checks it against key 2 (B's stray, just written), takes it as written,
+    writes its COMMIT marker (commit_transaction returns; flush then raises
+    ProducerFencedError at COMPLETE). Then B's DELETE goes on.
+    Guarantee: fenced instances commit nothing: a fresh reader sees 3, 4, 5."""
+    make_topic(scripted)
+    a = reinit(scripted, "x", 1)
+    a.begin_transaction()
+    a.send("t", rows(-1), partition=0)
+    a.flush()
+    gate_a = scripted.hold("put_if_absent", entry_key("x", 1))
+
+    def commit_a() -> None:
+        a.commit_transaction()
+        a.flush()
+
+    held_a = Background(commit_a)
+    gate_a.wait_reached()
+    b = reinit(scripted, "x", 1)
+    b.begin_transaction()
+    b.send("t", rows(-2), partition=0)
+    b.flush()
+    gate_b = scripted.hold("put_if_absent", entry_key("x", 2))
+    held_b = Background(b.commit_transaction)
+    gate_b.wait_reached()
+    d = reinit(scripted, "x", 1)
+    commit_one(d, 3)
+    commit_one(d, 4)
+    clocks.advance(WEEK_AND_A_DAY)
+    commit_one(d, 5)
+    connect(scripted).vacuum()
+    assert entry_numbers(scripted, "x") == list(range(3, 9))
+    delete_b = scripted.hold("delete", entry_key("x", 2))
+    gate_b.release()
+    delete_b.wait_reached()
+    gate_a.release()
+    with contextlib.suppress(arrowlog.ArrowLogError):
+        held_a.result()  # A wrote COMMIT markers, then finds itself fenced
+    delete_b.release()
+    with contextlib.suppress(arrowlog.ArrowLogError):
+        held_b.result()
+    assert committed_values(connect(scripted)) == [3, 4, 5]
