@@ -7,6 +7,7 @@ in tests/attack/test_cleanup_attack.py (whose helpers are reused).
 from __future__ import annotations
 
 import contextlib
+import time
 
 import pyarrow as pa
 import pytest
@@ -18,14 +19,13 @@ from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.coordinator import COORDINATOR_PREFIX, CoordinatorLog, entry_key
 from arrowlog.groups import GROUPS_PREFIX
 from arrowlog.scan import output_schema, plan_scan, read_task
+from arrowlog.storage import Store
 from arrowlog.storage.scripted import LatePut, ScriptedStore
 from tests.attack._util import Background, rows
-from tests.attack.test_cleanup_attack import (  # noqa: F401 - fixtures
+from tests.attack.test_cleanup_attack import (
     DAY,
     HOUR,
     WEEK_AND_A_DAY,
-    clock,
-    clocks,
     commit_one,
     committed_values,
     connect,
@@ -33,9 +33,24 @@ from tests.attack.test_cleanup_attack import (  # noqa: F401 - fixtures
     keys,
     make_topic,
     reinit,
-    scripted,
 )
 from tests.clocks import Clocks, ClockStore
+
+
+@pytest.fixture
+def clock(store: Store) -> ClockStore:
+    # the store's clock agrees with this machine's (as in test_cleanup_attack)
+    return ClockStore(store, start_ms=int(time.time() * 1000))
+
+
+@pytest.fixture
+def clocks(clock: ClockStore, monkeypatch: pytest.MonkeyPatch) -> Clocks:
+    return Clocks(clock, monkeypatch)
+
+
+@pytest.fixture
+def scripted(clock: ClockStore) -> ScriptedStore:
+    return ScriptedStore(clock)
 
 
 def scanned_values(log: arrowlog.ArrowLog, **kwargs: object) -> list[int]:
@@ -128,9 +143,7 @@ def in_doubt_prepare(scripted: ScriptedStore, p: arrowlog.Producer, value: int, 
     "outcome() takes the lower stray (a fenced zombie's PREPARE_COMMIT) as the log's "
     "entry and its aborted record turns COMMITTED",
 )
-def test_two_adjacent_strays_vouch_for_each_other(
-    scripted: ScriptedStore, clocks: Clocks
-) -> None:
+def test_two_adjacent_strays_vouch_for_each_other(scripted: ScriptedStore, clocks: Clocks) -> None:
     """Schedule: instance A of "x" (entry 0) sends -1 to t/0 and commits: its
     PREPARE (entry 1) is in doubt, A dies. B initialises (entry 1, fencing A),
     sends -2 and commits: its PREPARE (entry 2) is in doubt, B dies. D
@@ -268,7 +281,7 @@ def test_stale_compactor_deciding_a_forgotten_commit_hides_it(
 def committed_then_compacted(
     scripted: ScriptedStore, clocks: Clocks
 ) -> tuple[arrowlog.ArrowLog, arrowlog.Producer]:
-    """"x" sends 1 to t/0 (offset 0); plain appends 2..9 (1..8); "x" commits
+    """ "x" sends 1 to t/0 (offset 0); plain appends 2..9 (1..8); "x" commits
     (its marker at 9), then commits 101, 102 to t/1 (later epochs); an hour
     passes."""
     log = make_topic(scripted, partitions=2)
