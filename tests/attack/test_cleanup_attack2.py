@@ -418,3 +418,48 @@ def test_zombie_prepare_passing_its_stray_check_on_another_stray(
     with contextlib.suppress(arrowlog.ArrowLogError):
         held_b.result()
     assert committed_values(connect(scripted)) == [3, 4, 5]
+
+
+# --- 4. what deciding old epochs costs now -------------------------------------------------
+
+
+def test_request_cost_of_old_epoch_decisions(scripted: ScriptedStore, clocks: Clocks) -> None:
+    """Not a guarantee, a measurement (pinned so a change shows): "x" commits
+    20 transactions, eight days pass, 200 more; records below the last two are
+    deleted; vacuum prunes the entries below the recent ones. Deciding an old
+    epoch still stored (one of the recent ones, not the latest) costs the
+    binary search (one LIST, about log2(n) GETs) plus two HEADs for the stray
+    check of the entry found: the fix's addition, ~20% more requests, once per
+    epoch per resolver (decisions are cached). Deciding a pruned epoch costs
+    one LIST more, of every kept entry (``first_kept``): on S3 one page per
+    1000 kept entries, so an id that commits every few seconds pays dozens of
+    LIST pages for each FORGOTTEN epoch a reader decides."""
+    import collections
+
+    log = make_topic(scripted)
+    x = reinit(scripted, "x", 1)
+    epochs = []
+    for v in range(20):
+        commit_one(x, v)
+        epochs.append(x._epoch - 1)
+    clocks.advance(WEEK_AND_A_DAY)
+    for v in range(200):
+        commit_one(x, v)
+        epochs.append(x._epoch - 1)
+    log.delete_records("t", 0, log.partition("t", 0).end_offset() - 2)
+    clocks.advance(DAY)
+    connect(scripted).vacuum()
+    coordinator = CoordinatorLog(scripted, "x", log.config.retry)
+
+    def cost(epoch: int) -> tuple[Decision, dict[str, int]]:
+        scripted.history.clear()
+        decided = coordinator.outcome(epoch)[0]
+        return decided, dict(collections.Counter(op for op, _ in scripted.history))
+
+    decided, requests = cost(epochs[100])
+    assert decided is Decision.COMMITTED
+    assert requests["list"] == 1 and requests["head"] == 2
+    assert requests["get"] <= 12
+    decided, requests = cost(epochs[0])
+    assert decided is Decision.FORGOTTEN
+    assert requests["list"] == 2
