@@ -21,7 +21,7 @@ from arrowlog.groups import GROUPS_PREFIX
 from arrowlog.scan import output_schema, plan_scan, read_task
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import LatePut, ScriptedStore
-from tests.attack._util import Background, rows
+from tests.attack._util import Background, everything, rows
 from tests.attack.test_cleanup_attack import (
     DAY,
     HOUR,
@@ -463,3 +463,84 @@ def test_request_cost_of_old_epoch_decisions(scripted: ScriptedStore, clocks: Cl
     decided, requests = cost(epochs[0])
     assert decided is Decision.FORGOTTEN
     assert requests["list"] == 2
+
+
+# --- 5. a zombie's batch of a FORGOTTEN epoch landing after the cleanup ---------------------
+
+
+def test_zombie_batch_of_forgotten_epoch_landing_after_cleanup_stays_hidden(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: instance A of "x" initialises (entry 0, epoch 0); B
+    initialises (fencing A, which does not know) and commits 1, 2; plain
+    appends 3..6. Eight days pass; B commits 7; vacuum prunes every entry of
+    A's epoch (no stored record has it). Now A begins and sends -1 (data
+    before any entry: it lands at the end under the FORGOTTEN epoch 0); its
+    commit fails. Then compact, a day, vacuum. Guarantee: -1 is never visible,
+    before or after compaction; the LSO is not held by it."""
+    log = make_topic(scripted)
+    a = reinit(scripted, "x", 1)
+    b = reinit(scripted, "x", 1)
+    commit_one(b, 1)
+    commit_one(b, 2)
+    for v in range(3, 7):
+        log.append("t", rows(v))
+    clocks.advance(WEEK_AND_A_DAY)
+    commit_one(b, 7)
+    connect(scripted).vacuum()
+    assert 0 not in entry_numbers(scripted, "x")
+    assert CoordinatorLog(scripted, "x", log.config.retry).outcome(0)[0] is Decision.FORGOTTEN
+    with contextlib.suppress(arrowlog.ArrowLogError):
+        a.begin_transaction()
+        a.send("t", rows(-1), partition=0)
+        a.flush()
+    with pytest.raises(arrowlog.ArrowLogError):
+        a.commit_transaction()
+    want = [1, 2, 3, 4, 5, 6, 7]
+    fresh = connect(scripted)
+    assert -1 in everything(fresh)  # A's append landed
+    assert committed_values(fresh) == want
+    assert fresh.stable_offsets("t") == fresh.end_offsets("t")
+    clocks.advance(HOUR)
+    connect(scripted).compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(DAY)
+    connect(scripted).vacuum()
+    assert committed_values(connect(scripted)) == want
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FINDING (as test_forgotten_fenced_batch_in_spark_scan): the zombie's "
+    "batch of a FORGOTTEN epoch, once compacted, counts as visible below the mark "
+    "and the Spark scan raises CorruptSegmentError for the run the compacted "
+    "object (rightly) left out",
+)
+def test_zombie_batch_of_forgotten_epoch_in_spark_scan_after_compaction(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: as the previous test up to A's failed commit; then compact
+    (the compactor leaves -1 out). The Spark source scans t/0 read_committed.
+    Guarantee: it reads 1..7, no CorruptObjectError."""
+    log = make_topic(scripted)
+    a = reinit(scripted, "x", 1)
+    b = reinit(scripted, "x", 1)
+    commit_one(b, 1)
+    commit_one(b, 2)
+    for v in range(3, 7):
+        log.append("t", rows(v))
+    clocks.advance(WEEK_AND_A_DAY)
+    commit_one(b, 7)
+    connect(scripted).vacuum()
+    with contextlib.suppress(arrowlog.ArrowLogError):
+        a.begin_transaction()
+        a.send("t", rows(-1), partition=0)
+        a.flush()
+    with pytest.raises(arrowlog.ArrowLogError):
+        a.commit_transaction()
+    for v in range(8, 12):
+        log.append("t", rows(v))
+    clocks.advance(HOUR)
+    assert connect(scripted).compact(target_bytes=MIN_TARGET_BYTES)
+    want = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert committed_values(connect(scripted)) == want
+    assert scanned_values(connect(scripted), partitions={("t", 0)}) == want
