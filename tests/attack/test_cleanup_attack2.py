@@ -544,3 +544,48 @@ def test_zombie_batch_of_forgotten_epoch_in_spark_scan_after_compaction(
     want = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     assert committed_values(connect(scripted)) == want
     assert scanned_values(connect(scripted), partitions={("t", 0)}) == want
+
+
+# --- 6. a stored batch decided FORGOTTEN below the mark, outside any compacted object -------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FINDING: cleanup removes the entries of epochs below the lowest one a "
+    "stored batch needs, including the one proving a no-entry (fenced) epoch "
+    "aborted: that stored epoch is FORGOTTEN, counts as visible below the "
+    "compaction mark, and the segment holding the log start (never compacted) is "
+    "read from itself: aborted records shown",
+)
+def test_fenced_batch_in_segment_holding_the_log_start_below_the_mark(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: instance A of "x" sends -1..-5 to t/0 (one segment, offsets
+    0..4) and dies (no entry, no marker). B initialises (fencing A: -1..-5
+    ABORTED), commits 100, 101 to t/1. Plain appends 6..15 to t/0 (5..14).
+    Records before 2 are deleted (the log start lies inside A's segment);
+    compact (from 5: the segment holding the log start is never compacted;
+    the mark passes it). Eight days pass; B commits 102 to t/1; vacuum: A's
+    segment is stored, so the lowest epoch needed is A's 0, and the entries
+    of transaction epoch -1 (the inits, which showed epoch 0 aborted) go.
+    Guarantee: a read_committed reader never sees -3..-5."""
+    log = make_topic(scripted, partitions=2)
+    a = reinit(scripted, "x", 1)
+    a.begin_transaction()
+    a.send("t", rows(-1, -2, -3, -4, -5), partition=0)
+    a.flush()
+    b = reinit(scripted, "x", 1)
+    commit_one(b, 100, partition=1)
+    commit_one(b, 101, partition=1)
+    for v in range(6, 16):
+        log.append("t", rows(v))
+    want = list(range(6, 16))
+    assert committed_values(connect(scripted)) == want
+    log.delete_records("t", 0, 2)
+    clocks.advance(HOUR)
+    assert connect(scripted).compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(WEEK_AND_A_DAY)
+    commit_one(b, 102, partition=1)
+    connect(scripted).vacuum()
+    assert CoordinatorLog(scripted, "x", log.config.retry).outcome(0)[0] is Decision.FORGOTTEN
+    assert committed_values(connect(scripted)) == want
