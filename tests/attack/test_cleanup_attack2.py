@@ -589,3 +589,54 @@ def test_fenced_batch_in_segment_holding_the_log_start_below_the_mark(
     connect(scripted).vacuum()
     assert CoordinatorLog(scripted, "x", log.config.retry).outcome(0)[0] is Decision.FORGOTTEN
     assert committed_values(connect(scripted)) == want
+
+
+# --- 7. checkpoints removed below the log start, under a long-lived reader -------------------
+
+
+def test_long_lived_reader_after_checkpoints_below_log_start_removed(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: plain appends 0..19 to t/0 (ten checkpoint windows); a reader
+    reads it all (its partition object keeps the windows). Records before 10
+    are deleted; eight days pass; vacuum removes the segments and the
+    checkpoints below 10. The same reader reads again from the log start, and
+    from 0. Guarantee: 10..19, and OffsetOutOfRangeError (never a corrupt or
+    lost-segment error); a writer appends on."""
+    log = make_topic(clock)
+    for v in range(20):
+        log.append("t", rows(v))
+    reader_log = connect(clock)
+    reader = reader_log.consumer(isolation_level="read_committed")
+    assert reader.read("t", 0).column("v").to_pylist() == list(range(20))
+    log.delete_records("t", 0, 10)
+    clocks.advance(WEEK_AND_A_DAY)
+    removed = connect(clock).vacuum()
+    assert any("checkpoint" in r.reason for r in removed)
+    assert reader.read("t", 0).column("v").to_pylist() == list(range(10, 20))
+    with pytest.raises(arrowlog.OffsetOutOfRangeError):
+        reader.read("t", 0, start=0)
+    with pytest.raises(arrowlog.OffsetOutOfRangeError):
+        reader_log.partition("t", 0).read(start=4, end=12)
+    log.append("t", rows(20))
+    assert committed_values(connect(clock)) == list(range(10, 21))
+
+
+def test_stale_writer_after_checkpoints_below_log_start_removed(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: writer W appends 0; another writer appends 1..19; records
+    before 10 are deleted; eight days pass; vacuum removes the segments and
+    checkpoints below 10. W (its view ends at 1, within a removed window)
+    appends 20. Guarantee: 20 is appended once, at the end: the log reads
+    10..20."""
+    w = make_topic(clock)
+    w.append("t", rows(0))
+    other = connect(clock)
+    for v in range(1, 20):
+        other.append("t", rows(v))
+    other.delete_records("t", 0, 10)
+    clocks.advance(WEEK_AND_A_DAY)
+    connect(clock).vacuum()
+    w.append("t", rows(20))
+    assert committed_values(connect(clock)) == list(range(10, 21))
