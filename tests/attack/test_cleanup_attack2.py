@@ -21,7 +21,7 @@ from arrowlog.groups import GROUPS_PREFIX
 from arrowlog.scan import output_schema, plan_scan, read_task
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import LatePut, ScriptedStore
-from tests.attack._util import Background, everything, rows
+from tests.attack._util import FAST, Background, everything, rows
 from tests.attack.test_cleanup_attack import (
     DAY,
     HOUR,
@@ -640,3 +640,64 @@ def test_stale_writer_after_checkpoints_below_log_start_removed(
     connect(clock).vacuum()
     w.append("t", rows(20))
     assert committed_values(connect(clock)) == list(range(10, 21))
+
+
+# --- 8. a legitimate late write checked while its successor is written ---------------------
+
+
+def test_late_prepare_checked_while_a_fencer_writes_its_successor(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: instance A of "x" sends 1 and idles eleven minutes (its view
+    of the log is older than LATE_OUTCOME_MS), then commits: its PREPARE
+    (entry 1) lands and its stray check is held at its LIST. A new
+    instance B initialises meanwhile, in the same store second: it restates
+    A's PREPARE_COMMIT with a bumped epoch (entry 2) and rolls it forward.
+    A's check goes on. Guarantee: A's entry is the log's (not removed: no hole,
+    no CorruptObjectError); record 1 is committed, visible once."""
+    make_topic(scripted)
+    a = connect(scripted).producer(transactional_id="x", transaction_timeout_ms=14 * 60_000)
+    a.init_transactions()
+    a.begin_transaction()
+    a.send("t", rows(1), partition=0)
+    a.flush()
+    clocks.advance(11 * 60_000)
+    gate = scripted.hold("list", f"{COORDINATOR_PREFIX}x/")
+    held = Background(a.commit_transaction)
+    gate.wait_reached()
+    assert entry_numbers(scripted, "x") == [0, 1]  # A's PREPARE landed
+    reinit(scripted, "x", 1)
+    gate.release()
+    with contextlib.suppress(arrowlog.ProducerFencedError):
+        held.result()
+        a.flush()
+    assert entry_numbers(scripted, "x")[:3] == [0, 1, 2]
+    assert committed_values(connect(scripted)) == [1]
+    coordinator = CoordinatorLog(scripted, "x", FAST.retry)
+    assert coordinator.outcome(0)[0] is Decision.COMMITTED
+
+
+def test_vacuum_with_a_stale_group_listing_under_concurrent_commits(
+    scripted: ScriptedStore, clocks: Clocks
+) -> None:
+    """Schedule: group g commits p0 = 1..5 (entries 0..4); eight days pass; it
+    commits 6 (entry 5). Vacuum lists the group entries (0..5), then its read
+    of the group's latest entry is held; meanwhile four consumers commit p0 =
+    7..10 (entries 6..9). The vacuum goes on with its stale listing. Guarantee:
+    only entries 0..3 go (their successors are old); the position is 10."""
+    make_topic(scripted)
+    g = connect(scripted).consumer(group_id="g")
+    for off in range(1, 6):
+        g.commit({("t", 0): off})
+    clocks.advance(WEEK_AND_A_DAY)
+    g.commit({("t", 0): 6})
+    gate = scripted.hold("get", f"{GROUPS_PREFIX}g/*")
+    held = Background(connect(scripted).vacuum)
+    gate.wait_reached()
+    for off in range(7, 11):
+        connect(scripted).consumer(group_id="g").commit({("t", 0): off})
+    gate.release()
+    held.result()
+    left = {parse_entry_name(k.rpartition("/")[2]) for k in keys(scripted, f"{GROUPS_PREFIX}g/")}
+    assert left == set(range(4, 10))
+    assert connect(scripted).consumer(group_id="g").committed("t", 0) == 10
