@@ -1,7 +1,41 @@
 """Second adversarial round against the cleanup of bookkeeping by ``vacuum()``
 and its fixes (strays told by their successor, FORGOTTEN epochs decided by
 the compacted object below the compaction mark). Schedules and helpers as
-in tests/attack/test_cleanup_attack.py (whose helpers are reused).
+in tests/attack/test_cleanup_attack.py (whose helpers are reused). Library
+code is untouched: each finding is a strict xfail.
+
+Findings, in short:
+
+1. FORGOTTEN below the mark counts as visible, and the Spark scan
+   (``plan_scan``/``_split``, read_committed: ``droppable=False``) then
+   demands the run from the compacted object: an aborted batch (a fenced
+   instance's, without a marker) raises CorruptSegmentError. Also reached
+   without any race: a zombie returning after a week, then a routine compact.
+   Every plan_scan user is hit (Spark batch/streaming, JVM planner, Iceberg
+   export). The consumer path (``droppable=True``) is right.
+2. Two strays in adjacent freed keys vouch for each other: ``is_stray(n)``
+   sees n + 1 present and not ``inverted`` (the other stray, landed at about
+   the same time). Readers: ``outcome()`` takes a zombie's PREPARE_COMMIT as
+   the log's (its aborted record turns COMMITTED). Writers: a group commit is
+   acknowledged then lost; a zombie producer writes COMMIT markers (its
+   record visible for good, whatever the coordinator says later).
+3. FORGOTTEN is decided against the compaction mark the deciding client knew
+   when it fixed its view. A compactor (or a single-round read_committed
+   read) whose view predates the compaction decides a committed, pruned epoch
+   FORGOTTEN and hides it: the compactor writes a compacted object without
+   it, which sorts first and hides it for every reader, for good.
+4. ``bound = min(bound, needed)`` also removes the entry that showed a stored
+   no-entry (fenced) epoch aborted: the epoch is FORGOTTEN while its batch is
+   stored; below the mark but outside every compacted object (the segment
+   holding the log start is never compacted) it is read from its own segment:
+   aborted records shown, by a routine delete_records + compact + vacuum.
+
+Held: the consumer path for FORGOTTEN batches, zombie batches landing after
+the cleanup, plan_snapshot's second round (it learns the mark again), a late
+PREPARE checked while its successor is written, vacuum with a stale group
+listing, checkpoints removed under a long-lived reader and a stale writer.
+Costs: an old-epoch decision now takes two HEADs more; a FORGOTTEN one a LIST
+of every kept entry.
 """
 
 from __future__ import annotations
