@@ -1,20 +1,22 @@
 """What the coordinator and group logs share: entries numbered from 0 under
 one prefix, keyed by inverted numbers (a LIST shows the newest first), and
-what cleanup (docs/protocol.md, "Cleaning up") does to them: it removes
-entries from the bottom, each only once the entry after it is older than its
-horizon. A write that lands in a key it freed is a *stray*: below the log,
-never part of it.
+what cleanup (docs/protocol.md, "Cleaning up") does to them.
+
+Cleanup removes old entries from the bottom. Before it removes any, it puts a
+*start* object, ``<prefix>start-<n>.json``: the log begins at entry ``n``
+from then on. Its name sorts after every entry's, so a LIST of the newest
+entry never shows it, and one LIST from ``:`` shows every start object. A
+write that lands in a key below the start (a late PUT into a key cleanup
+freed) is a *stray*: below the log, never part of it, whatever it holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from arrowlog._retain import LATE_OUTCOME_MS
 from arrowlog.config import RetryPolicy
-from arrowlog.storage import ObjectInfo, Store
+from arrowlog.storage import Store
 
 _INVERT = 10**20 - 1
+_START = "start-"
 
 
 def entry_name(n: int) -> str:
@@ -28,48 +30,34 @@ def parse_entry_name(name: str) -> int | None:
     return _INVERT - int(name[:20])
 
 
-def inverted(older: ObjectInfo, newer: ObjectInfo) -> bool:
-    """Whether ``older`` (entry n) was written well after ``newer`` (entry
-    n + 1): never so in a log, where n + 1 is written after n was read; so for
-    a stray, put after n + 1 had been there longer than cleanup's horizon."""
-    if older.modified_ms is None or newer.modified_ms is None:
-        return False
-    return older.modified_ms - newer.modified_ms > LATE_OUTCOME_MS
+def start_name(n: int) -> str:
+    return f"{_START}{n:020d}.json"
 
 
-def is_stray(
-    store: Store, retry: RetryPolicy, prefix: str, n: int, *, top: int | None = None
-) -> bool:
-    """Whether entry ``n`` of the log under ``prefix`` lies below the log. It
-    does iff a newer entry exists and entry ``n + 1`` is gone (it was removed,
-    so it lay below the log, and ``n`` under it) or was written before ``n``
-    (:func:`inverted`). One LIST (none if ``top``, a newer entry known to
-    exist, is given) and up to two HEADs."""
-    if top is None:
-        listed = retry.call(lambda: list(store.list(prefix, limit=1)))
-        top = parse_entry_name(listed[0].key[len(prefix) :]) if listed else None
-    if top is None or top <= n:
-        return False
-    try:
-        after = retry.call(lambda: store.head(prefix + entry_name(n + 1)))
-        own = retry.call(lambda: store.head(prefix + entry_name(n)))
-    except FileNotFoundError:
-        return True
-    return inverted(own, after)
+def parse_start_name(name: str) -> int | None:
+    """The entry number of a :func:`start_name` (None for other names)."""
+    digits = name[len(_START) : -len(".json")]
+    if not name.startswith(_START) or not name.endswith(".json") or len(digits) != 20:
+        return None
+    return int(digits) if digits.isdigit() else None
 
 
-def kept_run(
-    listed: dict[int, ObjectInfo], top: int, head: Callable[[int], ObjectInfo | None]
-) -> int:
-    """The first number of the run of entries that ends at ``top``: the
-    entries kept. Below a gap or an :func:`inverted` pair lie only strays. A
-    number missing from ``listed`` is asked by ``head`` first (a listing racing
-    writes may miss one)."""
-    first = top
-    current = listed.get(top) or head(top)
-    while first > 0:
-        below = listed.get(first - 1) or head(first - 1)
-        if below is None or current is None or inverted(below, current):
-            break
-        first, current = first - 1, below
-    return first
+def starts(store: Store, retry: RetryPolicy, prefix: str) -> list[int]:
+    """The start objects of the log under ``prefix``: one LIST, after every
+    entry key (entry names are digits; ``:`` sorts after them)."""
+    infos = retry.call(lambda: list(store.list(prefix, start_after=prefix + ":")))
+    return sorted(
+        n for info in infos if (n := parse_start_name(info.key[len(prefix) :])) is not None
+    )
+
+
+def log_start(store: Store, retry: RetryPolicy, prefix: str) -> int:
+    """The number of the log's first entry: below it, cleanup removed the
+    entries, and what lies there is a stray. One LIST."""
+    return max(starts(store, retry, prefix), default=0)
+
+
+def is_stray(store: Store, retry: RetryPolicy, prefix: str, n: int) -> bool:
+    """Whether entry ``n`` lies below the log's start (a write that landed in
+    a key cleanup had freed: docs/protocol.md, "Cleaning up"). One LIST."""
+    return n < log_start(store, retry, prefix)

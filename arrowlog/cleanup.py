@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from arrowlog._entrylog import entry_name, kept_run
+from arrowlog._entrylog import parse_entry_name, parse_start_name, start_name
 from arrowlog.coordinator import (
     COORDINATOR_PREFIX,
     EXPIRE_ID,
@@ -21,7 +21,6 @@ from arrowlog.coordinator import (
     CoordinatorLog,
     EntryConflictError,
     entry_key,
-    parse_entry_key,
 )
 from arrowlog.groups import GROUPS_PREFIX, GroupOffsets
 from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
@@ -106,43 +105,67 @@ def _older(info: ObjectInfo | None, old: int) -> bool:
     return info is not None and info.modified_ms is not None and info.modified_ms <= old
 
 
-def _entries(log: ArrowLog, prefix: str) -> dict[str, dict[int, ObjectInfo]]:
-    """The entries of every entry log under ``prefix`` (coordinator or group
-    logs: ``<prefix><id>/<inverted n>.json``), by id and number."""
-    logs: dict[str, dict[int, ObjectInfo]] = {}
+@dataclass
+class _EntryLog:
+    """One coordinator or group log as listed: its entries and the start
+    objects cleanup put (:mod:`arrowlog._entrylog`), by number."""
+
+    prefix: str
+    entries: dict[int, ObjectInfo] = field(default_factory=dict)
+    starts: dict[int, ObjectInfo] = field(default_factory=dict)
+
+    @property
+    def start(self) -> int:
+        return max(self.starts, default=0)
+
+    def superseded(self, old: int) -> list[int]:
+        """From the log's first entry up, each entry whose successor was
+        written before ``old`` (the newest always stays: it is the claim on
+        the log's next entry)."""
+        kept = sorted(n for n in self.entries if n >= self.start)
+        out = []
+        for n in range(kept[0], kept[-1]) if kept else ():
+            if not _older(self.entries.get(n + 1), old):
+                break
+            out.append(n)
+        return out
+
+
+def _entry_logs(log: ArrowLog, prefix: str) -> dict[str, _EntryLog]:
+    """Every entry log under ``prefix`` (coordinator or group logs), by id."""
+    logs: dict[str, _EntryLog] = {}
     for info in log.config.retry.call(lambda: list(log.store.list(prefix))):
         name, _, rest = info.key[len(prefix) :].partition("/")
-        if (n := parse_entry_key(rest)) is not None:
-            logs.setdefault(name, {})[n] = info
-    return logs
+        found = logs.setdefault(name, _EntryLog(f"{prefix}{name}/"))
+        if (n := parse_entry_name(rest)) is not None:
+            found.entries[n] = info
+        elif (n := parse_start_name(rest)) is not None:
+            found.starts[n] = info
+    return {name: found for name, found in logs.items() if found.entries}
 
 
-def _old_entries(
-    log: ArrowLog, prefix: str, entries: dict[int, ObjectInfo], old: int
-) -> tuple[list[int], list[int]]:
-    """``(strays, superseded)`` among the listed ``entries`` of the log under
-    ``prefix``. Cleanup removes entries from the bottom, so the log is the run
-    of numbers that ends at the newest (:func:`arrowlog._entrylog.kept_run`);
-    below it lie only strays (a late write into a key cleanup had freed; its
-    writer finds it out and removes it, or this does). Superseded: from the
-    bottom of the run, each entry whose successor was written before ``old``
-    (the newest always stays: it is the claim on the log's next entry)."""
-
-    def head(n: int) -> ObjectInfo | None:
-        try:
-            return log.config.retry.call(lambda: log.store.head(prefix + entry_name(n)))
-        except FileNotFoundError:
-            return None
-
-    top = max(entries)
-    first = kept_run(entries, top, head)
-    strays = [n for n in sorted(entries) if n < first]
-    superseded = []
-    for n in range(first, top):
-        if not _older(entries.get(n + 1) or head(n + 1), old):
-            break
-        superseded.append(n)
-    return strays, superseded
+def _prune(log: ArrowLog, logged: _EntryLog, cut: int, why: str, *, dry_run: bool) -> list[Removal]:
+    """Move the start of ``logged`` to entry ``cut`` (a start object first,
+    so that any write landing below it from then on is known for a stray),
+    then remove the entries below it, strays included, and the start objects
+    it supersedes (docs/protocol.md, "Cleaning up")."""
+    start = logged.start
+    if cut > start and not dry_run:
+        key = logged.prefix + start_name(cut)
+        with contextlib.suppress(FileExistsError):
+            log.config.retry.call(lambda: log.store.put_if_absent(key, b""))
+    cut = max(cut, start)
+    removals = [
+        Removal(info.key, why if n >= start else "a stray entry, below the log's start")
+        for n, info in sorted(logged.entries.items())
+        if n < cut
+    ]
+    removals += [
+        Removal(info.key, f"start object superseded by entry {cut}")
+        for n, info in sorted(logged.starts.items())
+        if n < cut
+    ]
+    return _remove(log, removals, dry_run=dry_run)
 
 
 def _remove(log: ArrowLog, removals: list[Removal], *, dry_run: bool) -> list[Removal]:
@@ -158,16 +181,15 @@ def _group_logs(log: ArrowLog, old: int, in_use: InUse, *, dry_run: bool) -> lis
     (every entry holds the group's whole position: the newest is the group);
     notes the transactions each group still has pending offsets of."""
     removed = []
-    for group, entries in sorted(_entries(log, GROUPS_PREFIX).items()):
+    for group, logged in sorted(_entry_logs(log, GROUPS_PREFIX).items()):
         state = GroupOffsets(log.store, group, log.config.retry).latest()
         for tid, epoch in state.pending.items():
             if state.applied.get(tid, -1) < epoch:  # a reader asks how it ended
                 in_use.note_epoch(tid, epoch)
-        strays, superseded = _old_entries(log, f"{GROUPS_PREFIX}{group}/", entries, old)
+        superseded = logged.superseded(old)
+        cut = superseded[-1] + 1 if superseded else logged.start
         why = f"group {group!r}: entry superseded by the next more than retain_ms ago"
-        removals = [Removal(entries[n].key, f"group {group!r}: a stray entry") for n in strays]
-        removals += [Removal(entries[n].key, why) for n in superseded]
-        removed += _remove(log, removals, dry_run=dry_run)
+        removed += _prune(log, logged, cut, why, dry_run=dry_run)
     return removed
 
 
@@ -185,14 +207,13 @@ def _coordinator_logs(
     last producer would write next."""
     removed: list[Removal] = []
     named: set[int] = set()
-    logs = _entries(log, COORDINATOR_PREFIX)
-    for tid, entries in sorted(logs.items()):
+    for tid, logged in sorted(_entry_logs(log, COORDINATOR_PREFIX).items()):
         coordinator = CoordinatorLog(log.store, tid, log.config.retry)
         latest = coordinator.latest()
         if latest is None:
             continue
-        strays, superseded = _old_entries(log, f"{COORDINATOR_PREFIX}{tid}/", entries, old)
-        latest_info = entries.get(latest.n)
+        superseded = logged.superseded(old)
+        latest_info = logged.entries.get(latest.n)
         idle = (
             latest.reason != EXPIRE_ID
             and latest.state.is_complete
@@ -218,31 +239,36 @@ def _coordinator_logs(
             removed.append(Removal(entry_key(tid, tomb.n), why + "; this entry stays"))
         # an expired id keeps its producer id: a new instance goes on with it
         named.add(latest.producer_id)
-        bound = latest.txn_epoch if not latest.state.is_complete else latest.txn_epoch + 1
-        if needed is not None:
-            bound = min(bound, needed)
-        # transaction epochs never decrease along the log: the entries of
-        # epochs below the bound are a prefix
-        keep = _first_at_or_above(coordinator, superseded, bound)
+        cut = superseded[-1] + 1 if superseded else logged.start
+        # Readers still ask about the current transaction if it is running,
+        # and about the epochs ``in_use`` names: the entry that answers for
+        # such an epoch (the last one at or below it: an epoch with no entry
+        # of its own is answered by the one before) stays, and all above it
+        protected = [] if needed is None else [needed]
+        if not latest.state.is_complete:
+            protected.append(latest.txn_epoch)
+        if protected and superseded:
+            cut = min(cut, _answering(coordinator, superseded[0], latest.n, min(protected)))
         why = f"transactional id {tid!r}: entry of a transaction no stored record or group needs"
-        removals = [Removal(entries[n].key, f"{tid!r}: a stray entry") for n in strays]
-        removals += [Removal(entries[n].key, why) for n in superseded[:keep]]
-        removed += _remove(log, removals, dry_run=dry_run)
+        removed += _prune(log, logged, cut, why, dry_run=dry_run)
     return removed, named
 
 
-def _first_at_or_above(coordinator: CoordinatorLog, numbers: list[int], bound: int) -> int:
-    """The index in ``numbers`` (entry numbers, ascending) of the first entry
-    whose transaction epoch is at least ``bound`` (len: none); a binary search."""
-    lo, hi = 0, len(numbers)
-    while lo < hi:
+def _answering(coordinator: CoordinatorLog, lo: int, hi: int, epoch: int) -> int:
+    """The number of the last entry in ``[lo, hi]`` whose transaction epoch is
+    at most ``epoch`` (``lo`` if none: nothing below may go); a binary search
+    (transaction epochs never decrease along the log)."""
+    found = lo
+    while lo <= hi:
         mid = (lo + hi) // 2
-        entry = coordinator.entry(numbers[mid])
-        if entry is None or entry.txn_epoch >= bound:
-            hi = mid
+        entry = coordinator.entry(mid)
+        if entry is None:
+            return found  # removed meanwhile by another vacuum: stop here
+        if entry.txn_epoch <= epoch:
+            found, lo = mid, mid + 1
         else:
-            lo = mid + 1
-    return lo
+            hi = mid - 1
+    return found
 
 
 def _producer_ids(log: ArrowLog, old: int, keep: set[int], *, dry_run: bool) -> list[Removal]:

@@ -113,6 +113,8 @@ def compact_partition(
             # ranges follow each other: this partition compacts no further
             warnings.warn(f"{name}/{p}: not compacted from {r.start}: {e}", stacklevel=2)
             break
+        except _Overtaken:
+            break  # the next run plans from the newer mark
         key = part.write_compacted(r.start, r.end, batch, runs)
         done.append(Compacted(name, p, r.start, r.end, r.segments, r.size, batch.num_rows, key))
     return done
@@ -124,6 +126,10 @@ def _committed_records(
     """What a read_committed reader sees of ``r``: one batch, and the run
     ``(base, count, timestamp_ms)`` of each segment whose records it holds."""
     plan = plan_committed(part, r.start, r.end, decide, view)
+    if plan.forgotten:
+        # records of transactions cleanup forgot: compacted already, by a
+        # compactor that got here first (this one planned on an older mark)
+        raise _Overtaken
     schema = part.topic.schema
     batches: list[pa.RecordBatch] = []
     runs: list[tuple[int, int, int]] = []
@@ -154,3 +160,7 @@ def _committed_records(
 
 class _TooLarge(Exception):
     """A range whose records do not fit one record batch."""
+
+
+class _Overtaken(Exception):
+    """Another compactor compacted the range since this one planned it."""

@@ -361,6 +361,10 @@ class CommittedPlan:
     segments: list[SegmentSummary]
     #: bases of the segments to leave out: control records, aborted batches
     hidden: frozenset[int]
+    #: bases of transactional batches below the compaction mark whose
+    #: transaction cleanup forgot: read from compacted objects, which hold
+    #: them iff they committed (they may be absent there)
+    forgotten: frozenset[int] = frozenset()
 
 
 def plan_committed(
@@ -408,9 +412,22 @@ def plan_committed(
         and (s.base < limit or decide.known(s.transactional_id or "", s.producer_epoch))
     }
     hidden: set[int] = set()
-    compacted = part.compacted_through
+    forgotten: set[int] = set()
+    mark = [part.compacted_through, False]
+
+    def below_mark(s: SegmentSummary) -> bool:
+        # a batch forgotten above the mark this view knows: list the tail once
+        # (the compaction mark may have moved since; see _committed)
+        if s.end > mark[0] and not mark[1]:
+            part.end_offset()
+            mark[:] = [part.compacted_through, True]
+        if s.end <= mark[0]:
+            forgotten.add(s.base)
+            return True
+        return False
+
     for s in summaries:
-        verdict = True if not s.transactional else _committed(s, markers, decide, tp, compacted)
+        verdict = True if not s.transactional else _committed(s, markers, decide, tp, below_mark)
         if verdict is None:
             # Undecided for this read although a marker (ignored: it came after
             # the snapshot froze) closed it in the state: it holds the read's end
@@ -425,7 +442,14 @@ def plan_committed(
             break
         if s.control or not verdict:
             hidden.add(s.base)
-    return CommittedPlan(start, end, lso, summaries, frozenset(b for b in hidden if b < end))
+    return CommittedPlan(
+        start,
+        end,
+        lso,
+        summaries,
+        frozenset(b for b in hidden if b < end),
+        frozenset(b for b in forgotten if b < end),
+    )
 
 
 def _committed(
@@ -433,13 +457,14 @@ def _committed(
     markers: Mapping[tuple[int, int], SegmentSummary],
     decide: Snapshot,
     tp: str,
-    compacted: int,
+    below_mark: Callable[[SegmentSummary], bool],
 ) -> bool | None:
     """Whether a transactional batch is visible; None if its transaction is
-    undecided for this read. Below the compaction mark ``compacted``, a
-    transaction whose entries cleanup removed is decided by the compacted
-    object, read in its place: it holds the batch's records iff they were
-    committed (and leaves them out otherwise)."""
+    undecided for this read. A transaction whose entries cleanup removed
+    (FORGOTTEN) had no record stored outside compacted objects then: below
+    the compaction mark (``below_mark``) the compacted object, read in the
+    batch's place, decides (it holds the records iff they committed); above
+    it, the batch came later, of an epoch the log had moved past: aborted."""
     if s.control:
         return False
     marker = markers.get((s.producer_id, s.producer_epoch))
@@ -449,7 +474,7 @@ def _committed(
     if outcome.decision is Decision.UNDECIDED:
         return None
     if outcome.decision is Decision.FORGOTTEN:
-        return s.end <= compacted
+        return below_mark(s)
     return outcome.includes(s.producer_id, tp, s.base)
 
 

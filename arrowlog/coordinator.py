@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from arrowlog import _checked_json, _clock
-from arrowlog._entrylog import entry_name, is_stray, kept_run, parse_entry_name
+from arrowlog._entrylog import entry_name, log_start, parse_entry_name
 from arrowlog._retain import LATE_OUTCOME_MS
 from arrowlog.checkpoint import Decision, OpenTxn
 from arrowlog.config import RetryPolicy
@@ -43,7 +43,7 @@ from arrowlog.errors import (
     InvalidTxnStateError,
     TransientStoreError,
 )
-from arrowlog.storage import ObjectInfo, Store
+from arrowlog.storage import Store
 
 T = TypeVar("T")
 COORDINATOR_PREFIX = "_arrowlog/coordinator/"
@@ -235,11 +235,10 @@ class CoordinatorLog:
         entries, so after it the entries that follow are read by key until one
         is missing (one GET more when the listing was right). Deciding on a stale
         entry could call a live transaction aborted, for good."""
-        prefix = f"{COORDINATOR_PREFIX}{self.transactional_id}/"
         seen_at = _clock.elapsed()
-        found = self._call(lambda: list(self._store.list(prefix, limit=1)))
+        found = self._call(lambda: list(self._store.list(self._prefix, limit=1)))
         latest = None
-        if found:
+        if found and parse_entry_name(found[0].key[len(self._prefix) :]) is not None:
             key = found[0].key
             raw = self._call(lambda: self._store.get(key))
             latest = replace(TxnEntry.from_json(raw, key=key), seen_at=seen_at)
@@ -286,29 +285,16 @@ class CoordinatorLog:
             return None
         return replace(TxnEntry.from_json(raw, key=key), seen_at=seen_at)
 
-    def first_kept(self, latest: TxnEntry) -> int:
-        """The number of the oldest entry kept: cleanup (docs/protocol.md,
-        "Cleaning up") removes old entries from the bottom, so the entries
-        kept are the run of numbers that ends at ``latest``; below it lie
-        only strays. One LIST of the log (short, once cleaned up)."""
-        listed = {
-            n: info
-            for info in self._call(lambda: list(self._store.list(self._prefix)))
-            if (n := parse_entry_name(info.key[len(self._prefix) :])) is not None
-        }
-        return kept_run(listed, latest.n, self._head)
+    def first_kept(self) -> int:
+        """The number of the log's first entry: cleanup (docs/protocol.md,
+        "Cleaning up") removes old entries from the bottom after putting a
+        start object; what lies below is a stray. One LIST."""
+        return log_start(self._store, self._retry, self._prefix)
 
-    def _head(self, n: int) -> ObjectInfo | None:
-        try:
-            return self._call(lambda: self._store.head(entry_key(self.transactional_id, n)))
-        except FileNotFoundError:
-            return None
-
-    def is_stray(self, n: int, top: int | None = None) -> bool:
+    def is_stray(self, n: int) -> bool:
         """Whether entry ``n`` lies below the log: a write that landed in a key
-        cleanup had freed (:func:`arrowlog._entrylog.is_stray`); ``top``, a
-        newer entry known to exist, saves a LIST."""
-        return is_stray(self._store, self._retry, self._prefix, n, top=top)
+        cleanup had freed. One LIST."""
+        return n < self.first_kept()
 
     def remove_stray(self, n: int) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -418,33 +404,27 @@ class CoordinatorLog:
             return (Decision.UNDECIDED if may_begin(latest, txn_epoch) else Decision.ABORTED), None
         if latest.txn_epoch == txn_epoch:
             return latest.state.decision, latest
-        lo = 0
-        while True:
-            found = self._search(latest, txn_epoch, lo)
-            # a stray (a write that landed below the log after cleanup) is not
-            # the log's: search again above it
-            if found is None or found.n == latest.n or not self.is_stray(found.n, latest.n):
-                break
-            lo = found.n + 1
-        if found is None:
+        found, first = self._search(latest, txn_epoch)
+        if found is None and first > 0:
             # every entry up to it was removed by cleanup: no record of it is
             # stored outside a compacted object (or it has none)
             return Decision.FORGOTTEN, None
-        if found.txn_epoch != txn_epoch:
+        if found is None or found.txn_epoch != txn_epoch:
             return Decision.ABORTED, None
         # A transaction is superseded only once complete: ONGOING here cannot be
         # its last word unless entries were lost, and then nothing was committed.
         decided = found.state.decision
         return (Decision.ABORTED if decided is Decision.UNDECIDED else decided), found
 
-    def _search(self, latest: TxnEntry, txn_epoch: int, lo: int) -> TxnEntry | None:
-        """The last entry in ``[lo, latest.n]`` with a transaction epoch at most
-        ``txn_epoch``: a binary search (epochs never decrease along the log)
-        that skips the entries cleanup removed from the bottom, even if it
-        removes more meanwhile."""
-        hi = latest.n
-        found: TxnEntry | None = None
+    def _search(self, latest: TxnEntry, txn_epoch: int) -> tuple[TxnEntry | None, int]:
+        """The last entry from the log's first to ``latest`` with a transaction
+        epoch at most ``txn_epoch``, and the first: a binary search (epochs
+        never decrease along the log) that starts again if cleanup removes
+        more meanwhile."""
         for _ in range(_SEARCH_ATTEMPTS):
+            first = self.first_kept()
+            lo, hi = first, latest.n
+            found: TxnEntry | None = None
             while lo <= hi:
                 mid = (lo + hi) // 2
                 entry = self.entry(mid)
@@ -455,13 +435,13 @@ class CoordinatorLog:
                 else:
                     hi = mid - 1
             else:
-                return found
-            first = self.first_kept(latest)
-            if mid >= first:
-                break
-            lo, found = max(lo, first), None  # below the kept run lie only strays
-        raise CorruptObjectError(
-            "coordinator log has a hole", key=entry_key(self.transactional_id, mid)
+                return found, first
+            if mid >= self.first_kept():
+                raise CorruptObjectError(
+                    "coordinator log has a hole", key=entry_key(self.transactional_id, mid)
+                )
+        raise ConcurrentTransactionsError(
+            f"{self.transactional_id}: cleanup kept removing entries during a search"
         )
 
 

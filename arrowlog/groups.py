@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from arrowlog import _checked_json, _clock
-from arrowlog._entrylog import entry_name, is_stray
+from arrowlog._entrylog import entry_name, is_stray, parse_entry_name
 from arrowlog._retain import LATE_OUTCOME_MS
 from arrowlog.checkpoint import Decision
 from arrowlog.config import RetryPolicy
@@ -105,7 +105,10 @@ class GroupOffsets:
         """The newest entry: listed, then followed by key (a listing may miss
         the newest entries; see :meth:`CoordinatorLog.latest`)."""
         found = self._retry.call(lambda: list(self._store.list(self._prefix, limit=1)))
-        state = self._read(self._key(0)) if not found else self._read(found[0].key)
+        if found and parse_entry_name(found[0].key[len(self._prefix) :]) is not None:
+            state = self._read(found[0].key)
+        else:  # no entry listed (perhaps only the start object cleanup left)
+            state = self._read(self._key(0))
         while state is not None and (after := self._read(self._key(state.n + 1))) is not None:
             state = after
         return state or GroupState()
@@ -224,7 +227,10 @@ class GroupOffsets:
                     partitions={(t, p) for t, _, p in map(parse_offset_key, unstable)},
                 )
         keys = [info.key for info in self._retry.call(lambda: list(self._store.list(self._prefix)))]
-        for key in keys:  # inverted numbers: the listing is newest first
+        # the start objects cleanup left first (they sort last): a delete
+        # killed midway must not leave one above the entries a new commit writes
+        keys.sort(key=lambda k: parse_entry_name(k[len(self._prefix) :]) is not None)
+        for key in keys:  # then the entries, newest first (inverted numbers)
             self._retry.call(lambda key=key: self._store.delete(key))  # type: ignore[misc]
         return len(keys)
 
@@ -254,14 +260,15 @@ class GroupOffsets:
                     return True
                 # a stray below the log's entries: as if another commit had won
             except (FileExistsError, TransientStoreError):
-                # Lost a race (or the reply): re-read and decide again; every change
-                # is idempotent against the state it finds.
-                pause = next(sleeps, None)
-                if pause is None:
-                    raise ConcurrentTransactionsError(
-                        f"group {self.group_id}: could not update offsets before the deadline"
-                    ) from None
-                time.sleep(pause)
+                pass
+            # Lost a race (or the reply): re-read and decide again; every change
+            # is idempotent against the state it finds.
+            pause = next(sleeps, None)
+            if pause is None:
+                raise ConcurrentTransactionsError(
+                    f"group {self.group_id}: could not update offsets before the deadline"
+                ) from None
+            time.sleep(pause)
 
     def _landed(self, state: GroupState, seen_at: float) -> bool:
         """Whether the entry just written after ``state`` is in the log. A

@@ -294,8 +294,14 @@ def plan_scan(
             visible = [s for s in visible if may_match(s.stats, schema, checked, s.record_count)]
         cover = part.compacted_objects(start, end) if visible else []
         committed = isolation_level == "read_committed"
+        # droppable: may be absent from its compacted object (left out there)
+        droppable = frozenset(
+            s.base
+            for s in visible
+            if s.transactional and (not committed or s.base in plans[(topic, partition)].forgotten)
+        )
         tasks.extend(
-            _split(part.topic, partition, visible, cover, start, end, target_bytes, committed)
+            _split(part.topic, partition, visible, cover, start, end, target_bytes, droppable)
         )
     return ScanPlan(tuple(ranges), tuple(tasks))
 
@@ -337,7 +343,7 @@ def _split(
     start: int,
     end: int,
     target_bytes: int,
-    committed: bool,
+    droppable: frozenset[int],
 ) -> Iterator[ScanTask]:
     """Tasks of about ``target_bytes``: runs of consecutive visible segments,
     each read from its own object or from the compacted object in ``cover``
@@ -350,13 +356,13 @@ def _split(
             i += 1
         lo, hi = max(s.base, start), min(s.end, end)
         obj = cover[i] if i < len(cover) and cover[i].start <= s.base else None
+        drop = s.base in droppable
         if obj is None:
             key = segment_key(topic.prefix, partition, s.base)
-            piece = ScanSegment(key, s.base, s.end, lo, hi, s.size, None, s.append_id)
+            piece = ScanSegment(key, s.base, s.end, lo, hi, s.size, None, s.append_id, drop)
         else:
             span = (obj.start, obj.end)
-            droppable = s.transactional and not committed
-            piece = ScanSegment(obj.key, s.base, s.end, lo, hi, obj.size, span, None, droppable)
+            piece = ScanSegment(obj.key, s.base, s.end, lo, hi, obj.size, span, None, drop)
         if run and size >= target_bytes and run[-1].key != piece.key:
             yield ScanTask(topic.name, partition, tuple(run), size, topic.schema)
             run, size = [], 0

@@ -26,12 +26,15 @@ regression test. The findings, in short, and what closed them:
   readers of a range without the marker still ask the coordinator about them;
 - an expired id's producer-id claim is released, and the id keeps using it.
 
-Fixes: a stray is told by its successor (gone, or written well before it:
-``arrowlog._entrylog.is_stray``), checked for every first entry, every late
-outcome, every doubtful write adopted, and by ``outcome()`` for the entry it
-finds; ``first_kept`` leaves strays out and is computed again at each hole;
-an epoch whose entries cleanup removed is FORGOTTEN, decided below the
-compaction mark by the compacted object; an expired id keeps its claim.
+Fixes: cleanup puts a start object before it removes entries, and an entry
+below the start is a stray (``arrowlog._entrylog``), checked for every first
+entry, every late outcome and every doubtful write adopted; ``outcome()``
+searches from the start, again if cleanup moves it meanwhile; an epoch whose
+entries cleanup removed is FORGOTTEN, decided below the compaction mark by
+the compacted object; an expired id keeps its claim. Scenarios whose exact
+pruning changed with the second round's fixes (the entry answering for an
+epoch still stored stays) delete the zombie's record first, so that its keys
+are freed as the schedule needs.
 """
 
 from __future__ import annotations
@@ -307,7 +310,8 @@ def test_outcome_binary_search_racing_a_second_prune_does_not_raise(
     reader = Background(lambda: coordinator.outcome(e))
     gate.wait_reached()
     connect(scripted).vacuum()
-    assert entry_numbers(scripted, "x") == list(range(20, 24))
+    kept = entry_numbers(scripted, "x")
+    assert min(kept) >= 20 and set(range(21, 24)) <= set(kept)
     gate.release()
     outcome = reader.result()
     assert isinstance(outcome, tuple)
@@ -807,12 +811,17 @@ def test_zombie_prepare_in_doubt_landing_late_in_freed_key_commits_nothing(
     commit_one(b, 2)
     commit_one(b, 3)
     assert committed_values(connect(scripted)) == [2, 3]
+    # A's record deleted: while it is stored, the entry answering for its
+    # epoch stays, and so does key 1 (A's PREPARE would find it taken)
+    connect(scripted).delete_records("t", 0, 1)
     clocks.advance(WEEK_AND_A_DAY)
     commit_one(b, 4)
     connect(scripted).vacuum()
-    assert entry_numbers(scripted, "x") == list(range(2, 8))
+    assert 1 not in entry_numbers(scripted, "x")
     assert late.land()
     assert committed_values(connect(scripted)) == [2, 3, 4]
+    outcome = CoordinatorLog(scripted, "x", FAST.retry).outcome(a._epoch)
+    assert outcome[0] is not Decision.COMMITTED
 
 
 def test_zombie_retrying_its_prepare_in_doubt_after_it_landed_in_freed_key(
@@ -837,6 +846,7 @@ def test_zombie_retrying_its_prepare_in_doubt_after_it_landed_in_freed_key(
     b = reinit(scripted, "x", 1)
     commit_one(b, 2)
     commit_one(b, 3)
+    connect(scripted).delete_records("t", 0, 1)  # as above
     clocks.advance(WEEK_AND_A_DAY)
     commit_one(b, 4)
     connect(scripted).vacuum()
@@ -844,10 +854,10 @@ def test_zombie_retrying_its_prepare_in_doubt_after_it_landed_in_freed_key(
     with pytest.raises(ProducerFencedError):
         a.commit_transaction()
         a.flush()
-    # no COMMIT marker of A's: t/0 holds A's record and B's three records and markers
-    assert len([k for k in keys(scripted, "t/0/segments/") if k.endswith(".arrow")]) == 7
+    # no COMMIT marker of A's: t/0 holds B's three records and markers
+    assert len([k for k in keys(scripted, "t/0/segments/") if k.endswith(".arrow")]) == 6
     assert committed_values(connect(scripted)) == [2, 3, 4]
-    assert entry_numbers(scripted, "x") == list(range(2, 8))
+    assert 1 not in entry_numbers(scripted, "x")
 
 
 # --- 6. weeks of traffic with compaction and daily vacuums ----------------------------------
