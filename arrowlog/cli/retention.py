@@ -6,6 +6,7 @@ delete_delay_ms has passed; ``--dry-run`` lists it)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import click
 
@@ -55,19 +56,31 @@ def delete_records(session: Session, topic: str, partitions: tuple[int, ...], be
     session.table(rows)
 
 
-def _duration_ms(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    """A duration in ms: an int, or with a unit (s, m, h, d)."""
-    text = value.strip().lower().replace(" ", "")
-    for unit, factor in _DURATIONS.items():
-        if text.endswith(unit) and re.fullmatch(r"\d+", text[: -len(unit)]):
-            return int(text[: -len(unit)]) * factor
-    if re.fullmatch(r"\d+", text):
-        return int(text)
-    raise click.BadParameter(f"{value!r} is not a duration (like 604800000 or 7d)")
+def _with_units(units: dict[str, int], example: str) -> Callable[..., int]:
+    """A click callback reading an int, or an int with one of ``units``
+    (case and spaces ignored), as that many times the unit's factor."""
+
+    def parse(ctx: click.Context, param: click.Parameter, value: str) -> int:
+        text = value.strip().lower().replace(" ", "")
+        for unit, factor in units.items():
+            if text.endswith(unit) and re.fullmatch(r"\d+", text[: -len(unit)]):
+                return int(text[: -len(unit)]) * factor
+        if re.fullmatch(r"\d+", text):
+            return int(text)
+        raise click.BadParameter(f"{value!r} is not {example}")
+
+    return parse
 
 
-#: units a duration may be given in (ms when none)
-_DURATIONS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
+#: a size in bytes: an int, or with a unit (KiB, MiB, GiB)
+_byte_size = _with_units(
+    {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "b": 1}, "a size (like 67108864 or 64MiB)"
+)
+#: a duration in ms: an int, or with a unit (ms, s, m, h, d)
+_duration_ms = _with_units(
+    {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS},
+    "a duration (like 604800000 or 7d)",
+)
 
 
 @click.command("vacuum")
@@ -105,21 +118,6 @@ def vacuum(session: Session, topics: tuple[str, ...], dry_run: bool, retain_ms: 
     session.table([{"key": r.key, "reason": r.reason} for r in removed])
     verb = "would remove" if dry_run else "removed"
     session.message(f"{verb} {len(removed)} object(s)")
-
-
-#: units a size may be given in (KiB, MiB, GiB, or bytes)
-_UNITS = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "b": 1}
-
-
-def _byte_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    """A size in bytes: an int, or with a unit (KiB, MiB, GiB)."""
-    text = value.strip().lower().replace(" ", "")
-    for unit, factor in _UNITS.items():
-        if text.endswith(unit) and re.fullmatch(r"\d+", text[: -len(unit)]):
-            return int(text[: -len(unit)]) * factor
-    if re.fullmatch(r"\d+", text):
-        return int(text)
-    raise click.BadParameter(f"{value!r} is not a size (like 67108864 or 64MiB)")
 
 
 @click.command("compact")
