@@ -12,6 +12,10 @@ freed) is a *stray*: below the log, never part of it, whatever it holds.
 
 from __future__ import annotations
 
+import contextlib
+
+from arrowlog import _clock
+from arrowlog._retain import LATE_OUTCOME_MS
 from arrowlog.config import RetryPolicy
 from arrowlog.storage import Store
 
@@ -61,3 +65,22 @@ def is_stray(store: Store, retry: RetryPolicy, prefix: str, n: int) -> bool:
     """Whether entry ``n`` lies below the log's start (a write that landed in
     a key cleanup had freed: docs/protocol.md, "Cleaning up"). One LIST."""
     return n < log_start(store, retry, prefix)
+
+
+def remove_entry(store: Store, retry: RetryPolicy, prefix: str, n: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        retry.call(lambda: store.delete(prefix + entry_name(n)))
+
+
+def landed(store: Store, retry: RetryPolicy, prefix: str, n: int, seen_at: float) -> bool:
+    """Whether entry ``n``, just written after a read that began at
+    ``seen_at`` (:func:`arrowlog._clock.elapsed`), is the log's. A write whose
+    outcome came more than LATE_OUTCOME_MS after that read, or a first entry
+    (its "no entry yet" no later check can date), may have landed in a key
+    cleanup had freed: then it is a stray, and is removed."""
+    if n > 0 and _clock.elapsed() - seen_at <= LATE_OUTCOME_MS / 1000:
+        return True
+    if not is_stray(store, retry, prefix, n):
+        return True
+    remove_entry(store, retry, prefix, n)
+    return False

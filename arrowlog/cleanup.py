@@ -165,10 +165,11 @@ def _prune(log: ArrowLog, logged: _EntryLog, cut: int, why: str, *, dry_run: boo
         for n, info in sorted(logged.starts.items())
         if n < cut
     ]
-    return _remove(log, removals, dry_run=dry_run)
+    return remove(log, removals, dry_run=dry_run)
 
 
-def _remove(log: ArrowLog, removals: list[Removal], *, dry_run: bool) -> list[Removal]:
+def remove(log: ArrowLog, removals: list[Removal], *, dry_run: bool) -> list[Removal]:
+    """Remove ``removals`` (unless ``dry_run``), and return them."""
     if not dry_run:
         for removal in removals:  # in order: a killed run leaves a prefix removed
             with contextlib.suppress(FileNotFoundError):
@@ -248,27 +249,11 @@ def _coordinator_logs(
         if not latest.state.is_complete:
             protected.append(latest.txn_epoch)
         if protected and superseded:
-            cut = min(cut, _answering(coordinator, superseded[0], latest.n, min(protected)))
+            found, _ = coordinator.last_at_or_below(latest, min(protected))
+            cut = min(cut, superseded[0] if found is None else found.n)
         why = f"transactional id {tid!r}: entry of a transaction no stored record or group needs"
         removed += _prune(log, logged, cut, why, dry_run=dry_run)
     return removed, named
-
-
-def _answering(coordinator: CoordinatorLog, lo: int, hi: int, epoch: int) -> int:
-    """The number of the last entry in ``[lo, hi]`` whose transaction epoch is
-    at most ``epoch`` (``lo`` if none: nothing below may go); a binary search
-    (transaction epochs never decrease along the log)."""
-    found = lo
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        entry = coordinator.entry(mid)
-        if entry is None:
-            return found  # removed meanwhile by another vacuum: stop here
-        if entry.txn_epoch <= epoch:
-            found, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return found
 
 
 def _producer_ids(log: ArrowLog, old: int, keep: set[int], *, dry_run: bool) -> list[Removal]:
@@ -283,16 +268,20 @@ def _producer_ids(log: ArrowLog, old: int, keep: set[int], *, dry_run: bool) -> 
         if name.isdigit() and int(name) not in keep and _older(info, old):
             why = "producer id claimed more than retain_ms ago, in no producer state"
             removals.append(Removal(info.key, why))
-    return _remove(log, removals, dry_run=dry_run)
+    return remove(log, removals, dry_run=dry_run)
 
 
 def _staging(log: ArrowLog, old: int, *, dry_run: bool) -> list[Removal]:
     """Files a streaming sink's task staged more than the horizon ago: the
     micro-batch they were for committed, or failed and was replayed (which
     stages anew), long since; the sink sweeps its own after every commit."""
-    removals = [
-        Removal(info.key, "staged by a streaming task more than retain_ms ago")
-        for info in log.config.retry.call(lambda: list(log.store.list(STAGING_PREFIX)))
-        if _older(info, old)
-    ]
-    return _remove(log, removals, dry_run=dry_run)
+    why = "staged by a streaming task more than retain_ms ago"
+    removals = [Removal(key, why) for key in older_under(log, STAGING_PREFIX, old)]
+    return remove(log, removals, dry_run=dry_run)
+
+
+def older_under(log: ArrowLog, prefix: str, old: int) -> list[str]:
+    """The keys under ``prefix`` of objects written at or before ``old`` (ms,
+    on the store's clock)."""
+    infos = log.config.retry.call(lambda: list(log.store.list(prefix)))
+    return [info.key for info in infos if _older(info, old)]

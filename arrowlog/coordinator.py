@@ -32,8 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from arrowlog import _checked_json, _clock
-from arrowlog._entrylog import entry_name, log_start, parse_entry_name
-from arrowlog._retain import LATE_OUTCOME_MS
+from arrowlog._entrylog import entry_name, landed, log_start, parse_entry_name, remove_entry
 from arrowlog.checkpoint import Decision, OpenTxn
 from arrowlog.config import RetryPolicy
 from arrowlog.errors import (
@@ -297,8 +296,7 @@ class CoordinatorLog:
         return n < self.first_kept()
 
     def remove_stray(self, n: int) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self._call(lambda: self._store.delete(entry_key(self.transactional_id, n)))
+        remove_entry(self._store, self._retry, self._prefix, n)
 
     def write(
         self, prev: TxnEntry | None, new: TxnEntry, *, write_id: str | None = None
@@ -359,10 +357,8 @@ class CoordinatorLog:
         # may have landed in a key cleanup had freed: then it is not the log's
         # entry, and counts as lost to whoever wrote after (docs/protocol.md,
         # "Cleaning up").
-        seen = started if prev is None else prev.seen_at
-        late = _clock.elapsed() - seen > LATE_OUTCOME_MS / 1000
-        if (new.n == 0 or late) and self.is_stray(new.n):
-            self.remove_stray(new.n)
+        seen_at = started if prev is None else prev.seen_at
+        if not landed(self._store, self._retry, self._prefix, new.n, seen_at):
             raise EntryConflictError(self.latest())
         return new
 
@@ -404,7 +400,7 @@ class CoordinatorLog:
             return (Decision.UNDECIDED if may_begin(latest, txn_epoch) else Decision.ABORTED), None
         if latest.txn_epoch == txn_epoch:
             return latest.state.decision, latest
-        found, first = self._search(latest, txn_epoch)
+        found, first = self.last_at_or_below(latest, txn_epoch)
         if found is None and first > 0:
             # every entry up to it was removed by cleanup: no record of it is
             # stored outside a compacted object (or it has none)
@@ -416,11 +412,11 @@ class CoordinatorLog:
         decided = found.state.decision
         return (Decision.ABORTED if decided is Decision.UNDECIDED else decided), found
 
-    def _search(self, latest: TxnEntry, txn_epoch: int) -> tuple[TxnEntry | None, int]:
+    def last_at_or_below(self, latest: TxnEntry, txn_epoch: int) -> tuple[TxnEntry | None, int]:
         """The last entry from the log's first to ``latest`` with a transaction
-        epoch at most ``txn_epoch``, and the first: a binary search (epochs
-        never decrease along the log) that starts again if cleanup removes
-        more meanwhile."""
+        epoch at most ``txn_epoch`` (the one that answers for it), and the
+        first: a binary search (epochs never decrease along the log) that
+        starts again if cleanup removes more meanwhile."""
         for _ in range(_SEARCH_ATTEMPTS):
             first = self.first_kept()
             lo, hi = first, latest.n

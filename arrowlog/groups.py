@@ -22,7 +22,6 @@ client rolling the same transaction forward can never move a group back.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -30,8 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from arrowlog import _checked_json, _clock
-from arrowlog._entrylog import entry_name, is_stray, parse_entry_name
-from arrowlog._retain import LATE_OUTCOME_MS
+from arrowlog._entrylog import entry_name, landed, parse_entry_name
 from arrowlog.checkpoint import Decision
 from arrowlog.config import RetryPolicy
 from arrowlog.coordinator import check_id
@@ -256,7 +254,7 @@ class GroupOffsets:
             }
             try:
                 self._store.put_if_absent(self._key(state.n + 1), _checked_json.dump(fields))
-                if self._landed(state, seen_at):
+                if landed(self._store, self._retry, self._prefix, state.n + 1, seen_at):
                     return True
                 # a stray below the log's entries: as if another commit had won
             except (FileExistsError, TransientStoreError):
@@ -269,21 +267,6 @@ class GroupOffsets:
                     f"group {self.group_id}: could not update offsets before the deadline"
                 ) from None
             time.sleep(pause)
-
-    def _landed(self, state: GroupState, seen_at: float) -> bool:
-        """Whether the entry just written after ``state`` is in the log. A
-        write whose outcome came long after the read it followed, or the first
-        entry of a group (its "no entry yet" no later check can date), may
-        have landed in a key cleanup had freed (docs/protocol.md, "Cleaning
-        up"): then it is a stray below the log, and is removed."""
-        n = state.n + 1
-        if n > 0 and _clock.elapsed() - seen_at <= LATE_OUTCOME_MS / 1000:
-            return True
-        if not is_stray(self._store, self._retry, self._prefix, n):
-            return True
-        with contextlib.suppress(FileNotFoundError):
-            self._retry.call(lambda: self._store.delete(self._key(n)))
-        return False
 
     def _settled(self, state: GroupState) -> GroupState:
         """``state`` with its decided pending transactions settled: a committed

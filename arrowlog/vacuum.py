@@ -6,14 +6,13 @@ passed. See docs/protocol.md, "Deleting records".
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from arrowlog._retain import DEFAULT_RETAIN_MS, check_retain
 from arrowlog.admin import CLOCK_PREFIX, store_now_ms
-from arrowlog.cleanup import InUse, clean_up
+from arrowlog.cleanup import InUse, clean_up, older_under, remove
 from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.partition import Removal
@@ -64,10 +63,7 @@ def vacuum(
                     key = log_start_key(part.topic.prefix, part.partition, start)
                     why = f"retention ({_retention(config)}): the log start moves to {start}"
                     removed.append(Removal(key, why))
-                if not dry_run:
-                    for removal in found:
-                        _delete(log, removal.key)
-                removed += found
+                removed += remove(log, found, dry_run=dry_run)
                 if in_use is not None:
                     in_use.note_partition(log, part, now_ms)
         except UnknownTopicOrPartitionError:
@@ -75,7 +71,11 @@ def vacuum(
                 raise
             # deleted since it was listed: its objects go with it
     if not dry_run:
-        removed += _old_clocks(log, now_ms)
+        # clock objects a vacuum killed between writing and removing one left
+        # (strictly older than STALE_CLOCK_MS)
+        stale = older_under(log, CLOCK_PREFIX, now_ms - STALE_CLOCK_MS - 1)
+        why = "a clock object a killed vacuum left"
+        removed += remove(log, [Removal(key, why) for key in stale], dry_run=False)
     if in_use is not None:
         removed += clean_up(log, now_ms, retain_ms, in_use, dry_run=dry_run)
     return removed
@@ -106,20 +106,3 @@ def _retention(config: TopicConfig) -> str:
     if config.retention_bytes is not None:
         limits.append(f"retention_bytes={config.retention_bytes}")
     return ", ".join(limits)
-
-
-def _old_clocks(log: ArrowLog, now_ms: int) -> list[Removal]:
-    """Clock objects a vacuum killed between writing and removing one left."""
-    old = [
-        info.key
-        for info in log.config.retry.call(lambda: list(log.store.list(CLOCK_PREFIX)))
-        if info.modified_ms is not None and info.modified_ms < now_ms - STALE_CLOCK_MS
-    ]
-    for key in old:
-        _delete(log, key)
-    return [Removal(key, "a clock object a killed vacuum left") for key in old]
-
-
-def _delete(log: ArrowLog, key: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        log.config.retry.call(lambda: log.store.delete(key))
