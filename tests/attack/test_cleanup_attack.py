@@ -40,7 +40,6 @@ are freed as the schedule needs.
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any
 
 import pytest
@@ -50,7 +49,6 @@ from arrowlog import InvalidConfigError, ProducerFencedError, TopicConfig
 from arrowlog.checkpoint import Decision
 from arrowlog.coordinator import COORDINATOR_PREFIX, PRODUCER_IDS_PREFIX, CoordinatorLog
 from arrowlog.groups import GROUPS_PREFIX
-from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.clocks import Clocks, ClockStore
@@ -63,22 +61,6 @@ WEEK_AND_A_DAY = 8 * DAY
 
 
 # --- clocks and helpers --------------------------------------------------------------------
-
-
-@pytest.fixture
-def clock(store: Store) -> ClockStore:
-    # the store's clock agrees with this machine's: a dry run measures on the latter
-    return ClockStore(store, start_ms=int(time.time() * 1000))
-
-
-@pytest.fixture
-def clocks(clock: ClockStore, monkeypatch: pytest.MonkeyPatch) -> Clocks:
-    return Clocks(clock, monkeypatch)
-
-
-@pytest.fixture
-def scripted(clock: ClockStore) -> ScriptedStore:
-    return ScriptedStore(clock)
 
 
 def connect(store: Any) -> arrowlog.ArrowLog:

@@ -48,7 +48,6 @@ of every kept entry.
 from __future__ import annotations
 
 import contextlib
-import time
 
 import pyarrow as pa
 import pytest
@@ -60,7 +59,6 @@ from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.coordinator import COORDINATOR_PREFIX, CoordinatorLog, entry_key
 from arrowlog.groups import GROUPS_PREFIX
 from arrowlog.scan import output_schema, plan_scan, read_task
-from arrowlog.storage import Store
 from arrowlog.storage.scripted import LatePut, ScriptedStore
 from tests.attack._util import FAST, Background, everything, rows
 from tests.attack.test_cleanup_attack import (
@@ -76,22 +74,6 @@ from tests.attack.test_cleanup_attack import (
     reinit,
 )
 from tests.clocks import Clocks, ClockStore
-
-
-@pytest.fixture
-def clock(store: Store) -> ClockStore:
-    # the store's clock agrees with this machine's (as in test_cleanup_attack)
-    return ClockStore(store, start_ms=int(time.time() * 1000))
-
-
-@pytest.fixture
-def clocks(clock: ClockStore, monkeypatch: pytest.MonkeyPatch) -> Clocks:
-    return Clocks(clock, monkeypatch)
-
-
-@pytest.fixture
-def scripted(clock: ClockStore) -> ScriptedStore:
-    return ScriptedStore(clock)
 
 
 def scanned_values(log: arrowlog.ArrowLog, **kwargs: object) -> list[int]:
