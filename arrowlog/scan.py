@@ -428,7 +428,7 @@ def read_task(
             try:
                 header, batch = fetch_segment(
                     store, seg.key, seg.base, seg.end, schema=task.schema, columns=columns,
-                    size=seg.size,
+                    size=seg.size, append_id=seg.append_id,
                 )  # fmt: skip
             except SegmentNotFoundError:
                 # removed since planning, once compacted: read it from its object

@@ -21,7 +21,8 @@ from arrowlog import (
     TopicConfig,
     UnknownColumnError,
 )
-from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
+from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES, fetch_segment
+from arrowlog.partition.heads import HEADS, HeadCache
 from arrowlog.segment import (
     HEAD_BYTES,
     SegmentHeader,
@@ -198,10 +199,11 @@ def big_topic(store: Store, name: str = "t", segments: int = 3) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
-def test_a_column_of_large_segments_costs_its_bytes_and_two_requests_a_segment(
+def test_a_column_of_large_segments_costs_its_bytes_and_one_request_a_known_segment(
     store: Store,
 ) -> None:
     expected = big_topic(store)
+    HEADS.clear()  # a process that never saw these segments
     counting = CountingStore(store)
     log = arrowlog.connect(counting)
     sizes = [ref.size for ref in log.partition("t", 0).segments()]
@@ -210,11 +212,57 @@ def test_a_column_of_large_segments_costs_its_bytes_and_two_requests_a_segment(
     got = log.read("t", columns=["f"])
     assert got.equals(expected.select(["f"]))
     assert counting.counts["get"] == 0
-    assert counting.counts["get_range"] == 2 * len(sizes)  # the head; the column
+    # the listing read each head for its header and kept its frame: the column only
+    assert counting.counts["get_range"] == len(sizes)
     assert sum(counting.bytes_read.values()) < sum(sizes) / 4
+    HEADS.clear()  # frames forgotten: the head, then the column
+    counting.reset()
+    assert log.read("t", columns=["i"]).equals(expected.select(["i"]))
+    assert counting.counts["get_range"] == 2 * len(sizes)
+    counting.reset()
+    assert log.read("t", columns=["kind"]).equals(expected.select(["kind"]))
+    assert counting.counts["get_range"] == len(sizes)
     counting.reset()
     assert log.read("t").equals(expected)
     assert counting.counts["get"] == len(sizes)
+
+
+def test_a_known_frame_never_vouches_for_another_object_at_its_key(store: Store) -> None:
+    """A key freed by a removal can hold another object later (rule 3): a
+    frame kept under the old object's append id is not used for it. Its column
+    bytes fail the kept table's CRCs, the head is read again, and the object
+    is read as what it is."""
+    big_topic(store, segments=1)
+    log = arrowlog.connect(store)
+    ref = log.partition("t", 0).segments()[0]
+    assert ref.append_id is not None
+    assert log.read("t", columns=["f"]).num_rows == ROWS
+    assert HEADS.get(ref.key, ref.append_id) is not None
+    other = wide(seed=7)
+    header = SegmentHeader(
+        base_offset=0, record_count=ROWS, timestamp_ms=10**12, append_id="b" * 32
+    )
+    store.delete(ref.key)
+    store.put_if_absent(ref.key, encode_segment(other, header))
+    size = store.head(ref.key).size
+    got_header, got = fetch_segment(
+        store, ref.key, 0, ROWS, columns=["f"], size=size, append_id=ref.append_id
+    )
+    assert got_header.append_id == "b" * 32  # the object's own, for the caller to refuse
+    assert got.column("f").equals(other.column("f"))
+    assert HEADS.get(ref.key, ref.append_id) is None
+
+
+def test_the_head_cache_keeps_to_its_byte_limit() -> None:
+    cache = HeadCache(limit_bytes=10)
+    cache.keep("a", "1", b"12345")
+    cache.keep("b", "1", b"12345")
+    assert cache.get("a", "1") == b"12345"  # now the most recent
+    cache.keep("c", "1", b"123")
+    assert cache.get("b", "1") is None and cache.get("a", "1") is not None
+    assert cache.get("a", "2") is None  # another object at the same key
+    cache.offer("d", "1", b"short")  # the whole object: never read by columns
+    assert cache.get("d", "1") is None
 
 
 def test_small_segments_are_read_whole_with_columns(store: Store) -> None:

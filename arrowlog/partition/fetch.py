@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from arrowlog.config import RetryPolicy
 from arrowlog.errors import CorruptSegmentError, SegmentNotFoundError
+from arrowlog.partition.heads import HEADS
 from arrowlog.segment import (
     HEAD_BYTES,
     SegmentHeader,
@@ -50,12 +51,14 @@ def fetch_segment(
     *,
     columns: Sequence[str] | None = None,
     size: int | None = None,
+    append_id: str | None = None,
 ) -> tuple[SegmentHeader, pa.RecordBatch]:
     """Read and check one segment that the index says holds ``[base, end)`` (and,
     given the topic's ``schema``, columns of that schema). With ``columns``, a
     data segment's batch holds only those; if the index says the segment has
     at least :data:`COLUMN_READ_MIN_BYTES` (``size``), only their bytes are
-    fetched.
+    fetched, and given the ``append_id`` the index names, a frame this process
+    read before saves the head's round trip (:mod:`arrowlog.partition.heads`).
 
     Raises:
         CorruptSegmentError: checksum mismatch, offsets other than the index's,
@@ -63,7 +66,7 @@ def fetch_segment(
         SegmentNotFoundError: the segment is gone.
         UnknownColumnError: ``columns`` names a column the segment lacks.
     """
-    found = _fetch_object(store, key, (base, end), retry, columns, size)
+    found = _fetch_object(store, key, (base, end), retry, columns, size, append_id)
     return check_segment(found, key, base, end, schema, columns)
 
 
@@ -105,13 +108,14 @@ def _fetch_object(
     retry: RetryPolicy | None,
     columns: Sequence[str] | None,
     size: int | None,
+    append_id: str | None = None,
 ) -> tuple[SegmentHeader, pa.RecordBatch]:
     """A segment or compacted object decoded, unchecked against the index: only
     ``columns``' bytes of a large one, else the whole object."""
     retry = retry or RetryPolicy()
     found = None
     if columns is not None and size is not None and size >= COLUMN_READ_MIN_BYTES:
-        found = _fetch_columns(store, key, size, columns, retry, offsets)
+        found = _fetch_columns(store, key, size, columns, retry, offsets, append_id)
     if found is None:
         data = _get(retry, lambda: store.get(key), key, offsets)
         found = decode_segment(data, key=key, columns=columns)
@@ -183,19 +187,30 @@ def _fetch_columns(
     columns: Sequence[str],
     retry: RetryPolicy,
     offsets: tuple[int, int],
+    append_id: str | None,
 ) -> tuple[SegmentHeader, pa.RecordBatch] | None:
-    head = _get(retry, lambda: store.get_range(key, 0, min(size, HEAD_BYTES)), key, offsets)
-    need = head_length(head, key)
-    if need > len(head) and need <= size:  # a large schema message (a compaction table)
-        head = _get(retry, lambda: store.get_range(key, 0, need), key, offsets)
-
     def one(span: tuple[int, int]) -> bytes:
         return _get(retry, lambda: store.get_range(key, *span), key, offsets)
 
     def fetch(spans: list[tuple[int, int]]) -> list[bytes]:
         return list(_range_pool().map(one, spans))
 
-    return decode_columns(head, size, columns, fetch, key=key)
+    if append_id is not None and (frame := HEADS.get(key, append_id)) is not None:
+        try:
+            found = decode_columns(frame, size, columns, fetch, key=key)
+        except CorruptSegmentError:
+            found = None  # another object at the key now: read its own head
+        if found is not None and found[0].append_id == append_id:
+            return found
+        HEADS.drop(key, append_id)
+    head = _get(retry, lambda: store.get_range(key, 0, min(size, HEAD_BYTES)), key, offsets)
+    need = head_length(head, key)
+    if need > len(head) and need <= size:  # a large schema message (a compaction table)
+        head = _get(retry, lambda: store.get_range(key, 0, need), key, offsets)
+    found = decode_columns(head, size, columns, fetch, key=key)
+    if found is not None:
+        HEADS.offer(key, found[0].append_id, head)
+    return found
 
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None

@@ -17,6 +17,7 @@ from arrowlog import _clock
 from arrowlog.checkpoint import SegmentSummary
 from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
 from arrowlog.partition._base import PartitionBase, _Stale
+from arrowlog.partition.heads import HEADS
 from arrowlog.segment import HEAD_BYTES, SegmentHeader, read_header
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
@@ -195,6 +196,7 @@ class Listing(PartitionBase):
                 raise CorruptSegmentError("segment truncated inside its schema", key=key)
         if header.base_offset != base:
             raise CorruptSegmentError(f"segment says it starts at {header.base_offset}", key=key)
+        HEADS.offer(key, header.append_id, head)  # a column read of it needs no head read
         return header
 
     def _tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:

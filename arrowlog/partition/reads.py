@@ -372,6 +372,7 @@ class Reads(Checkpoints):
                 self._topic.schema,
                 columns=columns,
                 size=ref.size,
+                append_id=ref.append_id,
             )
         except (SegmentNotFoundError, CorruptSegmentError):
             # gone, or a stray of other offsets at its freed key (see _identified)

@@ -130,6 +130,26 @@ def decode_columns(
     return checked(header, batch, key)
 
 
+def frame_end(head: bytes | memoryview, key: str) -> int | None:
+    """Where the frame of a segment ends (its body starts), from its first
+    bytes: what a column read needs besides the columns. None if the segment
+    is read whole anyway (no usable column table, a control record, a schema
+    longer than ``head``).
+
+    Raises:
+        CorruptSegmentError: the head is not a segment's.
+    """
+    schema = head_schema(head, key)
+    if isinstance(schema, int):
+        return None
+    meta = schema.metadata or {}
+    raw = meta.get(COLUMNS_KEY)
+    if raw is None or header_from_metadata(meta, key, stats=False).identity.control:
+        return None
+    table = ColumnTable.parse(raw, len(schema))
+    return None if table is None else table.body_start
+
+
 # Columns closer than this are read in one request: on a store a request costs
 # about as much as this many bytes.
 _COALESCE_GAP = 256 * 1024

@@ -1,0 +1,84 @@
+"""The heads of large segments already read, so that a column read fetches
+only the columns' bytes.
+
+A read of some columns of a large segment needs its *frame* first (schema,
+header, column table, the record batch's metadata: the bytes before the
+body), then the columns' ranges. Segments never change, so a process that has
+seen a segment's frame once (a column read, or the header read that put the
+segment in the tail) needs one round trip per segment after that instead of two.
+
+Entries are keyed by object key *and* append id, the segment's identity: a key
+freed by a removal can hold another object later (docs/protocol.md, rule 3),
+and the index names the append id it expects. A cached frame is only a
+shortcut: the column table's CRCs still check every byte read against it, and a
+mismatch drops the entry and reads the frame again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from arrowlog.errors import CorruptSegmentError
+from arrowlog.segment import HEAD_BYTES
+from arrowlog.segment.projection import frame_end
+
+#: frames kept per process, in bytes (a frame is a few KiB: tens of thousands
+#: of large segments)
+DEFAULT_LIMIT_BYTES = 32 * 1024 * 1024
+
+
+class HeadCache:
+    """A bounded, thread-safe LRU of segment frames."""
+
+    def __init__(self, limit_bytes: int = DEFAULT_LIMIT_BYTES) -> None:
+        self._limit = limit_bytes
+        self._held = 0
+        self._frames: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, append_id: str) -> bytes | None:
+        with self._lock:
+            frame = self._frames.get((key, append_id))
+            if frame is not None:
+                self._frames.move_to_end((key, append_id))
+            return frame
+
+    def keep(self, key: str, append_id: str, frame: bytes) -> None:
+        with self._lock:
+            old = self._frames.pop((key, append_id), None)
+            self._held -= len(old) if old is not None else 0
+            self._frames[(key, append_id)] = frame
+            self._held += len(frame)
+            while self._held > self._limit and self._frames:
+                _, dropped = self._frames.popitem(last=False)
+                self._held -= len(dropped)
+
+    def offer(self, key: str, append_id: str, head: bytes | memoryview) -> None:
+        """Keep the frame of a segment whose first bytes were read for another
+        reason (its header), if it is large enough to be read by columns."""
+        if len(head) < HEAD_BYTES:
+            return  # the whole object was smaller: it is always read whole
+        try:
+            end = frame_end(head, key)
+        except CorruptSegmentError:
+            return
+        if end is not None and end <= len(head):
+            self.keep(key, append_id, bytes(head[:end]))
+
+    def drop(self, key: str, append_id: str) -> None:
+        with self._lock:
+            old = self._frames.pop((key, append_id), None)
+            self._held -= len(old) if old is not None else 0
+
+    def clear(self) -> None:
+        with self._lock:
+            self._frames.clear()
+            self._held = 0
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+
+#: the process's cache (segments are the same objects for every connection)
+HEADS = HeadCache()
