@@ -11,6 +11,7 @@ order.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -100,35 +101,44 @@ def bulk_load(
             f"the log ends at {end}, before the load's start offset {start_offset}"
         )
     done = end - start_offset
-    chunks = rechunk(batches, rows_per_batch)
     skipped = 0
-    offset = start_offset
+    sizes: collections.deque[int] = collections.deque()  # of the chunks handed on
+
+    def to_write() -> Iterator[pa.RecordBatch]:
+        """The chunks past what the log holds, after checking the rows it does."""
+        nonlocal skipped
+        offset = start_offset
+        for chunk in rechunk(batches, rows_per_batch):
+            if skipped < done:
+                take = min(done - skipped, chunk.num_rows)
+                _check_already_loaded(log, chunk.slice(0, take), offset, end)
+                skipped += take
+                offset += take
+                chunk = chunk.slice(take)
+                if not chunk.num_rows:
+                    continue
+            sizes.append(chunk.nbytes)
+            yield chunk
+
+    offset = end
     bytes_done = 0
     written = 0
     batches_written = 0
-    for chunk in chunks:
-        if skipped < done:
-            take = min(done - skipped, chunk.num_rows)
-            _check_already_loaded(log, chunk.slice(0, take), offset, end)
-            skipped += take
-            offset += take
-            chunk = chunk.slice(take)
-            if not chunk.num_rows:
-                continue
-        try:
-            result = log.append(chunk, expected_offset=offset)
-        except OffsetMismatchError as e:
-            raise OffsetMismatchError(
-                f"another writer appended to {log.topic.name}/{log.partition} during the load: {e}",
-                expected_offset=e.expected_offset,
-                log_end_offset=e.log_end_offset,
-            ) from e
-        offset = result.next_offset
-        batches_written += 1
-        written += chunk.num_rows
-        bytes_done += chunk.nbytes
-        if progress is not None:
-            progress(LoadProgress(skipped + written, bytes_done, skipped))
+    try:
+        # each chunk is encoded while the one before is written
+        for result in log.append_batches(to_write(), expected_offset=end):
+            offset = result.next_offset
+            batches_written += 1
+            written += result.record_count
+            bytes_done += sizes.popleft()
+            if progress is not None:
+                progress(LoadProgress(skipped + written, bytes_done, skipped))
+    except OffsetMismatchError as e:
+        raise OffsetMismatchError(
+            f"another writer appended to {log.topic.name}/{log.partition} during the load: {e}",
+            expected_offset=e.expected_offset,
+            log_end_offset=e.log_end_offset,
+        ) from e
     if skipped < done:
         raise LoadMismatchError(
             f"the log holds {done} rows after offset {start_offset} but the input has only "

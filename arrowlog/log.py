@@ -465,6 +465,19 @@ class ArrowLog:
         """Append one batch as one segment; see :meth:`PartitionLog.append`."""
         return self.partition(topic, partition).append(batch, expected_offset=expected_offset)
 
+    def append_batches(
+        self,
+        topic: str,
+        batches: Iterable[pa.RecordBatch | pa.Table],
+        *,
+        partition: int = 0,
+        expected_offset: int | None = None,
+    ) -> Generator[AppendResult, None, None]:
+        """Append a stream of batches, one segment each, the next encoded while
+        the one before is written; see :meth:`PartitionLog.append_batches`."""
+        part = self.partition(topic, partition)
+        return part.append_batches(batches, expected_offset=expected_offset)
+
     def read(
         self,
         topic: str,

@@ -67,6 +67,18 @@ class AppendResult:
         return self.base_offset + self.record_count
 
 
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A batch's segment encoded ahead of its turn for the offset it will
+    likely take: used if the log still ends there when it is put, else
+    encoded again (see :mod:`arrowlog.partition.batches`)."""
+
+    offset: int
+    append_id: str
+    data: memoryview
+    header: SegmentHeader
+
+
 class _Owner(enum.Enum):
     """Who holds an offset, as read back after an ambiguous write."""
 
@@ -203,11 +215,28 @@ class Appends(Reads):
                 log_end_offset=self.end_offset(refresh=False),
             )
 
+    def encode_ahead(
+        self, batch: pa.RecordBatch, offset: int, identity: WriterIdentity = PLAIN_APPEND
+    ) -> Encoded | None:
+        """A prepared batch's segment for ``offset``, without writing (or
+        locking) anything: for an append that will follow the one in flight.
+        None if it does not encode: the append itself then raises."""
+        append_id = uuid.uuid4().hex
+        try:
+            data, header = self._encode(batch, offset, append_id, identity)
+        except ArrowLogError:
+            return None
+        return Encoded(offset, append_id, data, header)
+
     def _append(
-        self, batch: pa.RecordBatch, expected_offset: int | None, identity: WriterIdentity
+        self,
+        batch: pa.RecordBatch,
+        expected_offset: int | None,
+        identity: WriterIdentity,
+        ahead: Encoded | None = None,
     ) -> AppendResult:
         self.check_expected_offset(expected_offset)
-        append_id = uuid.uuid4().hex
+        append_id = uuid.uuid4().hex if ahead is None else ahead.append_id
         with self._lock:
             if not self._ensure_open() and self._end_is_stale():
                 self._sync_tail()
@@ -220,7 +249,7 @@ class Appends(Reads):
                 self._check_expected(expected_offset)
             first_try = self._end  # where this batch may land, at the lowest
             try:
-                result = self._put_at_end(batch, expected_offset, identity, append_id)
+                result = self._put_at_end(batch, expected_offset, identity, append_id, ahead)
             except AppendOutcomeUnknownError:
                 if identity.producer_id >= 0:
                     self._in_doubt.setdefault(identity.producer_id, first_try)
@@ -314,9 +343,13 @@ class Appends(Reads):
         expected_offset: int | None,
         identity: WriterIdentity,
         append_id: str,
+        ahead: Encoded | None = None,
     ) -> AppendResult:
         offset = self._end
-        data, header = self._encode(batch, offset, append_id, identity)
+        if ahead is not None and ahead.offset == offset:
+            data, header = ahead.data, ahead.header
+        else:
+            data, header = self._encode(batch, offset, append_id, identity)
         sleeps = self._config.retry.sleeps()
         uncertain = False
         while True:

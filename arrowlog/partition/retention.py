@@ -15,7 +15,7 @@ from arrowlog._retain import DEFAULT_RETAIN_MS
 from arrowlog.checkpoint import Checkpoint, SegmentSummary
 from arrowlog.config import TopicConfig
 from arrowlog.errors import OffsetOutOfRangeError
-from arrowlog.partition.append import Appends
+from arrowlog.partition.batches import BatchAppends
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
     checkpoint_prefix,
@@ -43,7 +43,7 @@ class Removal:
 CLOCK_GRAIN_MS = 1000
 
 
-class Retention(Appends):
+class Retention(BatchAppends):
     """The log start, and removing what lies below it."""
 
     def delete_records(self, before_offset: int) -> int:
