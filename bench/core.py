@@ -1,9 +1,10 @@
 """Appends and reads against the fastest client a user could pick for the same
 bytes on the same store, measured in the same run.
 
-- append: ``log.append`` of 1 MiB and 64 KiB batches, one writer, against
-  obstore's own put-if-absent (``put(mode="create")``) of the very same segment
-  bytes, through an obstore store built here, not through arrowlog;
+- append: ``append`` of 1 MiB and 64 KiB batches, one writer, one after the
+  other and as a stream (``append_batches``), against obstore's own
+  put-if-absent (``put(mode="create")``) of the very same segment bytes,
+  through an obstore store built here, not through arrowlog;
 - contention: 8 producers appending to one partition at once: aggregate
   throughput, and put-if-absent conflicts per append;
 - read: ``log.read`` of a whole partition against obstore GETs of the same
@@ -90,38 +91,45 @@ def bench_append(
     repeat: int,
     compression: Compression = Compression.NONE,
 ) -> dict[str, float]:
-    """The baseline puts the very bytes the appends store (compressed alike)."""
+    """The baseline puts the very bytes the appends store (compressed alike).
+    arrowlog appends one by one (``append`` in a loop: each waits for the one
+    before) and as a stream (``append_batches``: the next batch encoded while
+    the one before is written)."""
     segments = segments_of(batch, count, compression)
     log = arrowlog.connect(backend.url, backend.options)
-    ours, raw = [], []
+    times: dict[str, list[float]] = {"ours": [], "stream": [], "raw": []}
     for r in range(repeat):
         topic = f"append-{batch.nbytes}-{compression.value}-{r}"
-        log.create_topic(topic, batch.schema, config=config(compression))
-        part = log.partition(topic, 0)
-        part.end_offset()
+        parts = {}
+        for side in ("ours", "stream"):
+            log.create_topic(f"{topic}-{side}", batch.schema, config=config(compression))
+            parts[side] = log.partition(f"{topic}-{side}", 0)
+            parts[side].end_offset()
 
-        def append(part: arrowlog.PartitionLog = part) -> None:
+        def append(part: arrowlog.PartitionLog = parts["ours"]) -> None:
             for _ in range(count):
                 part.append(batch)
+
+        def stream(part: arrowlog.PartitionLog = parts["stream"]) -> None:
+            for _ in part.append_batches(batch for _ in range(count)):
+                pass
 
         def put(r: int = r) -> None:
             for i, data in enumerate(segments):
                 key = f"raw/{batch.nbytes}/{compression.value}/{r}/{i:08d}"
                 obstore.put(backend.raw, key, data, mode="create")
 
-        # alternate the order so neither side always runs on a warmer server
-        if r % 2:
-            raw.append(timed(put))
-            ours.append(timed(append))
-        else:
-            ours.append(timed(append))
-            raw.append(timed(put))
+        # rotate the order so no side always runs on a warmer server
+        sides = [("ours", append), ("stream", stream), ("raw", put)]
+        for name, run in sides[r % 3 :] + sides[: r % 3]:
+            times[name].append(timed(run))
     # throughput in the batch's own bytes, so that compressed and plain compare
     mib = count * pa.ipc.get_record_batch_size(batch) / 2**20
-    t_ours, t_raw = statistics.median(ours), statistics.median(raw)
-    return {"segment_bytes": len(segments[0]), "arrowlog_mib_s": mib / t_ours,
-            "obstore_mib_s": mib / t_raw, "ratio": t_raw / t_ours,
-            "appends_per_s": count / t_ours}  # fmt: skip
+    t = {k: statistics.median(v) for k, v in times.items()}
+    return {"segment_bytes": len(segments[0]), "arrowlog_mib_s": mib / t["ours"],
+            "stream_mib_s": mib / t["stream"], "obstore_mib_s": mib / t["raw"],
+            "ratio": t["raw"] / t["ours"], "stream_ratio": t["raw"] / t["stream"],
+            "appends_per_s": count / t["ours"]}  # fmt: skip
 
 
 def bench_contention(
