@@ -120,7 +120,11 @@ def bench_append(
                 obstore.put(backend.raw, key, data, mode="create")
 
         # rotate the order so no side always runs on a warmer server
-        sides = [("ours", append), ("stream", stream), ("raw", put)]
+        sides: list[tuple[str, Callable[[], None]]] = [
+            ("ours", append),
+            ("stream", stream),
+            ("raw", put),
+        ]
         for name, run in sides[r % 3 :] + sides[: r % 3]:
             times[name].append(timed(run))
     # throughput in the batch's own bytes, so that compressed and plain compare

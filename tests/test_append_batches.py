@@ -116,14 +116,29 @@ def test_a_failing_input_iterator_stops_the_stream_after_what_it_gave(store: Sto
     assert segments(log) == [(0, 10), (10, 20)]
 
 
-def test_closing_the_stream_early_leaves_no_write_in_flight(store: Store) -> None:
-    log = new_log(store)
+def test_closing_the_stream_early_waits_for_the_batch_being_written_and_writes_no_other(
+    store: Store,
+) -> None:
+    """The schedule: batch 1 landed and was yielded; batch 2's PUT is held;
+    the caller closes the stream; the PUT goes on. Batch 2 lands, close returns
+    only then, and batches 3 to 5 are never written."""
+    new_log(store)
+    scripted = ScriptedStore(store)
+    gate = scripted.hold("put_if_absent", lambda key: "/segments/" in key, nth=2)
+    log = arrowlog.connect(scripted)
     stream = log.append_batches("t", batches(5))
     assert next(stream).base_offset == 0
-    stream.close()  # the second batch was encoded, never sent
-    assert segments(log) == [(0, 100)]
+    gate.wait_reached()
+    closer = threading.Thread(target=stream.close)
+    closer.start()
+    closer.join(0.3)
+    assert closer.is_alive()  # waits for the batch being written
+    gate.release()
+    closer.join(30)
+    assert not closer.is_alive()
+    assert segments(log) == [(0, 100), (100, 200)]
+    assert arrowlog.connect(store).partition("t", 0).end_offset(refresh=True) == 200
     assert not list(log.append_batches("t", []))
-    assert segments(log) == [(0, 100)]
 
 
 def test_another_writer_between_two_batches_moves_the_rest(

@@ -93,7 +93,8 @@ def test_the_readme_python_snippets_run_as_written(s3_server: S3Server, tmp_path
     )
     out = run_blocks(blocks, tmp_path, s3_env(s3_server), epilogue=check)
     assert f"block {len(blocks)} ran" in out
-    assert "events 6" in out  # two batches of two in partition 0, one in partition 1
+    # two batches of two in partition 0, one in partition 1, a stream of three in partition 2
+    assert "events 12" in out
     # the first snippet's log is where a user running it would look for it
     assert (tmp_path / "quickstart-log" / "_arrowlog").is_dir()
 
@@ -124,11 +125,11 @@ def test_the_readme_snippets_run_with_spark_in_a_default_session(
     out = run_blocks(blocks, tmp_path, env, epilogue=check)
     assert f"block {len(blocks)} ran" in out
     assert "\njvm True" in out  # arrowlog.spark.configure gave the session the JVM reader
-    # the Spark snippet read partition 0 of events from offset 2 (2 records, and
-    # nothing from the other partitions' starts), and appended them to out,
-    # which held the transaction's 2 records
+    # the Spark snippet read partition 0 of events from offset 2 (2 records) and
+    # the other partitions from their starts (2 in partition 1, 6 in partition 2),
+    # and appended them to out, which held the transaction's 2 records
     [(read, written)] = re.findall(r"^read (\d+) out (\d+)$", out, re.MULTILINE)
-    assert (int(read), int(written)) == (4, 6)
+    assert (int(read), int(written)) == (10, 12)
 
 
 def cli_lines(doc: Path) -> list[str]:

@@ -5,22 +5,35 @@ One append is CPU work (checks, statistics, encoding, checksums), then a PUT
 that leaves the CPU idle. Done one after the other, each append pays both in
 full, and the CPU work costs more than it would warm: measured here, encoding
 a 64 KiB batch took 0.12 ms in a tight loop and 0.41 ms after a 2.5 ms pause,
-about what a PUT leaves. So while a batch's PUT is in flight (on a thread: the
-store's client releases the GIL), the next batch is checked and encoded for
-the offset it will likely take. The appends themselves stay one at a time and
-in order; nothing about where a batch lands changes: a batch encoded for an
-offset the log no longer ends at is encoded again (:meth:`Appends._append`).
+about what a PUT leaves. So a writer thread appends the batches one at a time,
+in order, straight one after the other, while the caller's thread checks and
+encodes the next for the offset it will likely take (the store's client
+releases the GIL while a request is in flight). Nothing about where a batch
+lands changes: a batch encoded for an offset the log no longer ends at is
+encoded again (:meth:`Appends._append`).
 """
 
 from __future__ import annotations
 
+import collections
+import queue
+import threading
 from collections.abc import Generator, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pyarrow as pa
 
-from arrowlog.partition.append import AppendResult, Appends
+from arrowlog.partition.append import AppendResult, Appends, Encoded
 from arrowlog.segment import PLAIN_APPEND
+
+
+@dataclass
+class _Writer:
+    """The thread that appends what the caller's thread prepared."""
+
+    todo: queue.Queue[tuple[pa.RecordBatch, Encoded | None] | None]
+    done: queue.Queue[AppendResult | BaseException]
+    stop: threading.Event
 
 
 class BatchAppends(Appends):
@@ -46,36 +59,73 @@ class BatchAppends(Appends):
         Nothing is written before the first result is asked for. An error stops
         the stream where it occurs, as in a loop of :meth:`append`: the batches
         before it are written and their results yielded first, none after it
-        is. Closing the iterator early never leaves a write in flight.
+        is. Closing the iterator early waits for the batch being written, if
+        any (it lands unreported, as a batch whose reply was lost), and writes
+        no other.
 
         Raises:
             as :meth:`append`, for the batch that failed.
         """
         self.check_expected_offset(expected_offset)
-        given = iter(batches)
-        with ThreadPoolExecutor(1, thread_name_prefix="arrowlog-append") as pool:
-            flight: Future[AppendResult] | None = None
-            at = expected_offset  # where the next batch must land (None: the end)
-            likely = self._end if at is None else at  # where it will likely land
+        iterator = iter(batches)
+        writer = _Writer(queue.Queue(maxsize=1), queue.Queue(), threading.Event())
+        thread = threading.Thread(
+            target=self._write_all,
+            args=(writer, expected_offset),
+            name="arrowlog-append",
+            daemon=True,  # a stream never closed must not keep the process alive
+        )
+        thread.start()
+        flying: collections.deque[int] = collections.deque()  # rows handed on, not landed
+        likely = self._end if expected_offset is None else expected_offset
+        failed: Exception | None = None
+        try:
             while True:
                 try:
-                    batch = next(given, None)  # the caller's iterator may fail too
-                    if batch is not None:
-                        batch = self.prepare_batch(batch)
-                except Exception:
-                    if flight is not None:
-                        yield flight.result()  # its own error first, as a loop would
-                    raise
+                    given_batch = next(iterator, None)  # the caller's iterator may fail too
+                    batch = None if given_batch is None else self.prepare_batch(given_batch)
+                except Exception as e:  # noqa: BLE001 - raised below, after the batches before it
+                    failed, batch = e, None
                 if batch is None:
                     break
-                ahead = self.encode_ahead(batch, likely)
-                if flight is not None:
-                    landed = flight.result()
-                    yield landed
-                    likely = landed.next_offset
-                    if at is not None:
-                        at = landed.next_offset
-                flight = pool.submit(self._append, batch, at, PLAIN_APPEND, ahead)
+                writer.todo.put((batch, self.encode_ahead(batch, likely)))
+                flying.append(batch.num_rows)
                 likely += batch.num_rows
-            if flight is not None:
-                yield flight.result()
+                while not writer.done.empty():  # what landed meanwhile
+                    landed = _result(writer.done.get())
+                    flying.popleft()
+                    likely = landed.next_offset + sum(flying)
+                    yield landed
+            while flying:
+                landed = _result(writer.done.get())
+                flying.popleft()
+                yield landed
+            if failed is not None:
+                raise failed
+        finally:
+            writer.stop.set()  # an error, or closed early: write nothing more
+            writer.todo.put(None)
+            thread.join()
+
+    def _write_all(self, writer: _Writer, at: int | None) -> None:
+        """The writer thread: append each batch handed on, until told to stop
+        or one fails (the rest are then dropped)."""
+        while (item := writer.todo.get()) is not None:
+            if writer.stop.is_set():
+                continue
+            batch, ahead = item
+            try:
+                landed = self._append(batch, at, PLAIN_APPEND, ahead)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                writer.done.put(e)
+                writer.stop.set()
+                continue
+            if at is not None:
+                at = landed.next_offset
+            writer.done.put(landed)
+
+
+def _result(landed: AppendResult | BaseException) -> AppendResult:
+    if isinstance(landed, BaseException):
+        raise landed
+    return landed
