@@ -78,17 +78,19 @@ class BatchAppends(Appends):
         thread.start()
         flying: collections.deque[int] = collections.deque()  # rows handed on, not landed
         likely = self._end if expected_offset is None else expected_offset
-        failed: Exception | None = None
+        failed: BaseException | None = None
         try:
             while True:
                 try:
-                    given_batch = next(iterator, None)  # the caller's iterator may fail too
+                    # the caller's iterator may fail too, or be interrupted
+                    given_batch = next(iterator, None)
                     batch = None if given_batch is None else self.prepare_batch(given_batch)
-                except Exception as e:  # noqa: BLE001 - raised below, after the batches before it
+                    ahead = None if batch is None else self.encode_ahead(batch, likely)
+                except BaseException as e:  # noqa: BLE001 - raised below, after the batches before it
                     failed, batch = e, None
                 if batch is None:
                     break
-                writer.todo.put((batch, self.encode_ahead(batch, likely)))
+                writer.todo.put((batch, ahead))
                 flying.append(batch.num_rows)
                 likely += batch.num_rows
                 while not writer.done.empty():  # what landed meanwhile

@@ -196,11 +196,21 @@ def _fetch_columns(
         return list(_range_pool().map(one, spans))
 
     if append_id is not None and (frame := HEADS.get(key, append_id)) is not None:
+
+        def fetch_and_frame(spans: list[tuple[int, int]]) -> list[bytes]:
+            # The frame again, beside the columns, in parallel: a stray at a
+            # freed key may have the same column bytes under another header,
+            # and only the object's own frame says which object it is.
+            got = fetch([(0, len(frame)), *spans])
+            if got[0] != frame:
+                raise _AnotherObject
+            return got[1:]
+
         try:
-            found = decode_columns(frame, size, columns, fetch, key=key)
-        except CorruptSegmentError:
-            found = None  # another object at the key now: read its own head
-        if found is not None and found[0].append_id == append_id:
+            found = decode_columns(frame, size, columns, fetch_and_frame, key=key)
+        except (CorruptSegmentError, _AnotherObject):
+            found = None  # another object at the key now: read it as it is
+        if found is not None:
             return found
         HEADS.drop(key, append_id)
     head = _get(retry, lambda: store.get_range(key, 0, min(size, HEAD_BYTES)), key, offsets)
@@ -211,6 +221,10 @@ def _fetch_columns(
     if found is not None:
         HEADS.offer(key, found[0].append_id, head)
     return found
+
+
+class _AnotherObject(Exception):
+    """The object at a key is not the one whose frame was kept."""
 
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None

@@ -5,13 +5,15 @@ A read of some columns of a large segment needs its *frame* first (schema,
 header, column table, the record batch's metadata: the bytes before the
 body), then the columns' ranges. Segments never change, so a process that has
 seen a segment's frame once (a column read, or the header read that put the
-segment in the tail) needs one round trip per segment after that instead of two.
+segment in the tail) knows where the columns lie and fetches them at once, with
+the frame again beside them: one round trip per segment instead of two.
 
 Entries are keyed by object key *and* append id, the segment's identity: a key
 freed by a removal can hold another object later (docs/protocol.md, rule 3),
-and the index names the append id it expects. A cached frame is only a
-shortcut: the column table's CRCs still check every byte read against it, and a
-mismatch drops the entry and reads the frame again.
+and the index names the append id it expects. A kept frame is only a map: the
+frame fetched beside the columns must equal it (a stray may hold the very same
+column bytes under another header), the column table's CRCs check every
+column byte, and a mismatch drops the entry and reads the object as it is.
 """
 
 from __future__ import annotations
