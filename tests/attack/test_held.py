@@ -33,6 +33,7 @@ def _can_commit(p: arrowlog.Producer, value: int) -> bool:
         p.begin_transaction()
         p.send("t", rows(value), partition=0)
         p.commit_transaction()
+        p.flush()  # the markers follow the commit in the background: wait for them
     except arrowlog.ProducerFencedError:
         return False
     return True
