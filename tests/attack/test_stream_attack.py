@@ -34,7 +34,7 @@ from arrowlog.partition import projected
 from arrowlog.partition.heads import HEADS, HeadCache
 from arrowlog.scan import output_schema, plan_scan, read_task
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.storage.scripted import Gate, ScriptedStore
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
 
@@ -118,6 +118,17 @@ class Abort(BaseException):
     """A KeyboardInterrupt-like exception (not an Exception)."""
 
 
+def first_put_held() -> tuple[Store, Gate, arrowlog.ArrowLog]:
+    """A new topic, and a connection whose first segment PUT will be held."""
+    store = memory()
+    new_log(store)
+    scripted = ScriptedStore(store)
+    gate = scripted.hold("put_if_absent", seg, nth=1)
+    log = arrowlog.connect(scripted)
+    log.partition("t", 0).end_offset()
+    return store, gate, log
+
+
 # ---------------------------------------------------------------------------
 # Feature 1: append_batches
 # ---------------------------------------------------------------------------
@@ -130,12 +141,7 @@ def test_any_error_encoding_ahead_is_raised_after_the_batches_before_it(
     and handed on (queued); encoding batch 2 ahead raises MemoryError; then
     batch 0's PUT goes on. As a loop of append: batches 0 and 1 written and
     reported, then MemoryError at batch 2."""
-    store = memory()
-    new_log(store)
-    scripted = ScriptedStore(store)
-    gate = scripted.hold("put_if_absent", seg, nth=1)
-    log = arrowlog.connect(scripted)
-    log.partition("t", 0).end_offset()
+    store, gate, log = first_put_held()
     writers = Writers(monkeypatch)
     calls = 0
     original = getattr(append_mod, "encode")  # noqa: B009 - not re-exported
@@ -164,12 +170,7 @@ def test_an_interrupt_from_the_input_is_raised_after_the_batches_before_it(
     """FINDING 2 (fixed). Schedule: batch 0's PUT is held; the input gives
     batch 1 (handed on), then raises Abort(BaseException); batch 0's PUT goes
     on. As a loop of append: batches 0 and 1 written and reported first."""
-    store = memory()
-    new_log(store)
-    scripted = ScriptedStore(store)
-    gate = scripted.hold("put_if_absent", seg, nth=1)
-    log = arrowlog.connect(scripted)
-    log.partition("t", 0).end_offset()
+    store, gate, log = first_put_held()
     writers = Writers(monkeypatch)
 
     def given() -> Iterator[pa.RecordBatch]:
@@ -189,12 +190,7 @@ def test_an_interrupt_from_the_input_is_raised_after_the_batches_before_it(
 
 def test_exception_from_the_input_while_a_put_is_held_writes_the_ones_before() -> None:
     """Same schedule as FINDING 2 with a plain Exception."""
-    store = memory()
-    new_log(store)
-    scripted = ScriptedStore(store)
-    gate = scripted.hold("put_if_absent", seg, nth=1)
-    log = arrowlog.connect(scripted)
-    log.partition("t", 0).end_offset()
+    store, gate, log = first_put_held()
     handed = threading.Event()
 
     def given() -> Iterator[pa.RecordBatch]:
