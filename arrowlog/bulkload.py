@@ -107,13 +107,13 @@ def bulk_load(
     def to_write() -> Iterator[pa.RecordBatch]:
         """The chunks past what the log holds, after checking the rows it does."""
         nonlocal skipped
-        offset = start_offset
+        at = start_offset  # where the next input row is, or goes
         for chunk in rechunk(batches, rows_per_batch):
             if skipped < done:
                 take = min(done - skipped, chunk.num_rows)
-                _check_already_loaded(log, chunk.slice(0, take), offset, end)
+                _check_already_loaded(log, chunk.slice(0, take), at, end)
                 skipped += take
-                offset += take
+                at += take
                 chunk = chunk.slice(take)
                 if not chunk.num_rows:
                     continue

@@ -215,15 +215,14 @@ class Appends(Reads):
                 log_end_offset=self.end_offset(refresh=False),
             )
 
-    def encode_ahead(
-        self, batch: pa.RecordBatch, offset: int, identity: WriterIdentity = PLAIN_APPEND
-    ) -> Encoded | None:
-        """A prepared batch's segment for ``offset``, without writing (or
-        locking) anything: for an append that will follow the one in flight.
-        None if it does not encode: the append itself then raises."""
+    def encode_ahead(self, batch: pa.RecordBatch, offset: int) -> Encoded | None:
+        """A prepared batch's segment for ``offset``, as a plain append,
+        without writing (or locking) anything: for an append that will follow
+        the one in flight. None if it does not encode: the append itself then
+        raises."""
         append_id = uuid.uuid4().hex
         try:
-            data, header = self._encode(batch, offset, append_id, identity)
+            data, header = self._encode(batch, offset, append_id, PLAIN_APPEND)
         except ArrowLogError:
             return None
         return Encoded(offset, append_id, data, header)

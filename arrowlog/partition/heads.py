@@ -48,8 +48,7 @@ class HeadCache:
 
     def keep(self, key: str, append_id: str, frame: bytes) -> None:
         with self._lock:
-            old = self._frames.pop((key, append_id), None)
-            self._held -= len(old) if old is not None else 0
+            self._forget(key, append_id)
             self._frames[(key, append_id)] = frame
             self._held += len(frame)
             while self._held > self._limit and self._frames:
@@ -70,8 +69,11 @@ class HeadCache:
 
     def drop(self, key: str, append_id: str) -> None:
         with self._lock:
-            old = self._frames.pop((key, append_id), None)
-            self._held -= len(old) if old is not None else 0
+            self._forget(key, append_id)
+
+    def _forget(self, key: str, append_id: str) -> None:
+        old = self._frames.pop((key, append_id), None)
+        self._held -= len(old) if old is not None else 0
 
     def clear(self) -> None:
         with self._lock:

@@ -91,16 +91,11 @@ def decode_columns(
             fails its CRC.
         UnknownColumnError: ``columns`` names a column the segment lacks.
     """
-    schema = head_schema(head, key)
-    if isinstance(schema, int):
-        return None  # a schema larger than the head: rare enough to read whole
-    meta = schema.metadata or {}
-    header = header_from_metadata(meta, key, stats=False)
-    raw = meta.get(COLUMNS_KEY)
-    if header.identity.control or raw is None:
+    framed = _framed(head, key)
+    if framed is None:
         return None
-    table = ColumnTable.parse(raw, len(schema))
-    if table is None or table.body_end > size:
+    schema, header, table = framed
+    if table.body_end > size:
         return None
     wanted = column_indices(schema, columns)
     head_end = min(len(head), table.body_start)
@@ -139,15 +134,26 @@ def frame_end(head: bytes | memoryview, key: str) -> int | None:
     Raises:
         CorruptSegmentError: the head is not a segment's.
     """
+    framed = _framed(head, key)
+    return None if framed is None else framed[2].body_start
+
+
+def _framed(
+    head: bytes | memoryview, key: str
+) -> tuple[pa.Schema, SegmentHeader, ColumnTable] | None:
+    """The schema, header and column table in a segment's first bytes; None
+    where it is read whole (a schema larger than the head, rare enough; a
+    control record; no usable table)."""
     schema = head_schema(head, key)
     if isinstance(schema, int):
         return None
     meta = schema.metadata or {}
+    header = header_from_metadata(meta, key, stats=False)
     raw = meta.get(COLUMNS_KEY)
-    if raw is None or header_from_metadata(meta, key, stats=False).identity.control:
+    if header.identity.control or raw is None:
         return None
     table = ColumnTable.parse(raw, len(schema))
-    return None if table is None else table.body_start
+    return None if table is None else (schema, header, table)
 
 
 # Columns closer than this are read in one request: on a store a request costs
