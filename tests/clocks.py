@@ -47,6 +47,9 @@ class ClockStore:
     def get_range(self, key: str, start: int, end: int) -> bytes:
         return self.inner.get_range(key, start, end)
 
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        return self.inner.get_range_tagged(key, start, end)
+
     def head(self, key: str) -> ObjectInfo:
         return self._info(self.inner.head(key))
 

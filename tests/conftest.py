@@ -21,6 +21,7 @@ import pytest
 import arrowlog
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
+from arrowlog.storage.wrappers import CountingStore
 from infra import seaweedfs
 
 
@@ -58,6 +59,14 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[seaweedfs.S3
         yield server
     finally:
         server.stop()
+
+
+class Untagged(CountingStore):
+    """A store that reports no entity tags with ranged reads, as fsspec's do
+    (counted)."""
+
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        return super().get_range_tagged(key, start, end)[0], None
 
 
 def _spec(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> StoreSpec:

@@ -101,6 +101,9 @@ class WriteThenPartition(FaultyStore):
     def get_range(self, key: str, start: int, end: int) -> bytes:
         raise arrowlog.TransientStoreError(f"{key}: unreachable", maybe_applied=False)
 
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        raise arrowlog.TransientStoreError(f"{key}: unreachable", maybe_applied=False)
+
 
 def test_an_unknown_outcome_is_settled_by_resending_with_the_same_sequence(
     log: ArrowLog,

@@ -36,6 +36,7 @@ from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore
+from tests.conftest import Untagged
 from tests.strategies import record_batches
 
 ROWS = 40_000
@@ -201,12 +202,13 @@ def big_topic(store: Store, name: str = "t", segments: int = 3) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
-def test_a_column_of_large_segments_costs_its_bytes_and_two_requests_a_segment(
-    store: Store,
+@pytest.mark.parametrize("tags", [True, False], ids=["tagged", "untagged"])
+def test_a_column_of_large_segments_costs_its_bytes_and_one_request_a_known_segment(
+    store: Store, tags: bool
 ) -> None:
     expected = big_topic(store)
     HEADS.clear()  # a process that never saw these segments
-    counting = CountingStore(store)
+    counting = CountingStore(store) if tags else Untagged(store)
     log = arrowlog.connect(counting)
     sizes = [ref.size for ref in log.partition("t", 0).segments()]
     assert min(sizes) >= COLUMN_READ_MIN_BYTES
@@ -215,9 +217,10 @@ def test_a_column_of_large_segments_costs_its_bytes_and_two_requests_a_segment(
         got = log.read("t", columns=columns)
         assert got.equals(expected.select(columns))
         assert counting.counts["get"] == 0
-        # the frame (read with the tail's headers and kept: read again beside
-        # the column, which says which object is at the key), and the column
-        assert counting.counts["get_range"] == 2 * len(sizes)
+        # the frame was read with the tail's headers and kept: the column
+        # alone, its tag naming the frame's object; without tags, the frame
+        # again beside the column says which object is at the key
+        assert counting.counts["get_range"] == (1 if tags else 2) * len(sizes)
         assert sum(counting.bytes_read.values()) < sum(sizes) / 4
     HEADS.clear()  # frames forgotten: the head, then the column
     counting.reset()
@@ -228,11 +231,12 @@ def test_a_column_of_large_segments_costs_its_bytes_and_two_requests_a_segment(
     assert counting.counts["get"] == len(sizes)
 
 
-def test_a_column_of_a_known_segment_is_one_round_trip(store: Store) -> None:
-    """With the frame kept, both requests of a segment are in flight at once:
-    the schedule holds the first, and the second must still arrive."""
+def test_a_column_of_a_known_segment_is_one_round_trip_without_tags(store: Store) -> None:
+    """Without tags, with the frame kept, both requests of a segment (the frame
+    and the column) are in flight at once: the schedule holds the first, and
+    the second must still arrive."""
     expected = big_topic(store, segments=1)
-    scripted = ScriptedStore(store)
+    scripted = ScriptedStore(Untagged(store))
     log = arrowlog.connect(scripted)
     log.partition("t", 0).segments()  # the index, and the segment's frame kept
     gates = [scripted.hold("get_range", "*/segments/*", nth=n) for n in (1, 2)]
@@ -275,13 +279,13 @@ def test_a_known_frame_never_vouches_for_another_object_at_its_key(store: Store)
 
 def test_the_head_cache_keeps_to_its_byte_limit() -> None:
     cache = HeadCache(limit_bytes=10)
-    cache.keep("a", "1", b"12345")
-    cache.keep("b", "1", b"12345")
-    assert cache.get("a", "1") == b"12345"  # now the most recent
-    cache.keep("c", "1", b"123")
+    cache.keep("a", "1", b"12345", "tag-a")
+    cache.keep("b", "1", b"12345", None)
+    assert cache.get("a", "1") == (b"12345", "tag-a")  # now the most recent
+    cache.keep("c", "1", b"123", None)
     assert cache.get("b", "1") is None and cache.get("a", "1") is not None
     assert cache.get("a", "2") is None  # another object at the same key
-    cache.offer("d", "1", b"short")  # the whole object: never read by columns
+    cache.offer("d", "1", b"short", None)  # the whole object: never read by columns
     assert cache.get("d", "1") is None
 
 

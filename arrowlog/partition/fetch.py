@@ -189,37 +189,53 @@ def _fetch_columns(
     offsets: tuple[int, int],
     append_id: str | None,
 ) -> tuple[SegmentHeader, pa.RecordBatch] | None:
-    def one(span: tuple[int, int]) -> bytes:
-        return _get(retry, lambda: store.get_range(key, *span), key, offsets)
+    def one(span: tuple[int, int]) -> tuple[bytes, str | None]:
+        return _get(retry, lambda: store.get_range_tagged(key, *span), key, offsets)
 
-    def fetch(spans: list[tuple[int, int]]) -> list[bytes]:
-        return list(_range_pool().map(one, spans))
+    def from_object(tag: str | None) -> Callable[[list[tuple[int, int]]], list[bytes]]:
+        """Fetches ranges in parallel, all from the object whose tag is ``tag``
+        (the frame's: a stray at a freed key may hold the very same column
+        bytes under another header, and only its tag or its frame says so)."""
 
-    if append_id is not None and (frame := HEADS.get(key, append_id)) is not None:
+        def fetch(spans: list[tuple[int, int]]) -> list[bytes]:
+            got = list(_range_pool().map(one, spans))
+            if tag is not None and any(t != tag for _, t in got):
+                raise _AnotherObject
+            return [data for data, _ in got]
 
-        def fetch_and_frame(spans: list[tuple[int, int]]) -> list[bytes]:
-            # The frame again, beside the columns, in parallel: a stray at a
-            # freed key may have the same column bytes under another header,
-            # and only the object's own frame says which object it is.
-            got = fetch([(0, len(frame)), *spans])
+        return fetch
+
+    def beside(frame: bytes) -> Callable[[list[tuple[int, int]]], list[bytes]]:
+        """For a store without tags: fetches the frame again beside the ranges,
+        in parallel, and it must be the kept one."""
+
+        def fetch(spans: list[tuple[int, int]]) -> list[bytes]:
+            got = [data for data, _ in _range_pool().map(one, [(0, len(frame)), *spans])]
             if got[0] != frame:
                 raise _AnotherObject
             return got[1:]
 
+        return fetch
+
+    if append_id is not None and (kept := HEADS.get(key, append_id)) is not None:
+        fetch = from_object(kept.tag) if kept.tag is not None else beside(kept.frame)
         try:
-            found = decode_columns(frame, size, columns, fetch_and_frame, key=key)
+            found = decode_columns(kept.frame, size, columns, fetch, key=key)
         except (CorruptSegmentError, _AnotherObject):
             found = None  # another object at the key now: read it as it is
         if found is not None:
             return found
         HEADS.drop(key, append_id)
-    head = _get(retry, lambda: store.get_range(key, 0, min(size, HEAD_BYTES)), key, offsets)
+    head, tag = one((0, min(size, HEAD_BYTES)))
     need = head_length(head, key)
     if need > len(head) and need <= size:  # a large schema message (a compaction table)
-        head = _get(retry, lambda: store.get_range(key, 0, need), key, offsets)
-    found = decode_columns(head, size, columns, fetch, key=key)
+        head, tag = one((0, need))
+    try:
+        found = decode_columns(head, size, columns, from_object(tag), key=key)
+    except _AnotherObject:
+        return None  # the object at the key changed between the requests: read it whole
     if found is not None:
-        HEADS.offer(key, found[0].append_id, head)
+        HEADS.offer(key, found[0].append_id, head, tag)
     return found
 
 

@@ -186,17 +186,17 @@ class Listing(PartitionBase):
 
     def _read_header(self, base: int) -> SegmentHeader:
         key = self._key(base)
-        head = self._retry(lambda: self._store.get_range(key, 0, HEAD_BYTES))
+        head, tag = self._retry(lambda: self._store.get_range_tagged(key, 0, HEAD_BYTES))
         header = read_header(head, key=key)
         if isinstance(header, int):
             need = header
-            head = self._retry(lambda: self._store.get_range(key, 0, need))
+            head, tag = self._retry(lambda: self._store.get_range_tagged(key, 0, need))
             header = read_header(head, key=key)
             if isinstance(header, int):
                 raise CorruptSegmentError("segment truncated inside its schema", key=key)
         if header.base_offset != base:
             raise CorruptSegmentError(f"segment says it starts at {header.base_offset}", key=key)
-        HEADS.offer(key, header.append_id, head)  # a column read of it needs no head read
+        HEADS.offer(key, header.append_id, head, tag)  # a column read of it needs no head read
         return header
 
     def _tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:

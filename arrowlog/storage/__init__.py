@@ -1,7 +1,8 @@
 """The object-store protocol that every other part of arrowlog stands on.
 
-A store is deliberately narrow: get, ranged get, head, put-if-absent, list (by
-prefix, after a key, with a limit) and delete. Every authoritative object arrowlog
+A store is deliberately narrow: get, ranged get (with the object's entity tag
+or without), head, put-if-absent, list (by prefix, after a key, with a limit)
+and delete. Every authoritative object arrowlog
 writes is written exactly once with put-if-absent, so compare-and-swap is never
 needed. Backends (memory, local directory, S3 through s3fs, and opt-in unsafe
 fsspec filesystems) all pass one shared test suite (``tests/storage``).
@@ -72,6 +73,15 @@ class Store(Protocol):
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object, cut short at its end."""
+        ...
+
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        """:meth:`get_range`, with the entity tag of the object the bytes came
+        from (S3's ETag; None where a backend cannot tell): two ranges with one
+        tag come from objects of the very same bytes. A reader that kept part
+        of an object can so fetch another part without fetching the first
+        again. (Two objects of the same bytes may share a tag, as S3's MD5
+        ETags do, or not, as a local file's identity does.)"""
         ...
 
     def head(self, key: str) -> ObjectInfo:

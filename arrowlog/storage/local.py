@@ -88,6 +88,20 @@ class LocalStore:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise FileNotFoundError(key) from None
 
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        path = self._path(key)
+        try:
+            with path.open("rb") as f:
+                # the file's identity, from the descriptor the bytes are read
+                # through: objects are written once (a new inode each), so a
+                # file at the key later differs in inode, change time or size
+                st = os.fstat(f.fileno())
+                f.seek(start)
+                data = f.read(max(0, end - start))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise FileNotFoundError(key) from None
+        return data, f"{st.st_dev:x}-{st.st_ino:x}-{st.st_ctime_ns:x}-{st.st_size:x}"
+
     def head(self, key: str) -> ObjectInfo:
         path = self._path(key)
         try:

@@ -19,6 +19,8 @@ class MemoryStore:
         self._name = name
         self._objects: dict[str, bytes] = {}
         self._modified: dict[str, int] = {}  # put time, ms since the epoch
+        self._tags: dict[str, str] = {}  # entity tags: the put's number in this store
+        self._puts = 0
         self._keys: list[str] = []
         self._lock = threading.Lock()
 
@@ -44,6 +46,14 @@ class MemoryStore:
         except KeyError:
             raise FileNotFoundError(key) from None
 
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        check_key(key)
+        with self._lock:  # the bytes and the tag of one object
+            try:
+                return self._objects[key][start:end], self._tags[key]
+            except KeyError:
+                raise FileNotFoundError(key) from None
+
     def head(self, key: str) -> ObjectInfo:
         check_key(key)
         with self._lock:
@@ -59,6 +69,8 @@ class MemoryStore:
                 raise FileExistsError(key)
             self._objects[key] = value
             self._modified[key] = time.time_ns() // 1_000_000
+            self._puts += 1
+            self._tags[key] = str(self._puts)
             bisect.insort(self._keys, key)
 
     def list(
@@ -81,6 +93,7 @@ class MemoryStore:
         with self._lock:
             if self._objects.pop(key, None) is not None:
                 del self._modified[key]
+                del self._tags[key]
                 self._keys.pop(bisect.bisect_left(self._keys, key))
 
     def close(self) -> None:

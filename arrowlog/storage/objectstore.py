@@ -131,6 +131,24 @@ class ObjectStore:
                 return b""
             raise _map_error(e, key, write=False) from e
 
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        check_key(key)
+        if end <= start:
+            return b"", self._tag(key)
+        try:
+            found = obstore.get(self._store, key, options={"range": (start, min(end, 2**63))})
+            return bytes(found.bytes()), found.meta["e_tag"]
+        except Exception as e:
+            if _status(_first_line(e)) == 416:  # starts at or past the end
+                return b"", self._tag(key)
+            raise _map_error(e, key, write=False) from e
+
+    def _tag(self, key: str) -> str | None:
+        try:
+            return obstore.head(self._store, key)["e_tag"]
+        except Exception as e:
+            raise _map_error(e, key, write=False) from e
+
     def head(self, key: str) -> ObjectInfo:
         check_key(key)
         try:

@@ -133,31 +133,48 @@ class S3Store:
                 return b""
             raise
 
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        if end <= start:
+            return b"", self._head(key).get("ETag")
+        try:
+            return self._get_tagged(key, f"bytes={start}-{end - 1}")
+        except StoreError as e:
+            if "InvalidRange" in str(e):  # start at or beyond the end
+                return b"", self._head(key).get("ETag")
+            raise
+
     def _get(self, key: str, byte_range: str | None) -> bytes:
+        return self._get_tagged(key, byte_range)[0]
+
+    def _get_tagged(self, key: str, byte_range: str | None) -> tuple[bytes, str | None]:
         full = self._full(key)
 
-        async def call(client: Any) -> bytes:
+        async def call(client: Any) -> tuple[bytes, str | None]:
             kwargs: dict[str, Any] = {"Bucket": self._bucket, "Key": full}
             if byte_range is not None:
                 kwargs["Range"] = byte_range
             resp = await client.get_object(**kwargs)
             async with resp["Body"] as body:
                 data: bytes = await body.read()
-            return data
+            return data, resp.get("ETag")
 
         try:
-            result: bytes = self._run(call)
+            result: tuple[bytes, str | None] = self._run(call)
         except Exception as e:
             raise _map_error(e, key, write=False) from e
         return result
 
     def head(self, key: str) -> ObjectInfo:
+        resp = self._head(key)
+        return ObjectInfo(key, int(resp["ContentLength"]), epoch_ms(resp.get("LastModified")))
+
+    def _head(self, key: str) -> dict[str, Any]:
         full = self._full(key)
         try:
-            resp = self._run(lambda c: c.head_object(Bucket=self._bucket, Key=full))
+            resp: dict[str, Any] = self._run(lambda c: c.head_object(Bucket=self._bucket, Key=full))
         except Exception as e:
             raise _map_error(e, key, write=False) from e
-        return ObjectInfo(key, int(resp["ContentLength"]), epoch_ms(resp.get("LastModified")))
+        return resp
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         full = self._full(key)

@@ -204,6 +204,10 @@ class ScriptedStore:
         self._before("get_range", key)
         return self.inner.get_range(key, start, end)
 
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        self._before("get_range", key)
+        return self.inner.get_range_tagged(key, start, end)
+
     def head(self, key: str) -> ObjectInfo:
         self._before("head", key)
         return self.inner.head(key)

@@ -85,6 +85,10 @@ class FaultyStore:
         self._before("get_range", key, write=False)
         return self.inner.get_range(key, start, end)
 
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        self._before("get_range", key, write=False)
+        return self.inner.get_range_tagged(key, start, end)
+
     def head(self, key: str) -> ObjectInfo:
         self._before("head", key, write=False)
         return self.inner.head(key)
@@ -175,6 +179,14 @@ class CountingStore:
             self.bytes_read["get_range"] += len(data)
             self.keys_read[key] += 1
         return data
+
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        self._count("get_range")  # one request, as S3 bills it
+        data, tag = self.inner.get_range_tagged(key, start, end)
+        with self._lock:
+            self.bytes_read["get_range"] += len(data)
+            self.keys_read[key] += 1
+        return data, tag
 
     def head(self, key: str) -> ObjectInfo:
         self._count("head")

@@ -50,6 +50,9 @@ class KillAt:
     def get_range(self, key, start, end):  # type: ignore[no-untyped-def]
         return self.inner.get_range(key, start, end)
 
+    def get_range_tagged(self, key, start, end):  # type: ignore[no-untyped-def]
+        return self.inner.get_range_tagged(key, start, end)
+
     def head(self, key):  # type: ignore[no-untyped-def]
         return self.inner.head(key)
 

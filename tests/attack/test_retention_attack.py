@@ -663,6 +663,10 @@ class LoseReply:
         self._check(key)
         return self.inner.get_range(key, start, end)
 
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        self._check(key)
+        return self.inner.get_range_tagged(key, start, end)
+
     def head(self, key: str) -> ObjectInfo:
         self._check(key)
         return self.inner.head(key)

@@ -37,6 +37,7 @@ from arrowlog.storage import Store
 from arrowlog.storage.scripted import Gate, ScriptedStore
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
+from tests.conftest import Untagged
 
 FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64()), pa.field("name", pa.string())]
 SCHEMA = pa.schema(FIELDS)
@@ -556,16 +557,26 @@ def swap(store: Store, key: str, data: bytes) -> None:
     store.put_if_absent(key, data)
 
 
+TAGS = pytest.mark.parametrize("tags", [True, False], ids=["tagged", "untagged"])
+
+
+def reader_of(store: Store, tags: bool) -> arrowlog.ArrowLog:
+    """A reader on ``store``, through a store that reports no entity tags
+    unless ``tags``."""
+    return arrowlog.connect(store if tags else Untagged(store))
+
+
+@TAGS
 @pytest.mark.parametrize("kept", [True, False], ids=["frame-kept", "frame-dropped"])
-def test_a_stray_with_identical_column_bytes_is_refused(kept: bool) -> None:
+def test_a_stray_with_identical_column_bytes_is_refused(kept: bool, tags: bool) -> None:
     """FINDING 3 (fixed): a stray at a freed key with the indexed segment's
     column bytes under another header is refused, whether this process kept
-    the segment's frame or not."""
+    the segment's frame or not, and whether the store has entity tags."""
     store = memory()
     writer = big_topic(store)
     data = big_batch(1)
     writer.append("big", data)
-    reader = arrowlog.connect(store)
+    reader = reader_of(store, tags)
     part = reader.partition("big", 0)
     key = part._key(0)
     assert reader.read("big", columns=["a"]).column("a").equals(pa.chunked_array([data["a"]]))
@@ -579,15 +590,16 @@ def test_a_stray_with_identical_column_bytes_is_refused(kept: bool) -> None:
         reader.read("big", columns=["a"])
 
 
+@TAGS
 @pytest.mark.parametrize("kept", [True, False], ids=["frame-kept", "frame-dropped"])
-def test_a_stray_never_gets_the_kept_frames_dictionary(kept: bool) -> None:
+def test_a_stray_never_gets_the_kept_frames_dictionary(kept: bool, tags: bool) -> None:
     """FINDING 3 (fixed), dictionary variant: the stray stores other strings
     behind the same compressed index bytes; the kept frame's dictionary is
     never applied to them."""
     store = memory()
     writer = big_topic(store, "zstd")
     writer.append("big", big_batch(2, ("alpha", "beta")))
-    reader = arrowlog.connect(store)
+    reader = reader_of(store, tags)
     part = reader.partition("big", 0)
     key = part._key(0)
     assert part.segments()[0].size >= 1024 * 1024
@@ -599,11 +611,12 @@ def test_a_stray_never_gets_the_kept_frames_dictionary(kept: bool) -> None:
         reader.read("big", columns=["kind"])
 
 
-def test_kept_frame_with_different_column_bytes_is_refused() -> None:
+@TAGS
+def test_kept_frame_with_different_column_bytes_is_refused(tags: bool) -> None:
     store = memory()
     writer = big_topic(store)
     writer.append("big", big_batch(1))
-    reader = arrowlog.connect(store)
+    reader = reader_of(store, tags)
     key = reader.partition("big", 0)._key(0)
     reader.read("big", columns=["b"])
     swap(store, key, stray_bytes(big_batch(9), "none"))
@@ -611,22 +624,25 @@ def test_kept_frame_with_different_column_bytes_is_refused() -> None:
         reader.read("big", columns=["b"])
 
 
-def test_column_read_with_a_kept_frame_fetches_the_frame_beside_the_column() -> None:
-    """With a kept frame, a column read sends two requests of the segment at
-    once: its frame again (which object is at the key) and the column."""
+@TAGS
+def test_column_read_with_a_kept_frame_checks_which_object_is_at_the_key(tags: bool) -> None:
+    """With a kept frame, a column read sends one request of the segment, whose
+    entity tag says which object is at the key; without tags, two at once:
+    the frame again (which says it) and the column."""
     inner = memory()
     writer = big_topic(inner)
     data = big_batch(3)
     writer.append("big", data)
-    counting = CountingStore(inner)
+    counting = CountingStore(inner) if tags else Untagged(inner)
     reader = arrowlog.connect(counting)
     reader.read("big", columns=["a"])
     counting.reset()
     got = reader.read("big", columns=["b"])
     assert got.column("b").equals(pa.chunked_array([data["b"]]))
     segment_reads = {k: n for k, n in counting.keys_read.items() if seg(k)}
-    assert list(segment_reads.values()) == [2]
-    assert counting.counts["get_range"] == 2 and counting.counts["get"] == 0
+    requests = 1 if tags else 2
+    assert list(segment_reads.values()) == [requests]
+    assert counting.counts["get_range"] == requests and counting.counts["get"] == 0
 
 
 def test_flipped_column_byte_is_detected_with_a_kept_frame() -> None:
@@ -650,21 +666,22 @@ def test_flipped_column_byte_is_detected_with_a_kept_frame() -> None:
             assert got.column(c).equals(pa.chunked_array([big_batch(4)[c]]))
 
 
-def test_frame_corrupted_in_the_store_after_it_was_kept() -> None:
-    """A bit flipped in the stored frame after this process kept it: the frame
-    read beside the column differs from the kept one, the head is read again
-    and fails its CRC; a whole read catches the flip too."""
+@TAGS
+def test_frame_corrupted_in_the_store_after_it_was_kept(tags: bool) -> None:
+    """A bit flipped in the stored frame after this process kept it: the
+    column's tag (or the frame read beside it) differs from the kept one, the
+    head is read again and fails its CRC; a whole read catches the flip too."""
     store = memory()
     writer = big_topic(store)
     data = big_batch(5)
     writer.append("big", data)
-    reader = arrowlog.connect(store)
+    reader = reader_of(store, tags)
     key = reader.partition("big", 0)._key(0)
     reader.read("big", columns=["a"])
     raw = bytearray(store.get(key))
     raw[200] ^= 0x10
     swap(store, key, bytes(raw))
-    with pytest.raises(CorruptSegmentError):  # the frame read beside the column differs
+    with pytest.raises(CorruptSegmentError):  # another tag, or frame, than the kept one
         reader.read("big", columns=["a"])
     with pytest.raises(CorruptSegmentError):
         reader.read("big")
@@ -673,9 +690,9 @@ def test_frame_corrupted_in_the_store_after_it_was_kept() -> None:
 def test_head_cache_is_bounded() -> None:
     cache = HeadCache(limit_bytes=10_000)
     for i in range(100):
-        cache.keep(f"k{i}", "id", b"x" * 3000)
+        cache.keep(f"k{i}", "id", b"x" * 3000, None)
     assert len(cache) == 3
-    cache.keep("huge", "id", b"x" * 20_000)
+    cache.keep("huge", "id", b"x" * 20_000, "tag")
     assert cache.get("huge", "id") is None
     assert cache._held <= 10_000
 

@@ -132,7 +132,7 @@ def _weed_processes(marker: str) -> list[int]:
 def test_s3_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     data = tmp_path / "s3data"
     proc = subprocess.Popen(
-        cli("s3-server", "--dir", str(data)), env=env(), stdout=subprocess.PIPE,
+        cli("s3-server", "--dir", str(data), "--chunk-mib", "1"), env=env(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -148,6 +148,7 @@ def test_s3_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert set(exports) >= {"ARROWLOG_ENDPOINT_URL", "ARROWLOG_ROOT", "AWS_ACCESS_KEY_ID"}
     assert exports["ARROWLOG_ENDPOINT_URL"].startswith("http://127.0.0.1:")
     assert _weed_processes(str(data))
+    assert _weed_processes("-filer.maxMB=1")  # objects in chunks of 1 MiB
     # the printed settings are all a client needs
     client = env(**exports)
     subprocess.run(cli("topics", "create", "e", "--schema", "id: int64"), env=client, check=True)
@@ -161,6 +162,17 @@ def test_s3_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert "S3 server stopped" in err
     assert _weed_processes(str(data)) == []
     assert data.is_dir()  # --dir is the user's: kept
+
+
+@pytest.mark.parametrize("size", ["0", "-1", "x", "2048"])
+def test_s3_server_refuses_a_bad_chunk_size_and_starts_nothing(
+    tmp_path: Path, size: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from arrowlog.cli import main
+
+    assert main(["s3-server", "--dir", str(tmp_path / "d"), "--chunk-mib", size]) == 2
+    assert "Invalid value for '--chunk-mib'" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
 
 
 def test_s3_server_without_seaweedfs_names_the_extra(
