@@ -745,3 +745,52 @@ def test_columns_as_an_iterator_read_or_get_a_typed_error() -> None:
         assert got.column_names == ["a"]
     except arrowlog.ArrowLogError:
         pass
+
+
+# --- what pyarrow parses beyond the checked ranges -----------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "FINDING (medium, predates ae84675): a column read trusts the column table "
+        "to say where pyarrow will read a column, and parses the record batch from "
+        "an uninitialised buffer of the body's size. A segment whose table, CRC-valid "
+        "throughout (whole-file, frame, table and column CRCs), places a column "
+        "elsewhere than its IPC metadata does (a writer's layout bug, or any object "
+        "written by someone else) makes pyarrow read bytes never fetched nor "
+        "checked: here the values of *another topic* read just before, left in the "
+        "allocator's memory, come back as this topic's records, with no error; the "
+        "whole read returns the right ones (protocol.md: 'Nothing reaches pyarrow "
+        "before ... each column's CRC hold')"
+    ),
+)
+def test_a_column_table_that_misplaces_a_column_never_yields_unchecked_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from arrowlog.segment import column_table
+
+    inner = MemoryStore()
+    log = arrowlog.connect(inner)
+    for name in ("secret", "t"):
+        log.create_topic(name, SCHEMA, config=TopicConfig(compression=Compression.NONE))
+    log.append("secret", big(7))
+    real = column_table.layout
+
+    def misplaced(data: memoryview, schema: pa.Schema) -> Any:
+        body_start, body_end, ranges = real(data, schema) or (0, 0, [])
+        return body_start, body_end, [ranges[1], *ranges[1:]]  # "a" said to be where "b" is
+
+    with monkeypatch.context() as patch:
+        patch.setattr(column_table, "layout", misplaced)
+        log.append("t", big(0))
+    reader = arrowlog.connect(inner)
+    whole = reader.read("t").column("a")
+    assert whole.equals(pa.chunked_array([big(0).column("a")]))  # the segment is sound
+    assert reader.read("secret", columns=["a"]).num_rows == ROWS  # another topic's read
+    HEADS.clear()
+    try:
+        got = reader.read("t", columns=["a"]).column("a")
+    except CorruptSegmentError:
+        return
+    assert got.equals(whole), f"read {got.slice(0, 3).to_pylist()}, not {whole[:3]}"
