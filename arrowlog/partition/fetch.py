@@ -15,13 +15,14 @@ from arrowlog.errors import CorruptSegmentError, SegmentNotFoundError
 from arrowlog.partition.heads import HEADS
 from arrowlog.segment import (
     HEAD_BYTES,
+    RangeFetch,
     SegmentHeader,
     column_indices,
     decode_columns,
     decode_segment,
     head_length,
 )
-from arrowlog.storage import Blob, Store
+from arrowlog.storage import Blob, Store, get_range_tagged
 
 #: segments at least this large are read column by column when a read names
 #: columns: the head, then the frame and the columns' bytes in parallel ranged
@@ -190,37 +191,33 @@ def _fetch_columns(
     append_id: str | None,
 ) -> tuple[SegmentHeader, pa.RecordBatch] | None:
     def one(span: tuple[int, int]) -> tuple[bytes, str | None]:
-        return _get(retry, lambda: store.get_range_tagged(key, *span), key, offsets)
+        return _get(retry, lambda: get_range_tagged(store, key, *span), key, offsets)
 
-    def from_object(tag: str | None) -> Callable[[list[tuple[int, int]]], list[bytes]]:
-        """Fetches ranges in parallel, all from the object whose tag is ``tag``
-        (the frame's: a stray at a freed key may hold the very same column
-        bytes under another header, and only its tag or its frame says so)."""
+    def from_object(frame: bytes, tag: str | None) -> RangeFetch:
+        """Fetches ranges in parallel, and makes sure they come from the object
+        ``frame`` (its first bytes, tagged ``tag``) came from: a stray at a
+        freed key may hold the very same column bytes under another header."""
 
         def fetch(spans: list[tuple[int, int]]) -> list[bytes]:
             got = list(_range_pool().map(one, spans))
-            if tag is not None and any(t != tag for _, t in got):
+            if tag is None:
+                # No tags: the frame again, once the ranges are in. An object at
+                # a key never changes, it is only replaced, and a replacement has
+                # another header (its append id): the same frame after the ranges
+                # means they came from the frame's object.
+                if one((0, len(frame)))[0] != frame:
+                    raise _AnotherObject
+            elif any(t != tag for _, t in got):
                 raise _AnotherObject
             return [data for data, _ in got]
 
         return fetch
 
-    def beside(frame: bytes) -> Callable[[list[tuple[int, int]]], list[bytes]]:
-        """For a store without tags: fetches the frame again beside the ranges,
-        in parallel, and it must be the kept one."""
-
-        def fetch(spans: list[tuple[int, int]]) -> list[bytes]:
-            got = [data for data, _ in _range_pool().map(one, [(0, len(frame)), *spans])]
-            if got[0] != frame:
-                raise _AnotherObject
-            return got[1:]
-
-        return fetch
-
     if append_id is not None and (kept := HEADS.get(key, append_id)) is not None:
-        fetch = from_object(kept.tag) if kept.tag is not None else beside(kept.frame)
         try:
-            found = decode_columns(kept.frame, size, columns, fetch, key=key)
+            found = decode_columns(
+                kept.frame, size, columns, from_object(kept.frame, kept.tag), key=key
+            )
         except (CorruptSegmentError, _AnotherObject):
             found = None  # another object at the key now: read it as it is
         if found is not None:
@@ -231,7 +228,7 @@ def _fetch_columns(
     if need > len(head) and need <= size:  # a large schema message (a compaction table)
         head, tag = one((0, need))
     try:
-        found = decode_columns(head, size, columns, from_object(tag), key=key)
+        found = decode_columns(head, size, columns, from_object(bytes(head), tag), key=key)
     except _AnotherObject:
         return None  # the object at the key changed between the requests: read it whole
     if found is not None:

@@ -14,13 +14,14 @@ and the index names the append id it expects. A kept frame is only a map. The
 columns must come from the object the frame came from, since a stray may hold
 the very same column bytes under another header: the store's entity tag of
 every column range must be the frame's (one request a segment), or, where a
-store has no tags, the frame is fetched again beside the columns and must
-equal it (two requests, one round trip). The column table's CRCs check every
-column byte, and a mismatch drops the entry and reads the object as it is.
+store has no tags, the frame is fetched again once the columns are in and must
+equal it. The column table's CRCs check every column byte, and a mismatch
+drops the entry and reads the object as it is.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from typing import NamedTuple
@@ -87,6 +88,11 @@ class HeadCache:
         old = self._frames.pop((key, append_id), None)
         self._held -= len(old.frame) if old is not None else 0
 
+    def _after_fork(self) -> None:
+        """In a forked child: a lock another thread of the parent held at the
+        fork would never be released there."""
+        self._lock = threading.Lock()
+
     def clear(self) -> None:
         with self._lock:
             self._frames.clear()
@@ -98,3 +104,4 @@ class HeadCache:
 
 #: the process's cache (segments are the same objects for every connection)
 HEADS = HeadCache()
+os.register_at_fork(after_in_child=HEADS._after_fork)

@@ -17,9 +17,10 @@ from arrowlog import _clock
 from arrowlog.checkpoint import SegmentSummary
 from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
 from arrowlog.partition._base import PartitionBase, _Stale
+from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
 from arrowlog.partition.heads import HEADS
 from arrowlog.segment import HEAD_BYTES, SegmentHeader, read_header
-from arrowlog.storage import ObjectInfo
+from arrowlog.storage import ObjectInfo, get_range_tagged
 from arrowlog.topic import (
     MARKS_AFTER,
     parse_announcement_key,
@@ -160,7 +161,7 @@ class Listing(PartitionBase):
             batch = listed[i : i + _HEADER_READS]
             if batch[0][0] != end:
                 return chain  # a gap: read no header past it
-            headers = self._read_headers([base for base, _ in batch])
+            headers = self._read_headers(batch)
             for (base, size), header in zip(batch, headers, strict=True):
                 if base != end or isinstance(header, FileNotFoundError):
                     return chain  # a gap, or a key gone since the listing
@@ -170,33 +171,39 @@ class Listing(PartitionBase):
                 end = header.next_offset
         return chain
 
-    def _read_headers(self, bases: list[int]) -> list[SegmentHeader | BaseException]:
-        """The headers of ``bases`` read in parallel, each or its error."""
+    def _read_headers(self, listed: list[tuple[int, int]]) -> list[SegmentHeader | BaseException]:
+        """The headers of the listed ``(base, size)`` segments read in
+        parallel, each or its error."""
 
-        def read(base: int) -> SegmentHeader | BaseException:
+        def read(segment: tuple[int, int]) -> SegmentHeader | BaseException:
             try:
-                return self._read_header(base)
+                return self._read_header(*segment)
             except (ArrowLogError, FileNotFoundError) as e:
                 return e
 
-        if len(bases) == 1:
-            return [read(bases[0])]
-        with ThreadPoolExecutor(max_workers=len(bases), thread_name_prefix="arrowlog-head") as pool:
-            return list(pool.map(read, bases))
+        if len(listed) == 1:
+            return [read(listed[0])]
+        with ThreadPoolExecutor(
+            max_workers=len(listed), thread_name_prefix="arrowlog-head"
+        ) as pool:
+            return list(pool.map(read, listed))
 
-    def _read_header(self, base: int) -> SegmentHeader:
+    def _read_header(self, base: int, size: int | None = None) -> SegmentHeader:
+        """The header of the segment at ``base``; given its ``size``, a segment
+        large enough to be read by columns leaves its frame kept."""
         key = self._key(base)
-        head, tag = self._retry(lambda: self._store.get_range_tagged(key, 0, HEAD_BYTES))
+        head, tag = self._retry(lambda: get_range_tagged(self._store, key, 0, HEAD_BYTES))
         header = read_header(head, key=key)
         if isinstance(header, int):
             need = header
-            head, tag = self._retry(lambda: self._store.get_range_tagged(key, 0, need))
+            head, tag = self._retry(lambda: get_range_tagged(self._store, key, 0, need))
             header = read_header(head, key=key)
             if isinstance(header, int):
                 raise CorruptSegmentError("segment truncated inside its schema", key=key)
         if header.base_offset != base:
             raise CorruptSegmentError(f"segment says it starts at {header.base_offset}", key=key)
-        HEADS.offer(key, header.append_id, head, tag)  # a column read of it needs no head read
+        if size is not None and size >= COLUMN_READ_MIN_BYTES:
+            HEADS.offer(key, header.append_id, head, tag)  # a column read needs no head read
         return header
 
     def _tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:
@@ -221,4 +228,5 @@ class Listing(PartitionBase):
             except FileNotFoundError:
                 self._end_known_at = began
                 return
-            self._extend_tail(SegmentSummary.of(self._read_header(self._end), info.size))
+            header = self._read_header(self._end, info.size)
+            self._extend_tail(SegmentSummary.of(header, info.size))

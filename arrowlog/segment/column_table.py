@@ -203,6 +203,44 @@ def layout(data: memoryview, schema: pa.Schema) -> tuple[int, int, list[tuple[in
         return None
 
 
+def placed_buffers(
+    frame: memoryview, body_start: int, schema: pa.Schema
+) -> list[list[tuple[int, int]]] | None:
+    """Where the record batch's own metadata puts each top-level field's body
+    buffers: ``[(start, end), ...]`` per field, in the file, empty buffers left
+    out. It is the last message of the frame, the one whose body starts at
+    ``body_start``. None where the frame or the buffers do not map that way."""
+    try:
+        at = 8  # past the file's magic: the stream's messages
+        while at < body_start:
+            if _u32(frame, at) != 0xFFFFFFFF:
+                return None
+            meta_end = at + 8 + int(struct.unpack_from("<i", frame, at + 4)[0])
+            meta = frame[at + 8 : meta_end]
+            if meta_end == body_start:
+                buffers = _message_buffers(meta)
+                break
+            message = _u32(meta, 0)
+            length = _field(meta, message, 3)  # Message.bodyLength
+            at = meta_end + (
+                0 if length is None else int(struct.unpack_from("<q", meta, length)[0])
+            )
+        else:
+            return None
+        counts = _buffer_counts(schema.remove_metadata().serialize().to_pybytes())
+        if sum(counts) != len(buffers):
+            return None
+        placed, i = [], 0
+        for c in counts:
+            placed.append(
+                [(body_start + o, body_start + o + n) for o, n in buffers[i : i + c] if n]
+            )
+            i += c
+        return placed
+    except (struct.error, ValueError, IndexError, pa.ArrowException):
+        return None
+
+
 def coalesce(ranges: list[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
     """Sorted, merged ``ranges``: neighbours closer than ``gap`` bytes are read
     in one request (a request costs more than that many bytes)."""

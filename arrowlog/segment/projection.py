@@ -3,7 +3,7 @@ reads of the rest, each range checked against the column table."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import crc32c
 import pyarrow as pa
@@ -28,6 +28,8 @@ def column_indices(schema: pa.Schema, columns: Sequence[str]) -> list[int]:
         UnknownColumnError: a name is not a column of the schema, or is given twice,
             or no column is named.
     """
+    if isinstance(columns, Iterator):
+        raise UnknownColumnError("columns must be a list of column names, not an iterator")
     if isinstance(columns, str | bytes) or not columns:
         raise UnknownColumnError(
             f"columns must be a non-empty list of column names, got {columns!r}"
@@ -112,6 +114,7 @@ def decode_columns(
             raise CorruptSegmentError(f"short range read at {lo}: {len(got)} bytes", key=key)
         view[lo:hi] = got
     _check_frame(view, table, key)
+    _check_placement(view, table, schema, wanted, key)
     for i in wanted:
         lo, hi, crc = table.columns[i]
         if crc32c.crc32c(view[lo:hi]) != crc:
@@ -159,6 +162,29 @@ def _framed(
 # Columns closer than this are read in one request: on a store a request costs
 # about as much as this many bytes.
 _COALESCE_GAP = 256 * 1024
+
+
+def _check_placement(
+    view: memoryview, table: ColumnTable, schema: pa.Schema, wanted: list[int], key: str
+) -> None:
+    """Every buffer pyarrow will read for the wanted columns (as the record
+    batch's checked metadata places them) lies within the column's range in
+    the table: bytes outside the fetched ranges were never written into the
+    buffer, nor checked.
+
+    Raises:
+        CorruptSegmentError: the metadata cannot be followed, or puts a buffer
+            outside its column's range.
+    """
+    placed = column_table.placed_buffers(view, table.body_start, schema)
+    if placed is None:
+        raise CorruptSegmentError("record batch metadata does not match the schema", key=key)
+    for i in wanted:
+        lo, hi, _ = table.columns[i]
+        if any(start < lo or end > hi for start, end in placed[i]):
+            raise CorruptSegmentError(
+                f"column {schema.names[i]!r} lies outside its range in the column table", key=key
+            )
 
 
 def _check_frame(view: memoryview, table: ColumnTable, key: str) -> None:

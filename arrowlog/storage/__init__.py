@@ -27,7 +27,7 @@ from typing import Protocol, runtime_checkable
 
 from arrowlog.errors import InvalidNameError
 
-__all__ = ["Blob", "ObjectInfo", "Store", "check_key", "epoch_ms"]
+__all__ = ["Blob", "ObjectInfo", "Store", "check_key", "epoch_ms", "get_range_tagged"]
 
 #: What ``get`` returns: bytes, or a read-only view of memory the backend owns.
 #: The local store reads into Arrow's memory pool: allocating fresh Python bytes
@@ -109,6 +109,17 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections and threads."""
         ...
+
+
+def get_range_tagged(store: Store, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+    """``store.get_range_tagged``; for a store written to this protocol before
+    ranged reads had tags, its ``get_range`` and no tag (its readers then check
+    which object they read as they do on any store without tags)."""
+    tagged = getattr(store, "get_range_tagged", None)
+    if tagged is None:
+        return store.get_range(key, start, end), None
+    found: tuple[bytes, str | None] = tagged(key, start, end)
+    return found
 
 
 def epoch_ms(modified: datetime.datetime | None) -> int | None:

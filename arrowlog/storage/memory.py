@@ -5,11 +5,16 @@ store object itself to :func:`arrowlog.connect`."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 import time
 from collections.abc import Iterator
 
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+
+#: numbers the puts of every memory store of the process: a tag stands for one
+#: object however many stores there are (frames are kept per process)
+_PUTS = itertools.count()
 
 
 class MemoryStore:
@@ -19,8 +24,7 @@ class MemoryStore:
         self._name = name
         self._objects: dict[str, bytes] = {}
         self._modified: dict[str, int] = {}  # put time, ms since the epoch
-        self._tags: dict[str, str] = {}  # entity tags: the put's number in this store
-        self._puts = 0
+        self._tags: dict[str, str] = {}  # entity tags: the put's number in this process
         self._keys: list[str] = []
         self._lock = threading.Lock()
 
@@ -69,8 +73,7 @@ class MemoryStore:
                 raise FileExistsError(key)
             self._objects[key] = value
             self._modified[key] = time.time_ns() // 1_000_000
-            self._puts += 1
-            self._tags[key] = str(self._puts)
+            self._tags[key] = str(next(_PUTS))
             bisect.insort(self._keys, key)
 
     def list(

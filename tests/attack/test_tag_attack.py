@@ -206,17 +206,6 @@ def test_the_same_object_put_again_at_its_key_reads_as_the_segment(store: Store)
 # --- stores without tags ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "FINDING (low, predates ae84675): on a store without tags (fsspec), a column "
-        "read of a segment whose frame this process did not keep reads the head, then "
-        "the columns with no check that they come from the same object; a stray with "
-        "the same column bytes put in between passes every CRC, and the read returns "
-        "the vanished segment's header with the stray's columns instead of refusing it "
-        "(protocol.md: 'an object replaced between the two requests is read whole')"
-    ),
-)
 def test_untagged_store_a_stray_between_head_and_columns_is_refused() -> None:
     inner = MemoryStore()
     scripted = ScriptedStore(inner)
@@ -263,18 +252,6 @@ class Ordered(Untagged):
         return got
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "FINDING (low, predates ae84675): without tags, the kept frame is fetched "
-        "again *in parallel* with the columns, so its equality says nothing about "
-        "the columns' GETs: the frame's GET returns the kept bytes, the key is then "
-        "freed and a stray with the same column bytes put, the columns' GETs read "
-        "the stray; the read returns the vanished segment's rows instead of refusing "
-        "the stray (heads.py: 'The columns must come from the object the frame came "
-        "from')"
-    ),
-)
 def test_untagged_store_a_stray_put_after_the_frame_request_is_refused() -> None:
     inner = MemoryStore()
     scripted = ScriptedStore(inner)
@@ -363,25 +340,13 @@ def test_a_compressed_stray_at_a_kept_frames_key_is_refused() -> None:
 # --- one cache for every store in the process ---------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "FINDING (low): the head cache is one per process, keyed by key and append "
-        "id only, and a memory store's tags are its put counter: two memory stores "
-        "give the same tags to different objects. A log copied to another memory "
-        "store (same keys, same append ids) whose copy of a segment differs outside "
-        "the columns (here its header's timestamp) is read with the first store's "
-        "frame: the header (timestamp, the 'timestamp' column of scans) of one "
-        "object, the columns of another"
-    ),
-)
 def test_two_memory_stores_never_share_a_kept_frame() -> None:
     first = MemoryStore()
     make_topic(first)
     ref = arrowlog.connect(first).partition("t", 0).segments()[0]
     assert ref.append_id is not None and ref.size is not None
-    # the same log in a second store, put in the same order (so with the same
-    # tags), its segment carrying another timestamp
+    # the same log in a second store, put in the same order, its segment
+    # carrying another timestamp: tags are numbered per process, not per store
     keys = sorted(
         (int(first.get_range_tagged(info.key, 0, 0)[1] or 0), info.key) for info in first.list("")
     )
@@ -394,7 +359,7 @@ def test_two_memory_stores_never_share_a_kept_frame() -> None:
                 first, key, append_id=ref.append_id, timestamp_ms=header.timestamp_ms - 1
             )
         second.put_if_absent(key, data)
-    assert first.get_range_tagged(ref.key, 0, 0)[1] == second.get_range_tagged(ref.key, 0, 0)[1]
+    assert first.get_range_tagged(ref.key, 0, 0)[1] != second.get_range_tagged(ref.key, 0, 0)[1]
     want = decode_segment(bytes(second.get(ref.key)), key=ref.key)[0].timestamp_ms
 
     arrowlog.connect(first).read("t", columns=COLUMNS)  # keeps the first store's frame
@@ -551,17 +516,6 @@ class OldStore:
         self.inner.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason=(
-        "FINDING (medium): get_range_tagged became a required method of the public "
-        "Store protocol, and every reader of a tail segment's header calls it: a "
-        "store written to the protocol as it was (no tags) now fails every read by a "
-        "second connection with AttributeError, not a typed error, where 'a store "
-        "without tags' was meant to fall back to fetching the frame again"
-    ),
-)
 def test_a_store_without_get_range_tagged_still_reads() -> None:
     old = OldStore()
     log = arrowlog.connect(old)  # type: ignore[arg-type]
@@ -603,17 +557,6 @@ def test_a_forked_child_reads_with_the_frames_it_inherited(tmp_path: Path) -> No
     assert _fork(root) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "FINDING (low, predates ae84675): the process-wide head cache's lock is not "
-        "reset at fork: a process that forks (multiprocessing's default on Linux) "
-        "while one of its read-ahead threads is inside the cache (a header read "
-        "offering a frame, a column read looking one up) gives the child a lock "
-        "held by a thread the child lacks, and the child's first read of a tail "
-        "segment's header hangs forever"
-    ),
-)
 def test_a_child_forked_while_a_thread_is_in_the_head_cache_reads(tmp_path: Path) -> None:
     root = tmp_path / "root"
     make_topic(LocalStore(root, fsync=False))
@@ -727,16 +670,6 @@ def test_a_stray_at_a_key_vacuumed_by_another_process_is_never_read(
     assert got.equals(pa.Table.from_batches([big(1), big(2)]).select(COLUMNS))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason=(
-        "FINDING (low, predates ae84675): columns given as an iterator (a generator "
-        "of names) raise a bare TypeError from column_indices (len() of an "
-        "iterator), not UnknownColumnError nor a read of those columns; tuples, "
-        "sets and dicts are taken"
-    ),
-)
 def test_columns_as_an_iterator_read_or_get_a_typed_error() -> None:
     inner = MemoryStore()
     make_topic(inner)
@@ -750,21 +683,6 @@ def test_columns_as_an_iterator_read_or_get_a_typed_error() -> None:
 # --- what pyarrow parses beyond the checked ranges -----------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "FINDING (medium, predates ae84675): a column read trusts the column table "
-        "to say where pyarrow will read a column, and parses the record batch from "
-        "an uninitialised buffer of the body's size. A segment whose table, CRC-valid "
-        "throughout (whole-file, frame, table and column CRCs), places a column "
-        "elsewhere than its IPC metadata does (a writer's layout bug, or any object "
-        "written by someone else) makes pyarrow read bytes never fetched nor "
-        "checked: here the values of *another topic* read just before, left in the "
-        "allocator's memory, come back as this topic's records, with no error; the "
-        "whole read returns the right ones (protocol.md: 'Nothing reaches pyarrow "
-        "before ... each column's CRC hold')"
-    ),
-)
 def test_a_column_table_that_misplaces_a_column_never_yields_unchecked_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
