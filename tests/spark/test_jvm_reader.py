@@ -283,6 +283,45 @@ def _flip(spec: StoreSpec, key: str, at: int) -> None:
     store.close()
 
 
+def test_a_column_table_that_misplaces_a_column_fails_both_readers(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A column table that passes every CRC but puts column a where b is (a
+    writer's layout bug, or an object someone else wrote): a read of a fetches
+    b's bytes, and the reader must not let Arrow read a where the batch's own
+    metadata puts it, bytes never fetched nor checked. Both readers refuse it,
+    naming the object; a whole read is right."""
+    import numpy as np
+
+    from arrowlog.partition.heads import HEADS
+    from arrowlog.segment import column_table
+
+    spec = local(tmp_path)
+    log = spec.connect()
+    schema = pa.schema([("a", pa.float64()), ("b", pa.float64())])
+    log.create_topic("t", schema, config=TopicConfig(compression=Compression.NONE))
+    real = column_table.layout
+
+    def misplaced(data: memoryview, schema: pa.Schema) -> Any:
+        body_start, body_end, ranges = real(data, schema) or (0, 0, [])
+        return body_start, body_end, [ranges[1], *ranges[1:]]
+
+    rng = np.random.default_rng(3)
+    batch = pa.record_batch([rng.random(100_000), rng.random(100_000)], schema=schema)
+    with monkeypatch.context() as patch:
+        patch.setattr(column_table, "layout", misplaced)
+        log.append("t", batch)
+    HEADS.clear()
+    name = Path(log.partition("t", 0).segments()[0].key).name
+    wanted = rf"CorruptSegmentError: \S*{name}: column 'a' lies outside its range"
+    for reader in ("jvm", "python"):
+        options = {"columns": "a"} if reader == "python" else {}
+        with pytest.raises(Exception, match=wanted):
+            read(spark, spec, reader, topic="t", **options).select("a").collect()
+    whole = read(spark, spec, "jvm", topic="t").orderBy("offset").collect()  # every column
+    assert [r["a"] for r in whole] == batch.column("a").to_pylist()
+
+
 @pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_a_few_columns_of_a_large_segment_are_read_by_range_and_each_checked(
     spark: Any, tmp_path: Path, request: pytest.FixtureRequest, kind: str

@@ -1,6 +1,8 @@
 package io.arrowlog.spark;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -12,6 +14,11 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.zip.CRC32C;
+import org.apache.arrow.flatbuf.Buffer;
+import org.apache.arrow.flatbuf.Message;
+import org.apache.arrow.flatbuf.MessageHeader;
+import org.apache.arrow.flatbuf.RecordBatch;
+import org.apache.arrow.vector.TypeLayout;
 import org.apache.arrow.vector.ipc.ReadChannel;
 import org.apache.arrow.vector.ipc.message.MessageSerializer;
 import org.apache.arrow.vector.types.pojo.Field;
@@ -103,6 +110,7 @@ final class ColumnRanges {
     ranges.addAll(coalesce(columns));
     fill(segment, data, ranges);
     checkFrame(data, schemaLength, table, fields.size(), key);
+    checkPlacement(data, table, fields, picked, key);
     for (int i : picked) {
       long[] c = table.columns()[i];
       CRC32C crc = new CRC32C();
@@ -161,6 +169,79 @@ final class ColumnRanges {
     if (frame.getValue() != table.frameCrc()) {
       throw SegmentFile.corrupt("checksum mismatch outside the columns", key);
     }
+  }
+
+  /**
+   * Every buffer Arrow will read for the picked columns, as the record batch's own (checked)
+   * metadata places them, lies within the column's range in the table: a table that says
+   * otherwise would have Arrow read bytes never fetched nor checked.
+   */
+  private static void checkPlacement(
+      byte[] data, Table table, List<Field> fields, List<Integer> picked, String key) {
+    RecordBatch batch = lastBatch(data, table.bodyStart());
+    if (batch == null) {
+      throw SegmentFile.corrupt("record batch metadata does not match the schema", key);
+    }
+    int total = 0;
+    for (Field f : fields) {
+      total += bufferCount(f);
+    }
+    if (total != batch.buffersLength()) {
+      throw SegmentFile.corrupt("record batch metadata does not match the schema", key);
+    }
+    int buffer = 0;
+    for (int i = 0; i < fields.size(); i++) {
+      int count = bufferCount(fields.get(i));
+      if (picked.contains(i)) {
+        long[] range = table.columns()[i];
+        for (int j = buffer; j < buffer + count; j++) {
+          Buffer b = batch.buffers(j);
+          long start = table.bodyStart() + b.offset();
+          if (b.length() > 0 && (start < range[0] || start + b.length() > range[1])) {
+            throw SegmentFile.corrupt(
+                "column '" + fields.get(i).getName() + "' lies outside its range in the column table",
+                key);
+          }
+        }
+      }
+      buffer += count;
+    }
+  }
+
+  /** The metadata of the frame's last message, whose body starts at {@code bodyStart}. */
+  private static RecordBatch lastBatch(byte[] data, long bodyStart) {
+    long at = 8; // past the file's magic: the stream's messages
+    while (at + 8 <= bodyStart) {
+      int length = SegmentFile.le32(data, (int) at + 4);
+      long end = at + 8 + length;
+      if (SegmentFile.le32(data, (int) at) != -1 || length <= 0 || end > bodyStart) {
+        return null;
+      }
+      ByteBuffer meta = ByteBuffer.wrap(data, (int) at + 8, length).slice();
+      Message message = Message.getRootAsMessage(meta.order(ByteOrder.LITTLE_ENDIAN));
+      if (end == bodyStart) {
+        return message.headerType() == MessageHeader.RecordBatch
+            ? (RecordBatch) message.header(new RecordBatch())
+            : null;
+      }
+      at = end + message.bodyLength();
+    }
+    return null;
+  }
+
+  /**
+   * How many body buffers a field has in a record batch, its children's included (a
+   * dictionary-encoded field: those of its indices).
+   */
+  static int bufferCount(Field f) {
+    if (f.getDictionary() != null) {
+      return TypeLayout.getTypeBufferCount(f.getDictionary().getIndexType());
+    }
+    int n = TypeLayout.getTypeBufferCount(f.getType());
+    for (Field child : f.getChildren()) {
+      n += bufferCount(child);
+    }
+    return n;
   }
 
   /** Where the table's text starts in {@code [lo, hi)}: after its one tag, or -1. */
