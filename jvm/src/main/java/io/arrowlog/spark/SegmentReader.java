@@ -122,7 +122,9 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
           pair.splitAndTransfer(from, rows);
           v = own(pair.getTo());
         }
-        columns[i] = new ArrowColumnVector(Vectors.forSpark(v, fields[i], allocator, owned));
+        v = Vectors.forSpark(v, fields[i], allocator, owned);
+        ColumnVector fixed = FixedWidthColumnVector.of(v, fields[i].dataType());
+        columns[i] = fixed != null ? fixed : new ArrowColumnVector(v);
       }
     }
     current = new ColumnarBatch(columns, rows);
