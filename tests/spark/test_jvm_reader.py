@@ -121,6 +121,29 @@ def test_a_session_built_with_configure_reads_on_the_jvm(spark: Any, tmp_path: P
     assert "JVM reader" not in plans["python"]
 
 
+def test_the_planner_kept_between_queries_plans_what_the_log_holds_now(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The driver keeps one planner process, and it keeps its connections: a query
+    after an append reads the new rows, one after the topic was deleted and created
+    again reads the new topic's (tests/spark/test_jvm_planner.py has the rest)."""
+    spec = local(tmp_path)
+    log = spec.connect(config=arrowlog.LogConfig(metadata_max_age_ms=0))  # no wait to re-create
+    log.create_topic("t", pa.schema([("v", pa.int64())]), partitions=2)
+    log.append("t", pa.record_batch({"v": [1, 2]}))
+
+    def values() -> list[int]:
+        return sorted(r["v"] for r in read(spark, spec, "jvm", topic="t").collect())
+
+    assert values() == [1, 2]
+    log.append("t", pa.record_batch({"v": [3]}), partition=1)
+    assert values() == [1, 2, 3]
+    log.delete_topic("t")
+    log.create_topic("t", pa.schema([("v", pa.int64())]))
+    log.append("t", pa.record_batch({"v": [9]}))
+    assert values() == [9]
+
+
 def test_the_session_has_the_executors_its_master_asks_for(spark: Any) -> None:
     """``make test-spark-cluster`` runs these tests with two executors in JVMs of
     their own (a block manager each, beside the driver's)."""
