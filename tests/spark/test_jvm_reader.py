@@ -209,8 +209,9 @@ def test_large_compressed_buffers_read_the_same_through_both_readers(
     spark: Any, tmp_path: Path, compression: Compression
 ) -> None:
     """Buffers of megabytes: pyarrow writes an LZ4 frame of many linked blocks
-    (matches reaching into earlier blocks), some stored uncompressed; the JVM
-    reader decodes them itself (Arrow's LZ4 codec was twenty times slower)."""
+    (matches reaching into earlier blocks, and matches longer than their offset:
+    a run of one value), some stored uncompressed; the JVM reader decodes them
+    itself (Arrow's LZ4 codec was twenty times slower)."""
     import numpy as np
 
     spec = local(tmp_path)
@@ -221,6 +222,7 @@ def test_large_compressed_buffers_read_the_same_through_both_readers(
         pa.field("seq", pa.int64()),
         pa.field("noise", pa.float64()),
         pa.field("word", pa.string()),
+        pa.field("runs", pa.int32()),
     ]
     schema = pa.schema(fields)
     log.create_topic("big", schema, config=TopicConfig(compression=compression))
@@ -232,12 +234,19 @@ def test_large_compressed_buffers_read_the_same_through_both_readers(
                     pa.array(np.arange(k * n, (k + 1) * n) % 1000),  # compresses, linked
                     pa.array(rng.random(n)),  # does not: stored blocks
                     pa.array([f"w{i % 37}-{i % 11}" for i in range(n)]),
+                    pa.array(np.arange(n, dtype=np.int32) // 99_999 * 3 + k),  # long runs
                 ],
                 schema=schema,
             ),
         )
     jvm, python = (read(spark, spec, r, topic="big") for r in ("jvm", "python"))
-    aggregate = ["sum(seq)", "sum(cast(noise * 1e9 as bigint))", "count(distinct word)", "count(*)"]
+    aggregate = [
+        "sum(seq)",
+        "sum(cast(noise * 1e9 as bigint))",
+        "count(distinct word)",
+        "sum(runs * offset)",
+        "count(*)",
+    ]
     assert jvm.selectExpr(*aggregate).collect() == python.selectExpr(*aggregate).collect()
     assert jvm.orderBy("offset").limit(5).collect() == python.orderBy("offset").limit(5).collect()
 
