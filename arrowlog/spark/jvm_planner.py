@@ -15,58 +15,122 @@ import decimal
 import json
 import sys
 import time
-from typing import Any
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 import arrowlog
 from arrowlog.errors import ArrowLogError, InvalidConfigError
+from arrowlog.log import ArrowLog
 from arrowlog.scan import ScanTask
 from arrowlog.storage import Store
+from arrowlog.topic import Topic
+from arrowlog.topic_changes import TopicVersions
+
+if TYPE_CHECKING:
+    from arrowlog.spark.options import ReadOptions
 
 #: pre-signed URLs outlive the longest job they are planned for
 URL_EXPIRY_S = 7 * 24 * 3600
 
 
-def plan(request: dict[str, Any]) -> dict[str, Any]:
+class Clients:
+    """The connections of one planner process, kept between the plans of its
+    driver: a plan then lists each partition from the segment it last knew (one
+    LIST), where a new connection reads every partition's checkpoint and the
+    header of each segment after it.
+
+    A kept connection plans only topics it knows as they are: before each plan,
+    each topic's latest version is read anew, from its first (as a new
+    connection reads it), and one whose version or change differs from the
+    connection's (altered, deleted, created again, or a root emptied and filled
+    anew) gets a new connection. Partitions list their segments at every plan,
+    so a read without end offsets ends where the log ends now. Connections are
+    keyed by root and storage options (credentials included: none is shared
+    with other options), at most ``size`` of them.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._kept: OrderedDict[str, ArrowLog] = OrderedDict()
+
+    def log(self, options: ReadOptions) -> ArrowLog:
+        """A connection to the root of ``options``, current for its topics."""
+        key = json.dumps([options.root, options.storage], sort_keys=True, default=repr)
+        log = self._kept.pop(key, None)
+        if log is not None and not _knows_current(log, options):
+            log.close()
+            log = None
+        if log is None:
+            log = arrowlog.connect(options.root, options.storage)
+        self._kept[key] = log
+        while len(self._kept) > self._size:
+            self._kept.popitem(last=False)[1].close()
+        return log
+
+    def close(self) -> None:
+        while self._kept:
+            self._kept.popitem()[1].close()
+
+
+def _knows_current(log: ArrowLog, options: ReadOptions) -> bool:
+    """Whether ``log`` knows the latest version of every topic ``options`` read."""
+    from arrowlog.spark.planning import subscribed_topics
+
+    versions = TopicVersions(log.store, log.config.retry)
+    try:
+        for name in subscribed_topics(log, options):
+            latest = versions.latest(name)
+            if not isinstance(latest, Topic):
+                return False  # gone: a new connection says so as the Python source does
+            known = log.topic(name)
+            if (known.version, known.change_id) != (latest.version, latest.change_id):
+                return False
+    except ArrowLogError:
+        return False
+    return True
+
+
+def plan(request: dict[str, Any], clients: Clients | None = None) -> dict[str, Any]:
     """The tasks of a batch read, as the JVM reader takes them.
 
     ``request``: ``options`` (the read's options, ``path`` included),
     ``columns`` (the topic columns Spark needs, in order, or null for all) and
-    ``filters`` (Spark's filters, see :func:`_filter`). Raises what the Python
+    ``filters`` (Spark's filters, see :func:`_filter`); ``clients``: the
+    connections kept between plans (None: a new one). Raises what the Python
     source would raise for the same read.
     """
     from arrowlog.spark.options import ReadOptions
-    from arrowlog.spark.source import ArrowLogDataSource, ArrowLogFilteringReader, _Partition
-    from arrowlog.storage.url import open_store
+    from arrowlog.spark.source import ArrowLogFilteringReader, _Partition, read_schema
 
     options = {str(k): str(v) for k, v in request["options"].items()}
     # the schema Spark read (its metadata columns named as they are there: a
     # filter on `_offset` where the topic has a column `offset`)
-    schema = ArrowLogDataSource(dict(options)).schema()
+    read = ReadOptions.parse(options, streaming=None)
+    log = (clients or Clients()).log(read)
+    schema = read_schema(log, read)
     columns = request.get("columns")
     if columns:  # what Spark needs, as the columns option says it
         options["columns"] = ",".join(columns)
     reader = ArrowLogFilteringReader(ReadOptions.parse(options), schema)
     filters = [_filter(f) for f in request.get("filters", [])]
     list(reader.pushFilters([f for f in filters if f is not None]))
-    parts = reader.partitions()
-    store = open_store(reader.options.root, reader.options.storage)
-    try:
-        chosen = [p.task for p in parts if isinstance(p, _Partition) and p.task]
-        tasks = [_task(store, task) for task in chosen]
-    finally:
-        store.close()
+    parts = reader.partitions_of(log)
+    chosen = [p.task for p in parts if isinstance(p, _Partition) and p.task]
+    tasks = [_task(log.store, task) for task in chosen]
     # each topic's schema: the JVM refuses a segment holding other columns
     schemas = {
         t.topic: base64.b64encode(t.schema.serialize().to_pybytes()).decode()
         for t in chosen
         if t.schema is not None
     }
+    if clients is None:
+        log.close()
     return {"tasks": tasks, "columns": [f.name for f in schema.fields], "schemas": schemas}
 
 
-def check(request: dict[str, Any]) -> dict[str, Any]:
+def check(request: dict[str, Any], clients: Clients | None = None) -> dict[str, Any]:
     """Whether the JVM reader can read the topic of a read (``options``):
     ``{"unreadable": reason}`` for a column type it does not hand to Spark as
     Spark's Python reader does (the read then goes to the Python reader), else
@@ -77,7 +141,7 @@ def check(request: dict[str, Any]) -> dict[str, Any]:
 
     try:
         options = ReadOptions.parse({str(k): str(v) for k, v in request["options"].items()})
-        log = arrowlog.connect(options.root, options.storage)
+        log = (clients or Clients()).log(options)
         topics = subscribed_topics(log, options)
         reasons = [r for t in topics if (r := unreadable(log.topic(t).schema)) is not None]
     except ArrowLogError:
@@ -214,15 +278,15 @@ def _value(typed: dict[str, Any]) -> Any:
     return v
 
 
-def answer(line: str) -> str:
+def answer(line: str, clients: Clients | None = None) -> str:
     """One request (a JSON line) to one reply line: the plan, or ``{"error":
     {"type", "message"}}`` with the Python error's class name."""
     started = time.perf_counter()
     try:
         request = json.loads(line)
         if request.get("check"):
-            return json.dumps(check(request))
-        out = plan(request)
+            return json.dumps(check(request, clients))
+        out = plan(request, clients)
         out["plan_ms"] = round((time.perf_counter() - started) * 1000, 1)
         return json.dumps(out, separators=(",", ":"))
     except ArrowLogError as e:
@@ -236,10 +300,14 @@ def main() -> int:
     """Serve requests, one JSON line in and one out, until stdin closes: the
     driver starts one planner and keeps it, so a query pays for a plan, not for
     starting Python and importing pyarrow (about half a second)."""
-    for line in sys.stdin:
-        if line.strip():
-            sys.stdout.write(answer(line) + "\n")
-            sys.stdout.flush()
+    clients = Clients()
+    try:
+        for line in sys.stdin:
+            if line.strip():
+                sys.stdout.write(answer(line, clients) + "\n")
+                sys.stdout.flush()
+    finally:
+        clients.close()
     return 0
 
 

@@ -74,12 +74,7 @@ class ArrowLogDataSource(DataSource):
     def schema(self) -> StructType:
         # Spark asks for the schema of batch and streaming reads alike.
         opts = ReadOptions.parse(self.options, streaming=None)
-        log = arrowlog.connect(opts.root, opts.storage)
-        topics = subscribed_topics(log, opts)
-        arrow = output_schema(projected(log.topic(topics[0]).schema, opts.columns))
-        readable = pa.schema([f.with_type(spark_arrow_type(f.name, f.type)) for f in arrow])
-        spark_schema: StructType = from_arrow_schema(readable)
-        return spark_schema
+        return read_schema(arrowlog.connect(opts.root, opts.storage), opts)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = ReadOptions.parse(self.options)
@@ -108,6 +103,22 @@ class ArrowLogDataSource(DataSource):
 
 
 # --- reading -----------------------------------------------------------------------
+
+
+def read_schema(log: arrowlog.ArrowLog, options: ReadOptions) -> StructType:
+    """The schema Spark reads ``options``' topics with (the first topic's columns
+    as ``columns`` picks them, widened where Spark has no type, and the metadata
+    columns).
+
+    Raises:
+        UnknownTopicOrPartitionError: no such topic.
+        SchemaMismatchError: a column type Spark cannot read in any form.
+    """
+    topics = subscribed_topics(log, options)
+    arrow = output_schema(projected(log.topic(topics[0]).schema, options.columns))
+    readable = pa.schema([f.with_type(spark_arrow_type(f.name, f.type)) for f in arrow])
+    spark_schema: StructType = from_arrow_schema(readable)
+    return spark_schema
 
 
 class _Partition(InputPartition):
@@ -151,7 +162,11 @@ class ArrowLogReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
-        log = arrowlog.connect(o.root, o.storage)
+        return self.partitions_of(arrowlog.connect(o.root, o.storage))
+
+    def partitions_of(self, log: arrowlog.ArrowLog) -> list[InputPartition]:
+        """The read's tasks, planned through ``log`` (a client of the read's root)."""
+        o = self.options
         topics = subscribed_topics(log, o)
         every = subscribed_partitions(log, o, topics)
         numbers = self.partition_numbers
@@ -368,4 +383,4 @@ def _bounds(f: Filter, to_int: Callable[[Any], int] = int) -> tuple[int | None, 
     return None, value
 
 
-__all__ = ["ArrowLogDataSource", "ArrowLogFilteringReader", "ArrowLogReader"]
+__all__ = ["ArrowLogDataSource", "ArrowLogFilteringReader", "ArrowLogReader", "read_schema"]

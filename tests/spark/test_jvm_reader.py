@@ -121,6 +121,29 @@ def test_a_session_built_with_configure_reads_on_the_jvm(spark: Any, tmp_path: P
     assert "JVM reader" not in plans["python"]
 
 
+def test_the_planner_kept_between_queries_plans_what_the_log_holds_now(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The driver keeps one planner process, and it keeps its connections: a query
+    after an append reads the new rows, one after the topic was deleted and created
+    again reads the new topic's (tests/spark/test_jvm_planner.py has the rest)."""
+    spec = local(tmp_path)
+    log = spec.connect(config=arrowlog.LogConfig(metadata_max_age_ms=0))  # no wait to re-create
+    log.create_topic("t", pa.schema([("v", pa.int64())]), partitions=2)
+    log.append("t", pa.record_batch({"v": [1, 2]}))
+
+    def values() -> list[int]:
+        return sorted(r["v"] for r in read(spark, spec, "jvm", topic="t").collect())
+
+    assert values() == [1, 2]
+    log.append("t", pa.record_batch({"v": [3]}), partition=1)
+    assert values() == [1, 2, 3]
+    log.delete_topic("t")
+    log.create_topic("t", pa.schema([("v", pa.int64())]))
+    log.append("t", pa.record_batch({"v": [9]}))
+    assert values() == [9]
+
+
 def test_the_session_has_the_executors_its_master_asks_for(spark: Any) -> None:
     """``make test-spark-cluster`` runs these tests with two executors in JVMs of
     their own (a block manager each, beside the driver's)."""
@@ -186,8 +209,9 @@ def test_large_compressed_buffers_read_the_same_through_both_readers(
     spark: Any, tmp_path: Path, compression: Compression
 ) -> None:
     """Buffers of megabytes: pyarrow writes an LZ4 frame of many linked blocks
-    (matches reaching into earlier blocks), some stored uncompressed; the JVM
-    reader decodes them itself (Arrow's LZ4 codec was twenty times slower)."""
+    (matches reaching into earlier blocks, and matches longer than their offset:
+    a run of one value), some stored uncompressed; the JVM reader decodes them
+    itself (Arrow's LZ4 codec was twenty times slower)."""
     import numpy as np
 
     spec = local(tmp_path)
@@ -198,6 +222,7 @@ def test_large_compressed_buffers_read_the_same_through_both_readers(
         pa.field("seq", pa.int64()),
         pa.field("noise", pa.float64()),
         pa.field("word", pa.string()),
+        pa.field("runs", pa.int32()),
     ]
     schema = pa.schema(fields)
     log.create_topic("big", schema, config=TopicConfig(compression=compression))
@@ -209,12 +234,19 @@ def test_large_compressed_buffers_read_the_same_through_both_readers(
                     pa.array(np.arange(k * n, (k + 1) * n) % 1000),  # compresses, linked
                     pa.array(rng.random(n)),  # does not: stored blocks
                     pa.array([f"w{i % 37}-{i % 11}" for i in range(n)]),
+                    pa.array(np.arange(n, dtype=np.int32) // 99_999 * 3 + k),  # long runs
                 ],
                 schema=schema,
             ),
         )
     jvm, python = (read(spark, spec, r, topic="big") for r in ("jvm", "python"))
-    aggregate = ["sum(seq)", "sum(cast(noise * 1e9 as bigint))", "count(distinct word)", "count(*)"]
+    aggregate = [
+        "sum(seq)",
+        "sum(cast(noise * 1e9 as bigint))",
+        "count(distinct word)",
+        "sum(runs * offset)",
+        "count(*)",
+    ]
     assert jvm.selectExpr(*aggregate).collect() == python.selectExpr(*aggregate).collect()
     assert jvm.orderBy("offset").limit(5).collect() == python.orderBy("offset").limit(5).collect()
 

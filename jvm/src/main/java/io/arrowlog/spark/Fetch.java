@@ -7,12 +7,13 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
-import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.Arrays;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
 
 /**
  * The bytes of a segment, whole or a byte range of it, from a local path or a pre-signed
@@ -28,11 +29,52 @@ final class Fetch {
 
   private Fetch() {}
 
-  /** The whole object. */
-  static byte[] bytes(SegmentTask.Segment segment) {
-    return retrying(
-        segment,
-        () -> isHttp(segment) ? get(segment, null) : Files.readAllBytes(Path.of(segment.location())));
+  /**
+   * The whole object, in Arrow memory of {@code allocator} (the caller's to close): a
+   * local file is read into it with no copy on the heap.
+   */
+  static ArrowBuf object(SegmentTask.Segment segment, BufferAllocator allocator) {
+    if (isHttp(segment)) {
+      return offHeap(retrying(segment, () -> get(segment, null)), allocator);
+    }
+    return retrying(segment, () -> readFile(segment, allocator));
+  }
+
+  /** {@code bytes} copied into Arrow memory of {@code allocator} (the caller's to close). */
+  static ArrowBuf offHeap(byte[] bytes, BufferAllocator allocator) {
+    ArrowBuf out = exact(allocator, bytes.length);
+    out.setBytes(0, bytes);
+    return out;
+  }
+
+  /** A buffer of exactly {@code size} bytes (the allocator may round its own up). */
+  private static ArrowBuf exact(BufferAllocator allocator, long size) {
+    return allocator.buffer(size).slice(0, size);
+  }
+
+  private static ArrowBuf readFile(SegmentTask.Segment segment, BufferAllocator allocator)
+      throws IOException {
+    Path path = Path.of(segment.location());
+    try (FileChannel file = FileChannel.open(path, StandardOpenOption.READ)) {
+      long size = file.size();
+      if (size > Integer.MAX_VALUE) {
+        throw new ArrowLogException(
+            "CorruptSegmentError", segment.key() + ": " + size + " bytes: not a segment");
+      }
+      ArrowBuf out = exact(allocator, size);
+      try {
+        ByteBuffer into = out.nioBuffer(0, (int) size);
+        while (into.hasRemaining()) {
+          if (file.read(into, into.position()) < 0) {
+            throw new IOException("ended at " + into.position() + " of " + size + " bytes");
+          }
+        }
+        return out;
+      } catch (IOException | RuntimeException e) {
+        out.close();
+        throw e;
+      }
+    }
   }
 
   /** The bytes {@code [lo, hi)} of the object; fewer where the object ends before hi. */
@@ -42,11 +84,11 @@ final class Fetch {
         () -> isHttp(segment) ? get(segment, new long[] {lo, hi}) : read(segment, lo, hi));
   }
 
-  private interface Request {
-    byte[] run() throws IOException;
+  private interface Request<T> {
+    T run() throws IOException;
   }
 
-  private static byte[] retrying(SegmentTask.Segment segment, Request request) {
+  private static <T> T retrying(SegmentTask.Segment segment, Request<T> request) {
     IOException last = null;
     for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
       try {

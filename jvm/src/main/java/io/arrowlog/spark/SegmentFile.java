@@ -9,6 +9,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.zip.CRC32C;
+import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.types.pojo.Schema;
@@ -78,21 +79,30 @@ final class SegmentFile implements AutoCloseable {
   /**
    * A checked segment with the columns {@code wanted} loaded (null: all of them), from
    * the whole object ({@code whole}, checked here) or from what {@link ColumnRanges}
-   * fetched and checked (the object up to the end of its record batch).
+   * fetched and checked (the object up to the end of its record batch). Takes {@code
+   * data}'s reference: the columns read are slices of it, or decompressed from it.
    */
   static SegmentFile open(
-      byte[] data,
+      ArrowBuf data,
       boolean whole,
       SegmentTask.Segment segment,
       BufferAllocator allocator,
       Set<String> wanted,
       Schema topic) {
     String key = segment.key();
-    if (whole) {
-      verify(data, key);
+    ColumnReader reader;
+    try {
+      if (whole) {
+        verify(data, key);
+      }
+      if (data.capacity() < 8) {
+        throw corrupt("not an Arrow IPC file (" + data.capacity() + " bytes; truncated?)", key);
+      }
+      reader = new ColumnReader(data, 8, allocator, wanted);
+    } catch (RuntimeException e) {
+      data.close();
+      throw e;
     }
-    ColumnReader reader =
-        new ColumnReader(new BytesChannel(data, 8, data.length - 8), allocator, wanted);
     try {
       Schema found = reader.getVectorSchemaRoot().getSchema();
       JsonNode header = header(found.getCustomMetadata(), key);
@@ -126,7 +136,9 @@ final class SegmentFile implements AutoCloseable {
       VectorSchemaRoot root = reader.selected();
       long after = 8 + reader.bytesRead();
       if (whole
-          && (after + 8 > data.length || data[(int) after] != -1 || data[(int) after + 4] != 0)) {
+          && (after + 8 > data.capacity()
+              || data.getByte(after) != -1
+              || data.getByte(after + 4) != 0)) {
         throw corrupt("a segment holds one record batch, found more", key);
       }
       return new SegmentFile(key, reader, root, header.path("timestamp_ms").asLong(), runs);
@@ -194,17 +206,25 @@ final class SegmentFile implements AutoCloseable {
     return header;
   }
 
-  /** The framing, and the CRC over the whole file. */
-  static void verify(byte[] data, String key) {
-    int n = data.length;
-    if (n < 26
-        || !Arrays.equals(data, 0, 6, MAGIC, 0, 6)
-        || !Arrays.equals(data, n - 6, n, MAGIC, 0, 6)) {
+  /**
+   * The framing, and the CRC over the whole file (in Arrow memory: the CRC reads it
+   * there; only the schema message and the footer, where the checksum fields are, are
+   * copied out to be searched).
+   */
+  static void verify(ArrowBuf data, String key) {
+    long size = data.capacity();
+    if (size < 26 || size > Integer.MAX_VALUE) {
+      throw corrupt("not an Arrow IPC file (" + size + " bytes; truncated?)", key);
+    }
+    int n = (int) size;
+    byte[] head = bytes(data, 0, 16);
+    byte[] tail = bytes(data, n - 10, n);
+    if (!Arrays.equals(head, 0, 6, MAGIC, 0, 6) || !Arrays.equals(tail, 4, 10, MAGIC, 0, 6)) {
       throw corrupt("not an Arrow IPC file (" + n + " bytes; truncated?)", key);
     }
-    int continuation = le32(data, 8);
-    int schemaLength = le32(data, 12);
-    int footerLength = le32(data, n - 10);
+    int continuation = le32(head, 8);
+    int schemaLength = le32(head, 12);
+    int footerLength = le32(tail, 0);
     if (continuation != -1 || schemaLength <= 0 || footerLength <= 0) {
       throw corrupt("bad IPC framing", key);
     }
@@ -213,21 +233,30 @@ final class SegmentFile implements AutoCloseable {
     if (!(schemaEnd <= footerStart && footerStart < n - 10)) {
       throw corrupt("bad IPC framing (overlapping regions)", key);
     }
-    int a = slot(data, 16, (int) schemaEnd, key);
-    int b = slot(data, (int) footerStart, n - 10, key);
-    if (!Arrays.equals(data, a, a + 8, data, b, b + 8)) {
+    byte[] schema = bytes(data, 16, (int) schemaEnd);
+    byte[] footer = bytes(data, (int) footerStart, n - 10);
+    int a = 16 + slot(schema, 0, schema.length, key);
+    int b = (int) footerStart + slot(footer, 0, footer.length, key);
+    String stored = new String(schema, a - 16, 8, StandardCharsets.US_ASCII);
+    if (!stored.equals(new String(footer, b - (int) footerStart, 8, StandardCharsets.US_ASCII))) {
       throw corrupt("checksum fields disagree", key);
     }
-    String stored = new String(data, a, 8, StandardCharsets.US_ASCII);
     CRC32C crc = new CRC32C();
-    crc.update(data, 0, a);
+    crc.update(data.nioBuffer(0, a));
     crc.update(PLACEHOLDER);
-    crc.update(data, a + 8, b - a - 8);
+    crc.update(data.nioBuffer(a + 8, b - a - 8));
     crc.update(PLACEHOLDER);
-    crc.update(data, b + 8, n - b - 8);
+    crc.update(data.nioBuffer(b + 8, n - b - 8));
     if (stored.equals("--------") || !stored.equals(String.format("%08x", crc.getValue()))) {
       throw corrupt("checksum mismatch", key);
     }
+  }
+
+  /** Bytes {@code [from, to)} of {@code data}, copied out. */
+  private static byte[] bytes(ArrowBuf data, int from, int to) {
+    byte[] out = new byte[to - from];
+    data.getBytes(from, out);
+    return out;
   }
 
   /** Where the CRC's 8 characters sit in {@code [lo, hi)}: exactly one tagged value. */

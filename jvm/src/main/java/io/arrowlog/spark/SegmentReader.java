@@ -7,6 +7,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.FieldVector;
@@ -85,10 +86,9 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
       // (every column wanted: no head to read first)
       boolean all = topic != null && wanted.size() >= topic.getFields().size();
       byte[] some = all ? null : ColumnRanges.fetch(segment, wanted);
-      file =
-          some != null
-              ? SegmentFile.open(some, false, segment, allocator, wanted, topic)
-              : SegmentFile.open(Fetch.bytes(segment), true, segment, allocator, wanted, topic);
+      ArrowBuf data =
+          some != null ? Fetch.offHeap(some, allocator) : Fetch.object(segment, allocator);
+      file = SegmentFile.open(data, some == null, segment, allocator, wanted, topic);
     }
     return file.rows(segment);
   }
@@ -122,7 +122,9 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
           pair.splitAndTransfer(from, rows);
           v = own(pair.getTo());
         }
-        columns[i] = new ArrowColumnVector(Vectors.forSpark(v, fields[i], allocator, owned));
+        v = Vectors.forSpark(v, fields[i], allocator, owned);
+        ColumnVector fixed = FixedWidthColumnVector.of(v, fields[i].dataType());
+        columns[i] = fixed != null ? fixed : new ArrowColumnVector(v);
       }
     }
     current = new ColumnarBatch(columns, rows);
