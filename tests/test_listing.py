@@ -147,6 +147,28 @@ def test_a_deleted_segment_a_client_knew_is_reported_and_never_written_over(
     assert arrowlog.connect(store).end_offsets("t") == {0: 5}
 
 
+def test_a_segment_a_client_knew_replaced_by_another_is_reported_and_never_written_over(
+    store: Store, writer: arrowlog.ArrowLog
+) -> None:
+    """The root restored from an older copy under a client, and another
+    record written since at the key of the last segment the client knew:
+    the client's view is not the log's, and it says so rather than read or
+    append by it. A new client reads the log as it is."""
+    fill(writer, 2, 3, 1)  # the segments at 0, 2 and 5
+    knows = arrowlog.connect(store)
+    assert knows.end_offsets("t") == {0: 6}
+    key = segment_key("t", 0, 5)
+    store.delete(key)
+    arrowlog.connect(store).append("t", rows(5, 2))  # [5, 7) where [5, 6) was
+    before = [(o.key, o.size) for o in store.list("")]
+    with pytest.raises(arrowlog.SegmentNotFoundError, match=f"{key}: segment replaced"):
+        knows.end_offsets("t")
+    with pytest.raises(arrowlog.SegmentNotFoundError, match="segment replaced"):
+        knows.append("t", rows(7, 1), expected_offset=7)
+    assert [(o.key, o.size) for o in store.list("")] == before
+    assert values(arrowlog.connect(store)) == list(range(7))
+
+
 def test_a_deleted_segment_that_ends_the_newest_checkpoint_is_reported_on_open(
     store: Store, writer: arrowlog.ArrowLog
 ) -> None:

@@ -74,6 +74,7 @@ class Listing(PartitionBase):
         ]
         if last is not None:
             if listed and listed[0][0] == last:
+                self._check_same_size(last, listed[0][1])
                 del listed[0]
             elif not self._exists(self._key(last)):
                 # the listing may just have missed it (not a snapshot): only a
@@ -98,6 +99,26 @@ class Listing(PartitionBase):
             return self._below_log_start()
         self._end_known_at = began
         return bool(chain)
+
+    def _check_same_size(self, base: int, size: int) -> None:
+        """The last known segment, listed again, must be the one known. Its key
+        holds another object only if it was freed (below the floor: see
+        :meth:`_below_log_start`), or if the root was restored or rewritten
+        under this client: another size says so (another object of the same
+        size goes unseen here; readers check append ids).
+
+        Raises:
+            SegmentNotFoundError: the key holds an object of another size.
+        """
+        known = self._summaries.get(base)
+        if known is None or known.size == size or self._end <= self._floor:
+            return
+        raise SegmentNotFoundError(
+            f"segment replaced: the log was known to reach offset {self._end} through a "
+            f"segment of {known.size} bytes, and its key now holds one of {size} bytes (the "
+            "root was restored or rewritten under this client); connect again",
+            key=self._key(base),
+        )
 
     @property
     def _floor(self) -> int:

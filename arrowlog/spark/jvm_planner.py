@@ -55,23 +55,35 @@ class Clients:
         self._size = size
         self._kept: OrderedDict[str, ArrowLog] = OrderedDict()
 
-    def log(self, options: ReadOptions) -> ArrowLog:
-        """A connection to the root of ``options``, current for its topics."""
-        key = json.dumps([options.root, options.storage], sort_keys=True, default=repr)
+    def log(self, options: ReadOptions) -> tuple[ArrowLog, bool]:
+        """A connection to the root of ``options``, current for its topics, and
+        whether it was kept from an earlier plan (False: new)."""
+        key = _key(options)
         log = self._kept.pop(key, None)
         if log is not None and not _knows_current(log, options):
             log.close()
             log = None
+        kept = log is not None
         if log is None:
             log = arrowlog.connect(options.root, options.storage)
         self._kept[key] = log
         while len(self._kept) > self._size:
             self._kept.popitem(last=False)[1].close()
-        return log
+        return log, kept
+
+    def forget(self, options: ReadOptions) -> None:
+        """Close the connection kept for the root of ``options``, if any."""
+        log = self._kept.pop(_key(options), None)
+        if log is not None:
+            log.close()
 
     def close(self) -> None:
         while self._kept:
             self._kept.popitem()[1].close()
+
+
+def _key(options: ReadOptions) -> str:
+    return json.dumps([options.root, options.storage], sort_keys=True, default=repr)
 
 
 def _knows_current(log: ArrowLog, options: ReadOptions) -> bool:
@@ -99,17 +111,39 @@ def plan(request: dict[str, Any], clients: Clients | None = None) -> dict[str, A
     ``columns`` (the topic columns Spark needs, in order, or null for all) and
     ``filters`` (Spark's filters, see :func:`_filter`); ``clients``: the
     connections kept between plans (None: a new one). Raises what the Python
-    source would raise for the same read.
+    source would raise for the same read: a kept connection whose view of the
+    log fails (the root restored from an older copy under it, say) is dropped,
+    and the read planned again by a new one.
     """
+    from arrowlog.spark.options import ReadOptions
+
+    read = ReadOptions.parse(
+        {str(k): str(v) for k, v in request["options"].items()}, streaming=None
+    )
+    if clients is None:
+        log = arrowlog.connect(read.root, read.storage)
+        try:
+            return _plan(request, log)
+        finally:
+            log.close()
+    log, kept = clients.log(read)
+    try:
+        return _plan(request, log)
+    except ArrowLogError:
+        if not kept:
+            raise
+        clients.forget(read)
+        return _plan(request, clients.log(read)[0])
+
+
+def _plan(request: dict[str, Any], log: ArrowLog) -> dict[str, Any]:
     from arrowlog.spark.options import ReadOptions
     from arrowlog.spark.source import ArrowLogFilteringReader, _Partition, read_schema
 
     options = {str(k): str(v) for k, v in request["options"].items()}
     # the schema Spark read (its metadata columns named as they are there: a
     # filter on `_offset` where the topic has a column `offset`)
-    read = ReadOptions.parse(options, streaming=None)
-    log = (clients or Clients()).log(read)
-    schema = read_schema(log, read)
+    schema = read_schema(log, ReadOptions.parse(options, streaming=None))
     columns = request.get("columns")
     if columns:  # what Spark needs, as the columns option says it
         options["columns"] = ",".join(columns)
@@ -125,8 +159,6 @@ def plan(request: dict[str, Any], clients: Clients | None = None) -> dict[str, A
         for t in chosen
         if t.schema is not None
     }
-    if clients is None:
-        log.close()
     return {"tasks": tasks, "columns": [f.name for f in schema.fields], "schemas": schemas}
 
 
@@ -139,13 +171,20 @@ def check(request: dict[str, Any], clients: Clients | None = None) -> dict[str, 
     from arrowlog.spark.options import ReadOptions
     from arrowlog.spark.planning import subscribed_topics
 
+    owned = None
     try:
         options = ReadOptions.parse({str(k): str(v) for k, v in request["options"].items()})
-        log = (clients or Clients()).log(options)
+        if clients is None:
+            log = owned = arrowlog.connect(options.root, options.storage)
+        else:
+            log = clients.log(options)[0]
         topics = subscribed_topics(log, options)
         reasons = [r for t in topics if (r := unreadable(log.topic(t).schema)) is not None]
     except ArrowLogError:
         return {"unreadable": None}
+    finally:
+        if owned is not None:
+            owned.close()
     return {"unreadable": reasons[0] if reasons else None}
 
 

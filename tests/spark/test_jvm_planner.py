@@ -35,7 +35,7 @@ def rows(planned: dict[str, Any]) -> int:
 
 def kept(clients: Clients, asked: dict[str, Any]) -> arrowlog.ArrowLog:
     """The connection ``clients`` plans ``asked`` with."""
-    return clients.log(ReadOptions.parse(asked["options"], streaming=None))
+    return clients.log(ReadOptions.parse(asked["options"], streaming=None))[0]
 
 
 def connect(root: Path) -> arrowlog.ArrowLog:

@@ -104,6 +104,7 @@ def test_undecided_then_committed_and_aborted_transactions(tmp_path: Path) -> No
     p.send("t", pa.record_batch({"v": [20]}), partition=1)
     assert offsets(same_as_new(root, clients)) == [(0, 0), (0, 1), (0, 2), (1, 0)]
     p.abort_transaction()
+    p.flush()  # the markers land in the background: the append comes after them
     log.append("t", pa.record_batch({"v": [30]}), partition=1)
     got = same_as_new(root, clients)
     # 1/1 the aborted record, 1/2 its marker, 1/3 the plain append
@@ -225,15 +226,6 @@ def test_a_root_emptied_and_filled_with_fewer_records(tmp_path: Path) -> None:
         plan(request(root), clients)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a root restored from an older backup (its topic config the same "
-    "object, so the same change id) keeps the kept connection's segments past the "
-    "backup: the plan fails with SegmentNotFoundError 'its records are lost' where a "
-    "new connection plans the backup's records, and once a record is written at the "
-    "vanished segment's key the plan names it with its old end and append id "
-    "(offsets 4..6 of a segment that now holds 4..5); it never heals",
-)
 def test_a_root_restored_from_an_older_backup(tmp_path: Path) -> None:
     """A root restored from a copy taken earlier (a bucket backup): the same topic
     config object (the same change id), fewer segments than the connection knew;
@@ -729,16 +721,6 @@ def test_queries_from_threads_on_two_roots_with_the_same_names(spark: Any, tmp_p
 
 @spark_only
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: after a root is restored from an older backup (the same topic "
-    "config object, so the same change id), a transaction aborted at a key the kept "
-    "connection knew is planned as the old committed segment (same offsets, old "
-    "append id, not transactional). The JVM reader's append-id check catches it "
-    "(CorruptSegmentError: not the segment this scan planned ... plan the scan "
-    "again), but planning again uses the same kept connection: every JVM query of "
-    "the topic fails until the planner process ends; the Python reader reads it",
-)
 def test_a_root_restored_from_an_older_backup_through_spark(spark: Any, tmp_path: Path) -> None:
     spec = local_spec(tmp_path)
     root = Path(spec.url)
