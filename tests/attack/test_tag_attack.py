@@ -36,6 +36,7 @@ import pytest
 import arrowlog
 from arrowlog import Compression, CorruptSegmentError, TopicConfig
 from arrowlog.errors import SegmentNotFoundError, TransientStoreError
+from arrowlog.partition import SegmentRef
 from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES, fetch_segment
 from arrowlog.partition.heads import HEADS
 from arrowlog.segment import decode_segment, encode
@@ -219,18 +220,27 @@ def test_untagged_store_a_stray_between_head_and_columns_is_refused() -> None:
         log.read("t", columns=COLUMNS)
 
 
-def test_untagged_store_a_kept_frame_never_vouches_for_a_stray_put_before_it() -> None:
-    """Without tags, the kept frame is fetched again beside the columns and
-    must be the kept one: a stray put before the three requests (frame, "a",
-    "s") is refused."""
+def kept_untagged(
+    untagged: type[Untagged],
+) -> tuple[MemoryStore, ScriptedStore, Untagged, arrowlog.ArrowLog, SegmentRef]:
+    """A reader through a store without tags (of class ``untagged``) that has
+    read the topic's columns once: the segment's frame is kept."""
     inner = MemoryStore()
     scripted = ScriptedStore(inner)
-    untagged = Untagged(scripted)
+    store = untagged(scripted)
     make_topic(inner)
-    log = arrowlog.connect(untagged)
+    log = arrowlog.connect(store)
     ref = log.partition("t", 0).segments()[0]
     log.read("t", columns=COLUMNS)
     assert HEADS.get(ref.key, ref.append_id or "") is not None
+    return inner, scripted, store, log, ref
+
+
+def test_untagged_store_a_kept_frame_never_vouches_for_a_stray_put_before_it() -> None:
+    """Without tags, the kept frame is fetched again once the columns are in
+    and must be the kept one: a stray put before the three requests ("a",
+    "s", the frame) is refused."""
+    inner, scripted, untagged, log, ref = kept_untagged(Untagged)
     swap_at(scripted, ref.key, stray_of(inner, ref.key), 1)
     untagged.reset()
     with pytest.raises(REFUSED):
@@ -253,14 +263,8 @@ class Ordered(Untagged):
 
 
 def test_untagged_store_a_stray_put_after_the_frame_request_is_refused() -> None:
-    inner = MemoryStore()
-    scripted = ScriptedStore(inner)
-    untagged = Ordered(scripted)
-    make_topic(inner)
-    log = arrowlog.connect(untagged)
-    ref = log.partition("t", 0).segments()[0]
-    log.read("t", columns=COLUMNS)
-    assert HEADS.get(ref.key, ref.append_id or "") is not None
+    inner, scripted, untagged, log, ref = kept_untagged(Ordered)
+    assert isinstance(untagged, Ordered)
     stray = stray_of(inner, ref.key)
     untagged.returned.clear()
 
