@@ -80,13 +80,7 @@ class LocalStore:
             raise
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
-        path = self._path(key)
-        try:
-            with path.open("rb") as f:
-                f.seek(start)
-                return f.read(max(0, end - start))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise FileNotFoundError(key) from None
+        return self.get_range_tagged(key, start, end)[0]
 
     def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
         path = self._path(key)

@@ -44,11 +44,7 @@ class MemoryStore:
             raise FileNotFoundError(key) from None
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
-        check_key(key)
-        try:
-            return self._objects[key][start:end]
-        except KeyError:
-            raise FileNotFoundError(key) from None
+        return self.get_range_tagged(key, start, end)[0]
 
     def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
         check_key(key)

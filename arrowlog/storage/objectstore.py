@@ -118,47 +118,35 @@ class ObjectStore:
         return url
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
-        check_key(key)
-        if end <= start:
-            self.head(key)
-            return b""
-        try:
-            # object_store takes u64 offsets: past any object's end is past it
-            end = min(end, 2**63)
-            return bytes(obstore.get_range(self._store, key, start=start, end=end))
-        except Exception as e:
-            if _status(_first_line(e)) == 416:  # starts at or past the end
-                return b""
-            raise _map_error(e, key, write=False) from e
+        return self.get_range_tagged(key, start, end)[0]
 
     def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
         check_key(key)
         if end <= start:
-            return b"", self._tag(key)
+            return b"", self._head(key)["e_tag"]
         try:
+            # object_store takes u64 offsets: past any object's end is past it
             found = obstore.get(self._store, key, options={"range": (start, min(end, 2**63))})
             return bytes(found.bytes()), found.meta["e_tag"]
         except Exception as e:
             if _status(_first_line(e)) == 416:  # starts at or past the end
-                return b"", self._tag(key)
-            raise _map_error(e, key, write=False) from e
-
-    def _tag(self, key: str) -> str | None:
-        try:
-            return obstore.head(self._store, key)["e_tag"]
-        except Exception as e:
+                return b"", self._head(key)["e_tag"]
             raise _map_error(e, key, write=False) from e
 
     def head(self, key: str) -> ObjectInfo:
         check_key(key)
+        meta = self._head(key)
+        return ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
+
+    def _head(self, key: str) -> Any:
+        """The object's metadata (obstore's), errors mapped."""
         try:
-            meta = obstore.head(self._store, key)
+            return obstore.head(self._store, key)
         except Exception as e:
             mapped = _map_error(e, key, write=False)
             if isinstance(mapped, FileNotFoundError):
                 self._check_bucket()
             raise mapped from e
-        return ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
 
     def _check_bucket(self) -> None:
         """A HEAD's 404 has no body to say whether the object or the whole bucket

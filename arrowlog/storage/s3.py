@@ -123,15 +123,7 @@ class S3Store:
         return str(self._run(call))
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
-        if end <= start:
-            self.head(key)
-            return b""
-        try:
-            return self._get(key, f"bytes={start}-{end - 1}")
-        except StoreError as e:
-            if "InvalidRange" in str(e):  # start at or beyond the end
-                return b""
-            raise
+        return self.get_range_tagged(key, start, end)[0]
 
     def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
         if end <= start:
