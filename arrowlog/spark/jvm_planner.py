@@ -123,27 +123,27 @@ def plan(request: dict[str, Any], clients: Clients | None = None) -> dict[str, A
     if clients is None:
         log = arrowlog.connect(read.root, read.storage)
         try:
-            return _plan(request, log)
+            return _plan(request, read, log)
         finally:
             log.close()
     log, kept = clients.log(read)
     try:
-        return _plan(request, log)
+        return _plan(request, read, log)
     except ArrowLogError:
         if not kept:
             raise
         clients.forget(read)
-        return _plan(request, clients.log(read)[0])
+        return _plan(request, read, clients.log(read)[0])
 
 
-def _plan(request: dict[str, Any], log: ArrowLog) -> dict[str, Any]:
+def _plan(request: dict[str, Any], read: ReadOptions, log: ArrowLog) -> dict[str, Any]:
     from arrowlog.spark.options import ReadOptions
     from arrowlog.spark.source import ArrowLogFilteringReader, _Partition, read_schema
 
     options = {str(k): str(v) for k, v in request["options"].items()}
     # the schema Spark read (its metadata columns named as they are there: a
     # filter on `_offset` where the topic has a column `offset`)
-    schema = read_schema(log, ReadOptions.parse(options, streaming=None))
+    schema = read_schema(log, read)
     columns = request.get("columns")
     if columns:  # what Spark needs, as the columns option says it
         options["columns"] = ",".join(columns)
