@@ -7,7 +7,6 @@ import java.util.Set;
 import org.apache.arrow.flatbuf.MessageHeader;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.vector.TypeLayout;
 import org.apache.arrow.vector.VectorLoader;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ArrowReader;
@@ -125,7 +124,7 @@ final class ColumnReader extends ArrowReader {
       int buffer = 0;
       for (Field f : schema.getFields()) {
         int nodeCount = nodes(f);
-        int bufferCount = buffers(f);
+        int bufferCount = ColumnRanges.bufferCount(f);
         if (wanted.contains(f.getName())) {
           fields.add(f);
           nodes.addAll(batch.getNodes().subList(node, node + nodeCount));
@@ -154,14 +153,6 @@ final class ColumnReader extends ArrowReader {
     int n = 1;
     for (Field child : f.getChildren()) {
       n += nodes(child);
-    }
-    return n;
-  }
-
-  private static int buffers(Field f) {
-    int n = TypeLayout.getTypeBufferCount(f.getType());
-    for (Field child : f.getChildren()) {
-      n += buffers(child);
     }
     return n;
   }
