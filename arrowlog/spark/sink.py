@@ -241,17 +241,24 @@ class ArrowLogWriter(DataSourceArrowWriter):
         rows = 0
 
         def flush(partitions: list[int]) -> None:
-            # registered before anything is written there, all new ones at once
-            new = [p for p in partitions if p not in joined and pending.get(p)]
-            if new:
-                join_partitions(log, self.transactional_id, self.epoch, [(o.topic, p) for p in new])
-                joined.update(new)
+            # Each segment's rows are conformed to the topic once, as a whole (not
+            # batch by batch as Spark hands them over: that is a tenth of the
+            # task's Python time), and all of them before anything is registered
+            # or written, so that bad rows fail the task with nothing written
+            # for them.
+            ready = []
             for p in partitions:
                 batches = pending.pop(p, [])
                 counts[p] = 0
-                if not batches:
-                    continue
-                table = pa.Table.from_batches(batches).combine_chunks()
+                table = pa.Table.from_batches(batches).combine_chunks() if batches else None
+                if table is not None and table.num_rows:
+                    ready.append((p, _conform(table.to_batches()[0], topic)))
+            # registered before anything is written there, all new ones at once
+            new = [p for p, _ in ready if p not in joined]
+            if new:
+                join_partitions(log, self.transactional_id, self.epoch, [(o.topic, p) for p in new])
+                joined.update(new)
+            for p, data in ready:
                 who = WriterIdentity(
                     producer_id=pid,
                     producer_epoch=self.epoch,
@@ -259,11 +266,11 @@ class ArrowLogWriter(DataSourceArrowWriter):
                     transactional=True,
                     transactional_id=self.transactional_id,
                 )
-                log.partition(o.topic, p).append(table, identity=who)
-                sequences[p] = sequences.get(p, 0) + table.num_rows
+                log.partition(o.topic, p).append(data, identity=who)
+                sequences[p] = sequences.get(p, 0) + data.num_rows
 
         for batch in iterator:
-            for p, part in split_by_partition(batch, topic, o.key_column, default_partition):
+            for p, part in route(batch, topic, o.key_column, default_partition):
                 pending.setdefault(p, []).append(part)
                 counts[p] = counts.get(p, 0) + part.num_rows
                 rows += part.num_rows
@@ -343,22 +350,27 @@ def _refuse_unseen_session_keys(options: WriteOptions) -> None:
 def split_by_partition(
     batch: pa.RecordBatch, topic: arrowlog.Topic, key_column: str | None, default: int
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """Route rows to partitions: by a ``partition`` column (when the topic has no
-    column of that name), by a hash of ``key_column`` (CRC32C of the value's text,
-    as ``Producer.send_keyed``), or all to ``default``. Metadata columns that the
-    topic does not have (from a DataFrame read from arrowlog) are dropped."""
-    names = set(topic.schema.names)
+    """:func:`route`, each part conformed to the topic's columns and types."""
+    for p, part in route(batch, topic, key_column, default):
+        yield p, _conform(part, topic)
+
+
+def route(
+    batch: pa.RecordBatch, topic: arrowlog.Topic, key_column: str | None, default: int
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Route rows to partitions, as they are: by a ``partition`` column (when the
+    topic has no column of that name), by a hash of ``key_column`` (CRC32C of the
+    value's text, as ``Producer.send_keyed``), or all to ``default``."""
     targets: list[int] | None = None
-    if "partition" in batch.schema.names and "partition" not in names:
+    if "partition" in batch.schema.names and "partition" not in topic.schema.names:
         # a null partition is out of range like any other bad value
         targets = [-1 if v is None else int(v) for v in batch.column("partition").to_pylist()]
     elif key_column is not None:
         if key_column not in batch.schema.names:
             raise InvalidConfigError(f"keyColumn {key_column!r} is not a column of the DataFrame")
         targets = key_partitions(batch.column(key_column).to_pylist(), topic.partitions)
-    data = _conform(batch, topic)
     if targets is None:
-        yield default, data
+        yield default, batch
         return
     rows: dict[int, list[int]] = {}
     for i, p in enumerate(targets):
@@ -369,12 +381,14 @@ def split_by_partition(
                 f"column partition has value {p}, outside 0..{topic.partitions - 1} "
                 f"of topic {topic.name!r}"
             )
-        yield p, data.take(pa.array(indices, pa.int64()))
+        yield p, batch.take(pa.array(indices, pa.int64()))
 
 
 def _conform(batch: pa.RecordBatch, topic: arrowlog.Topic) -> pa.RecordBatch:
     """The topic's columns of ``batch``, cast to the topic's types (Spark's Arrow
-    types differ in width and nullability flags, never in values)."""
+    types differ in width and nullability flags, never in values). Metadata
+    columns that the topic does not have (from a DataFrame read from arrowlog)
+    are dropped."""
     schema = topic.schema
     missing = [n for n in schema.names if n not in batch.schema.names]
     if missing:
@@ -404,4 +418,4 @@ def _conform(batch: pa.RecordBatch, topic: arrowlog.Topic) -> pa.RecordBatch:
     return data
 
 
-__all__ = ["ArrowLogWriter", "TaskCommit", "split_by_partition"]
+__all__ = ["ArrowLogWriter", "TaskCommit", "route", "split_by_partition"]
