@@ -193,6 +193,9 @@ def bench_spark(rows: int = ROWS, repeat: int = 3, s3: Any = None) -> dict[str, 
             "parquet": lambda: source.write.parquet(str(Path(tmp) / f"pout{next(folders)}")),
             "discard": lambda: source.write.format("arrowlog-discard").mode("append").save(),
             "arrowlog": to_arrowlog,
+            # Spark's own sink that drops every row: what any writer in the JVM
+            # would start from (the rows computed, nothing handed to Python)
+            "noop": lambda: source.write.format("noop").mode("overwrite").save(),
         }
         # Both cores are busy through every write (the JVM turns rows into Arrow
         # while Python takes them), so one write's time moves by 10% from round
@@ -243,6 +246,11 @@ def print_spark(r: dict[str, float]) -> None:
         f"{r['write_ceiling_ratio']:.2f} of it (goal >= 0.85; one round against the other "
         f"{r['write_ceiling_ratio_min']:.2f}-{r['write_ceiling_ratio_max']:.2f}, median of "
         f"{WRITE_ROUNDS})"
+    )
+    print(
+        f"  Spark's noop sink (the rows computed, none handed over) {r['write_noop_s']:.2f} s: "
+        f"what a writer in the JVM would start from, where one in Python starts from "
+        f"{r['write_discard_s']:.2f} s"
     )
     print("  ratio = Parquet time / arrowlog time (goal >= 1.0 for the reads)")
 
