@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,11 @@ import pyarrow as pa
 
 from arrowlog.errors import StoreError
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 # Temporary files live here, inside the root (so ``link`` stays on one
 # filesystem) but outside the key space: keys never start with a dot.
@@ -87,14 +93,16 @@ class LocalStore:
         try:
             with path.open("rb") as f:
                 # the file's identity, from the descriptor the bytes are read
-                # through: objects are written once (a new inode each), so a
-                # file at the key later differs in inode, change time or size
+                # through: objects are written once, so a file at the key
+                # later differs in inode, its generation, change time or size
                 st = os.fstat(f.fileno())
+                generation = _generation(f.fileno())
                 f.seek(start)
                 data = f.read(max(0, end - start))
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise FileNotFoundError(key) from None
-        return data, f"{st.st_dev:x}-{st.st_ino:x}-{st.st_ctime_ns:x}-{st.st_size:x}"
+        who = f"{st.st_ino:x}" if generation is None else f"{st.st_ino:x}.{generation:x}"
+        return data, f"{st.st_dev:x}-{who}-{st.st_ctime_ns:x}-{st.st_size:x}"
 
     def head(self, key: str) -> ObjectInfo:
         path = self._path(key)
@@ -169,3 +177,23 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+#: Linux's FS_IOC_GETVERSION (_IOR('v', 1, long))
+_FS_IOC_GETVERSION = 0x80087601
+
+
+def _generation(fd: int) -> int | None:
+    """The inode's generation: ext4 (at random), XFS and btrfs give an inode a
+    new one for each file created on it. A file on a freed inode then differs
+    from the one before even when both got the same change time (whole seconds
+    on some filesystems, a 4 ms tick on ext4 before Linux 6.13). None where
+    the filesystem or the system has none."""
+    if fcntl is None:
+        return None
+    try:
+        # the kernel writes an int at the start of the buffer
+        raw = fcntl.ioctl(fd, _FS_IOC_GETVERSION, bytes(8))
+    except OSError:
+        return None
+    return int.from_bytes(raw[:4], sys.byteorder)
