@@ -221,9 +221,11 @@ def bench_read(
 def bench_projection(backend: Backend, segments: int = 12, repeat: int = 3) -> dict[str, float]:
     """One of 10 float64 columns of 8 MiB segments (stored plain, so each
     segment is 8 MiB) against all 10, the same partition, alternating: read
-    again by the same connection (the segments' frames known), and read first
-    by a new connection in a process that never saw the segments (the frames
-    read with the tail's headers)."""
+    again by the same connection (the segments' frames known), a committed
+    range (its end known, as a planned read has it) and to the log's end (a
+    LIST first, the same for both); and read first by a new connection in a
+    process that never saw the segments (the frames read with the tail's
+    headers)."""
     import numpy as np
 
     from arrowlog.partition.heads import HEADS
@@ -238,17 +240,25 @@ def bench_projection(backend: Backend, segments: int = 12, repeat: int = 3) -> d
         log.append(topic, batch)
     stored = sum(ref.size for ref in log.partition(topic, 0).segments())
 
-    def one() -> None:
-        assert log.read(topic, columns=["c3"]).num_rows == segments * rows
+    total = segments * rows
 
-    def every() -> None:
-        assert log.read(topic).num_rows == segments * rows
+    def committed(columns: list[str] | None) -> Callable[[], None]:
+        def run() -> None:  # its end known, as a planned read (Spark's) has it
+            assert log.read(topic, 0, 0, total, columns=columns).num_rows == total
+
+        return run
+
+    def to_end(columns: list[str] | None) -> Callable[[], None]:
+        def run() -> None:  # up to wherever the log ends now: a LIST first
+            assert log.read(topic, columns=columns).num_rows == total
+
+        return run
 
     def first(columns: list[str] | None) -> Callable[[], None]:
         def run() -> None:
             HEADS.clear()
             fresh = arrowlog.connect(backend.url, backend.options)
-            assert fresh.read(topic, columns=columns).num_rows == segments * rows
+            assert fresh.read(topic, columns=columns).num_rows == total
 
         return run
 
@@ -268,7 +278,9 @@ def bench_projection(backend: Backend, segments: int = 12, repeat: int = 3) -> d
     def raw_every() -> None:
         list(pool.map(lambda k: obstore.get(backend.raw, k).bytes(), keys))
 
-    runs = {"one": one, "all": every, "first_one": first(["c3"]), "first_all": first(None),
+    runs = {"one": committed(["c3"]), "all": committed(None),
+            "end_one": to_end(["c3"]), "end_all": to_end(None),
+            "first_one": first(["c3"]), "first_all": first(None),
             "raw_one": raw_one, "raw_all": raw_every}  # fmt: skip
     times: dict[str, list[float]] = {name: [] for name in runs}
     for r in range(repeat):
@@ -278,6 +290,8 @@ def bench_projection(backend: Backend, segments: int = 12, repeat: int = 3) -> d
     t = {k: statistics.median(v) for k, v in times.items()}
     return {"segment_mib": stored / segments / 2**20, "one_column_s": t["one"],
             "all_columns_s": t["all"], "speedup": t["all"] / t["one"],
+            "end_one_column_s": t["end_one"], "end_all_columns_s": t["end_all"],
+            "end_speedup": t["end_all"] / t["end_one"],
             "first_one_column_s": t["first_one"], "first_all_columns_s": t["first_all"],
             "first_speedup": t["first_all"] / t["first_one"],
             "store_ceiling": t["raw_all"] / t["raw_one"]}  # fmt: skip

@@ -189,7 +189,7 @@ def bench_spark(rows: int = ROWS, repeat: int = 3, s3: Any = None) -> dict[str, 
                 "storage.fsync", "false"
             ).save(root)
 
-        runs = {
+        runs: dict[str, Callable[[], Any]] = {
             "parquet": lambda: source.write.parquet(str(Path(tmp) / f"pout{next(folders)}")),
             "discard": lambda: source.write.format("arrowlog-discard").mode("append").save(),
             "arrowlog": to_arrowlog,
