@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from arrowlog.errors import ArrowLogError, InvalidConfigError, OffsetMismatchError
 from arrowlog.partition import PartitionLog
+from arrowlog.segment import one_batch
 
 
 class LoadMismatchError(ArrowLogError):
@@ -56,10 +57,10 @@ def rechunk(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.RecordB
             have += take
             batch = batch.slice(take)
             if have == rows:
-                yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+                yield one_batch(pa.Table.from_batches(pending))
                 pending, have = [], 0
     if have:
-        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+        yield one_batch(pa.Table.from_batches(pending))
 
 
 def bulk_load(

@@ -268,9 +268,17 @@ def _nulls(
     if isinstance(array, pa.StructArray):
         for child, values in zip(field.type, array.flatten(), strict=True):
             problems += _nulls(child, values, array.null_count, name + ".")
-    elif isinstance(array, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray) and not (
-        isinstance(array, pa.MapArray)  # flatten() has no kernel for maps
-    ):
+    elif isinstance(array, pa.MapArray):
+        # flatten() has no kernel for maps, but a map is a list of key-value
+        # structs: as one, its entries are those of its non-null maps, within
+        # the slice (``keys`` and ``items`` would be the whole child arrays)
+        kind = field.type
+        entries = pa.struct([kind.key_field, kind.item_field])
+        as_list = array.cast(pa.list_(pa.field("entries", entries, nullable=False)))
+        flat = as_list.flatten()  # type: ignore[attr-defined]
+        for child, values in zip((kind.key_field, kind.item_field), flat.flatten(), strict=True):
+            problems += _nulls(child, values, 0, name + ".")
+    elif isinstance(array, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
         # flatten() keeps only the values of non-null lists, within the slice
         problems += _nulls(field.type.value_field, array.flatten(), 0, name + ".")
     return problems

@@ -281,6 +281,39 @@ def test_nulls_under_a_not_null_field_are_refused_and_write_nothing(
     assert snapshot(log.store) == before
 
 
+def test_a_table_that_does_not_fit_one_record_batch_is_refused_not_cut(tmp_path: Path) -> None:
+    """Two chunks of 1.1 GiB of binary: combined, the column passes 2 GiB (its
+    offsets are 32-bit) and stays in two chunks. The append is refused whole;
+    taking the first chunk would drop the second's rows without a word. (One
+    store: the check comes before any request, and each run takes 4 GiB.)"""
+    log = arrowlog.connect(str(tmp_path / "log"), {"fsync": False})
+    schema = pa.schema([pa.field("blob", pa.binary())])
+    log.create_topic("blobs", schema, config=TopicConfig(max_batch_bytes=5 * 1024**3))
+    chunk = pa.record_batch([pa.array([b"x" * (1100 * 1024 * 1024)], pa.binary())], schema=schema)
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.RecordBatchTooLargeError, match="do not fit one record batch"):
+        log.append("blobs", pa.Table.from_batches([chunk, chunk]))
+    assert snapshot(log.store) == before
+
+
+def test_nulls_in_a_not_null_map_value_are_refused_within_the_slice(log: ArrowLog) -> None:
+    """A map is a list of key-value structs: its values are checked like a
+    list's items, only those of non-null maps inside the batch's slice."""
+    kind = pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False))  # type: ignore[call-overload]
+    schema = pa.schema([pa.field("m", kind)])
+    log.create_topic("maps", schema)
+    loose = pa.array([[("a", 1)], None, [("b", None), ("c", 3)], [("d", 4)]],
+                     pa.map_(pa.string(), pa.int64()))  # fmt: skip
+    bad = pa.RecordBatch.from_arrays([loose.cast(kind)], schema=schema)  # the cast checks nothing
+    before = snapshot(log.store)
+    with pytest.raises(arrowlog.SchemaMismatchError, match=r"column 'm\.value' has 1 null"):
+        log.append("maps", bad)
+    assert snapshot(log.store) == before
+    log.append("maps", bad.slice(0, 2))  # a null map holds no values
+    log.append("maps", bad.slice(3))
+    assert log.read("maps").num_rows == 3
+
+
 def test_nulls_allowed_by_the_schema_are_appended(log: ArrowLog) -> None:
     log.create_topic("nested", NESTED)
     # a null struct may hide a null child; a null list has no items; a null outside

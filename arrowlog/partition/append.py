@@ -39,6 +39,7 @@ from arrowlog.segment import (
     encode,
     has_dictionaries,
     metadata_slack,
+    one_batch,
     segment_size_floor,
 )
 from arrowlog.topic import (
@@ -100,13 +101,14 @@ class Appends(Reads):
         Raises:
             InvalidBatchError: not Arrow data, or empty.
             SchemaMismatchError: columns, types or nullability differ from the
-                topic, or a not-null column (or struct or list child) holds nulls.
+                topic, or a not-null column (or struct, list or map child) holds
+                nulls.
             RecordBatchTooLargeError: the batch's segment would exceed the topic's
-                ``max_batch_bytes`` (checked again, exactly, when it is encoded).
+                ``max_batch_bytes`` (checked again, exactly, when it is encoded),
+                or a table's columns do not fit one record batch.
         """
         if isinstance(batch, pa.Table):
-            table = batch.combine_chunks()
-            batch = table.to_batches()[0] if table.num_rows else empty_batch(table.schema)
+            batch = one_batch(batch)
         if not isinstance(batch, pa.RecordBatch):
             raise InvalidBatchError(
                 f"expected a pyarrow RecordBatch or Table, got {type(batch).__name__}"

@@ -38,6 +38,7 @@ from arrowlog.segment.codec import (
     encode,
     encode_segment,
     metadata_slack,
+    one_batch,
     segment_size_floor,
 )
 from arrowlog.segment.column_table import COLUMNS_KEY
@@ -78,6 +79,7 @@ __all__ = [
     "decode_columns",
     "decode_segment",
     "empty_batch",
+    "one_batch",
     "encode",
     "encode_segment",
     "has_dictionaries",

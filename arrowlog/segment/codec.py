@@ -13,7 +13,7 @@ import crc32c
 import pyarrow as pa
 
 from arrowlog.config import Compression
-from arrowlog.errors import CorruptSegmentError, InvalidConfigError
+from arrowlog.errors import CorruptSegmentError, InvalidConfigError, RecordBatchTooLargeError
 from arrowlog.segment import column_table
 from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
 from arrowlog.segment.dictionary import dictionary_candidate, dictionary_encode
@@ -151,6 +151,23 @@ def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
     """A batch of no rows (``pa.nulls`` builds every type; ``from_pylist`` has no
     unions)."""
     return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
+def one_batch(table: pa.Table) -> pa.RecordBatch:
+    """``table``'s rows as one record batch.
+
+    Raises:
+        RecordBatchTooLargeError: they do not fit one: a string or binary column
+            past 2 GiB (32-bit offsets) stays in several chunks, and taking the
+            first would drop the others' rows.
+    """
+    chunks = table.combine_chunks().to_batches()
+    if len(chunks) > 1:
+        raise RecordBatchTooLargeError(
+            f"{table.num_rows} rows of {table.nbytes} bytes do not fit one record batch "
+            "(a string or binary column past 2 GiB); split them"
+        )
+    return chunks[0] if chunks else empty_batch(table.schema)
 
 
 def segment_size_floor(batch: pa.RecordBatch) -> int:

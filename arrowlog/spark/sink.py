@@ -22,13 +22,13 @@ A job without keys takes an idle transactional id from a small pool
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
@@ -43,7 +43,7 @@ from arrowlog.errors import (
 )
 from arrowlog.producer import key_partitions
 from arrowlog.producer_ids import allocate_producer_id
-from arrowlog.scan import METADATA_COLUMNS
+from arrowlog.scan import metadata_names
 from arrowlog.segment import WriterIdentity, empty_batch
 from arrowlog.spark.options import (
     SESSION_APP_ID,
@@ -236,25 +236,29 @@ class ArrowLogWriter(DataSourceArrowWriter):
         default_partition = (context.partitionId() if context else 0) % topic.partitions
         sequences: dict[int, int] = {}
         pending: dict[int, list[pa.RecordBatch]] = {}
-        counts: dict[int, int] = {}
+        counts: dict[int, int] = {}  # rows pending, by partition
+        sizes: dict[int, int] = {}  # their bytes
         joined: set[int] = set()
         rows = 0
+        budget = segment_budget(topic)
 
         def flush(partitions: list[int]) -> None:
             # Each segment's rows are conformed to the topic once, as a whole (not
-            # batch by batch as Spark hands them over: that is a tenth of the
-            # task's Python time), and all of them before anything is registered
-            # or written, so that bad rows fail the task with nothing written
-            # for them.
+            # batch by batch as Spark hands them over), and all of them before
+            # anything is registered or written, so that bad rows fail the task
+            # with nothing written for them.
             ready = []
             for p in partitions:
                 batches = pending.pop(p, [])
-                counts[p] = 0
-                table = pa.Table.from_batches(batches).combine_chunks() if batches else None
-                if table is not None and table.num_rows:
-                    ready.append((p, _conform(table.to_batches()[0], topic)))
+                counts[p] = sizes[p] = 0
+                if not batches:
+                    continue
+                # one batch, unless a string or binary column passes 2 GiB (its
+                # offsets are 32-bit): then a segment per batch, none dropped
+                combined = pa.Table.from_batches(batches).combine_chunks().to_batches()
+                ready += [(p, _conform(b, topic)) for b in combined if b.num_rows]
             # registered before anything is written there, all new ones at once
-            new = [p for p, _ in ready if p not in joined]
+            new = sorted({p for p, _ in ready if p not in joined})
             if new:
                 join_partitions(log, self.transactional_id, self.epoch, [(o.topic, p) for p in new])
                 joined.update(new)
@@ -270,11 +274,14 @@ class ArrowLogWriter(DataSourceArrowWriter):
                 sequences[p] = sequences.get(p, 0) + data.num_rows
 
         for batch in iterator:
-            for p, part in route(batch, topic, o.key_column, default_partition):
-                pending.setdefault(p, []).append(part)
-                counts[p] = counts.get(p, 0) + part.num_rows
-                rows += part.num_rows
-            flush(sorted(p for p, n in counts.items() if n >= o.rows_per_batch))
+            for p, routed in route(batch, topic, o.key_column, default_partition):
+                for part in within_bytes(routed, budget):
+                    pending.setdefault(p, []).append(part)
+                    counts[p] = counts.get(p, 0) + part.num_rows
+                    sizes[p] = sizes.get(p, 0) + part.nbytes
+                    rows += part.num_rows
+                    if counts[p] >= o.rows_per_batch or sizes[p] >= budget:
+                        flush([p])
         flush(sorted(pending))
         return TaskCommit(producer_id=pid, rows=rows, partitions=sorted(sequences))
 
@@ -303,8 +310,18 @@ class ArrowLogWriter(DataSourceArrowWriter):
         # it to be. Aborting only releases the LSO at once instead of at expiry.
         if self.skip:
             return
-        with contextlib.suppress(arrowlog.ArrowLogError), self._resume() as producer:
-            producer.abort_transaction()
+        for attempt in range(_COMMIT_ATTEMPTS):
+            try:
+                with self._resume() as producer:
+                    producer.abort_transaction()
+                return
+            except ProducerFencedError:
+                # as in commit: a late attempt of a task registered a partition
+                # just as the abort wrote its entry; the transaction is still ours
+                if attempt + 1 == _COMMIT_ATTEMPTS or not self._still_running():
+                    return
+            except arrowlog.ArrowLogError:
+                return
 
     def _resume(self) -> arrowlog.Producer:
         o = self.options
@@ -358,17 +375,41 @@ def split_by_partition(
 def route(
     batch: pa.RecordBatch, topic: arrowlog.Topic, key_column: str | None, default: int
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """Route rows to partitions, as they are: by a ``partition`` column (when the
-    topic has no column of that name), by a hash of ``key_column`` (CRC32C of the
-    value's text, as ``Producer.send_keyed``), or all to ``default``."""
+    """Route rows to partitions, as they are: by a hash of ``key_column``'s values
+    as the topic stores them (CRC32C of their text, as ``Producer.send_keyed``),
+    else by a ``partition`` column of integers (when the topic has no column of
+    that name: a DataFrame read from arrowlog has one, and an explicit
+    ``keyColumn`` wins over it), else all to ``default``.
+
+    Raises:
+        InvalidConfigError: ``key_column`` is not a column of the batch.
+        SchemaMismatchError: the key does not fit the topic's type, or the
+            ``partition`` column holds anything but integers, or nulls.
+        UnknownTopicOrPartitionError: a partition outside the topic's.
+    """
     targets: list[int] | None = None
-    if "partition" in batch.schema.names and "partition" not in topic.schema.names:
-        # a null partition is out of range like any other bad value
-        targets = [-1 if v is None else int(v) for v in batch.column("partition").to_pylist()]
-    elif key_column is not None:
+    if key_column is not None:
         if key_column not in batch.schema.names:
             raise InvalidConfigError(f"keyColumn {key_column!r} is not a column of the DataFrame")
-        targets = key_partitions(batch.column(key_column).to_pylist(), topic.partitions)
+        keys = batch.column(key_column)
+        if key_column in topic.schema.names:
+            # the stored value decides, not the DataFrame's type for it (a double
+            # 1.0 into an int64 column is the key 1; a timestamp is the instant,
+            # whatever Spark's session time zone)
+            keys = _cast(keys, topic.schema.field(key_column), topic)
+        targets = key_partitions(keys.to_pylist(), topic.partitions)
+    elif "partition" in batch.schema.names and "partition" not in topic.schema.names:
+        column = batch.column("partition")
+        if not pa.types.is_integer(column.type):
+            raise arrowlog.SchemaMismatchError(
+                f"column partition must hold the partition of each row as an integer, "
+                f"not {column.type}"
+            )
+        if column.null_count:
+            raise arrowlog.SchemaMismatchError(
+                f"column partition has {column.null_count} null(s): every row needs a partition"
+            )
+        targets = [int(p) for p in column.to_pylist() if p is not None]  # none null
     if targets is None:
         yield default, batch
         return
@@ -384,31 +425,70 @@ def route(
         yield p, batch.take(pa.array(indices, pa.int64()))
 
 
+def segment_budget(topic: arrowlog.Topic) -> int:
+    """The most bytes of rows a Spark write puts in one segment. Segments are
+    cut by bytes as well as by ``rowsPerBatch``: rows of some KiB each would
+    otherwise make segments over the topic's ``max_batch_bytes``, and the job
+    fail with advice ("split it") no Spark user can follow. Half the limit
+    leaves room for the frame and for compression that does not shrink."""
+    return max(1, topic.config.max_batch_bytes // 2)
+
+
+def within_bytes(batch: pa.RecordBatch, budget: int) -> Iterator[pa.RecordBatch]:
+    """``batch`` in slices of about ``budget`` bytes at most (a row each at
+    least)."""
+    if batch.nbytes <= budget or batch.num_rows <= 1:
+        yield batch
+        return
+    step = max(1, batch.num_rows * budget // batch.nbytes)
+    for at in range(0, batch.num_rows, step):
+        yield batch.slice(at, step)
+
+
+#: what each metadata column of a DataFrame read from arrowlog holds: a column
+#: of that name and kind that the topic lacks is one, and is dropped; of another
+#: kind it is the user's own, and refused like any other extra column
+_METADATA_TYPES: dict[str, Callable[[pa.DataType], bool]] = {
+    "topic": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    "partition": pa.types.is_integer,
+    "offset": pa.types.is_integer,
+    "timestamp": pa.types.is_timestamp,
+}
+
+
 def _conform(batch: pa.RecordBatch, topic: arrowlog.Topic) -> pa.RecordBatch:
     """The topic's columns of ``batch``, cast to the topic's types (Spark's Arrow
-    types differ in width and nullability flags, never in values). Metadata
-    columns that the topic does not have (from a DataFrame read from arrowlog)
-    are dropped."""
+    types differ in width, time zone and nullability flags; a cast that would
+    change a value is refused). Metadata columns that the topic does not have
+    (from a DataFrame read from arrowlog, under the names and of the types the
+    read gave them) are dropped.
+
+    Raises:
+        SchemaMismatchError: a column is missing, extra, repeated, or cannot
+            become the topic's type as it is; or a not-null field holds nulls.
+    """
     schema = topic.schema
-    missing = [n for n in schema.names if n not in batch.schema.names]
+    names = batch.schema.names
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise arrowlog.SchemaMismatchError(f"the DataFrame has columns {repeated} more than once")
+    missing = [n for n in schema.names if n not in names]
     if missing:
         raise arrowlog.SchemaMismatchError(
             f"the DataFrame lacks columns {missing} of topic {topic.name!r}"
         )
-    extra = [n for n in batch.schema.names if n not in schema.names and n not in METADATA_COLUMNS]
+    metadata = {name: column for column, name in metadata_names(schema).items()}
+    extra = [
+        n
+        for n in names
+        if n not in schema.names
+        and not (n in metadata and _METADATA_TYPES[metadata[n]](batch.schema.field(n).type))
+    ]
     if extra:
         raise arrowlog.SchemaMismatchError(
             f"the DataFrame has columns {extra} that topic {topic.name!r} does not"
         )
-    columns = []
-    for f in schema:
-        column = batch.column(f.name)
-        try:
-            columns.append(column.cast(f.type))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise arrowlog.SchemaMismatchError(
-                f"column {f.name!r} ({column.type}) cannot become {f.type}: {e}"
-            ) from e
+    columns = [_cast(batch.column(f.name), f, topic) for f in schema]
     data = pa.RecordBatch.from_arrays(columns, schema=schema)
     # the same check as every append, here too for streaming writes, which stage
     # their rows and append them only in the driver's commit
@@ -418,4 +498,75 @@ def _conform(batch: pa.RecordBatch, topic: arrowlog.Topic) -> pa.RecordBatch:
     return data
 
 
-__all__ = ["ArrowLogWriter", "TaskCommit", "route", "split_by_partition"]
+def _cast(column: pa.Array[Any], field: pa.Field[Any], topic: arrowlog.Topic) -> pa.Array[Any]:
+    """``column`` as the topic's ``field`` types it, values unchanged.
+
+    Raises:
+        SchemaMismatchError: it cannot be, or not without changing values.
+    """
+    mismatch = _names_mismatch(column.type, field.type, field.name)
+    if mismatch:
+        raise arrowlog.SchemaMismatchError(f"topic {topic.name!r}: {mismatch}")
+    try:
+        cast = column.cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise arrowlog.SchemaMismatchError(
+            f"column {field.name!r} ({column.type}) cannot become {field.type}: {e}"
+        ) from e
+    # Arrow's safe cast lets a double too large for a float become infinite
+    narrower = pa.types.is_floating(column.type) and column.type != field.type
+    if narrower and pa.types.is_floating(field.type) and _infinities(cast) > _infinities(column):
+        raise arrowlog.SchemaMismatchError(
+            f"column {field.name!r} ({column.type}) cannot become {field.type}: "
+            "a value is out of its range"
+        )
+    return cast
+
+
+def _infinities(column: pa.Array[Any]) -> int:
+    return int(pc.is_inf(column).true_count)
+
+
+def _names_mismatch(source: pa.DataType, target: pa.DataType, path: str) -> str | None:
+    """How the struct fields of ``source`` differ by name from ``target``'s, at
+    any depth, or None. Arrow casts a struct by name: a field named otherwise
+    (even in case only) would become nulls, an extra one would vanish."""
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        have = [source.field(i).name for i in range(source.num_fields)]
+        want = [target.field(i).name for i in range(target.num_fields)]
+        if have != want:
+            return f"struct {path!r} has fields {have} where the topic has {want}"
+        pairs = [
+            (source.field(i).type, target.field(i).type, f"{path}.{want[i]}")
+            for i in range(len(want))
+        ]
+    elif pa.types.is_map(source) and pa.types.is_map(target):
+        pairs = [
+            (source.key_type, target.key_type, f"{path}.key"),
+            (source.item_type, target.item_type, f"{path}.value"),
+        ]
+    elif _is_list(source) and _is_list(target):
+        pairs = [(source.value_type, target.value_type, f"{path}.item")]  # type: ignore[attr-defined]
+    else:
+        return None
+    for inner, outer, where in pairs:
+        found = _names_mismatch(inner, outer, where)
+        if found:
+            return found
+    return None
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    )
+
+
+__all__ = [
+    "ArrowLogWriter",
+    "TaskCommit",
+    "route",
+    "segment_budget",
+    "split_by_partition",
+    "within_bytes",
+]

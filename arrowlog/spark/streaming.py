@@ -58,7 +58,9 @@ from arrowlog.spark.sink import (
     is_done,
     keyed_transactional_id,
     last_version,
+    segment_budget,
     split_by_partition,
+    within_bytes,
 )
 from arrowlog.spark.source import _Partition, read_partition
 from arrowlog.topic import parse_topic_prefix, topic_prefix
@@ -341,10 +343,12 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
         if done is None or int(done) < batchId:
             files = [f for m in messages if isinstance(m, StagedRows) for f in m.files]
             producer.begin_transaction()
+            budget = segment_budget(log.topic(o.topic))
             for p, key, _ in files:
                 table = pa.ipc.open_file(pa.py_buffer(log.store.get(key))).read_all()
                 for batch in table.to_batches(max_chunksize=o.rows_per_batch):
-                    producer.send(o.topic, batch, partition=p)
+                    for piece in within_bytes(batch, budget):
+                        producer.send(o.topic, piece, partition=p)
             producer.commit_transaction(metadata={"txnVersion": str(batchId)})
         producer.close()  # waits for the markers and the COMPLETE entry
         self._sweep(log)
