@@ -513,7 +513,14 @@ def _cast(column: pa.Array[Any], field: pa.Field[Any], topic: arrowlog.Topic) ->
         raise arrowlog.SchemaMismatchError(
             f"column {field.name!r} ({column.type}) cannot become {field.type}: {e}"
         ) from e
-    # Arrow's safe cast lets a double too large for a float become infinite
+    # Arrow's safe cast drops a timestamp's time of day into a date
+    to_date = pa.types.is_timestamp(column.type) and pa.types.is_date(field.type)
+    if to_date and not cast.cast(column.type).equals(column):
+        raise arrowlog.SchemaMismatchError(
+            f"column {field.name!r} ({column.type}) cannot become {field.type}: "
+            "a value has a time of day"
+        )
+    # and lets a double too large for a float become infinite
     narrower = pa.types.is_floating(column.type) and column.type != field.type
     if narrower and pa.types.is_floating(field.type) and _infinities(cast) > _infinities(column):
         raise arrowlog.SchemaMismatchError(

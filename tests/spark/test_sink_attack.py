@@ -228,14 +228,17 @@ def test_a_double_too_large_for_a_float_column_fails(spark: Any, tmp_path: Path)
         ("d", pa.array([decimal.Decimal("1.257")], pa.decimal128(10, 3))),  # past the scale
         ("t", pa.array([1001], pa.timestamp("us", tz="UTC"))),  # a microsecond past ms
         ("i", pa.array([1.5])),  # a fraction into an integer
+        ("day", pa.array([86_400_000_001], pa.timestamp("us", tz="UTC"))),  # a time of day
+        ("f", pa.array([1e300])),  # a double too large for a float
     ],
 )
 def test_casts_that_would_lose_data_fail_clearly(
     tmp_path: Path, column: str, values: pa.Array[Any]
 ) -> None:
-    """What holds: overflowing integers, truncated decimals, fractions and
-    timestamps to a coarser unit fail with SchemaMismatchError naming the column
-    (in _conform, which the task runs before anything is registered)."""
+    """Overflowing integers, truncated decimals, fractions, timestamps to a
+    coarser unit or to a date with a time of day, and doubles past a float's
+    range fail with SchemaMismatchError naming the column (in _conform, which
+    the task runs before anything is registered)."""
     from arrowlog.spark.sink import _conform
 
     log = local(tmp_path).connect()
@@ -243,12 +246,16 @@ def test_casts_that_would_lose_data_fail_clearly(
         pa.field("i", pa.int32()),
         pa.field("d", pa.decimal128(6, 2)),
         pa.field("t", pa.timestamp("ms", tz="UTC")),
+        pa.field("day", pa.date32()),
+        pa.field("f", pa.float32()),
     ]
     topic = log.create_topic("c", pa.schema(fields))
     good = {
         "i": pa.array([1]),
         "d": pa.array([decimal.Decimal("1.25")], pa.decimal128(10, 3)),
         "t": pa.array([1000], pa.timestamp("us", tz="UTC")),
+        "day": pa.array([86_400_000_000], pa.timestamp("us", tz="UTC")),
+        "f": pa.array([0.1]),  # rounded, as Spark rounds a double into a float
     }
     assert _conform(pa.record_batch(good), topic).num_rows == 1
     with pytest.raises(arrowlog.SchemaMismatchError, match=f"column '{column}'"):
