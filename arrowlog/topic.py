@@ -29,6 +29,7 @@ from dataclasses import InitVar, asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from arrowlog import _checked_json
 from arrowlog.config import TopicConfig
@@ -269,19 +270,30 @@ def _nulls(
         for child, values in zip(field.type, array.flatten(), strict=True):
             problems += _nulls(child, values, array.null_count, name + ".")
     elif isinstance(array, pa.MapArray):
-        # flatten() has no kernel for maps, but a map is a list of key-value
-        # structs: as one, its entries are those of its non-null maps, within
-        # the slice (``keys`` and ``items`` would be the whole child arrays)
-        kind = field.type
-        entries = pa.struct([kind.key_field, kind.item_field])
-        as_list = array.cast(pa.list_(pa.field("entries", entries, nullable=False)))
-        flat = as_list.flatten()  # type: ignore[attr-defined]
-        for child, values in zip((kind.key_field, kind.item_field), flat.flatten(), strict=True):
+        fields = (field.type.key_field, field.type.item_field)
+        for child, values in zip(fields, map_entries(array), strict=True):
             problems += _nulls(child, values, 0, name + ".")
     elif isinstance(array, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
         # flatten() keeps only the values of non-null lists, within the slice
         problems += _nulls(field.type.value_field, array.flatten(), 0, name + ".")
     return problems
+
+
+def map_entries(array: pa.MapArray[Any, Any]) -> tuple[pa.Array[Any], pa.Array[Any]]:
+    """The keys and the values of the non-null maps of ``array``, within its
+    slice (``keys`` and ``items`` are the whole child arrays). flatten() has no
+    kernel for maps, and a cast to a list of structs refuses a null that a null
+    parent hides under a not-null field."""
+    offsets = array.offsets
+    lo, hi = offsets[0].as_py(), offsets[-1].as_py()
+    rebased = pc.subtract(offsets, lo)
+    mask = array.is_null() if array.null_count else None
+
+    def entries(child: pa.Array[Any]) -> pa.Array[Any]:
+        lists = pa.ListArray.from_arrays(rebased, child.slice(lo, hi - lo), mask=mask)
+        return lists.flatten()
+
+    return entries(array.keys), entries(array.items)
 
 
 def _has_required_child(kind: pa.DataType) -> bool:

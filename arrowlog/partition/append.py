@@ -31,6 +31,7 @@ from arrowlog.errors import (
 )
 from arrowlog.partition.reads import Reads
 from arrowlog.segment import (
+    HEADER_SLACK,
     PLAIN_APPEND,
     SegmentHeader,
     WriterIdentity,
@@ -48,10 +49,6 @@ from arrowlog.topic import (
     not_null_violations,
     parse_checkpoint_key,
 )
-
-#: more than a real segment header can add to the shortest one (ids, offsets,
-#: a transactional id of up to 249 characters, the timestamp)
-_HEADER_SLACK = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +144,7 @@ class Appends(Reads):
         Raises:
             RecordBatchTooLargeError: the segment would be too large.
         """
-        most = segment_size_floor(batch) + _HEADER_SLACK + metadata_slack(batch)
+        most = segment_size_floor(batch) + HEADER_SLACK + metadata_slack(batch)
         if self._topic.config.compression is not Compression.NONE:
             most += compression_slack(batch)
         # dictionary values are outside the floor: no cheap bound, encode

@@ -31,6 +31,7 @@ the IPC reader.
 """
 
 from arrowlog.segment.codec import (
+    HEADER_SLACK,
     check_schema,
     compression_slack,
     decode_segment,
@@ -60,6 +61,7 @@ from arrowlog.segment.header import (
 from arrowlog.segment.projection import RangeFetch, column_indices, decode_columns
 
 __all__ = [
+    "HEADER_SLACK",
     "Compaction",
     "COLUMNS_KEY",
     "CRC_KEY",

@@ -153,6 +153,11 @@ def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
+#: more than a real segment header can add to the shortest one (ids, offsets,
+#: a transactional id of up to 249 characters, the timestamp)
+HEADER_SLACK = 1024
+
+
 def one_batch(table: pa.Table) -> pa.RecordBatch:
     """``table``'s rows as one record batch.
 

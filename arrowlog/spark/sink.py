@@ -44,7 +44,13 @@ from arrowlog.errors import (
 from arrowlog.producer import key_partitions
 from arrowlog.producer_ids import allocate_producer_id
 from arrowlog.scan import metadata_names
-from arrowlog.segment import WriterIdentity, empty_batch
+from arrowlog.segment import (
+    HEADER_SLACK,
+    WriterIdentity,
+    empty_batch,
+    metadata_slack,
+    segment_size_floor,
+)
 from arrowlog.spark.options import (
     SESSION_APP_ID,
     SESSION_VERSION,
@@ -52,7 +58,7 @@ from arrowlog.spark.options import (
     app_transactional_id,
 )
 from arrowlog.spark.source import arrow_schema
-from arrowlog.topic import not_null_violations
+from arrowlog.topic import map_entries, not_null_violations
 from arrowlog.txn import fence_and_recover, finish
 
 #: transactional ids of writes without idempotence keys: ``spark-jobs.0``, ...
@@ -276,6 +282,8 @@ class ArrowLogWriter(DataSourceArrowWriter):
         for batch in iterator:
             for p, routed in route(batch, topic, o.key_column, default_partition):
                 for part in within_bytes(routed, budget):
+                    if sizes.get(p, 0) + part.nbytes > budget:
+                        flush([p])  # the rows pending, before these take it past
                     pending.setdefault(p, []).append(part)
                     counts[p] = counts.get(p, 0) + part.num_rows
                     sizes[p] = sizes.get(p, 0) + part.nbytes
@@ -398,16 +406,18 @@ def route(
             # whatever Spark's session time zone)
             keys = _cast(keys, topic.schema.field(key_column), topic)
         targets = key_partitions(keys.to_pylist(), topic.partitions)
-    elif "partition" in batch.schema.names and "partition" not in topic.schema.names:
-        column = batch.column("partition")
+    elif (name := metadata_names(topic.schema)["partition"]) in batch.schema.names:
+        # ``partition``, or ``_partition`` beside a topic column ``partition``,
+        # as a read from arrowlog names it
+        column = batch.column(name)
         if not pa.types.is_integer(column.type):
             raise arrowlog.SchemaMismatchError(
-                f"column partition must hold the partition of each row as an integer, "
+                f"column {name} must hold the partition of each row as an integer, "
                 f"not {column.type}"
             )
         if column.null_count:
             raise arrowlog.SchemaMismatchError(
-                f"column partition has {column.null_count} null(s): every row needs a partition"
+                f"column {name} has {column.null_count} null(s): every row needs a partition"
             )
         targets = [int(p) for p in column.to_pylist() if p is not None]  # none null
     if targets is None:
@@ -429,20 +439,24 @@ def segment_budget(topic: arrowlog.Topic) -> int:
     """The most bytes of rows a Spark write puts in one segment. Segments are
     cut by bytes as well as by ``rowsPerBatch``: rows of some KiB each would
     otherwise make segments over the topic's ``max_batch_bytes``, and the job
-    fail with advice ("split it") no Spark user can follow. Half the limit
-    leaves room for the frame and for compression that does not shrink."""
-    return max(1, topic.config.max_batch_bytes // 2)
+    fail with advice ("split it") no Spark user can follow. The rows get half
+    of what the frame (schema, header, statistics) leaves of the limit: the
+    rest covers padding, and compression that does not shrink them."""
+    schema = empty_batch(topic.schema)
+    frame = segment_size_floor(schema) + metadata_slack(schema) + HEADER_SLACK
+    return max(1, (topic.config.max_batch_bytes - frame) // 2)
 
 
 def within_bytes(batch: pa.RecordBatch, budget: int) -> Iterator[pa.RecordBatch]:
-    """``batch`` in slices of about ``budget`` bytes at most (a row each at
-    least)."""
+    """``batch`` in slices of at most ``budget`` bytes (or of one row), in
+    order: halved until each fits, so that one large row among small ones
+    does not make its slice too large."""
     if batch.nbytes <= budget or batch.num_rows <= 1:
         yield batch
         return
-    step = max(1, batch.num_rows * budget // batch.nbytes)
-    for at in range(0, batch.num_rows, step):
-        yield batch.slice(at, step)
+    half = batch.num_rows // 2
+    yield from within_bytes(batch.slice(0, half), budget)
+    yield from within_bytes(batch.slice(half), budget)
 
 
 #: what each metadata column of a DataFrame read from arrowlog holds: a column
@@ -508,26 +522,107 @@ def _cast(column: pa.Array[Any], field: pa.Field[Any], topic: arrowlog.Topic) ->
     if mismatch:
         raise arrowlog.SchemaMismatchError(f"topic {topic.name!r}: {mismatch}")
     try:
-        cast = column.cast(field.type)
+        # Cast to the type with every field nullable, then rebuild it as the
+        # topic's: Arrow's cast (and view) refuses a null under a not-null
+        # child even where a null parent hides it. not_null_violations checks
+        # what is left.
+        cast = column.cast(_nullable(field.type))
+        if cast.type != field.type:
+            cast = _retyped(cast, field.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise arrowlog.SchemaMismatchError(
             f"column {field.name!r} ({column.type}) cannot become {field.type}: {e}"
         ) from e
-    # Arrow's safe cast drops a timestamp's time of day into a date
-    to_date = pa.types.is_timestamp(column.type) and pa.types.is_date(field.type)
-    if to_date and not cast.cast(column.type).equals(column):
+    changed = _changed(column, cast, field.name)
+    if changed:
         raise arrowlog.SchemaMismatchError(
-            f"column {field.name!r} ({column.type}) cannot become {field.type}: "
-            "a value has a time of day"
-        )
-    # and lets a double too large for a float become infinite
-    narrower = pa.types.is_floating(column.type) and column.type != field.type
-    if narrower and pa.types.is_floating(field.type) and _infinities(cast) > _infinities(column):
-        raise arrowlog.SchemaMismatchError(
-            f"column {field.name!r} ({column.type}) cannot become {field.type}: "
-            "a value is out of its range"
+            f"column {field.name!r} ({column.type}) cannot become {field.type}: {changed}"
         )
     return cast
+
+
+def _nullable(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with every field of every depth nullable."""
+    if pa.types.is_struct(kind):
+        return pa.struct(
+            [kind.field(i).with_type(_nullable(kind.field(i).type)).with_nullable(True)
+             for i in range(kind.num_fields)]
+        )  # fmt: skip
+    if pa.types.is_map(kind):
+        key = kind.key_field.with_type(_nullable(kind.key_type))
+        value = kind.item_field.with_type(_nullable(kind.item_type)).with_nullable(True)
+        mapped: pa.DataType = pa.map_(key, value)  # type: ignore[call-overload]
+        return mapped
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        item = kind.value_field.with_type(_nullable(kind.value_type)).with_nullable(True)
+        listed: pa.DataType = pa.list_(item) if pa.types.is_list(kind) else pa.large_list(item)
+        return listed
+    if pa.types.is_fixed_size_list(kind):
+        item = kind.value_field.with_type(_nullable(kind.value_type)).with_nullable(True)
+        fixed: pa.DataType = pa.list_(item, kind.list_size)
+        return fixed
+    return kind
+
+
+def _retyped(array: Any, kind: Any) -> Any:
+    """``array`` as ``kind``, a type that differs from its own only in which
+    fields may hold nulls, at any depth; no value is checked or copied. (Typed
+    Any: pyarrow's stubs know no nested type's parts.)"""
+    if array.type == kind:
+        return array
+    mask = array.is_null() if array.null_count else None
+    if isinstance(array, pa.StructArray):
+        children = [_retyped(array.field(i), kind.field(i).type) for i in range(kind.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(kind), mask=mask)
+    if isinstance(array, pa.FixedSizeListArray):
+        size = kind.list_size
+        values = array.values.slice(array.offset * size, len(array) * size)
+        return pa.FixedSizeListArray.from_arrays(
+            _retyped(values, kind.value_type), type=kind, mask=mask
+        )
+    # lists and maps: offsets from 0 (a mask does not go with sliced offsets)
+    offsets = array.offsets
+    lo, hi = offsets[0].as_py(), offsets[-1].as_py()
+    rebased = pc.subtract(offsets, lo)
+    if isinstance(array, pa.MapArray):
+        keys = _retyped(array.keys.slice(lo, hi - lo), kind.key_type)
+        items = _retyped(array.items.slice(lo, hi - lo), kind.item_type)
+        return pa.MapArray.from_arrays(rebased, keys, items, type=kind, mask=mask)
+    values = _retyped(array.values.slice(lo, hi - lo), kind.value_type)
+    lists = pa.LargeListArray if isinstance(array, pa.LargeListArray) else pa.ListArray
+    return lists.from_arrays(rebased, values, type=kind, mask=mask)
+
+
+def _changed(source: pa.Array[Any], cast: pa.Array[Any], path: str) -> str | None:
+    """What Arrow's safe cast of ``source`` to ``cast`` changed, at any depth,
+    or None: it drops a timestamp's time of day into a date, and lets a double
+    too large for a float become infinite."""
+    if source.type == cast.type:
+        return None
+    if isinstance(source, pa.StructArray) and isinstance(cast, pa.StructArray):
+        pairs = list(zip(source.flatten(), cast.flatten(), strict=True))
+        names = [cast.type.field(i).name for i in range(cast.type.num_fields)]
+        found = (_changed(a, b, f"{path}.{n}") for (a, b), n in zip(pairs, names, strict=True))
+        return next((f for f in found if f), None)
+    if isinstance(source, pa.MapArray) and isinstance(cast, pa.MapArray):
+        keys, values = map_entries(source), map_entries(cast)
+        return _changed(keys[0], values[0], f"{path}.key") or _changed(
+            keys[1], values[1], f"{path}.value"
+        )
+    lists = (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)
+    if isinstance(source, lists) and isinstance(cast, lists):
+        return _changed(source.flatten(), cast.flatten(), f"{path}.item")
+    if pa.types.is_timestamp(source.type) and pa.types.is_date(cast.type):
+        # the date of each instant where the timestamp's time zone has it (as
+        # Arrow takes it, and Spark in its session's time zone)
+        midnight = pc.floor_temporal(source, 1, "day")
+        if pc.all(pc.equal(midnight, source)).as_py() is False:
+            return f"{path} has a time of day"
+        return None
+    floats = pa.types.is_floating(source.type) and pa.types.is_floating(cast.type)
+    if floats and _infinities(cast) > _infinities(source):
+        return f"{path} has a value out of range"
+    return None
 
 
 def _infinities(column: pa.Array[Any]) -> int:

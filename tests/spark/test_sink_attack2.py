@@ -1,7 +1,9 @@
 """A second attack on the Spark write path (arrowlog/spark/sink.py, the byte budget
 of segments, ``_conform``/``_cast``, ``route``) and on ``not_null_violations``'s
-check of map entries (arrowlog/topic.py). Strict xfails are bugs, written as the
-write should behave; the other tests document what held.
+check of map entries (arrowlog/topic.py). Each bug it found (segments past
+max_batch_bytes, null structs with a not-null field refused, value-changing
+casts at depth, the session time zone of dates, a read topic's ``_partition``)
+is a test that now holds; the others document what held from the start.
 
 Most tests run the writer as a task runs it, outside Spark (``TaskContext`` is
 None, so the task's default partition is 0): fast and deterministic. The
@@ -82,12 +84,6 @@ def ids(log: arrowlog.ArrowLog, partition: int = 0) -> list[Any]:
 # --- segments cut by bytes --------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a segment is flushed only once it has reached the budget (half of "
-    "max_batch_bytes): two rows just under the budget make one segment of the "
-    "whole max_batch_bytes plus its frame, refused with 'split it'",
-)
 def test_rows_of_almost_half_max_batch_bytes_are_written(tmp_path: Path) -> None:
     """max_batch_bytes 64 KiB (budget 32 KiB); four rows of 32,000 bytes, each far
     below the limit on its own: the writer puts two in a segment of 64,024 bytes
@@ -100,12 +96,6 @@ def test_rows_of_almost_half_max_batch_bytes_are_written(tmp_path: Path) -> None
     assert ids(log) == [0, 0, 0, 0, 0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="within_bytes slices by the average row size: a slice that holds one "
-    "big row and many small ones is far over the budget, and its segment over "
-    "max_batch_bytes",
-)
 def test_skewed_row_sizes_are_cut_within_the_budget(tmp_path: Path) -> None:
     """One Spark batch: a row of 45,000 bytes then 999 rows of 100 bytes, for a
     topic of max_batch_bytes 64 KiB. within_bytes's first slice is 68,196 bytes
@@ -124,12 +114,6 @@ def test_skewed_row_sizes_are_cut_within_the_budget(tmp_path: Path) -> None:
     assert ids(log) == list(range(1000))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the budget (half of max_batch_bytes) leaves no room for the frame when "
-    "the schema's smallest segment is most of max_batch_bytes: every segment of "
-    "more than a row or two is refused",
-)
 def test_small_rows_fit_a_max_batch_bytes_near_the_schemas_smallest_segment(
     tmp_path: Path,
 ) -> None:
@@ -213,14 +197,6 @@ def map_of_maps() -> pa.Array[Any]:
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not_null_violations casts the map to list<struct<key, value>>: Arrow's "
-    "cast refuses a null struct value whose not-null child is null underneath "
-    "(ArrowInvalid 'nulls in input cannot be viewed as non-nullable'), so a "
-    "valid batch fails every append with an untyped error (a regression of the "
-    "map check)",
-)
 def test_a_null_struct_value_in_a_map_is_accepted(tmp_path: Path) -> None:
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("m", MAP_OF_STRUCTS)])
     _spec, log, _topic = make_topic(tmp_path, schema)
@@ -231,12 +207,6 @@ def test_a_null_struct_value_in_a_map_is_accepted(tmp_path: Path) -> None:
     assert ids(log) == [0, 1, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the same cast of a map whose values are maps with not-null values: "
-    "a null inner value raises ArrowInvalid instead of SchemaMismatchError, and "
-    "so does a slice that excludes it (the cast sees the whole child array)",
-)
 @pytest.mark.parametrize("where", ["null-in-the-rows", "null-outside-the-slice"])
 def test_nulls_in_a_map_inside_a_map_are_checked_like_the_others(where: str) -> None:
     schema = pa.schema([pa.field("m", MAP_OF_MAPS)])
@@ -323,14 +293,6 @@ def null_struct_cases() -> list[Any]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_cast's Arrow cast, even to the very same type, refuses a null struct "
-    "whose not-null field is null underneath ('Can't view ... nulls in input "
-    "cannot be viewed as non-nullable'), reported as 'column cannot become' its "
-    "own type. Checked with Spark: map('k', if(id = 1, null, named_struct('x', id))) "
-    "into map<string, struct<x: int64 not null>> fails every task attempt",
-)
 @pytest.mark.parametrize("kind,array", null_struct_cases())
 def test_null_structs_with_a_not_null_field_are_written(
     tmp_path: Path, kind: pa.DataType, array: pa.Array[Any]
@@ -379,12 +341,6 @@ def nested_cast_cases() -> list[Any]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_cast checks a time of day and a float overflow only for a top-level "
-    "column: inside a struct, list or map, 13:30 becomes the date and 1e300 "
-    "becomes inf without a word",
-)
 @pytest.mark.parametrize("kind,array", nested_cast_cases())
 def test_value_changing_casts_inside_nested_columns_are_refused(
     tmp_path: Path, kind: pa.DataType, array: pa.Array[Any]
@@ -394,13 +350,6 @@ def test_value_changing_casts_inside_nested_columns_are_refused(
         _conform(pa.record_batch([array], names=["c"]), topic)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the time-of-day check casts the date back to a timestamp at midnight "
-    "UTC, while Arrow took the date in the column's time zone (Spark's session "
-    "time zone): local midnight is refused, 09:00 in Tokyo (00:00 UTC) is "
-    "truncated to its date without a word",
-)
 def test_a_timestamp_into_a_date_column_follows_the_session_time_zone(tmp_path: Path) -> None:
     """Spark hands timestamps as timestamp[us, tz=<session time zone>] (checked
     with spark.sql.session.timeZone=Asia/Tokyo: the write of
@@ -424,12 +373,6 @@ def test_a_timestamp_into_a_date_column_follows_the_session_time_zone(tmp_path: 
 # --- a DataFrame read from arrowlog, written back --------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="route reads a partition column only under the name 'partition': a "
-    "topic with a column of that name reads its partition as '_partition', "
-    "which _conform drops, and every row goes to the task's partition",
-)
 def test_rows_read_from_a_topic_with_a_partition_column_keep_their_partitions(
     tmp_path: Path,
 ) -> None:
