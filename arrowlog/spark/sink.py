@@ -262,7 +262,11 @@ class ArrowLogWriter(DataSourceArrowWriter):
                 # one batch, unless a string or binary column passes 2 GiB (its
                 # offsets are 32-bit): then a segment per batch, none dropped
                 combined = pa.Table.from_batches(batches).combine_chunks().to_batches()
-                ready += [(p, _conform(b, topic)) for b in combined if b.num_rows]
+                for b in combined:
+                    # cut again once cast: a cast can widen the rows (int8 to
+                    # int64 is eight times the bytes)
+                    if b.num_rows:
+                        ready += [(p, piece) for piece in within_bytes(_conform(b, topic), budget)]
             # registered before anything is written there, all new ones at once
             new = sorted({p for p, _ in ready if p not in joined})
             if new:
@@ -518,6 +522,8 @@ def _cast(column: pa.Array[Any], field: pa.Field[Any], topic: arrowlog.Topic) ->
     Raises:
         SchemaMismatchError: it cannot be, or not without changing values.
     """
+    if pa.types.is_dictionary(column.type) and not pa.types.is_dictionary(field.type):
+        column = column.dictionary_decode()  # type: ignore[attr-defined]  # judged by its values
     mismatch = _names_mismatch(column.type, field.type, field.name)
     if mismatch:
         raise arrowlog.SchemaMismatchError(f"topic {topic.name!r}: {mismatch}")
@@ -533,7 +539,13 @@ def _cast(column: pa.Array[Any], field: pa.Field[Any], topic: arrowlog.Topic) ->
         raise arrowlog.SchemaMismatchError(
             f"column {field.name!r} ({column.type}) cannot become {field.type}: {e}"
         ) from e
-    changed = _changed(column, cast, field.name)
+    try:
+        changed = _changed(column, cast, field.name)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        # a timestamp on a day without a midnight where it is, for one
+        raise arrowlog.SchemaMismatchError(
+            f"column {field.name!r} ({column.type}) cannot become {field.type}: {e}"
+        ) from e
     if changed:
         raise arrowlog.SchemaMismatchError(
             f"column {field.name!r} ({column.type}) cannot become {field.type}: {changed}"
@@ -595,8 +607,9 @@ def _retyped(array: Any, kind: Any) -> Any:
 
 def _changed(source: pa.Array[Any], cast: pa.Array[Any], path: str) -> str | None:
     """What Arrow's safe cast of ``source`` to ``cast`` changed, at any depth,
-    or None: it drops a timestamp's time of day into a date, and lets a double
-    too large for a float become infinite."""
+    or None. It lets a timestamp lose its time of day into a date and its date
+    into a time, a number too large for a float become infinite, an integer
+    other than 0 or 1 become a boolean, a double round into a decimal."""
     if source.type == cast.type:
         return None
     if isinstance(source, pa.StructArray) and isinstance(cast, pa.StructArray):
@@ -604,24 +617,59 @@ def _changed(source: pa.Array[Any], cast: pa.Array[Any], path: str) -> str | Non
         names = [cast.type.field(i).name for i in range(cast.type.num_fields)]
         found = (_changed(a, b, f"{path}.{n}") for (a, b), n in zip(pairs, names, strict=True))
         return next((f for f in found if f), None)
-    if isinstance(source, pa.MapArray) and isinstance(cast, pa.MapArray):
-        keys, values = map_entries(source), map_entries(cast)
-        return _changed(keys[0], values[0], f"{path}.key") or _changed(
-            keys[1], values[1], f"{path}.value"
+    # a map is a list of key-value structs (and a subclass of ListArray)
+    if isinstance(source, pa.MapArray) or isinstance(cast, pa.MapArray):
+        before, after = _entries(source), _entries(cast)
+        if before is None or after is None:
+            return None
+        return _changed(before[0], after[0], f"{path}.key") or _changed(
+            before[1], after[1], f"{path}.value"
         )
     lists = (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)
     if isinstance(source, lists) and isinstance(cast, lists):
         return _changed(source.flatten(), cast.flatten(), f"{path}.item")
-    if pa.types.is_timestamp(source.type) and pa.types.is_date(cast.type):
+    return _value_change(source, cast, path)
+
+
+def _value_change(source: pa.Array[Any], cast: pa.Array[Any], path: str) -> str | None:
+    """:func:`_changed` for the values of one column (no children)."""
+    kind, to = source.type, cast.type
+    if pa.types.is_timestamp(kind) and pa.types.is_time(to):
+        return f"{path} would lose its date"
+    if pa.types.is_timestamp(kind) and pa.types.is_date(to):
         # the date of each instant where the timestamp's time zone has it (as
         # Arrow takes it, and Spark in its session's time zone)
-        midnight = pc.floor_temporal(source, 1, "day")
-        if pc.all(pc.equal(midnight, source)).as_py() is False:
-            return f"{path} has a time of day"
-        return None
-    floats = pa.types.is_floating(source.type) and pa.types.is_floating(cast.type)
-    if floats and _infinities(cast) > _infinities(source):
-        return f"{path} has a value out of range"
+        same = pc.equal(pc.floor_temporal(source, 1, "day"), source)
+        return f"{path} has a time of day" if _some_false(same) else None
+    if pa.types.is_floating(to):
+        was = _infinities(source) if pa.types.is_floating(kind) else 0
+        return f"{path} has a value out of range" if _infinities(cast) > was else None
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+    if pa.types.is_boolean(to) and numeric:
+        zero, one = pa.scalar(0, kind), pa.scalar(1, kind)
+        bits = pc.or_(pc.equal(source, zero), pc.equal(source, one))  # nulls stay null
+        return f"{path} has a value other than 0 or 1" if _some_false(bits) else None
+    if pa.types.is_decimal(to) and pa.types.is_floating(kind):
+        exact = pc.equal(cast.cast(kind), source)
+        return f"{path} has a value the decimal cannot hold exactly" if _some_false(exact) else None
+    return None
+
+
+def _some_false(checks: pa.Array[Any]) -> bool:
+    """Whether a check is false for some row (nulls are not)."""
+    return pc.all(checks).as_py() is False
+
+
+def _entries(array: pa.Array[Any]) -> tuple[pa.Array[Any], pa.Array[Any]] | None:
+    """The keys and the values of a map, or of a list of two-field structs, or
+    None."""
+    if isinstance(array, pa.MapArray):
+        return map_entries(array)
+    if isinstance(array, pa.ListArray | pa.LargeListArray | pa.FixedSizeListArray):
+        structs = array.flatten()
+        if isinstance(structs, pa.StructArray) and structs.type.num_fields == 2:
+            keys, values = structs.flatten()
+            return keys, values
     return None
 
 
