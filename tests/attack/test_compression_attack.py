@@ -11,9 +11,9 @@ import pytest
 
 import arrowlog
 from arrowlog import Compression, TopicConfig
-from arrowlog.partition.append import _HEADER_SLACK
 from arrowlog.segment import (
     DICTIONARY_KEY,
+    HEADER_SLACK,
     SegmentHeader,
     compression_slack,
     decode_segment,
@@ -33,7 +33,7 @@ def _header(rows: int, base: int = 0) -> SegmentHeader:
 def _check_fits_bound(batch: pa.RecordBatch) -> int:
     """The size up to which Producer.send's check_fits trusts the estimate and
     does not encode (floor + header slack + compression slack)."""
-    return segment_size_floor(batch) + _HEADER_SLACK + compression_slack(batch)
+    return segment_size_floor(batch) + HEADER_SLACK + compression_slack(batch)
 
 
 def _send_over_the_limit(schema: pa.Schema, batch: pa.RecordBatch, codec: Compression) -> None:
