@@ -178,11 +178,7 @@ def test_null_lists_spanning_nulls_hide_them_sliced_or_not() -> None:
         (MAP.from_arrays(offsets, pa.array([1, 2, 3, 4]), values, mask=NULL_FIRST), map_type),
     ]
     for array, kind in cases:
-        for part in (array, array.slice(1)):
-            out = _retyped(part, kind)
-            out.validate(full=True)
-            assert out.to_pylist() == part.to_pylist()
-            assert len(violations(pa.field("c", kind), out)) == 1, kind
+        retyped_with_one_violation(array, kind)
 
 
 def test_null_structs_hide_nulls_in_lists_maps_and_fixed_size_lists_below() -> None:
@@ -199,12 +195,17 @@ def test_null_structs_hide_nulls_in_lists_maps_and_fixed_size_lists_below() -> N
         (mapped, map_type),
     ]:
         array = STRUCTS.from_arrays([child], fields=[pa.field("x", child.type)], mask=NULL_FIRST)
-        target = pa.struct([pa.field("x", kind)])
-        for part in (array, array.slice(1)):
-            out = _retyped(part, target)
-            out.validate(full=True)
-            assert out.to_pylist() == part.to_pylist()
-            assert len(violations(pa.field("c", target), out)) == 1, kind
+        retyped_with_one_violation(array, pa.struct([pa.field("x", kind)]))
+
+
+def retyped_with_one_violation(array: Any, kind: Any) -> None:
+    """``array`` and its slice from row 1 retyped as ``kind``: valid, the same
+    values, and exactly one path with nulls under a not-null field."""
+    for part in (array, array.slice(1)):
+        out = _retyped(part, kind)
+        out.validate(full=True)
+        assert out.to_pylist() == part.to_pylist()
+        assert len(violations(pa.field("c", kind), out)) == 1, kind
 
 
 def test_struct_whose_children_have_their_own_offset() -> None:

@@ -21,7 +21,14 @@ import pytest
 import arrowlog
 from arrowlog.producer import key_partitions
 from tests.conftest import StoreSpec
-from tests.spark.test_spark_write import SCHEMA, committed_ids, frame, partition_keys, writer
+from tests.spark.test_spark_write import (
+    SCHEMA,
+    committed_ids,
+    frame,
+    last_changed,
+    partition_keys,
+    writer,
+)
 
 
 def local(tmp_path: Path) -> StoreSpec:
@@ -172,18 +179,13 @@ def bad_on_first_attempt(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Recor
 
     context = TaskContext.get()
     poison = context is not None and context.partitionId() == 0 and context.attemptNumber() == 0
-    last = None
-    for batch in batches:
-        if last is not None:
-            yield last
-        last = batch
-    if last is None:
-        return
-    if poison:
+
+    def null_id(last: pa.RecordBatch) -> pa.RecordBatch:
         ids = last.column(0).to_pylist()
         ids[-1] = None
-        last = last.set_column(0, last.schema.field(0), pa.array(ids, pa.int64()))
-    yield last
+        return last.set_column(0, last.schema.field(0), pa.array(ids, pa.int64()))
+
+    return last_changed(batches, null_id) if poison else batches
 
 
 @pytest.mark.spark

@@ -4,7 +4,7 @@ retries and job reruns, nothing visible from a failed job."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,20 +81,28 @@ def poisoned(first_attempt_only: bool) -> Any:
         retry = context is not None and context.attemptNumber() > 0
         fail = context is not None and context.partitionId() == 0
         fail = fail and not (first_attempt_only and retry)
-        last = None
-        for batch in batches:
-            if last is not None:
-                yield last
-            last = batch
-        if last is None:
-            return
-        if fail:
+
+        def out_of_range(last: pa.RecordBatch) -> pa.RecordBatch:
             i = last.schema.get_field_index("partition")
             field = last.schema.field(i)
-            last = last.set_column(i, field, pa.array([7] * last.num_rows, field.type))
-        yield last
+            return last.set_column(i, field, pa.array([7] * last.num_rows, field.type))
+
+        return last_changed(batches, out_of_range) if fail else batches
 
     return poison
+
+
+def last_changed(
+    batches: Iterator[pa.RecordBatch], change: Callable[[pa.RecordBatch], pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` as they come, the last one through ``change``."""
+    last = None
+    for batch in batches:
+        if last is not None:
+            yield last
+        last = batch
+    if last is not None:
+        yield change(last)
 
 
 @pytest.mark.spark
