@@ -532,7 +532,7 @@ def _cast(column: pa.Array[Any], field: pa.Field[Any], topic: arrowlog.Topic) ->
         # topic's: Arrow's cast (and view) refuses a null under a not-null
         # child even where a null parent hides it. not_null_violations checks
         # what is left.
-        cast = column.cast(_nullable(field.type))
+        cast = _prepared(column, field.type).cast(_nullable(field.type))
         if cast.type != field.type:
             cast = _retyped(cast, field.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -551,6 +551,21 @@ def _cast(column: pa.Array[Any], field: pa.Field[Any], topic: arrowlog.Topic) ->
             f"column {field.name!r} ({column.type}) cannot become {field.type}: {changed}"
         )
     return cast
+
+
+def _prepared(column: pa.Array[Any], kind: pa.DataType) -> pa.Array[Any]:
+    """``column`` made ready for Arrow's cast to ``kind`` where Arrow's own
+    meaning differs from Spark's: a double into a decimal is the number it
+    prints as (0.1 is 0.1, not its binary value 0.1000000000000000055...), and
+    an instant into a timestamp without a time zone keeps its wall clock in its
+    own time zone (Spark's session's), not UTC's."""
+    if pa.types.is_floating(column.type) and pa.types.is_decimal(kind):
+        return column.cast(pa.string())
+    zoned = pa.types.is_timestamp(column.type) and column.type.tz is not None
+    if zoned and pa.types.is_timestamp(kind) and kind.tz is None:
+        local: pa.Array[Any] = pc.local_timestamp(column)  # type: ignore[call-overload]
+        return local
+    return column
 
 
 def _nullable(kind: pa.DataType) -> pa.DataType:
@@ -641,9 +656,19 @@ def _value_change(source: pa.Array[Any], cast: pa.Array[Any], path: str) -> str 
         # Arrow takes it, and Spark in its session's time zone)
         same = pc.equal(pc.floor_temporal(source, 1, "day"), source)
         return f"{path} has a time of day" if _some_false(same) else None
+    temporal = (pa.types.is_timestamp, pa.types.is_date, pa.types.is_time, pa.types.is_duration)
+    if pa.types.is_integer(to) and any(is_kind(kind) for is_kind in temporal):
+        return f"{path} would become a bare count of its units"
     if pa.types.is_floating(to):
         was = _infinities(source) if pa.types.is_floating(kind) else 0
-        return f"{path} has a value out of range" if _infinities(cast) > was else None
+        if _infinities(cast) > was:
+            return f"{path} has a value out of range"
+        if pa.types.is_floating(kind):
+            zero = pa.scalar(0.0, kind)
+            lost = pc.and_(pc.not_equal(source, zero), pc.equal(cast, pa.scalar(0.0, to)))
+            if pc.any(lost).as_py():
+                return f"{path} has a value too small for {to}"
+        return None
     numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
     if pa.types.is_boolean(to) and numeric:
         zero, one = pa.scalar(0, kind), pa.scalar(1, kind)
