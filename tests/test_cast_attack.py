@@ -1,6 +1,6 @@
-"""A third attack on the Spark write path's casts (arrowlog/spark/sink.py:
-``_cast``, ``_nullable``, ``_retyped``, ``_changed``, ``within_bytes``,
-``segment_budget``) and on ``not_null_violations`` / ``map_entries``
+"""A third attack on the Spark write path's casts (arrowlog/spark/conform.py:
+``cast_column``, ``_nullable``, ``_retyped``, ``_changed``; arrowlog/spark/sink.py:
+``within_bytes``, ``segment_budget``) and on ``not_null_violations`` / ``map_entries``
 (arrowlog/topic.py).
 
 Each bug it found (untyped Arrow errors; int->bool, timestamp->time,
@@ -28,15 +28,9 @@ from arrowlog.topic import not_null_violations
 
 pytest.importorskip("pyspark")
 
+from arrowlog.spark.conform import _nullable, _retyped, cast_column
 from arrowlog.spark.options import WriteOptions
-from arrowlog.spark.sink import (
-    ArrowLogWriter,
-    _cast,
-    _nullable,
-    _retyped,
-    segment_budget,
-    within_bytes,
-)
+from arrowlog.spark.sink import ArrowLogWriter, segment_budget, within_bytes
 
 _names = count()
 MAP: Any = pa.MapArray  # the stubs have no overload for an explicit type
@@ -51,10 +45,10 @@ def log(tmp_path: Path) -> arrowlog.ArrowLog:
 
 
 def cast(log: arrowlog.ArrowLog, column: pa.Array[Any], kind: pa.DataType) -> pa.Array[Any]:
-    """``_cast`` of ``column`` into a new topic whose one column ``c`` is ``kind``."""
+    """``cast_column`` of ``column`` into a new topic whose one column ``c`` is ``kind``."""
     field = pa.field("c", kind)
     topic = log.create_topic(f"t{next(_names)}", pa.schema([field]))
-    return _cast(column, field, topic)
+    return cast_column(column, field, topic)
 
 
 def violations(field: pa.Field[Any], array: pa.Array[Any]) -> list[str]:

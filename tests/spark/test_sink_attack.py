@@ -1,5 +1,5 @@
 """Attacks on the batch write path (arrowlog/spark/sink.py): ArrowLogWriter.write,
-route, split_by_partition and _conform, after the conform step moved to once
+route, split_by_partition and conform, after the conform step moved to once
 per segment at flush. Each was found as a bug (rows lost past 2 GiB, struct
 children cast by name to nulls, nulls in not-null map values, floats overflowing
 to infinity, loose partition values, keys routed before their cast, an explicit
@@ -239,9 +239,9 @@ def test_casts_that_would_lose_data_fail_clearly(
 ) -> None:
     """Overflowing integers, truncated decimals, fractions, timestamps to a
     coarser unit or to a date with a time of day, and doubles past a float's
-    range fail with SchemaMismatchError naming the column (in _conform, which
+    range fail with SchemaMismatchError naming the column (in conform, which
     the task runs before anything is registered)."""
-    from arrowlog.spark.sink import _conform
+    from arrowlog.spark.conform import conform
 
     log = local(tmp_path).connect()
     fields: list[pa.Field[Any]] = [
@@ -259,9 +259,9 @@ def test_casts_that_would_lose_data_fail_clearly(
         "day": pa.array([86_400_000_000], pa.timestamp("us", tz="UTC")),
         "f": pa.array([0.1]),  # rounded, as Spark rounds a double into a float
     }
-    assert _conform(pa.record_batch(good), topic).num_rows == 1
+    assert conform(pa.record_batch(good), topic).num_rows == 1
     with pytest.raises(arrowlog.SchemaMismatchError, match=f"column '{column}'"):
-        _conform(pa.record_batch({**good, column: values}), topic)
+        conform(pa.record_batch({**good, column: values}), topic)
 
 
 # --- routing ---------------------------------------------------------------------

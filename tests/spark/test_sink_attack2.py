@@ -1,5 +1,5 @@
 """A second attack on the Spark write path (arrowlog/spark/sink.py, the byte budget
-of segments, ``_conform``/``_cast``, ``route``) and on ``not_null_violations``'s
+of segments, ``conform``/``cast_column``, ``route``) and on ``not_null_violations``'s
 check of map entries (arrowlog/topic.py). Each bug it found (segments past
 max_batch_bytes, null structs with a not-null field refused, value-changing
 casts at depth, the session time zone of dates, a read topic's ``_partition``)
@@ -27,8 +27,9 @@ from tests.conftest import StoreSpec
 
 pytest.importorskip("pyspark")
 
+from arrowlog.spark.conform import conform
 from arrowlog.spark.options import WriteOptions
-from arrowlog.spark.sink import ArrowLogWriter, _conform, within_bytes
+from arrowlog.spark.sink import ArrowLogWriter, within_bytes
 
 MAP_ARRAY: Any = pa.MapArray  # the stubs have no overload for an explicit type
 BLOB_FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64()), pa.field("b", pa.binary())]
@@ -347,7 +348,7 @@ def test_value_changing_casts_inside_nested_columns_are_refused(
 ) -> None:
     _spec, _log, topic = make_topic(tmp_path, pa.schema([pa.field("c", kind)]))
     with pytest.raises(arrowlog.SchemaMismatchError):
-        _conform(pa.record_batch([array], names=["c"]), topic)
+        conform(pa.record_batch([array], names=["c"]), topic)
 
 
 def test_a_timestamp_into_a_date_column_follows_the_session_time_zone(tmp_path: Path) -> None:
@@ -365,9 +366,9 @@ def test_a_timestamp_into_a_date_column_follows_the_session_time_zone(tmp_path: 
         return pa.record_batch([pa.array([utc], tokyo)], names=["d"])
 
     midnight = at(1, 15)  # 2024-01-02 00:00 in Tokyo
-    assert _conform(midnight, topic).column(0).to_pylist() == [dt.date(2024, 1, 2)]
+    assert conform(midnight, topic).column(0).to_pylist() == [dt.date(2024, 1, 2)]
     with pytest.raises(arrowlog.SchemaMismatchError, match="time of day"):
-        _conform(at(2, 0), topic)  # 2024-01-02 09:00 in Tokyo
+        conform(at(2, 0), topic)  # 2024-01-02 09:00 in Tokyo
 
 
 # --- a DataFrame read from arrowlog, written back --------------------------------------

@@ -1,5 +1,5 @@
-"""A fourth attack on the Spark write path (arrowlog/spark/sink.py: ``_conform``,
-``_cast``, ``_changed``, ``_value_change``), after it learned to refuse casts that
+"""A fourth attack on the Spark write path (arrowlog/spark/conform.py: ``conform``,
+``cast_column``, ``_changed``, ``_value_change``), after it learned to refuse casts that
 change values: does it now refuse or mangle writes a Spark user makes every day,
 and which value changes does it still let through?
 
@@ -13,7 +13,7 @@ Spark hands a Python writer do not carry), and an empty ``array()`` literal
 fails the writer with an untyped ``ValueError`` (in pyspark's schema
 conversion). The other tests document what held.
 
-Most checks call ``_cast`` on the Arrow arrays Spark hands a writer (checked
+Most checks call ``cast_column`` on the Arrow arrays Spark hands a writer (checked
 against Spark 4: ``timestamp[us, tz=<session time zone>]``, ``Etc/UTC`` for
 UTC; ``decimal128(38, 18)`` for Python decimals; ``list<element: ...>``); the
 ones where Spark's own types and time zone matter go through a real session."""
@@ -24,7 +24,6 @@ import datetime as dt
 import decimal
 import math
 from collections.abc import Iterator
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -36,22 +35,14 @@ from tests.conftest import StoreSpec
 
 pytest.importorskip("pyspark")
 
-from arrowlog.spark.sink import _cast
+from tests.test_cast_attack import cast
 
-_names = count()
 MAP_TYPE: Any = pa.map_  # the stubs take no field as the item
 
 
 @pytest.fixture
 def log(tmp_path: Path) -> arrowlog.ArrowLog:
     return arrowlog.connect(str(tmp_path / "log"), {"fsync": False})
-
-
-def cast(log: arrowlog.ArrowLog, column: pa.Array[Any], kind: pa.DataType) -> pa.Array[Any]:
-    """``_cast`` of ``column`` into a new topic whose one column ``c`` is ``kind``."""
-    field = pa.field("c", kind)
-    topic = log.create_topic(f"t{next(_names)}", pa.schema([field]))
-    return _cast(column, field, topic)
 
 
 def instant(utc: dt.datetime, zone: str = "Etc/UTC") -> pa.Array[Any]:
