@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from arrowlog._clock import CLOCK_GRAIN_MS
 from arrowlog._retain import DEFAULT_RETAIN_MS
 from arrowlog.checkpoint import Checkpoint, SegmentSummary
 from arrowlog.config import TopicConfig
@@ -36,11 +37,6 @@ class Removal:
 
     key: str
     reason: str
-
-
-#: how coarse a store's clock may be: S3 reports LastModified to the second, so
-#: an object can look up to this much older than it is (vacuum waits this more)
-CLOCK_GRAIN_MS = 1000
 
 
 class Retention(BatchAppends):
@@ -96,6 +92,7 @@ class Retention(BatchAppends):
                 self._sync_tail()
             prefix = segment_prefix(self._topic.prefix, self._partition)
             found = self._retry(lambda: list(self._store.list(prefix)))
+            self._learn_stored(found)  # dates producer state (arrowlog.cleanup)
             compacted = compacted_prefix(self._topic.prefix, self._partition)
             objects: list[ObjectInfo] | None = None
 
