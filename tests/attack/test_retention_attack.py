@@ -11,8 +11,7 @@ SIGKILLed at each write runs in ``tests/attack/_retention_worker.py``.
 
 Written by an independent review of retention (it did not know how it was
 built). Tests whose docstring says "Observed:" described a finding when they
-were written; all of those are fixed and hold now, but two known and left for
-later, marked as strict expected failures with the reason.
+were written; all of those are fixed and hold now.
 """
 
 from __future__ import annotations
@@ -1626,11 +1625,6 @@ def test_cli_find_hanging_and_expire_miss_a_transaction_retention_cut(
 # --- 14. the cost of altering retention often ----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, left for later: a topic's versions are read one GET each from "
-    "version 0, and announcements stay in every tail listing",
-)
 def test_opening_a_partition_after_many_retention_alters_costs_what_it_did() -> None:
     """Schedule: retention is altered 300 times (an operator's automation
     toggling it, say, hourly for under two weeks). Then a fresh client opens the
@@ -1639,7 +1633,9 @@ def test_opening_a_partition_after_many_retention_alters_costs_what_it_did() -> 
     requests as before the alters, give or take a few. Observed: a fresh
     client reads the chain of versions one GET per version from version 0
     (one GET each of the 300 versions), and every tail listing returns all
-    300 announcements (objects no vacuum removes)."""
+    300 announcements (objects no vacuum removes). Fixed: a client reads the
+    chain from the newest version announced (or listed), and vacuum removes
+    superseded announcements (``tests/test_topic_changes.py``)."""
     from arrowlog.storage.memory import MemoryStore
     from arrowlog.storage.wrappers import CountingStore
 
