@@ -37,6 +37,28 @@ def test_a_steady_state_append_costs_exactly_one_request(store: Store) -> None:
     assert counting.counts == {"put_if_absent": 1}
 
 
+def test_an_idempotent_window_costs_one_head_more_to_date_producer_state(store: Store) -> None:
+    """An idempotent producer's sends cost one PUT each; the send that
+    completes a window also puts its checkpoint and HEADs its own segment:
+    the store's time of the batches the checkpoint's producer state holds
+    (their expiry is measured on it, never on the producer's clock)."""
+    counting = CountingStore(store)
+    log = arrowlog.connect(counting)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=10))
+    p = log.producer()
+    p.send("t", one(0))  # opens the partition, claims a producer id
+    p.flush()
+    counting.reset()
+    for i in range(1, 9):
+        p.send("t", one(i))
+    p.flush()
+    assert counting.counts == {"put_if_absent": 8}
+    counting.reset()
+    p.send("t", one(9))
+    p.flush()
+    assert counting.counts == {"put_if_absent": 2, "head": 1}
+
+
 def _log_with_segments(store: Store, segments: int) -> None:
     log = arrowlog.connect(store)
     log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=100))
