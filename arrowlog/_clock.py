@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import time
 
+#: how coarse a store's clock may be: S3 reports LastModified to the second, so
+#: an object can look up to this much older than it is (whatever waits for an
+#: age on the store's clock waits this much more)
+CLOCK_GRAIN_MS = 1000
+
 _BOOTTIME = getattr(time, "CLOCK_BOOTTIME", None)
 
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from arrowlog._clock import CLOCK_GRAIN_MS
 from arrowlog._logview import LogView, incarnation_of
 from arrowlog.checkpoint import Decision, ProducerEntry
 from arrowlog.consumer import last_stable_offset
 from arrowlog.coordinator import (
-    CLOCK_GRAIN_MS,
     EXPIRE,
     OPERATOR_ABORT,
     TXN_IDS_PREFIX,

@@ -125,9 +125,15 @@ class PartitionState:
 
     producers: dict[int, ProducerEntry] = field(default_factory=dict)
     open_txns: dict[tuple[int, int], OpenTxn] = field(default_factory=dict)
+    #: producer id -> a time on the store's clock by which its latest batch
+    #: here had been written (an upper bound: its segment's LastModified, or a
+    #: later segment's); absent while no one has read one. Producer state
+    #: expires by these, never by the append timestamps writers put in
+    #: headers (DESIGN, "one clock").
+    stored_ms: dict[int, int] = field(default_factory=dict)
 
     def copy(self) -> PartitionState:
-        return PartitionState(dict(self.producers), dict(self.open_txns))
+        return PartitionState(dict(self.producers), dict(self.open_txns), dict(self.stored_ms))
 
     def apply(self, s: SegmentSummary) -> None:
         if s.producer_id < 0:
@@ -139,6 +145,7 @@ class PartitionState:
         self.producers[s.producer_id] = ProducerEntry(
             s.producer_id, s.producer_epoch, s.base_sequence, s.record_count, s.base, s.timestamp_ms
         )
+        self.stored_ms.pop(s.producer_id, None)  # a new batch, not dated yet
         if s.transactional and key not in self.open_txns:
             self.open_txns[key] = OpenTxn(
                 s.producer_id, s.producer_epoch, s.transactional_id or "", s.base
@@ -151,12 +158,23 @@ class PartitionState:
             if decide(txn) is not Decision.UNDECIDED:
                 del self.open_txns[key]
 
-    def forget_producers_before(self, timestamp_ms: int) -> None:
+    def date_producers(self, stored_ms: Callable[[ProducerEntry], int | None]) -> None:
+        """Date the latest batches not dated yet: ``stored_ms(entry)`` is a time
+        on the store's clock by which that batch had been written, or None."""
+        for pid, entry in self.producers.items():
+            if pid not in self.stored_ms and (ms := stored_ms(entry)) is not None:
+                self.stored_ms[pid] = ms
+
+    def forget_producers_stored_before(self, cutoff_ms: int) -> None:
         """Producer state expires (Kafka: producer.id.expiration.ms) so that the
-        snapshot does not grow with every producer session ever seen."""
-        for pid, entry in list(self.producers.items()):
-            if entry.timestamp_ms < timestamp_ms:
-                del self.producers[pid]
+        snapshot does not grow with every producer session ever seen: forget
+        the producers whose latest batch was written before ``cutoff_ms`` on the
+        store's clock. One not dated yet stays (kept longer is harmless:
+        forgotten too early, a resend in doubt would be written twice)."""
+        for pid, ms in list(self.stored_ms.items()):
+            if ms < cutoff_ms:
+                del self.stored_ms[pid]
+                self.producers.pop(pid, None)
 
 
 _SUMMARY_FIELDS = list(SegmentSummary.__dataclass_fields__)
@@ -177,6 +195,7 @@ class Checkpoint:
         return tuple(s.base for s in self.segments)
 
     def to_json(self) -> bytes:
+        producers = self.state.producers
         columns = {name: [getattr(s, name) for s in self.segments] for name in _SUMMARY_FIELDS}
         return _checked_json.dump(
             {
@@ -186,6 +205,11 @@ class Checkpoint:
                 "end": self.end,
                 "segments": columns,
                 "producers": [list(_entry_row(e)) for e in self.state.producers.values()],
+                # beside "producers", not in its rows: readers older than it
+                # still read the checkpoint (they ignore fields they do not know)
+                "producers_stored_ms": sorted(
+                    [pid, ms] for pid, ms in self.state.stored_ms.items() if pid in producers
+                ),
                 "open_txns": [
                     [t.producer_id, t.producer_epoch, t.transactional_id, t.first_offset]
                     for t in self.state.open_txns.values()
@@ -210,9 +234,13 @@ class Checkpoint:
                 columns.setdefault(later, [None] * len(columns["base"]))
             rows = zip(*(columns[name] for name in _SUMMARY_FIELDS), strict=True)
             segments = tuple(SegmentSummary(*row) for row in rows)
+            producers = {row[0]: ProducerEntry(*row) for row in fields["producers"]}
+            # written before producer state was dated: dated at the next checkpoint
+            stored = {int(pid): int(ms) for pid, ms in fields.get("producers_stored_ms", [])}
             state = PartitionState(
-                {row[0]: ProducerEntry(*row) for row in fields["producers"]},
+                producers,
                 {(r[0], r[1]): OpenTxn(*r) for r in fields["open_txns"]},
+                {pid: ms for pid, ms in stored.items() if pid in producers},
             )
             cp = cls(
                 log_start=int(fields["log_start"]),

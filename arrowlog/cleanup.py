@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from arrowlog._clock import CLOCK_GRAIN_MS
 from arrowlog._entrylog import parse_entry_name, parse_start_name, start_name
 from arrowlog.coordinator import (
     COORDINATOR_PREFIX,
@@ -24,7 +25,7 @@ from arrowlog.coordinator import (
 )
 from arrowlog.groups import GROUPS_PREFIX, GroupOffsets
 from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
-from arrowlog.partition.retention import CLOCK_GRAIN_MS, Removal
+from arrowlog.partition.retention import Removal
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import parse_segment_key, segment_prefix
 
@@ -63,12 +64,13 @@ class InUse:
     def note_partition(self, log: ArrowLog, part: PartitionLog, now_ms: int) -> None:
         """One LIST (the lowest segment still stored) and the summaries from
         there: with compaction, only the tail not compacted yet. Producers
-        idle for PRODUCER_STATE_RETENTION_MS count as gone: the next
-        checkpoint forgets them."""
+        idle for PRODUCER_STATE_RETENTION_MS on the store's clock count as
+        gone: the next checkpoint forgets them. One whose latest batch is not
+        dated (no listing showed its segment) is in use."""
         _, state = part.state()
-        recent = now_ms - PRODUCER_STATE_RETENTION_MS
+        recent = now_ms - PRODUCER_STATE_RETENTION_MS - CLOCK_GRAIN_MS
         self.producer_ids.update(
-            pid for pid, entry in state.producers.items() if entry.timestamp_ms >= recent
+            pid for pid in state.producers if state.stored_ms.get(pid, recent) >= recent
         )
         for txn in state.open_txns.values():
             self.note_epoch(txn.transactional_id, txn.producer_epoch)

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from arrowlog import _checked_json, _clock
+from arrowlog._clock import CLOCK_GRAIN_MS
 from arrowlog._entrylog import entry_name, landed, log_start, parse_entry_name, remove_entry
 from arrowlog.checkpoint import Decision, OpenTxn
 from arrowlog.config import RetryPolicy
@@ -52,7 +53,6 @@ EXPIRE = "expire"  # the transaction outlived its timeout
 EXPIRE_ID = "expire-id"  # the id was idle past the cleanup horizon (arrowlog.cleanup)
 OPERATOR_ABORT = "operator-abort"  # arrowlog abort-transaction
 PRODUCER_IDS_PREFIX = "_arrowlog/producer-ids/"
-CLOCK_GRAIN_MS = 1_000
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
 
 

@@ -258,8 +258,19 @@ class ArrowLog:
         if known is None and not refresh and not follow:
             entry, followed = self._versions.read(name, 0), False
         else:
-            start = known.entry if known is not None else self._versions.read(name, 0)
-            entry, followed = (None if start is None else self._versions.follow(start)), True
+            entry = self._versions.latest(name, None if known is None else known.entry)
+            followed = True
+        return self._learnt(name, entry, followed=followed, began=began)
+
+    def _learnt(
+        self, name: str, entry: TopicEntry | None, *, followed: bool, began: float
+    ) -> Topic:
+        """Keep what reads that began at ``began`` found of ``name``, and
+        return it as a topic.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic, or it was deleted.
+        """
         if entry is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
         entry = self._remember(entry, followed=followed, checked=began)
@@ -283,14 +294,25 @@ class ArrowLog:
 
     def _topic_at_least(self, name: str, version: int) -> Topic:
         """The topic, read anew unless a version at least ``version`` is known
-        (a partition saw it announced, or lost an object it knew of)."""
+        (a partition saw it announced, or lost an object it knew of). Read
+        from ``version`` on: two GETs however long the chain before it."""
         with self._lock:
             known = self._topics.get(name)
         if known is not None and known.entry.version >= version:
             if isinstance(known.entry, TopicTombstone):
                 raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
             return known.entry
-        return self.topic(name, refresh=True)
+        began = time.monotonic()
+        entry = self._versions.announced(name, version, None if known is None else known.entry)
+        return self._learnt(name, entry, followed=True, began=began)
+
+    def _known_entry(self, name: str) -> TopicEntry | None:
+        """The latest version of ``name`` this client has read, if any: a
+        change reads the chain on from it."""
+        check_topic_name(name)
+        with self._lock:
+            known = self._topics.get(name)
+        return None if known is None else known.entry
 
     def list_topics(self) -> list[str]:
         """The topics that exist (deleted ones left out). A topic never changed
@@ -323,7 +345,7 @@ class ArrowLog:
                 or above the limit; nothing was written.
             UnknownTopicOrPartitionError: no such topic, or it was deleted.
         """
-        wider = self._versions.create_partitions(topic, total)
+        wider = self._versions.create_partitions(topic, total, self._known_entry(topic))
         self._remember(wider)
         return wider
 
@@ -350,7 +372,7 @@ class ArrowLog:
             InvalidConfigError: another setting, or a bad value; nothing written.
             UnknownTopicOrPartitionError: no such topic.
         """
-        altered = self._versions.alter_config(topic, dict(changes))
+        altered = self._versions.alter_config(topic, dict(changes), self._known_entry(topic))
         self._remember(altered)
         return altered
 

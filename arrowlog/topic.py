@@ -313,6 +313,12 @@ def topic_version_key(name: str, version: int) -> str:
     return f"{TOPICS_PREFIX}{check_topic_name(name)}/{version:020d}.json"
 
 
+def topic_versions_prefix(name: str) -> str:
+    """Where the versions after version 0 of ``name`` are: a LIST of it shows
+    them in order."""
+    return f"{TOPICS_PREFIX}{check_topic_name(name)}/"
+
+
 def parse_topic_listing(key: str) -> tuple[str, int] | None:
     """``(topic, version)`` named by a key listed under ``TOPICS_PREFIX``."""
     rest = key[len(TOPICS_PREFIX) :] if key.startswith(TOPICS_PREFIX) else ""

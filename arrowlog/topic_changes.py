@@ -37,7 +37,9 @@ from arrowlog.topic import (
     TopicTombstone,
     announcement_key,
     load_topic_entry,
+    parse_topic_listing,
     topic_version_key,
+    topic_versions_prefix,
 )
 
 T = TypeVar("T")
@@ -93,15 +95,63 @@ class TopicVersions:
             entry = nxt
         return entry
 
-    def latest(self, name: str) -> TopicEntry | None:
-        """The latest version of ``name``; None if no topic ever had the name."""
-        first = self.read(name, 0)
-        return None if first is None else self.follow(first)
+    def latest(self, name: str, known: TopicEntry | None = None) -> TopicEntry | None:
+        """The latest version of ``name``, from ``known`` (a version read
+        before) or version 0 on; None if no topic ever had the name. One GET
+        when nothing follows ``known`` (two from version 0). If something
+        does, a LIST of the versions after it (one request per 1000 versions)
+        says where to go on reading by key: what a chain of many changes (an
+        operator altering retention every hour) costs does not grow with it."""
+        entry = known if known is not None else self.read(name, 0)
+        if entry is None:
+            return None
+        nxt = self.read(name, entry.version + 1)
+        if nxt is None:
+            return entry
+        return self.follow(self._newest_listed(nxt))
 
-    def latest_topic(self, name: str) -> Topic:
-        """Raises:
-        UnknownTopicOrPartitionError: no such topic, or it was deleted."""
-        entry = self.latest(name)
+    def _newest_listed(self, entry: TopicEntry) -> TopicEntry:
+        """The newest version a LIST of the versions after ``entry`` shows, or
+        ``entry``. A listing is not a snapshot: it may miss the newest, but a
+        version it shows was claimed (versions are never removed), and the
+        caller reads on by key from it."""
+        after = topic_version_key(entry.name, entry.version)
+        prefix = topic_versions_prefix(entry.name)
+        listed = self._retry.call(lambda: list(self._store.list(prefix, start_after=after)))
+        versions = [
+            parsed[1]
+            for info in listed
+            if (parsed := parse_topic_listing(info.key)) is not None and parsed[0] == entry.name
+        ]
+        newest = max(versions, default=entry.version)
+        if newest <= entry.version:
+            return entry
+        return self.read(entry.name, newest) or entry
+
+    def announced(
+        self, name: str, version: int, known: TopicEntry | None = None
+    ) -> TopicEntry | None:
+        """The latest version of ``name``, once a partition showed version
+        ``version`` announced (or a client that holds ``known`` has reason to
+        ask for ``version``, its next). Its changer had read ``version - 1`` as
+        the latest, so that one was claimed; ``version`` may not be (its
+        changer died in between). Two GETs when it was claimed and nothing
+        followed, one when the caller holds the version before it; never a
+        walk from version 0."""
+        entry = self.read(name, version)
+        if entry is not None:
+            return self.follow(entry)
+        if known is not None and known.version >= version - 1:
+            return known
+        before = self.read(name, version - 1)
+        return before if before is not None else self.latest(name, known)
+
+    def latest_topic(self, name: str, known: TopicEntry | None = None) -> Topic:
+        """The latest version of ``name``, from ``known`` on (see :meth:`latest`).
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic, or it was deleted."""
+        entry = self.latest(name, known)
         if entry is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
         if isinstance(entry, TopicTombstone):
@@ -153,13 +203,14 @@ class TopicVersions:
 
     # --- the changes ----------------------------------------------------------------
 
-    def create_partitions(self, name: str, total: int) -> Topic:
+    def create_partitions(self, name: str, total: int, known: TopicEntry | None = None) -> Topic:
         """Raise the partition count of ``name`` to ``total``; see
-        :meth:`arrowlog.ArrowLog.create_partitions`."""
+        :meth:`arrowlog.ArrowLog.create_partitions`. ``known``: a version read
+        before, to read the chain from."""
         if isinstance(total, bool) or not isinstance(total, int):
             raise InvalidPartitionsError(f"the partition count must be an int, got {total!r}")
         while True:
-            latest = self.latest_topic(name)
+            latest = self.latest_topic(name, known)
             if total <= latest.partitions:
                 raise InvalidPartitionsError(
                     f"topic {name!r} has {latest.partitions} partition(s); the new total "
@@ -177,10 +228,14 @@ class TopicVersions:
             self.announce(latest, wider.version)
             if self.claim(wider):
                 return wider
+            known = latest
 
-    def alter_config(self, name: str, changes: dict[str, object]) -> Topic:
+    def alter_config(
+        self, name: str, changes: dict[str, object], known: TopicEntry | None = None
+    ) -> Topic:
         """A new version of ``name`` whose config has ``changes``; see
-        :meth:`arrowlog.ArrowLog.alter_topic_config`."""
+        :meth:`arrowlog.ArrowLog.alter_topic_config`. ``known``: a version
+        read before, to read the chain from."""
         unknown = sorted(set(changes) - ALTERABLE)
         if unknown or not changes:
             raise InvalidConfigError(
@@ -188,7 +243,7 @@ class TopicVersions:
                 f"{', '.join(unknown) or 'nothing'}"
             )
         while True:
-            latest = self.latest_topic(name)
+            latest = self.latest_topic(name, known)
             config = dataclasses.replace(latest.config, **changes)  # type: ignore[arg-type]
             if config == latest.config:
                 return latest
@@ -202,6 +257,7 @@ class TopicVersions:
             self.announce(latest, altered.version)
             if self.claim(altered):
                 return altered
+            known = latest
 
     def delete(self, name: str) -> TopicDeletion:
         """Delete ``name``; see :meth:`arrowlog.ArrowLog.delete_topic`."""

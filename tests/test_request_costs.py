@@ -11,6 +11,7 @@ from arrowlog.storage import Store
 from arrowlog.storage.local import LocalStore
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.storage.wrappers import CountingStore
+from tests.clocks import Clocks, ClockStore
 
 SCHEMA = pa.schema([("x", pa.int64())])
 
@@ -34,6 +35,28 @@ def test_a_steady_state_append_costs_exactly_one_request(store: Store) -> None:
     counting.reset()
     log.append("t", one(10), expected_offset=20)  # a right expected offset costs nothing more
     assert counting.counts == {"put_if_absent": 1}
+
+
+def test_an_idempotent_window_costs_one_head_more_to_date_producer_state(store: Store) -> None:
+    """An idempotent producer's sends cost one PUT each; the send that
+    completes a window also puts its checkpoint and HEADs its own segment:
+    the store's time of the batches the checkpoint's producer state holds
+    (their expiry is measured on it, never on the producer's clock)."""
+    counting = CountingStore(store)
+    log = arrowlog.connect(counting)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=10))
+    p = log.producer()
+    p.send("t", one(0))  # opens the partition, claims a producer id
+    p.flush()
+    counting.reset()
+    for i in range(1, 9):
+        p.send("t", one(i))
+    p.flush()
+    assert counting.counts == {"put_if_absent": 8}
+    counting.reset()
+    p.send("t", one(9))
+    p.flush()
+    assert counting.counts == {"put_if_absent": 2, "head": 1}
 
 
 def _log_with_segments(store: Store, segments: int) -> None:
@@ -137,3 +160,71 @@ def test_a_second_long_read_fetches_no_checkpoint_again(store: Store) -> None:
         log.append("t", one(100 + i))
     fresh = reader.consumer(isolation_level="read_uncommitted")
     assert fresh.read("t")["x"].to_pylist() == [v for i in range(12) for v in (100 + i,) * 2]
+
+
+# --- a topic changed many times ---------------------------------------------------------
+
+ALTERS = 300
+
+
+def _open_listing_cost(store: Store) -> tuple[dict[str, int], int]:
+    """What a fresh client's opening costs, and how many objects its listings
+    return (S3 answers a LIST with at most 1,000)."""
+    counting = CountingStore(store)
+    assert arrowlog.connect(counting).end_offsets("t") == {0: 10}
+    return dict(counting.counts), counting.objects_listed
+
+
+def test_opening_after_300_retention_alters_costs_two_gets_more_and_lists_one_announcement(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator's automation alters retention 300 times (hourly, for under
+    two weeks). Opening a partition then costs what it did plus a GET of the
+    newest version and one finding no next (not one GET per version), and once
+    a vacuum ran, its tail listing returns one announcement (not 300). Before,
+    a fresh client read versions 0..300 one GET each, and every listing of
+    the tail returned all 300 announcements (no vacuum removed them)."""
+    clock = ClockStore(store)
+    clocks = Clocks(clock, monkeypatch)
+    log = arrowlog.connect(clock)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=2))
+    for i in range(5):
+        log.append("t", one(i))
+    before, listed_before = _open_listing_cost(clock)
+    assert before == {"get": 2, "list": 2, "get_range": 1}  # version 0, checkpoint; tail
+    for i in range(ALTERS):
+        log.alter_topic_config("t", retention_ms=3_600_000 + i)
+    after, listed_after = _open_listing_cost(clock)
+    assert after == {**before, "get": before["get"] + 2}  # version 300, no version 301
+    assert listed_after == listed_before + ALTERS  # every announcement, until a vacuum
+    clocks.advance(TopicConfig().delete_delay_ms + 2_000)
+    removed = [r.key for r in log.vacuum() if "/topic-version-" in r.key]
+    assert len(removed) == ALTERS - 1
+    vacuumed, listed_vacuumed = _open_listing_cost(clock)
+    assert vacuumed == after
+    assert listed_vacuumed == listed_before + 1  # the newest announcement stays
+
+
+def test_a_change_costs_the_same_however_many_came_before() -> None:
+    """Altering a topic reads its chain from the version its client holds:
+    the 300th alter costs what the 2nd did (before, it read every version
+    from version 0: one GET more per change before it)."""
+    store = MemoryStore()
+    counting = CountingStore(store)
+    log = arrowlog.connect(counting)
+    log.create_topic("t", SCHEMA)
+
+    def alter(i: int) -> dict[str, int]:
+        counting.reset()
+        log.alter_topic_config("t", retention_ms=3_600_000 + i)
+        return dict(counting.counts)
+
+    second = [alter(i) for i in range(2)][-1]
+    for i in range(2, ALTERS - 1):
+        alter(i)
+    assert alter(ALTERS) == second == {"get": 1, "put_if_absent": 2}
+    fresh = CountingStore(store)
+    arrowlog.connect(fresh).alter_topic_config("t", retention_ms=1)
+    # versions 0 and 1, a LIST of the versions after 1, the newest, no next;
+    # the announcement and the claim
+    assert dict(fresh.counts) == {"get": 4, "list": 1, "put_if_absent": 2}

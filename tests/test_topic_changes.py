@@ -37,6 +37,7 @@ from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
 from arrowlog.topic import announcement_key, parse_announcement_key
 from tests.attack._util import Background
+from tests.clocks import Clocks, ClockStore
 from tests.conftest import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -435,6 +436,109 @@ def test_a_change_announced_and_never_claimed_costs_a_get_per_sync(store: Store)
     counting.reset()
     assert log.partition("t", 0).end_offset() == 1
     assert counting.counts == {"list": 1}
+
+
+# --- many changes: superseded announcements go -----------------------------------------
+
+#: a client that trusts what it knows of a topic for a day: it learns of
+#: changes only from its listings (or by asking)
+PATIENT = LogConfig(metadata_max_age_ms=24 * 3600 * 1000)
+DELAY_MS = TopicConfig().delete_delay_ms
+
+
+def announced(store: Store, partition: int = 0) -> list[int]:
+    """The versions announced in ``partition``'s listing."""
+    found = (parse_announcement_key(k) for k in keys_under(store, f"t/{partition}/segments/"))
+    return [v for v in found if v is not None]
+
+
+def test_a_writer_whose_view_predates_many_alters_and_a_vacuum_sees_the_next_changes(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Schedule: writer W opens partition 0 (version 0) and appends; retention
+    is altered 50 times; the delay passes and a vacuum removes the superseded
+    announcements; W appends again (its view is older than half the delay: it
+    lists first). Then the topic is deleted, the delay passes again, and W
+    appends. Guarantees: the vacuum leaves one announcement (the newest);
+    W's first append learns version 50 from it (retention as last altered,
+    read from version 50 on: no walk from version 0) and lands; its second
+    raises UnknownTopicOrPartitionError and writes nothing: the listing that
+    shows a writer a newer version before it appends still does, with old
+    announcements gone. Before, no vacuum removed them: every listing of the
+    tail returned all 50."""
+    clock = ClockStore(store)
+    clocks = Clocks(clock, monkeypatch)
+    admin = arrowlog.connect(clock)
+    admin.create_topic("t", SCHEMA)
+    counting = CountingStore(clock)
+    w = arrowlog.connect(counting, config=PATIENT).partition("t", 0)
+    w.append(rows(0))
+    for i in range(50):
+        admin.alter_topic_config("t", retention_ms=3_600_000 + i)
+    clocks.advance(DELAY_MS + 2_000)
+    admin.vacuum()
+    assert announced(clock) == [50]
+
+    counting.reset()
+    assert w.append(rows(1)).base_offset == 1
+    assert (w.topic.version, w.topic.config.retention_ms) == (50, 3_600_049)
+    assert counting.counts["get"] == 2  # version 50, no version 51
+
+    admin.delete_topic("t")
+    clocks.advance(DELAY_MS)
+    writes = len(clock.writes)
+    with pytest.raises(UnknownTopicOrPartitionError, match="deleted"):
+        w.append(rows(2))
+    assert len(clock.writes) == writes
+
+
+def test_a_version_announced_last_and_never_claimed_leaves_the_one_before_known(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Schedule: 20 alters, then a changer dies after announcing version 21
+    and before claiming it; the delay passes and a vacuum runs; a client
+    that knew version 0 lists the partition. Guarantees: only the unclaimed
+    announcement 21 is left (the newest stays, whatever it is), and the
+    client learns version 20 from it: version 21 missing means 20, which its
+    changer had read, is the latest. Before, every announcement stayed."""
+    clock = ClockStore(store)
+    clocks = Clocks(clock, monkeypatch)
+    admin = arrowlog.connect(clock)
+    admin.create_topic("t", SCHEMA)
+    admin.append("t", rows(0))
+    reader = arrowlog.connect(clock, config=PATIENT).partition("t", 0)
+    assert reader.end_offset() == 1
+    for i in range(20):
+        admin.alter_topic_config("t", retention_ms=3_600_000 + i)
+    clock.put_if_absent(announcement_key("t", 0, 21), b"{}")
+    clocks.advance(DELAY_MS + 2_000)
+    admin.vacuum()
+    assert announced(clock) == [21]
+    assert reader.end_offset() == 1
+    assert (reader.topic.version, reader.topic.config.retention_ms) == (20, 3_600_019)
+    assert arrowlog.connect(clock).alter_topic_config("t", retention_ms=1).version == 21
+
+
+def test_vacuum_keeps_an_announcement_until_a_newer_one_is_older_than_the_delay(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The announcements of a change written less than the delay ago stay
+    with the one before them: a listing that began before the newer one was
+    written must still show the older. Schedule: two alters; a vacuum; the
+    delay passes; a vacuum. Guarantees: the first keeps both; the second
+    leaves version 2's. Before, both stayed for ever."""
+    clock = ClockStore(store)
+    clocks = Clocks(clock, monkeypatch)
+    admin = arrowlog.connect(clock)
+    admin.create_topic("t", SCHEMA, partitions=2)
+    for i in range(2):
+        admin.alter_topic_config("t", retention_ms=3_600_000 + i)
+    assert admin.vacuum() == []
+    assert announced(clock, 0) == announced(clock, 1) == [1, 2]
+    clocks.advance(DELAY_MS + 2_000)
+    removed = [r.key for r in admin.vacuum()]
+    assert removed == [announcement_key("t", p, 1) for p in (0, 1)]
+    assert announced(clock, 0) == announced(clock, 1) == [2]
 
 
 # --- several processes ----------------------------------------------------------------

@@ -87,6 +87,10 @@ class PartitionBase:
         # append there. A writer lists again before trusting it longer than
         # half the topic's delete_delay_ms (docs/protocol.md, "Deleting records").
         self._end_known_at = 0.0
+        # base -> when (on the store's clock: its LastModified) the object at
+        # that key of the tail was written, for the tail segments a listing or
+        # a HEAD showed: they date producer state (see Checkpoints._date_producers)
+        self._stored: dict[int, int] = {}
         self._last_base: int | None = None
         self._last_checkpoint: Checkpoint | None = None
         self._checkpoint_cache: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()

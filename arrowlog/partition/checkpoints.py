@@ -10,6 +10,7 @@ import functools
 import warnings
 from collections.abc import Iterator
 
+from arrowlog._clock import CLOCK_GRAIN_MS
 from arrowlog.checkpoint import Checkpoint, PartitionState, SegmentSummary, advance
 from arrowlog.errors import (
     ArrowLogError,
@@ -30,8 +31,9 @@ from arrowlog.topic import (
     segment_prefix,
 )
 
-#: How long a producer's latest batch is remembered after it was written (Kafka's
-#: producer.id.expiration.ms is a day; transactional ids live 7 days).
+#: How long a producer's latest batch is remembered after it was written, on the
+#: store's clock (Kafka's producer.id.expiration.ms is a day; transactional ids
+#: live 7 days).
 PRODUCER_STATE_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 
@@ -109,6 +111,7 @@ class Checkpoints(Listing):
         self._last_base = None
         self._base_state = PartitionState()
         self._window_start = self._end = self._log_start = self._compacted = 0
+        self._stored = {}
         cp = self._newest_checkpoint()
         if cp is not None:
             self._last_checkpoint = cp
@@ -266,7 +269,7 @@ class Checkpoints(Listing):
                     state.forget_decided(self._decide)
             except ArrowLogError:
                 return  # store or coordinator unavailable: the next append tries again
-            state.forget_producers_before(window[-1].timestamp_ms - PRODUCER_STATE_RETENTION_MS)
+            self._date_producers(state, window[-1].base)
             cp = Checkpoint(
                 log_start=self._log_start,
                 start=self._window_start,
@@ -287,6 +290,37 @@ class Checkpoints(Listing):
             for base, _ in self._tail[: self._interval]:
                 self._summaries.pop(base, None)
             del self._tail[: self._interval]
+            self._stored = {b: ms for b, ms in self._stored.items() if b >= self._window_start}
+
+    def _date_producers(self, state: PartitionState, last: int) -> None:
+        """Date the producer state of a window whose last segment starts at
+        ``last``, and forget the producers idle for PRODUCER_STATE_RETENTION_MS,
+        all on the store's clock (DESIGN, "one clock"): a writer whose clock
+        runs days ahead would otherwise forget a producer whose resend is in
+        doubt, and once retention removed its batch, write the resend again.
+
+        A batch is dated by the LastModified of its segment or of a later one;
+        "now" is the time of the newest segment known. Both come from objects
+        in offset order, so a store clock that jumps back only keeps state
+        longer. The times come from listings, or else from a HEAD of the
+        window's last segment: one request per window, and only while some
+        producer has state. Best effort: with no time known, nothing is
+        forgotten."""
+        if not state.producers:
+            return
+        if self._stored_by(last) is None:
+            try:
+                info = self._store.head(self._key(last))
+            except (FileNotFoundError, ArrowLogError):
+                info = None
+            if info is not None and info.modified_ms is not None:
+                self._stored[last] = info.modified_ms
+        state.date_producers(lambda entry: self._stored_by(entry.base_offset))
+        if self._stored:
+            now_ms = self._stored[max(self._stored)]
+            state.forget_producers_stored_before(
+                now_ms - PRODUCER_STATE_RETENTION_MS - CLOCK_GRAIN_MS
+            )
 
 
 def _warn_skipped(key: str, error: BaseException, instead: str) -> None:

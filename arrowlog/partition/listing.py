@@ -69,6 +69,7 @@ class Listing(PartitionBase):
         if announced:
             self._topic_announced(max(announced))
         self._learn_marks(found)
+        self._learn_stored(found)
         listed = [
             (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
         ]
@@ -134,6 +135,23 @@ class Listing(PartitionBase):
         with self._lock:  # read-ahead threads learn them too
             self._log_start = max([self._log_start, *starts])
             self._compacted = max([self._compacted, *marks])
+
+    def _learn_stored(self, found: Iterable[ObjectInfo]) -> None:
+        """When, on the store's clock, the listed segments of the tail were
+        written. A segment at a later offset was written after every one
+        before it (its writer saw them), so each time is also an upper bound
+        for the batches below it."""
+        for info in found:
+            base = parse_segment_key(info.key)
+            if base is not None and base >= self._window_start and info.modified_ms is not None:
+                self._stored[base] = info.modified_ms
+
+    def _stored_by(self, offset: int) -> int | None:
+        """A time on the store's clock by which the batch at ``offset`` had
+        been written (that of the first segment at or after it whose time is
+        known), or None."""
+        later = [base for base in self._stored if base >= offset]
+        return self._stored[min(later)] if later else None
 
     def _list_marks(self) -> int:
         """The floor (see :attr:`_floor`), listing only the partition's markers
@@ -250,4 +268,5 @@ class Listing(PartitionBase):
                 self._end_known_at = began
                 return
             header = self._read_header(self._end, info.size)
+            self._learn_stored([info])
             self._extend_tail(SegmentSummary.of(header, info.size))

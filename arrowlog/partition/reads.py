@@ -123,7 +123,9 @@ class Reads(Checkpoints):
                 self._sync_tail()
             if complete:
                 self._probe_tail()
-            return self._end, advance(self._base_state, self._tail_summaries())
+            state = advance(self._base_state, self._tail_summaries())
+            state.date_producers(lambda entry: self._stored_by(entry.base_offset))
+            return self._end, state
 
     def _resolve_range(self, start: int | None, end: int | None) -> tuple[int, int]:
         if not self._ensure_open() and (end is None or end > self._end):

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from arrowlog._clock import CLOCK_GRAIN_MS
 from arrowlog._retain import DEFAULT_RETAIN_MS
 from arrowlog.checkpoint import Checkpoint, SegmentSummary
 from arrowlog.config import TopicConfig
@@ -21,6 +22,7 @@ from arrowlog.topic import (
     checkpoint_prefix,
     compacted_prefix,
     log_start_key,
+    parse_announcement_key,
     parse_checkpoint_key,
     parse_compacted_key,
     parse_compacted_mark_key,
@@ -36,11 +38,6 @@ class Removal:
 
     key: str
     reason: str
-
-
-#: how coarse a store's clock may be: S3 reports LastModified to the second, so
-#: an object can look up to this much older than it is (vacuum waits this more)
-CLOCK_GRAIN_MS = 1000
 
 
 class Retention(BatchAppends):
@@ -96,6 +93,7 @@ class Retention(BatchAppends):
                 self._sync_tail()
             prefix = segment_prefix(self._topic.prefix, self._partition)
             found = self._retry(lambda: list(self._store.list(prefix)))
+            self._learn_stored(found)  # dates producer state (arrowlog.cleanup)
             compacted = compacted_prefix(self._topic.prefix, self._partition)
             objects: list[ObjectInfo] | None = None
 
@@ -205,8 +203,10 @@ def _removable(
     before; compacted objects below that log start; the checkpoints of windows
     below the log start (see :func:`_old_checkpoints`); the compaction marks
     superseded, and the log start markers superseded by one older than
-    ``retain_ms`` too (it dates the checkpoints' removal). The newest
-    marker of each kind always stays: listings of the tail must show it."""
+    ``retain_ms`` too (it dates the checkpoints' removal); the topic's
+    announcements superseded by one written at least ``delay`` before (see
+    :func:`_superseded_announcements`). The newest marker of each kind always
+    stays: listings of the tail must show it."""
     ripe = _ripe(found, parse_log_start_key, now_ms, delay)
     marks = _ripe(found, parse_compacted_mark_key, now_ms, delay)
     start = max(ripe, default=0)
@@ -214,11 +214,12 @@ def _removable(
     # the log start the checkpoints below which go: the newest whose object is
     # older than both the delay and retain_ms (the bookkeeping horizon)
     kept = max(_ripe(found, parse_log_start_key, now_ms, max(delay, retain_ms)), default=0)
+    announcements = _superseded_announcements(found, now_ms, delay)
     if not start and not mark:
-        return []
+        return announcements
     newest = newest_checkpoint()
     if newest is None:
-        return []
+        return announcements
     objects = [
         (span, info)
         for info in list_compacted()
@@ -257,7 +258,25 @@ def _removable(
             for info in found
             if (offset := parse(info.key)) is not None and offset < newest_ripe
         ]
-    return out
+    return out + announcements
+
+
+def _superseded_announcements(found: list[ObjectInfo], now_ms: int, delay: int) -> list[Removal]:
+    """The announcements of topic versions below one written at least
+    ``delay`` before (on the store's clock). Each change of a topic leaves one
+    in every partition, and every listing of the tail shows them all: without
+    this, a topic altered every hour would make every sync list thousands.
+    A client only acts on the newest it lists (it reads the chain from it), so
+    the newest is all a listing must show, and it always stays: a version n
+    was claimed before n + 1 was announced, so a listing that began after
+    version n was claimed shows n's announcement, or n + 1's if it began
+    after that was written, unless it ran for longer than the delay."""
+    newest = max(_ripe(found, parse_announcement_key, now_ms, delay), default=0)
+    return [
+        Removal(info.key, f"announcement of topic version {v} superseded by {newest}")
+        for info in found
+        if (v := parse_announcement_key(info.key)) is not None and v < newest
+    ]
 
 
 def _old_checkpoints(

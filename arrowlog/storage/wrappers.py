@@ -135,6 +135,8 @@ class CountingStore:
         self.bytes_read: collections.Counter[str] = collections.Counter()
         #: the keys read (``get`` and ``get_range``), with how often
         self.keys_read: collections.Counter[str] = collections.Counter()
+        #: objects the listings returned (S3 returns at most 1,000 a request)
+        self.objects_listed = 0
         self._caller = threading.get_ident()
         self._lock = threading.Lock()
 
@@ -156,6 +158,7 @@ class CountingStore:
             self.caller_counts.clear()
             self.bytes_read.clear()
             self.keys_read.clear()
+            self.objects_listed = 0
             self._caller = threading.get_ident()
 
     def _count(self, op: str) -> None:
@@ -200,7 +203,13 @@ class CountingStore:
         self, prefix: str, *, start_after: str | None = None, limit: int | None = None
     ) -> Iterator[ObjectInfo]:
         self._count("list")
-        return self.inner.list(prefix, start_after=start_after, limit=limit)
+        return self._listed(self.inner.list(prefix, start_after=start_after, limit=limit))
+
+    def _listed(self, infos: Iterator[ObjectInfo]) -> Iterator[ObjectInfo]:
+        for info in infos:
+            with self._lock:
+                self.objects_listed += 1
+            yield info
 
     def delete(self, key: str) -> None:
         self._count("delete")

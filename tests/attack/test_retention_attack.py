@@ -11,8 +11,7 @@ SIGKILLed at each write runs in ``tests/attack/_retention_worker.py``.
 
 Written by an independent review of retention (it did not know how it was
 built). Tests whose docstring says "Observed:" described a finding when they
-were written; all of those are fixed and hold now, but two known and left for
-later, marked as strict expected failures with the reason.
+were written; all of those are fixed and hold now.
 """
 
 from __future__ import annotations
@@ -732,11 +731,6 @@ def test_an_in_doubt_batch_deleted_by_retention_is_not_written_again(
     assert values(connect(clock), start=9) == [9, 10]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, left for later: checkpoints forget producers by a writer's own "
-    "clock (8 days of skew needed)",
-)
 def test_an_in_doubt_batch_behind_the_log_start_and_a_writer_clock_8_days_ahead(
     clock: ClockStore, clocks: Clocks
 ) -> None:
@@ -751,7 +745,9 @@ def test_an_in_doubt_batch_behind_the_log_start_and_a_writer_clock_8_days_ahead(
     client wrote): its batch at 3 is recognised and not written again.
     Observed: ``_find_batch`` searches only from the log start (9), the
     checkpoint forgot the producer, so the resend is appended as new at 10: a
-    consumer that read 100 at 3 before the retention reads it again at 10."""
+    consumer that read 100 at 3 before the retention reads it again at 10.
+    Fixed: checkpoints date producer state by the segments' LastModified and
+    forget by the store's clock."""
     log, p, wrapped = _in_doubt_at_3(clock)
     clocks.skew = 8 * 24 * 3600
     q = connect(clock)
@@ -769,6 +765,98 @@ def test_an_in_doubt_batch_behind_the_log_start_and_a_writer_clock_8_days_ahead(
     p.flush()
     seen_later = values(connect(clock), start=9)
     assert seen_first.count(100) + seen_later.count(100) == 1, seen_later
+
+
+def test_an_in_doubt_batch_of_a_producer_whose_clock_is_8_days_behind_survives_retention(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """The opposite skew. Schedule: the in-doubt producer's host (and the
+    writer of 0..2) runs 8 days *behind*, so its batch at 3 says it is 8 days
+    old; writers with the right time write 4..9, their checkpoints are
+    written; retention moves the log start to 9; 20 minutes pass; vacuum
+    removes 0..7. The producer flushes. Guarantee (exactly once; one clock):
+    its batch at 3 is recognised, not written again. Before the store's clock
+    dated producer state, the right-clocked writers' checkpoints forgot it at
+    once (its latest batch looked 8 days older than theirs), and the resend
+    landed again at 10. (A writer whose clock is behind *writing* checkpoints
+    only kept state longer: harmless.)"""
+    clocks.skew = -8 * 24 * 3600
+    log, p, wrapped = _in_doubt_at_3(clock)
+    clocks.skew = 0
+    q = connect(clock)
+    for v in range(4, 10):
+        q.append("t", rows(v))
+    seen_first = values(connect(clock))
+    assert seen_first == [0, 1, 2, 100, 4, 5, 6, 7, 8, 9]
+    log.alter_topic_config("t", retention_bytes=1)
+    log.vacuum()
+    clocks.advance(DELAY + 5 * MIN)
+    assert segment_key("t", 0, 2) in {r.key for r in connect(clock).vacuum()}
+    wrapped.blind = False
+    p.flush()
+    seen_later = values(connect(clock), start=9)
+    assert seen_first.count(100) + seen_later.count(100) == 1, seen_later
+
+
+def test_producer_state_expires_after_7_days_on_the_store_clock_whatever_writers_clocks_say(
+    clock: ClockStore,
+) -> None:
+    """Expiry still happens, by the store's clock alone. Schedule: producer P
+    sends one batch (at 3); 8 days pass on the store's clock while every
+    writer's clock stands still (their segments say no time passed); another
+    writer appends 4..9 (checkpoint windows of 2). Guarantee: the checkpoints
+    written after the 8 days forget P (the state does not grow with every
+    producer ever seen), while a producer that sent at the end is kept. Before,
+    the writers' append timestamps decided, and P was kept."""
+    log = make_topic(clock, 3)
+    p = log.producer()
+    p.send("t", rows(100), partition=0)
+    p.flush()
+    assert p.producer_id in {e.producer_id for e in connect(clock).list_producers("t", 0)}
+    clock.advance(8 * 24 * HOUR)  # the store's clock only
+    q = connect(clock)
+    for v in range(4, 10):
+        q.append("t", rows(v))
+    recent = q.producer()
+    recent.send("t", rows(10), partition=0)
+    recent.send("t", rows(11), partition=0)  # completes the window [10, 12)
+    recent.flush()
+    kept = {e.producer_id for e in connect(clock).list_producers("t", 0)}
+    assert p.producer_id not in kept and recent.producer_id in kept
+
+
+def test_producer_state_from_a_checkpoint_written_before_it_was_dated_is_read_and_expires(
+    clock: ClockStore,
+) -> None:
+    """An old bucket: its checkpoints hold producer state with no store time
+    (``producers_stored_ms`` absent). Schedule: P's batch lands at 1 and the
+    window [0, 2) is checkpointed, then rewritten as an older version wrote
+    it; a fresh client appends 2..3 (the next window); 8 days pass on the
+    store's clock only; another fresh client appends 4..5. Guarantees: the
+    old checkpoint opens and its state holds P; P is dated by the next window
+    (as written then) and forgotten a window after the 8 days, never by the
+    writers' append timestamps (which say no time passed)."""
+    from arrowlog import _checked_json
+
+    log = make_topic(clock, 1)
+    p = log.producer()
+    p.send("t", rows(100), partition=0)
+    p.flush()
+    key = checkpoint_key("t", 0, 0)
+    fields = _checked_json.load(clock.get(key), key=key, error=arrowlog.CorruptObjectError)
+    fields.pop("producers_stored_ms", None)
+    clock.delete(key)
+    clock.put_if_absent(key, _checked_json.dump(fields))
+    assert p.producer_id in {e.producer_id for e in connect(clock).list_producers("t", 0)}
+    q = connect(clock)
+    for v in (2, 3):
+        q.append("t", rows(v))
+    assert p.producer_id in {e.producer_id for e in connect(clock).list_producers("t", 0)}
+    clock.advance(8 * 24 * HOUR)
+    r = connect(clock)
+    for v in (4, 5):
+        r.append("t", rows(v))
+    assert p.producer_id not in {e.producer_id for e in connect(clock).list_producers("t", 0)}
 
 
 def test_control_the_same_skew_without_retention_finds_the_batch(
@@ -1537,11 +1625,6 @@ def test_cli_find_hanging_and_expire_miss_a_transaction_retention_cut(
 # --- 14. the cost of altering retention often ----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, left for later: a topic's versions are read one GET each from "
-    "version 0, and announcements stay in every tail listing",
-)
 def test_opening_a_partition_after_many_retention_alters_costs_what_it_did() -> None:
     """Schedule: retention is altered 300 times (an operator's automation
     toggling it, say, hourly for under two weeks). Then a fresh client opens the
@@ -1550,7 +1633,9 @@ def test_opening_a_partition_after_many_retention_alters_costs_what_it_did() -> 
     requests as before the alters, give or take a few. Observed: a fresh
     client reads the chain of versions one GET per version from version 0
     (one GET each of the 300 versions), and every tail listing returns all
-    300 announcements (objects no vacuum removes)."""
+    300 announcements (objects no vacuum removes). Fixed: a client reads the
+    chain from the newest version announced (or listed), and vacuum removes
+    superseded announcements (``tests/test_topic_changes.py``)."""
     from arrowlog.storage.memory import MemoryStore
     from arrowlog.storage.wrappers import CountingStore
 
