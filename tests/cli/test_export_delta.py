@@ -112,3 +112,30 @@ def test_wrong_input_gets_one_line_and_its_exit_code_and_writes_nothing(tmp_path
     assert not Path(delta).exists()
     assert DeltaTable(str(other)).version() == 0
     assert sorted(p.name for p in root.rglob("*")) == before  # the log is only read
+
+
+_BLOCK = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "deltalake":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+from arrowlog.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_without_deltalake_the_error_names_the_extra(tmp_path: Path) -> None:
+    root = str(tmp_path / "log")
+    arrowlog.connect(root).create_topic("t", pa.schema([("x", pa.int64())]))
+    done = subprocess.run(
+        [sys.executable, "-c", _BLOCK, "export-delta", "t", str(tmp_path / "delta"),
+         "--root", root],
+        env=env(), capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "MissingDependencyError: the Delta export needs the 'delta' extra" in done.stderr
+    assert "pip install 'arrowlog[delta]'" in done.stderr
+    assert not (tmp_path / "delta").exists()
