@@ -594,6 +594,7 @@ def _is_libraries(e: Exception) -> bool:
 def _iceberg_error(e: Exception, where: str) -> ArrowLogError:
     """pyiceberg's error as arrowlog's: retriable when a service, the catalog's
     database or the network said to come back later."""
+    import requests
     from pyiceberg import exceptions as x
     from sqlalchemy.exc import OperationalError
 
@@ -609,6 +610,8 @@ def _iceberg_error(e: Exception, where: str) -> ArrowLogError:
         OperationalError,  # SQLite: "database is locked"
         ConnectionError,
         TimeoutError,
+        requests.ConnectionError,  # a REST catalog that did not answer
+        requests.Timeout,
     )
     return ExportTableError(
         f"{where}: {type(e).__name__}: {text}", retriable=isinstance(e, transient)

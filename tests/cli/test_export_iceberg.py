@@ -82,6 +82,12 @@ def test_wrong_input_gets_one_line_and_its_exit_code_and_writes_nothing(tmp_path
         (["t", "ns.t", "--catalog-properties", "{oops", *wh], 2, "not valid JSON"),
         (["t", "ns.t", "--catalog-uri", "sqlite:///x.db"], 2, "needs a warehouse too"),
         (["t", "ns.t", "--warehouse", "s3://b/w"], 2, "give the catalog's URI too"),
+        # a REST catalog that does not answer: pyiceberg's error, typed and retriable
+        (
+            ["t", "ns.t", "--catalog-properties", '{"type": "rest", "uri": "http://127.0.0.1:9"}'],
+            75,
+            "ExportTableError: Iceberg table ns.t: ConnectionError",
+        ),
     ]
     before = sorted(p.name for p in root.rglob("*"))
     for argv, code, message in cases:

@@ -38,6 +38,7 @@ from arrowlog.jobs.export_delta import (
     read_delta,
     run_export,
 )
+from arrowlog.storage.scripted import ScriptedStore
 from tests.jobs.conftest import DeltaHolds, Place, Run
 from tests.test_export_iceberg import SCHEMA, Ledger, rows
 
@@ -160,6 +161,37 @@ def test_two_runs_planned_from_one_version_append_the_range_once(
     table.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True)
     assert orphans(place) == []
     assert place.delta_rows() == ledger.expected()
+
+
+def test_a_run_that_planned_before_another_committed_writes_no_file(place: Place) -> None:
+    """Run b reads the table ({"0": 5}) and is held while it plans (its
+    listing of the partition); run a exports [5, 10) meanwhile. b's plan is
+    [5, 10) too, but before writing any file it sees the run number moved,
+    plans again from the table and finds nothing new: no row twice, and no
+    file left behind (the adversary's schedule: a commits, then b's write
+    starts)."""
+    log = place.spec.connect()
+    log.create_topic("t", SCHEMA)
+    ledger = Ledger()
+    ledger.plain(log, 0, 0, 5)
+    export(place)
+    ledger.plain(log, 0, 5, 5)
+
+    store = ScriptedStore(place.spec.open())
+    planning = store.hold("list", "t/0/segments/")
+    b = Run(
+        "b",
+        lambda: run_export(arrowlog.connect(store), "t", place.delta,
+                           delta_storage=place.delta_storage),
+    )  # fmt: skip
+    planning.wait_reached()
+    assert export(place).rows == 5
+    planning.release()
+    lost: DeltaExport = b.result()
+
+    assert place.delta_rows() == ledger.expected()
+    assert (lost.rows, lost.attempts, lost.offsets) == (0, 2, {"0": 10})
+    assert orphans(place) == []
 
 
 def test_two_first_exports_create_the_table_once_and_append_once(
