@@ -523,6 +523,8 @@ def _commit(
             for batch in read(span, schema, where):
                 rows[0] += batch.num_rows
                 yield batch
+        except GeneratorExit:
+            raise  # delta-rs stopped reading (its own failure is what it raises)
         except BaseException as e:
             failed.append(e)  # delta-rs reports it as a DeltaError of its own
             raise
@@ -593,7 +595,9 @@ def read_delta(path: str, *, storage_options: Mapping[str, str] | None = None) -
 
     table = DeltaTable(path, storage_options=_storage(storage_options))
     if "://" not in path or path.startswith("file://"):
-        return ds.dataset(table.file_uris(), format="parquet").to_table()
+        # arro3's schema, taken through the Arrow C interface (the stubs know only lists)
+        schema = pa.schema(table.schema().to_arrow())  # type: ignore[arg-type]
+        return ds.dataset(table.file_uris(), schema=schema, format="parquet").to_table()
     batches = QueryBuilder().register("t", table).execute("SELECT * FROM t")
     return pa.table(batches.read_all())
 

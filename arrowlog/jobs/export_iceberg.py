@@ -561,6 +561,8 @@ def _data(
             for batch in cast_batches(batches, schema, where):
                 rows[0] += batch.num_rows
                 yield batch
+        except GeneratorExit:
+            raise  # pyiceberg stopped reading (its own failure is what it raises)
         except BaseException as e:
             failed.append(e)
             raise

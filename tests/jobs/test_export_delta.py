@@ -119,6 +119,24 @@ def test_reruns_export_every_committed_record_once(place: Place) -> None:
     assert table.transaction_version("arrowlog-export.t/1") == second.offsets["1"]
 
 
+def test_an_export_of_only_aborted_records_moves_the_offsets_on(place: Place) -> None:
+    """A range holding only an aborted transaction and its marker: no row, but
+    one commit recording the new offsets, so the next export does not read the
+    range again."""
+    log = place.spec.connect()
+    log.create_topic("t", SCHEMA)
+    p = log.producer(transactional_id="a")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", rows(0, 5), partition=0)
+    p.abort_transaction()
+    p.close()
+    done = export(place)
+    assert (done.rows, done.offsets, done.table_version) == (0, {"0": 6}, 1)
+    assert export(place).table_version is None
+    assert place.delta_rows() == []
+
+
 # --- races: decided by the commit -----------------------------------------------------
 
 
