@@ -82,6 +82,28 @@ class OffsetOutOfRangeError(ArrowLogError):
     """A read asked for offsets below the log start or beyond the log end."""
 
 
+class TopicRecreatedError(OffsetOutOfRangeError):
+    """Offsets kept outside the log (an export's table) were read in a topic
+    that has been deleted since; the topic of that name now is another
+    incarnation, a new log whose offsets name other records. Taking the old
+    offsets as positions in it would skip its first records (or fail as out of
+    range). Nothing was written; the message says how to choose: export the
+    new topic from its start, or keep the table as the old topic's. An
+    :class:`OffsetOutOfRangeError` too: what was not exported of the old topic
+    is gone, as after records were deleted.
+
+    ``topic``; ``recorded_incarnation``, the incarnation the offsets were read
+    in; ``incarnation``, the topic's now."""
+
+    def __init__(
+        self, message: str, *, topic: str, recorded_incarnation: int, incarnation: int
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.recorded_incarnation = recorded_incarnation
+        self.incarnation = incarnation
+
+
 # --- the log protocol --------------------------------------------------------------
 
 
@@ -207,11 +229,31 @@ class UnstableOffsetCommitError(ArrowLogError):
 
 
 class ExportConflictError(ArrowLogError):
-    """An export's table commit lost the race to other writers of the table
-    too many times in a row (each lost race means another commit landed).
-    Nothing of this run was committed; run the export again."""
+    """An export's table commit lost the race to other exports of the same
+    topic into the table too many times in a row (each lost race means another
+    export's commit landed). Nothing of this run was committed; run the export
+    again: it exports only what the table does not record yet. The table
+    library's last conflict is ``__cause__``."""
 
     retriable = True
+
+
+class ExportTableError(ArrowLogError):
+    """The table an export writes (Delta through delta-rs, Iceberg through
+    pyiceberg) failed for another reason than a lost commit race
+    (:class:`ExportConflictError`), its columns (:class:`SchemaMismatchError`)
+    or a type (:class:`UnsupportedTypeError`): the table's store or catalog
+    failed or refused a request, the table needs features its library lacks, a
+    path holds no table where one was found before. The library's error is
+    ``__cause__``. ``retriable`` tells whether the same export may succeed
+    when run again as it is (a catalog or service that was unavailable), not
+    for a refusal. Whatever failed, the commit is the only point at which a
+    range counts as exported: a rerun reads what the table records and never
+    exports a range twice."""
+
+    def __init__(self, message: str, *, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.retriable = retriable
 
 
 class ConcurrentTransactionsError(ArrowLogError):

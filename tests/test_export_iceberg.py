@@ -336,6 +336,24 @@ def test_a_table_whose_columns_differ_is_refused_writing_nothing(
     assert files(tmp_path / "warehouse") == before
 
 
+def test_a_catalog_that_does_not_answer_is_a_retriable_export_table_error(
+    tmp_path: Path,
+) -> None:
+    """pyiceberg's own error (here requests' ConnectionError from a REST
+    catalog nobody serves) becomes ExportTableError, retriable, with it as the
+    cause; nothing is written."""
+    import requests
+
+    log = arrowlog.connect(str(tmp_path / "log"))
+    log.create_topic("t", SCHEMA)
+    log.append("t", rows(0, 2))
+    rest = CatalogConfig("remote", {"type": "rest", "uri": "http://127.0.0.1:9"})
+    with pytest.raises(arrowlog.ExportTableError, match=r"Iceberg table ns\.events") as caught:
+        export(log, "t", TABLE, catalog=rest)
+    assert caught.value.retriable
+    assert isinstance(caught.value.__cause__, requests.ConnectionError)
+
+
 def test_a_bad_table_identifier_is_refused(catalog: CatalogConfig, tmp_path: Path) -> None:
     log = arrowlog.connect(str(tmp_path / "log"))
     log.create_topic("t", SCHEMA)

@@ -139,41 +139,108 @@ def _end_after_interrupt(part: arrowlog.PartitionLog) -> int:
         return part.end_offset(refresh=False)
 
 
+def _json_object(option: str, text: str | None) -> dict[str, object] | None:
+    """An option's JSON object (None when not given).
+
+    Raises:
+        InvalidConfigError: not a JSON object.
+    """
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise arrowlog.InvalidConfigError(f"{option}: not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise arrowlog.InvalidConfigError(f"{option} must be a JSON object")
+    return value
+
+
+from_new_incarnation = click.option(
+    "--from-new-incarnation",
+    is_flag=True,
+    help="If TOPIC was deleted and created again since the table's last export, export "
+    "the new topic from its start into the table. Without it such a run refuses "
+    "(TopicRecreatedError) and writes nothing.",
+)
+
+
 @click.command("export-delta")
 @click.argument("topic")
 @click.argument("delta_path")
+@click.option(
+    "--delta-storage-options",
+    metavar="JSON",
+    help="delta-rs's storage options for DELTA_PATH, e.g. '{\"AWS_ENDPOINT_URL\": "
+    '"http://127.0.0.1:8333", "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1"}\' '
+    "(credentials too, or from the AWS_* environment).",
+)
+@from_new_incarnation
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-@leaf(read_only=False)
+@leaf(read_only=True)
 @with_examples(
     "arrowlog export-delta events /data/delta/events",
-    "arrowlog export-delta events s3://bucket/delta/events --root s3://bucket/logs",
+    "arrowlog export-delta events s3://lake/delta/events --root s3://bucket/logs "
+    '--delta-storage-options \'{"AWS_REGION": "eu-west-1"}\'',
+    "arrowlog export-delta events /data/delta/events --from-new-incarnation",
 )
-def export_delta(session: Session, topic: str, delta_path: str, no_progress: bool) -> None:
-    """Export TOPIC's newly committed records to a Delta table, exactly once.
+def export_delta(
+    session: Session,
+    topic: str,
+    delta_path: str,
+    delta_storage_options: str | None,
+    from_new_incarnation: bool,
+    no_progress: bool,
+) -> None:
+    """Export TOPIC's newly committed records to the Delta table at
+    DELTA_PATH, exactly once.
 
-    Each run exports from where the previous one ended to the last stable
-    offsets, tagged with a Delta app transaction: a rerun after a crash never
-    exports a row twice. Needs the spark and delta extras.
+    Each run appends from where the previous one ended to the end of one
+    read_committed snapshot of the topic, in one Delta commit whose app
+    transactions record the offsets and the topic's incarnation; the commit
+    lands only if no other export of the topic committed since the run read
+    them: a rerun, a crashed run's rerun or a second exporter racing this one
+    never appends a row twice. The first run creates the table. The log is
+    only read. Needs the delta extra (delta-rs).
     """
-    from arrowlog.jobs._spark import local_session
-    from arrowlog.jobs.export_delta import export, exported_state
+    from arrowlog.jobs.export_delta import run_export
 
+    options = _json_object("--delta-storage-options", delta_storage_options)
     log = session.connect()
-    before = exported_state(delta_path, topic)
-    stable = log.stable_offsets(topic)
-    starts = log.start_offsets(topic)
-    total = sum(end - before.offsets.get(str(p), starts[p]) for p, end in stable.items())
+    total = [0]
     try:
-        with progress_bar(total, "offsets", enabled=not no_progress) as bar:
-            spark = local_session("arrowlog-export-delta")
-            rows = export(spark, session.root or "", topic, delta_path, dict(session.options))
-            bar.update(bar.task_ids[0], completed=total)
+        with progress_bar(None, "offsets", enabled=not no_progress) as bar:
+
+            def advance(done: int, of: int) -> None:
+                total[0] = of
+                bar.update(bar.task_ids[0], completed=done, total=of)
+
+            result = run_export(
+                log, topic, delta_path,
+                delta_storage={str(k): str(v) for k, v in (options or {}).items()},
+                on_recreated="restart" if from_new_incarnation else "fail", progress=advance,
+            )  # fmt: skip
+            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
     except KeyboardInterrupt:
         # nothing of this run counts unless its Delta commit landed: the rerun
         # finds out from the table itself
-        raise interrupted(f"offsets {before.offsets or 'the log start'}") from None
-    after = exported_state(delta_path, topic)
-    click.echo(f"exported {rows:,} rows of {topic} to {delta_path}; now at {after.offsets}")
+        raise interrupted("the last committed export") from None
+    if session.output == "json":
+        session.json(
+            {"topic": topic, "table": delta_path, "rows": result.rows, "offsets": result.offsets,
+             "incarnation": result.incarnation, "version": result.table_version,
+             "attempts": result.attempts}
+        )  # fmt: skip
+        return
+    where = f"version {result.table_version}" if result.table_version is not None else "no commit"
+    click.echo(
+        f"exported {result.rows:,} rows of {topic} to {delta_path} ({where}); "
+        f"now at {_position(result.offsets, result.incarnation)}"
+    )
+
+
+def _position(offsets: dict[str, int], incarnation: int) -> str:
+    return str(offsets) if incarnation == 0 else f"{offsets} of incarnation {incarnation}"
 
 
 @click.command("export-iceberg")
@@ -203,6 +270,7 @@ def export_delta(session: Session, topic: str, delta_path: str, no_progress: boo
     metavar="JSON",
     help='Any pyiceberg catalog, e.g. \'{"type": "rest", "uri": "http://..."}\'.',
 )
+@from_new_incarnation
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @leaf(read_only=True)
 @with_examples(
@@ -220,6 +288,7 @@ def export_iceberg(
     catalog_uri: str | None,
     catalog_name: str,
     catalog_properties: str | None,
+    from_new_incarnation: bool,
     no_progress: bool,
 ) -> None:
     """Export TOPIC's newly committed records to the Iceberg table TABLE
@@ -227,9 +296,9 @@ def export_iceberg(
 
     Each run appends from where the previous one ended to the end of one
     read_committed snapshot of the topic, in one Iceberg snapshot whose summary
-    records the offsets: a rerun, a crashed run's rerun or a second exporter
-    racing this one never appends a row twice. The first run creates the table.
-    The log is only read. Needs the iceberg extra.
+    records the offsets and the topic's incarnation: a rerun, a crashed run's
+    rerun or a second exporter racing this one never appends a row twice. The
+    first run creates the table. The log is only read. Needs the iceberg extra.
     """
     from arrowlog.jobs.export_iceberg import CatalogConfig, check_identifier, export
 
@@ -240,16 +309,7 @@ def export_iceberg(
             "catalog.db), --catalog-properties JSON, or --catalog-name NAME (.pyiceberg.yaml)",
             ctx=click.get_current_context(),
         )
-    properties = None
-    if catalog_properties:
-        try:
-            properties = json.loads(catalog_properties)
-        except ValueError as e:
-            raise arrowlog.InvalidConfigError(
-                f"--catalog-properties: not valid JSON: {e}"
-            ) from None
-        if not isinstance(properties, dict):
-            raise arrowlog.InvalidConfigError("--catalog-properties must be a JSON object")
+    properties = _json_object("--catalog-properties", catalog_properties or None)
     config = CatalogConfig.resolve(
         name=catalog_name, warehouse=warehouse, uri=catalog_uri, properties=properties
     )
@@ -262,7 +322,10 @@ def export_iceberg(
                 total[0] = of
                 bar.update(bar.task_ids[0], completed=done, total=of)
 
-            result = export(log, topic, table, catalog=config, progress=advance)
+            result = export(
+                log, topic, table, catalog=config,
+                on_recreated="restart" if from_new_incarnation else "fail", progress=advance,
+            )  # fmt: skip
             bar.update(bar.task_ids[0], completed=total[0], total=total[0])
     except KeyboardInterrupt:
         # nothing of this run counts unless its snapshot was committed: the
@@ -271,10 +334,12 @@ def export_iceberg(
     if session.output == "json":
         session.json(
             {"topic": topic, "table": table, "rows": result.rows, "offsets": result.offsets,
-             "snapshot_id": result.snapshot_id, "attempts": result.attempts}
+             "incarnation": result.incarnation, "snapshot_id": result.snapshot_id,
+             "attempts": result.attempts}
         )  # fmt: skip
         return
     where = f"snapshot {result.snapshot_id}" if result.snapshot_id else "no new snapshot"
     click.echo(
-        f"exported {result.rows:,} rows of {topic} to {table} ({where}); now at {result.offsets}"
+        f"exported {result.rows:,} rows of {topic} to {table} ({where}); "
+        f"now at {_position(result.offsets, result.incarnation)}"
     )

@@ -1,13 +1,17 @@
 """What the table exports (Delta, Iceberg) share: the next committed range of a
-topic after the offsets the previous export recorded, and reading it.
+topic after the position the previous export recorded, and reading it.
 
 An export records, in the same table commit as its rows, the offsets where it
-ended. The next export starts there and ends at the ends of one read_committed
+ended and the incarnation of the topic they belong to (a topic deleted and
+created again under its name is a new log, whose offsets name other records).
+The next export starts there and ends at the ends of one read_committed
 snapshot of the topic (:func:`arrowlog.consumer.snapshot_ends`): a transaction
 committing meanwhile is in that export whole, or in the next one whole; asking
 each partition's LSO in turn could cut it in two. The table commit is the only
-point at which a range counts as exported, so a crash anywhere before it leaves
-the recorded offsets as they were, and the rerun reads the same range again.
+point at which a range counts as exported, and it is conditional on the table
+still recording what the export started from: a crash anywhere before it
+leaves the recorded position as it was, and of two runs that planned the same
+range only one commit lands.
 """
 
 from __future__ import annotations
@@ -15,30 +19,60 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
 from arrowlog.consumer import snapshot_ends
-from arrowlog.errors import CorruptObjectError
+from arrowlog.errors import (
+    CorruptObjectError,
+    InvalidConfigError,
+    TopicRecreatedError,
+    UnknownTopicOrPartitionError,
+    UnsupportedTypeError,
+)
 from arrowlog.log import ArrowLog
 from arrowlog.scan import EARLIEST, output_schema, plan_scan, read_task
 
-#: The key under which an export records its end offsets, as JSON
-#: ``{"<partition>": <next offset>}``.
+#: The key under which an export records where it ended, as JSON:
+#: ``{"<partition>": <next offset>}`` in incarnation 0 of the topic,
+#: ``{"incarnation": N, "offsets": {...}}`` in a topic created again
+#: (:func:`format_recorded`).
 OFFSETS_KEY = "arrowlog.offsets"
+#: the topic an export's commit belongs to
+TOPIC_KEY = "arrowlog.topic"
+#: where an export's range started (-2: the log start)
+STARTING_KEY = "arrowlog.starting-offsets"
+
+#: What an export does when the table records offsets of a topic that was
+#: deleted and created again since: ``"fail"`` (:class:`TopicRecreatedError`)
+#: or ``"restart"`` (export the new topic from its start).
+OnRecreated = Literal["fail", "restart"]
+ON_RECREATED: tuple[OnRecreated, ...] = ("fail", "restart")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a table records of the exports of one topic: the incarnation of
+    the topic and the next offset of each of its partitions."""
+
+    incarnation: int
+    offsets: dict[str, int]
 
 
 @dataclass(frozen=True)
 class ExportRange:
-    """Offsets ``[starting, ending)`` of every partition of ``topic`` to export
-    next. A partition missing from the recorded offsets starts at -2 (its log
-    start, resolved when the range is read)."""
+    """Offsets ``[starting, ending)`` of every partition of ``topic`` (its
+    incarnation ``incarnation``) to export next. A partition missing from the
+    recorded offsets starts at -2 (its log start, resolved when the range is
+    read)."""
 
     topic: str
+    incarnation: int
     starting: dict[int, int]
     ending: dict[int, int]
-    #: the offsets the previous export recorded (partition as a string)
+    #: the offsets recorded in this incarnation (partition as a string); empty
+    #: when nothing of it was exported yet
     recorded: dict[str, int]
 
     @property
@@ -53,22 +87,110 @@ class ExportRange:
         """The offsets to record once this range is exported."""
         return {str(p): o for p, o in sorted(self.ending.items())}
 
+    def commit_metadata(self) -> dict[str, str]:
+        """What an export's commit says about its range (a Delta commit's
+        metadata, an Iceberg snapshot's summary)."""
+        return {
+            TOPIC_KEY: self.topic,
+            OFFSETS_KEY: format_recorded(self.incarnation, self.ending_json()),
+            STARTING_KEY: json.dumps(self.starting_json()),
+        }
 
-def next_range(log: ArrowLog, topic: str, recorded: Mapping[str, int]) -> ExportRange:
-    """The range to export after ``recorded`` (the previous export's end
-    offsets): up to the ends of one read_committed snapshot of the topic.
+
+def next_range(
+    log: ArrowLog,
+    topic: str,
+    recorded: Recorded | None,
+    *,
+    on_recreated: OnRecreated = "fail",
+    where: str,
+) -> ExportRange:
+    """The range to export after ``recorded`` (None: nothing exported yet), up
+    to the ends of one read_committed snapshot of the topic. ``where`` names
+    the table in messages.
 
     Raises:
         UnknownTopicOrPartitionError: no such topic.
+        TopicRecreatedError: ``recorded`` belongs to an incarnation of the
+            topic deleted since, and ``on_recreated`` is ``"fail"``.
+        InvalidConfigError: ``recorded`` belongs to a later incarnation than
+            the log's topic (the table was exported from another log), or
+            ``on_recreated`` is neither ``"fail"`` nor ``"restart"``.
     """
-    exported = {int(p): int(o) for p, o in recorded.items()}
-    ending = snapshot_ends(log, topic, exported)
+    check_on_recreated(on_recreated)
+    while True:
+        incarnation = log.topic(topic, refresh=True).incarnation
+        exported = _resume(recorded, topic, incarnation, on_recreated, where)
+        ending = snapshot_ends(log, topic, exported)
+        # the partitions' listings say which topic they read: one created anew
+        # after the lookup above is planned again, never read with these offsets
+        if _incarnations(log, topic, ending) == {incarnation}:
+            break
     starting = {p: exported.get(p, EARLIEST) for p in ending}
-    return ExportRange(topic, starting, ending, {str(p): o for p, o in exported.items()})
+    return ExportRange(
+        topic, incarnation, starting, ending, {str(p): o for p, o in exported.items()}
+    )
 
 
-def parse_recorded(text: str, where: str) -> dict[str, int]:
-    """Recorded offsets read back from a table (``{"0": 42, ...}``).
+def check_on_recreated(on_recreated: str) -> None:
+    """Raises:
+    InvalidConfigError: ``on_recreated`` is neither ``"fail"`` nor ``"restart"``.
+    """
+    if on_recreated not in ON_RECREATED:
+        raise InvalidConfigError(f"on_recreated must be 'fail' or 'restart', not {on_recreated!r}")
+
+
+def _resume(
+    recorded: Recorded | None,
+    topic: str,
+    incarnation: int,
+    on_recreated: OnRecreated,
+    where: str,
+) -> dict[int, int]:
+    """Where an export of ``topic`` (now ``incarnation``) starts, by partition."""
+    if recorded is None:
+        return {}
+    if recorded.incarnation == incarnation:
+        return {int(p): int(o) for p, o in recorded.offsets.items()}
+    if recorded.incarnation > incarnation:
+        raise InvalidConfigError(
+            f"{where} records offsets of incarnation {recorded.incarnation} of topic "
+            f"{topic!r}, but the log's topic {topic!r} is incarnation {incarnation}: the "
+            "table was exported from another log (or the log was restored from an older copy)"
+        )
+    if on_recreated == "restart":
+        return {}
+    raise TopicRecreatedError(
+        f"{where}: topic {topic!r} was deleted and created again since the last export "
+        f"(the table records offsets {recorded.offsets} of incarnation "
+        f"{recorded.incarnation}; the topic is now incarnation {incarnation}, a new log whose "
+        "offsets name other records). To export the new topic from its start into this "
+        "table, run again with --from-new-incarnation (on_recreated='restart'); to keep the "
+        "table as the old topic's, export the new one to another table",
+        topic=topic,
+        recorded_incarnation=recorded.incarnation,
+        incarnation=incarnation,
+    )
+
+
+def _incarnations(log: ArrowLog, topic: str, partitions: Mapping[int, int]) -> set[int]:
+    return {log.partition(topic, p).opened_topic().incarnation for p in partitions}
+
+
+def format_recorded(incarnation: int, offsets: Mapping[str, int]) -> str:
+    """Offsets as a table keeps them: ``{"0": 42}`` in incarnation 0 (as
+    exports always wrote them), ``{"incarnation": 2, "offsets": {"0": 42}}``
+    in a topic created again, which an arrowlog that knows no incarnations
+    refuses instead of taking for offsets of the topic it knew."""
+    plain = {str(p): int(o) for p, o in offsets.items()}
+    if incarnation == 0:
+        return json.dumps(plain)
+    return json.dumps({"incarnation": incarnation, "offsets": plain})
+
+
+def parse_recorded(text: str, where: str) -> Recorded:
+    """Offsets read back from a table (:func:`format_recorded`; a bare
+    ``{"0": 42}`` is incarnation 0).
 
     Raises:
         CorruptObjectError: not such a JSON object.
@@ -77,12 +199,20 @@ def parse_recorded(text: str, where: str) -> dict[str, int]:
         value = json.loads(text)
         if not isinstance(value, dict):
             raise ValueError("not an object")
+        incarnation = 0
+        if "incarnation" in value:
+            incarnation = value["incarnation"]
+            value = value["offsets"]
+            if isinstance(incarnation, bool) or not isinstance(incarnation, int):
+                raise ValueError("the incarnation is not an integer")
+            if not isinstance(value, dict):
+                raise ValueError("the offsets are not an object")
         out = {str(int(p)): int(o) for p, o in value.items()}
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, KeyError) as e:
         raise CorruptObjectError(f"recorded offsets {text!r} are not valid ({e})", key=where) from e
-    if any(o < 0 for o in out.values()):
+    if incarnation < 0 or any(o < 0 for o in out.values()):
         raise CorruptObjectError(f"recorded offsets {text!r} are not valid", key=where)
-    return out
+    return Recorded(incarnation, out)
 
 
 def read_range_batches(
@@ -100,6 +230,8 @@ def read_range_batches(
     Raises:
         OffsetOutOfRangeError: a recorded offset lies below the log start now
             (records were deleted before they were exported).
+        UnknownTopicOrPartitionError: the topic was deleted (or deleted and
+            created again) since the range was planned.
     """
     plan = plan_scan(
         log,
@@ -108,6 +240,11 @@ def read_range_batches(
         ending={(span.topic, p): o for p, o in span.ending.items()},
         isolation_level="read_committed",
     )
+    if _incarnations(log, span.topic, span.ending) != {span.incarnation}:
+        raise UnknownTopicOrPartitionError(
+            f"topic {span.topic!r} was deleted and created again during the export; "
+            "nothing was exported: run it again"
+        )
     out = schema or output_schema(log.topic(span.topic).schema)
     for task in plan.tasks:
         yield from read_task(log.store, task, out)
@@ -115,9 +252,47 @@ def read_range_batches(
             progress(sum(s.hi - s.lo for s in task.segments))
 
 
+def cast_batches(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema, table: str
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` as ``schema`` (the table's types), by a safe cast: a value
+    the table's type cannot hold exactly is refused, never changed.
+
+    Raises:
+        UnsupportedTypeError: such a value (nothing was committed).
+    """
+    for batch in batches:
+        if batch.schema.equals(schema):
+            yield batch
+            continue
+        try:
+            yield batch.cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise UnsupportedTypeError(
+                f"{table}: a value cannot be written without loss ({e}); nothing was exported"
+            ) from e
+
+
+def tracker(
+    log: ArrowLog, span: ExportRange, progress: Callable[[int, int], None]
+) -> Callable[[int], None]:
+    """A ``progress`` for :func:`read_range_batches` that reports
+    ``progress(done, total)`` in offsets (markers and aborted records count)."""
+    starts = log.start_offsets(span.topic)
+    total = sum(end - max(span.starting[p], starts.get(p, 0)) for p, end in span.ending.items())
+    done = [0]
+    progress(0, total)
+
+    def advance(offsets: int) -> None:
+        done[0] += offsets
+        progress(done[0], total)
+
+    return advance
+
+
 def spark_reader(spark: Any, root: str, span: ExportRange, storage: Mapping[str, Any]) -> Any:
     """``span`` as a Spark DataFrame (``format("arrowlog")``, read_committed)."""
-    # imported here: arrowlog.spark needs the spark extra, the Iceberg export does not
+    # imported here: arrowlog.spark needs the spark extra, the exports without Spark do not
     from arrowlog.spark.options import spark_storage_options
 
     reader = (

@@ -1,116 +1,605 @@
 """Export the committed records of a topic to a Delta table, exactly once.
 
-Each run exports what was committed since the previous run: from the offsets the
-previous export recorded, to the topic's last stable offsets. Rows and offsets go
-into the Delta table in one Delta commit, tagged with a Delta app transaction
-(``arrowlog-export.<topic>``, version = run number), so a rerun after a crash
-either sees that commit (and starts after it) or redoes the same range: no row
-is exported twice or skipped.
+Each run appends what was committed since the previous run, in ONE Delta
+commit (delta-rs) that also records where the run ended, as Delta app
+transactions (``txn`` actions: the table's own record of an application's
+progress, kept in its snapshots and checkpoints):
 
-The range is read with ``spark.read.format("arrowlog")``. The Delta write uses
-delta-spark when its jars are on Spark's classpath (``txnAppId``/``txnVersion``
-options), and delta-rs (``deltalake``) otherwise. The range and the "nothing
-new" check are shared with the Iceberg export (:mod:`arrowlog.jobs._export_range`).
-Only the delta-rs path runs on the project's machines (delta-spark's jars come
-from Maven Central).
+- ``arrowlog-export.<topic>``: the run number, 0 for the first export;
+- ``arrowlog-export.<topic>/incarnation``: the incarnation of the topic the
+  offsets belong to (a topic deleted and created again under its name is a
+  new log);
+- ``arrowlog-export.<prefix>/<partition>``: the next offset of each
+  partition, ``<prefix>`` being the topic's name in incarnation 0 and
+  ``<topic>=<incarnation>`` after (as the topic's objects are keyed); only
+  partitions whose offset moved are written again.
 
-    arrowlog export-delta TOPIC DELTA_PATH --root ROOT [--storage-options JSON]
-    python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [--storage-options JSON]
+The commit's metadata says the same for people (``arrowlog.topic``,
+``arrowlog.offsets``, ``arrowlog.starting-offsets``). Tables written before
+incarnations were recorded hold only the run number and the metadata: they are
+read as incarnation 0, from the newest commit's metadata.
+
+**Decided at commit time.** A run reads the recorded position from one version
+of the table, plans the range after it, and commits on top of that very
+version: delta-rs checks every commit that landed since for an app transaction
+of the same id, and fails this one (``CommitFailedError``) if another export of
+the topic got there first. Two runs that planned the same range never both
+land; the loser reads the table again and exports what is left (often
+nothing), up to :data:`MAX_ATTEMPTS` times, then raises
+:class:`~arrowlog.errors.ExportConflictError`. Before writing any file a run
+checks that the run number has not moved, so a run that starts after another
+one committed writes nothing; a loser of a true race (both writing at once)
+leaves its data files behind, referenced by no version: readers never see them,
+and ``DeltaTable(path).vacuum(full=True, dry_run=False)`` deletes them once
+older than the table's retention (7 days by default). A first export creates
+the table empty (its columns, no rows) at version 0 and then appends as above;
+of two first exports, one creates it and the other uses it.
+
+**A re-created topic.** When the table records an older incarnation of the
+topic than the log has, the run refuses (``on_recreated="fail"``, the default:
+:class:`~arrowlog.errors.TopicRecreatedError`, nothing written) or exports the
+new topic from its start (``on_recreated="restart"``, the command line's
+``--from-new-incarnation``); never the new topic from the old offsets.
+
+**Reading.** :func:`run_export` (and ``arrowlog export-delta``) read the range
+with arrowlog's own scan planner and segment reader, the ones the Spark source
+runs on its executors: the rows and the ``topic``/``partition``/``offset``/
+``timestamp`` columns are the ones ``spark.read.format("arrowlog")`` gives,
+without a JVM to start (12-18 s here) and streamed into delta-rs instead of
+collected in one process. :func:`export` is the same export from a Spark job:
+the range is read through the Spark session, and the same delta-rs commit
+decides. Column types Delta lacks are mapped without loss (:func:`delta_schema`).
+
+    arrowlog export-delta TOPIC DELTA_PATH --root ROOT [--delta-storage-options JSON]
+    python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [options]
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 import arrowlog
-from arrowlog.jobs._export_range import OFFSETS_KEY, next_range, parse_recorded, spark_reader
+from arrowlog._extras import require_extra
+from arrowlog.errors import (
+    ArrowLogError,
+    ExportConflictError,
+    ExportTableError,
+    SchemaMismatchError,
+    UnknownTopicOrPartitionError,
+    UnsupportedTypeError,
+)
+from arrowlog.jobs._export_range import (
+    OFFSETS_KEY,
+    STARTING_KEY,
+    TOPIC_KEY,
+    ExportRange,
+    OnRecreated,
+    Recorded,
+    cast_batches,
+    check_on_recreated,
+    next_range,
+    parse_recorded,
+    read_range_batches,
+    spark_reader,
+    tracker,
+)
+from arrowlog.log import ArrowLog
+from arrowlog.scan import output_schema
+from arrowlog.topic import topic_prefix
 
-__all__ = ["OFFSETS_KEY", "ExportState", "app_id", "export", "exported_state", "main", "read_delta"]
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "OFFSETS_KEY",
+    "STARTING_KEY",
+    "TOPIC_KEY",
+    "DeltaExport",
+    "ExportState",
+    "app_id",
+    "delta_schema",
+    "export",
+    "exported_state",
+    "incarnation_app_id",
+    "main",
+    "offset_app_id",
+    "read_delta",
+    "run_export",
+]
+
+#: lost commit races before giving up (each one means another export landed)
+MAX_ATTEMPTS = 20
 
 
 @dataclass(frozen=True)
 class ExportState:
-    """What the Delta table says was exported: the app transaction version and
-    the next offset of every partition."""
+    """What a Delta table records of the exports of a topic, as of one
+    version of it."""
 
+    #: the run number of the last export (-1: none yet)
     version: int
+    #: the next offset of every partition exported
     offsets: dict[str, int]
+    #: the incarnation of the topic those offsets belong to
+    incarnation: int = 0
+    #: the table version this was read from (-1: no table)
+    table_version: int = -1
+    #: read from the commit's metadata, as exports wrote before they recorded
+    #: incarnations (no partition has an app transaction of its own yet)
+    legacy: bool = False
+
+    def recorded(self) -> Recorded | None:
+        return None if self.version < 0 else Recorded(self.incarnation, self.offsets)
+
+
+@dataclass(frozen=True)
+class DeltaExport:
+    """What one run did."""
+
+    #: rows appended by this run (0: nothing new, or only markers and aborted records)
+    rows: int
+    #: the offsets the table records now
+    offsets: dict[str, int]
+    #: the incarnation of the topic they belong to
+    incarnation: int
+    #: the table version of this run's commit; None when it committed nothing
+    table_version: int | None
+    #: commits tried (more than 1: another export won a race)
+    attempts: int
 
 
 def app_id(topic: str) -> str:
+    """The app transaction that numbers the exports of ``topic``; every export
+    commit carries it, so two exports of the topic conflict."""
     return f"arrowlog-export.{topic}"
 
 
-def exported_state(path: str, topic: str) -> ExportState:
+def incarnation_app_id(topic: str) -> str:
+    """The app transaction whose version is the incarnation of ``topic`` the
+    recorded offsets belong to (a topic name holds no ``/``)."""
+    return f"{app_id(topic)}/incarnation"
+
+
+def offset_app_id(topic: str, incarnation: int, partition: int) -> str:
+    """The app transaction whose version is the next offset of ``partition``
+    of that incarnation of ``topic``."""
+    return f"{app_id(topic_prefix(topic, incarnation))}/{partition}"
+
+
+# --- types --------------------------------------------------------------------------
+
+
+def delta_schema(topic_schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema an export writes: the topic's columns and the metadata
+    columns (:func:`arrowlog.scan.output_schema`), each type mapped onto one
+    Delta holds without loss: uint8 -> short, uint16 -> int, uint32 -> long,
+    uint64 -> decimal(20, 0) (as Spark reads Parquet's UINT_64), float16 ->
+    float, date64 -> date, timestamps -> microseconds (a zone -> UTC, the
+    same instants; nanoseconds only where exact, as the Spark source reads
+    them), dictionaries -> their values, string and binary views -> string
+    and binary, decimal256 up to precision 38 -> decimal, fixed-size lists ->
+    lists. delta-rs would otherwise write an unsigned value past the signed
+    range as a failed cast and truncate nanoseconds.
+
+    Raises:
+        UnsupportedTypeError: a column has no Delta type (times of day,
+            durations, wider decimals, unions...). Nothing was written.
+    """
+    return pa.schema([_field(f, f.name) for f in output_schema(topic_schema)])
+
+
+def _field(f: pa.Field[Any], path: str) -> pa.Field[Any]:
+    return pa.field(f.name, _type(f.type, path), nullable=f.nullable)
+
+
+def _type(t: pa.DataType, path: str) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        return _type(t.value_type, path)
+    if pa.types.is_unsigned_integer(t):
+        return {8: pa.int16(), 16: pa.int32(), 32: pa.int64()}.get(
+            t.bit_width, pa.decimal128(20, 0)
+        )
+    if pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_date64(t):
+        return pa.date32()  # a safe cast: a value that is not a whole day raises
+    if pa.types.is_float16(t):
+        return pa.float32()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz="UTC" if t.tz is not None else None)
+    if pa.types.is_decimal256(t) and t.precision <= 38:
+        return pa.decimal128(t.precision, t.scale)
+    if pa.types.is_struct(t):
+        fields = [t.field(i) for i in range(t.num_fields)]
+        return pa.struct([_field(f, f"{path}.{f.name}") for f in fields])
+    if pa.types.is_map(t):
+        key, item = _field(t.key_field, f"{path}.key"), _field(t.item_field, f"{path}.value")
+        # fields keep the value's nullability; pyarrow-stubs accept only types here
+        return pa.map_(key, item)  # type: ignore[call-overload,no-any-return]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return pa.list_(_field(t.value_field, f"{path}.element"))
+    if (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_decimal128(t)
+        or pa.types.is_null(t)
+    ):
+        return t
+    raise UnsupportedTypeError(
+        f"column {path!r} is {t}: Delta has no type that holds it; nothing was written"
+    )
+
+
+# --- the table's record of what was exported ----------------------------------------
+
+
+def exported_state(
+    path: str, topic: str, *, storage_options: Mapping[str, str] | None = None
+) -> ExportState:
+    """What the Delta table at ``path`` records of the exports of ``topic``
+    now (``version`` -1: none yet, or no table).
+
+    Raises:
+        CorruptObjectError: recorded offsets that are not valid.
+        ExportTableError: the table cannot be read.
+        MissingDependencyError: deltalake is not installed.
+    """
+    require_extra("delta")
     from deltalake import DeltaTable
 
-    if not DeltaTable.is_deltatable(path):
-        return ExportState(-1, {})
-    table = DeltaTable(path)
-    version = table.transaction_version(app_id(topic))
-    if version is None:
-        return ExportState(-1, {})
+    storage = _storage(storage_options)
+    with _mapped(path):
+        if not DeltaTable.is_deltatable(path, storage):
+            return ExportState(-1, {})
+        return _state(DeltaTable(path, storage_options=storage), topic, path)
+
+
+def _state(table: DeltaTable, topic: str, path: str) -> ExportState:
+    """The exports of ``topic`` as ``table`` (one loaded version) records them."""
+    at = table.version()
+    run = table.transaction_version(app_id(topic))
+    if run is None:
+        return ExportState(-1, {}, 0, at)
+    incarnation = table.transaction_version(incarnation_app_id(topic))
+    if incarnation is None:
+        return _legacy_state(table, topic, path, run, at)
+    offsets: dict[str, int] = {}
+    # a partition is recorded once the topic has it, with every partition
+    # below it: the recorded ones are 0, 1, ... up to the first missing
+    while True:
+        offset = table.transaction_version(offset_app_id(topic, incarnation, len(offsets)))
+        if offset is None:
+            return ExportState(run, offsets, incarnation, at)
+        offsets[str(len(offsets))] = offset
+
+
+def _legacy_state(table: DeltaTable, topic: str, path: str, run: int, at: int) -> ExportState:
+    """A table whose exports recorded their offsets only in their commits'
+    metadata: the newest such commit's. (delta-rs lists the newest commits
+    whatever version ``table`` was loaded at; a newer export's commit read
+    here carries this topic's app transaction, so the commit conflicts.)"""
     for commit in table.history():  # newest first
+        if commit.get(TOPIC_KEY, topic) != topic:
+            continue  # another topic's export into the same table
         offsets = commit.get(OFFSETS_KEY)
         if offsets is not None:
-            return ExportState(int(version), parse_recorded(offsets, path))
-    raise arrowlog.ArrowLogError(f"{path}: app transaction {version} has no recorded offsets")
-
-
-def export(spark: Any, root: str, topic: str, path: str, storage: dict[str, Any]) -> int:
-    """Export the next committed range; returns the number of rows exported."""
-    log = arrowlog.connect(root, storage)
-    state = exported_state(path, topic)
-    span = next_range(log, topic, state.offsets)
-    if span.nothing_new:
-        return 0
-    df = spark_reader(spark, root, span, storage)
-    version = state.version + 1
-    ending = span.ending_json()
-    metadata = {OFFSETS_KEY: json.dumps(ending)}
-    if _has_delta_spark(spark):
-        (
-            df.write.format("delta").mode("append")
-            .option("txnAppId", app_id(topic)).option("txnVersion", version)
-            .option("userMetadata", json.dumps(metadata)).save(path)
-        )  # fmt: skip
-        return int(df.count())
-    from deltalake import CommitProperties, Transaction, write_deltalake
-
-    table: pa.Table = df.toArrow()
-    # timestamps as microseconds, the unit Delta stores
-    write_deltalake(
-        path,
-        table,
-        mode="append",
-        commit_properties=CommitProperties(
-            custom_metadata=metadata, app_transactions=[Transaction(app_id(topic), version)]
-        ),
+            recorded = parse_recorded(str(offsets), path)
+            return ExportState(run, recorded.offsets, recorded.incarnation, at, legacy=True)
+    raise ExportTableError(
+        f"Delta table {path}: app transaction {app_id(topic)} is at {run} but no commit "
+        "records its offsets (its log was cleaned up?)"
     )
-    return int(table.num_rows)
 
 
-def _has_delta_spark(spark: Any) -> bool:
+# --- the export ---------------------------------------------------------------------
+
+
+def run_export(
+    log: ArrowLog | str,
+    topic: str,
+    path: str,
+    *,
+    storage: Mapping[str, Any] | None = None,
+    delta_storage: Mapping[str, str] | None = None,
+    on_recreated: OnRecreated = "fail",
+    progress: Callable[[int, int], None] | None = None,
+) -> DeltaExport:
+    """Append the next committed range of ``topic`` to the Delta table at
+    ``path`` (created on the first export), in one commit that records the
+    offsets, read without Spark. ``log`` is a connected log or its root URL
+    (with ``storage`` options); ``delta_storage`` are delta-rs's storage
+    options for ``path`` (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...).
+    ``on_recreated``: what to do when the table records an incarnation of the
+    topic deleted since (``"fail"`` or ``"restart"`` from the new topic's
+    start). ``progress(done, total)`` follows the offsets read (markers and
+    aborted records count too).
+
+    Raises:
+        UnknownTopicOrPartitionError: no such topic.
+        TopicRecreatedError: the topic was deleted and created again since the
+            last export, and ``on_recreated`` is ``"fail"`` (nothing written).
+        UnsupportedTypeError: a column or value Delta cannot hold (nothing written).
+        SchemaMismatchError: the table exists with columns that do not take
+            the topic's (nothing written).
+        OffsetOutOfRangeError: records after the recorded offsets were
+            deleted before they were exported.
+        ExportConflictError: other exports of the topic won
+            :data:`MAX_ATTEMPTS` commit races in a row (retriable).
+        ExportTableError: delta-rs failed otherwise (its error is the cause).
+        MissingDependencyError: deltalake is not installed.
+    """
+    if not isinstance(log, str):
+        return _export(log, topic, path, delta_storage, on_recreated, _Reader(log, progress))
+    owned = arrowlog.connect(log, dict(storage or {}))
     try:
-        spark._jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-    except Exception:  # noqa: BLE001 - not on the classpath
-        return False
-    return True
+        return _export(owned, topic, path, delta_storage, on_recreated, _Reader(owned, progress))
+    finally:
+        owned.close()
 
 
-def read_delta(path: str) -> pa.Table:
-    """The Delta table's rows (through pyarrow.dataset: DeltaTable.to_pyarrow_table
-    was seen to crash the interpreter at exit here)."""
-    import pyarrow.dataset as ds
+def export(
+    spark: Any,
+    root: str,
+    topic: str,
+    path: str,
+    storage: dict[str, Any],
+    *,
+    delta_storage: Mapping[str, str] | None = None,
+    on_recreated: OnRecreated = "fail",
+) -> int:
+    """:func:`run_export` from a Spark job: the range is read through
+    ``spark`` (``format("arrowlog")``, read_committed) and committed by
+    delta-rs as there. Returns the number of rows exported.
+
+    Raises:
+        What :func:`run_export` raises.
+    """
+    log = arrowlog.connect(root, storage)
+    try:
+        reader = _SparkReader(spark, root, storage, log)
+        return _export(log, topic, path, delta_storage, on_recreated, reader).rows
+    finally:
+        log.close()
+
+
+class _Reader:
+    """A range's rows as batches of the table's schema, read by arrowlog."""
+
+    def __init__(self, log: ArrowLog, progress: Callable[[int, int], None] | None) -> None:
+        self._log = log
+        self._progress = progress
+
+    def __call__(self, span: ExportRange, schema: pa.Schema, where: str) -> pa.RecordBatchReader:
+        tracked = None if self._progress is None else tracker(self._log, span, self._progress)
+        batches = read_range_batches(self._log, span, progress=tracked)
+        return pa.RecordBatchReader.from_batches(schema, cast_batches(batches, schema, where))
+
+
+class _SparkReader:
+    """A range's rows as a Spark read gives them, collected, as the table's schema."""
+
+    def __init__(self, spark: Any, root: str, storage: Mapping[str, Any], log: ArrowLog) -> None:
+        self._spark, self._root, self._storage, self._log = spark, root, storage, log
+
+    def __call__(self, span: ExportRange, schema: pa.Schema, where: str) -> pa.RecordBatchReader:
+        table: pa.Table = spark_reader(self._spark, self._root, span, self._storage).toArrow()
+        # Spark reads the topic by name: one created anew since the range was
+        # planned would have given its rows for the old one's offsets
+        if self._log.topic(span.topic, refresh=True).incarnation != span.incarnation:
+            raise UnknownTopicOrPartitionError(
+                f"topic {span.topic!r} was deleted and created again during the export; "
+                "nothing was exported: run it again"
+            )
+        batches = table.select(schema.names).to_batches()
+        return pa.RecordBatchReader.from_batches(schema, cast_batches(iter(batches), schema, where))
+
+
+_Read = Callable[[ExportRange, pa.Schema, str], pa.RecordBatchReader]
+
+
+def _export(
+    log: ArrowLog,
+    topic: str,
+    path: str,
+    delta_storage: Mapping[str, str] | None,
+    on_recreated: OnRecreated,
+    read: _Read,
+) -> DeltaExport:
+    require_extra("delta")
+    from deltalake import DeltaTable
+    from deltalake.exceptions import CommitFailedError
+
+    check_on_recreated(on_recreated)
+    where = f"Delta table {path}"
+    storage = _storage(delta_storage)
+    schema = delta_schema(log.topic(topic, refresh=True).schema)  # before anything is written
+    with _mapped(path):
+        _create_if_missing(path, schema, storage)
+    lost: CommitFailedError | None = None
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        with _mapped(path):
+            table = DeltaTable(path, storage_options=storage)
+            state = _state(table, topic, path)
+        span = next_range(log, topic, state.recorded(), on_recreated=on_recreated, where=where)
+        if span.nothing_new:
+            return DeltaExport(0, state.offsets, state.incarnation, None, attempt)
+        with _mapped(path):
+            if _moved(path, storage, topic, state):
+                continue  # another export committed since: plan again, no file written
+        try:
+            rows = _commit(table, span, state, schema, read, where)
+        except CommitFailedError as e:
+            lost = e  # another export's commit landed since `state` was read
+            continue
+        # delta-rs moved `table` to the version its commit landed at
+        return DeltaExport(rows, span.ending_json(), span.incarnation, table.version(), attempt)
+    raise ExportConflictError(
+        f"{where}: {MAX_ATTEMPTS} commits in a row lost to other exports of topic {topic!r}; "
+        "run the export again"
+    ) from lost
+
+
+def _create_if_missing(path: str, schema: pa.Schema, storage: dict[str, str] | None) -> None:
+    """Create the table, empty, at version 0, unless it exists. Of two
+    exports creating it at once, one commit lands; the other's fails (no
+    retry: a retried creation would land on top as a second version) and it
+    uses the table the first one created."""
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
+    from deltalake.exceptions import DeltaError
+
+    if DeltaTable.is_deltatable(path, storage):
+        return
+    try:
+        write_deltalake(
+            path,
+            schema.empty_table(),
+            mode="error",
+            storage_options=storage,
+            commit_properties=CommitProperties(max_commit_retries=0),
+        )
+    except DeltaError:
+        if not DeltaTable.is_deltatable(path, storage):
+            raise
+
+
+def _moved(path: str, storage: dict[str, str] | None, topic: str, state: ExportState) -> bool:
+    """Whether an export of ``topic`` committed after ``state`` was read."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(path)
-    return ds.dataset(table.file_uris(), format="parquet").to_table()
+    now = DeltaTable(path, storage_options=storage).transaction_version(app_id(topic))
+    return (now if now is not None else -1) != state.version
+
+
+def _commit(
+    table: DeltaTable,
+    span: ExportRange,
+    state: ExportState,
+    schema: pa.Schema,
+    read: _Read,
+    where: str,
+) -> int:
+    """Append ``span`` on top of the version ``table`` was loaded at, with the
+    app transactions that record it. Returns the rows written.
+
+    Raises:
+        CommitFailedError: another export of the topic committed since that
+            version (nothing of this one landed).
+    """
+    from deltalake import CommitProperties, Transaction, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    topic, incarnation = span.topic, span.incarnation
+    same = not state.legacy and state.incarnation == incarnation
+    kept = state.offsets if same else {}
+    transactions = [
+        Transaction(app_id(topic), state.version + 1),
+        Transaction(incarnation_app_id(topic), incarnation),
+    ] + [
+        Transaction(offset_app_id(topic, incarnation, int(p)), o)
+        for p, o in span.ending_json().items()
+        if kept.get(p) != o
+    ]
+    rows = [0]
+    failed: list[BaseException] = []
+
+    def counted() -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in read(span, schema, where):
+                rows[0] += batch.num_rows
+                yield batch
+        except GeneratorExit:
+            raise  # delta-rs stopped reading (its own failure is what it raises)
+        except BaseException as e:
+            failed.append(e)  # delta-rs reports it as a DeltaError of its own
+            raise
+
+    data = pa.RecordBatchReader.from_batches(schema, counted())
+    properties = CommitProperties(
+        custom_metadata=span.commit_metadata(), app_transactions=transactions
+    )
+    try:
+        write_deltalake(table, data, mode="append", commit_properties=properties)
+    except CommitFailedError:
+        raise
+    except Exception as e:  # mapped below
+        if failed:
+            raise failed[0] from None  # reading the range failed: its own error
+        raise _delta_error(e, where) from e
+    return rows[0]
+
+
+# --- delta-rs's errors as arrowlog's -------------------------------------------------
+
+
+@contextlib.contextmanager
+def _mapped(path: str) -> Iterator[None]:
+    """delta-rs's errors raised inside (only delta-rs is called there) as arrowlog's."""
+    try:
+        yield
+    except ArrowLogError:
+        raise
+    except Exception as e:  # delta-rs raises bare Exceptions too
+        raise _delta_error(e, f"Delta table {path}") from e
+
+
+def _delta_error(e: Exception, where: str) -> ArrowLogError:
+    """delta-rs's error as arrowlog's. delta-rs says little about what
+    failed: its object store has already retried what a retry can fix."""
+    from deltalake.exceptions import (
+        CommitFailedError,
+        DeltaProtocolError,
+        TableNotFoundError,
+    )
+    from deltalake.exceptions import SchemaMismatchError as DeltaSchemaMismatchError
+
+    text = " ".join(str(e).split())
+    if isinstance(e, CommitFailedError):
+        return ExportConflictError(f"{where}: another commit conflicted: {text}")
+    if isinstance(e, DeltaSchemaMismatchError):
+        return SchemaMismatchError(f"{where} does not take the topic's columns: {text}")
+    if isinstance(e, DeltaProtocolError):
+        return ExportTableError(f"{where} needs features delta-rs lacks: {text}")
+    if isinstance(e, TableNotFoundError):
+        return ExportTableError(f"{where}: no table there (any more): {text}")
+    if "Invalid data type for Delta Lake" in text or "Schema error" in text:
+        return SchemaMismatchError(f"{where} cannot hold the topic's columns: {text}")
+    return ExportTableError(f"{where}: delta-rs failed: {text}")
+
+
+def _storage(options: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if not options else {str(k): str(v) for k, v in options.items()}
+
+
+def read_delta(path: str, *, storage_options: Mapping[str, str] | None = None) -> pa.Table:
+    """The Delta table's rows (through pyarrow.dataset for a local table:
+    DeltaTable.to_pyarrow_table was seen to crash the interpreter at exit
+    here; through delta-rs's query engine for a remote one)."""
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable, QueryBuilder
+
+    table = DeltaTable(path, storage_options=_storage(storage_options))
+    if "://" not in path or path.startswith("file://"):
+        # arro3's schema, taken through the Arrow C interface (the stubs know only lists)
+        schema = pa.schema(table.schema().to_arrow())  # type: ignore[arg-type]
+        return ds.dataset(table.file_uris(), schema=schema, format="parquet").to_table()
+    batches = QueryBuilder().register("t", table).execute("SELECT * FROM t")
+    return pa.table(batches.read_all())
 
 
 def main(argv: list[str] | None = None) -> int:

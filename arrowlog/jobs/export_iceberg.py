@@ -3,17 +3,24 @@
 Each run appends what was committed since the previous run, in ONE Iceberg
 snapshot whose summary records the offsets where the run ended
 (``arrowlog.topic``, ``arrowlog.offsets`` as JSON ``{"<partition>": <next
-offset>}``, and ``arrowlog.starting-offsets``). The next run walks the main
-branch back from its current snapshot, takes the newest summary of its topic and
-starts after it. The range itself (one read_committed snapshot of the topic:
-a transaction is in one export whole, never split between two) and the "nothing
-new" check are shared with the Delta export (:mod:`arrowlog.jobs._export_range`).
+offset>}``, or ``{"incarnation": N, "offsets": {...}}`` once the topic was
+deleted and created again, and ``arrowlog.starting-offsets``). The next run
+walks the main branch back from its current snapshot, takes the newest summary
+of its topic and starts after it. If the table records an older incarnation of
+the topic than the log has, the run refuses (``on_recreated="fail"``, the
+default: :class:`~arrowlog.errors.TopicRecreatedError`) or exports the new
+topic from its start (``"restart"``); never the new topic from the old
+offsets. The range itself (one read_committed snapshot of the topic: a
+transaction is in one export whole, never split between two), the position's
+incarnation and the "nothing new" check are shared with the Delta export
+(:mod:`arrowlog.jobs._export_range`).
 
 Exactly once rests on the catalog's commit being a compare-and-swap: a snapshot
 is committed only on top of the snapshot the run read its offsets from. Of two
 exporters racing over the same range, one commit lands; the other gets
 ``CommitFailedException``, reloads the table, reads the offsets now recorded and
-exports what is left after them (often nothing). pyiceberg's own retry would
+exports what is left after them (often nothing), up to :data:`MAX_ATTEMPTS`
+times (then :class:`~arrowlog.errors.ExportConflictError`). pyiceberg's own retry would
 instead rebase the append onto the winner's snapshot without looking at the
 offsets, exporting the range twice: every export commits with it turned off (in
 memory; the table's ``commit.retry.*`` properties are left as they are).
@@ -59,7 +66,9 @@ import pyarrow as pa
 import arrowlog
 from arrowlog._extras import require_extra
 from arrowlog.errors import (
+    ArrowLogError,
     ExportConflictError,
+    ExportTableError,
     InvalidConfigError,
     InvalidNameError,
     SchemaMismatchError,
@@ -67,10 +76,18 @@ from arrowlog.errors import (
 )
 from arrowlog.jobs._export_range import (
     OFFSETS_KEY,
+    STARTING_KEY,
+    TOPIC_KEY,
     ExportRange,
+    OnRecreated,
+    Recorded,
+    cast_batches,
+    check_on_recreated,
+    format_recorded,
     next_range,
     parse_recorded,
     read_range_batches,
+    tracker,
 )
 from arrowlog.log import ArrowLog
 from arrowlog.scan import output_schema
@@ -88,14 +105,12 @@ __all__ = [
     "check_identifier",
     "export",
     "exported_offsets",
+    "exported_position",
     "iceberg_schema",
     "main",
     "read_iceberg",
 ]
 
-#: snapshot summary keys an export writes
-TOPIC_KEY = "arrowlog.topic"
-STARTING_KEY = "arrowlog.starting-offsets"
 #: the table property holding a topic's offsets: ``arrowlog.offsets.<topic>``
 PROPERTY_PREFIX = OFFSETS_KEY + "."
 DEFAULT_CATALOG_NAME = "arrowlog"
@@ -220,6 +235,8 @@ class IcebergExport:
     snapshot_id: int | None
     #: commits tried (more than 1: another exporter won a race)
     attempts: int
+    #: the incarnation of the topic the offsets belong to
+    incarnation: int = 0
 
 
 def check_identifier(identifier: str) -> tuple[str, ...]:
@@ -317,20 +334,14 @@ def _type(t: pa.DataType, path: str) -> pa.DataType:
     )
 
 
-def _cast(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        # a safe cast: values out of the target's range raise instead of wrapping
-        yield batch.cast(schema) if not batch.schema.equals(schema) else batch
-
-
 # --- the table's record of what was exported ----------------------------------------
 
 
-def exported_offsets(table: Table, topic: str) -> dict[str, int]:
-    """The offsets the newest export of ``topic`` recorded: the newest snapshot
-    of the main branch's history whose summary names the topic; if its arrowlog
-    snapshots were all expired, the table property ``arrowlog.offsets.<topic>``.
-    Empty: nothing exported yet.
+def exported_position(table: Table, topic: str) -> Recorded | None:
+    """Where the newest export of ``topic`` ended, and the incarnation of the
+    topic: the newest snapshot of the main branch's history whose summary
+    names the topic; if its arrowlog snapshots were all expired, the table
+    property ``arrowlog.offsets.<topic>``. None: nothing exported yet.
 
     Raises:
         CorruptObjectError: recorded offsets that are not valid.
@@ -346,7 +357,13 @@ def exported_offsets(table: Table, topic: str) -> dict[str, int]:
         if offsets is not None:
             return parse_recorded(offsets, f"{where}, snapshot {snapshot.snapshot_id}")
     kept = table.properties.get(PROPERTY_PREFIX + topic)
-    return {} if kept is None else parse_recorded(kept, where)
+    return None if kept is None else parse_recorded(kept, where)
+
+
+def exported_offsets(table: Table, topic: str) -> dict[str, int]:
+    """The offsets of :func:`exported_position` (empty: nothing exported yet)."""
+    recorded = exported_position(table, topic)
+    return {} if recorded is None else recorded.offsets
 
 
 # --- the export ---------------------------------------------------------------------
@@ -359,32 +376,39 @@ def export(
     *,
     catalog: Catalog | CatalogConfig,
     storage: Mapping[str, Any] | None = None,
+    on_recreated: OnRecreated = "fail",
     progress: Callable[[int, int], None] | None = None,
 ) -> IcebergExport:
     """Append the next committed range of ``topic`` to the Iceberg table
     ``identifier`` (created, with its namespace, if missing), in one snapshot
     that records the offsets. ``log`` is a connected log or its root URL (with
-    ``storage`` options). ``progress(done, total)`` follows the offsets
+    ``storage`` options). ``on_recreated``: what to do when the table records
+    an incarnation of the topic deleted since (``"fail"``, or ``"restart"``
+    from the new topic's start). ``progress(done, total)`` follows the offsets
     read (markers and aborted records count too).
 
     Raises:
         InvalidNameError: a bad table identifier.
         UnknownTopicOrPartitionError: no such topic.
-        UnsupportedTypeError: a column Iceberg cannot hold (nothing written).
+        TopicRecreatedError: the topic was deleted and created again since the
+            last export, and ``on_recreated`` is ``"fail"`` (nothing written).
+        UnsupportedTypeError: a column or value Iceberg cannot hold (nothing written).
         SchemaMismatchError: the table exists with columns that do not take
             the topic's (nothing written).
         OffsetOutOfRangeError: records after the recorded offsets were
             deleted before they were exported.
         ExportConflictError: other exporters won :data:`MAX_ATTEMPTS` commit
             races in a row (retriable).
+        ExportTableError: pyiceberg or its catalog failed otherwise (its error
+            is the cause).
         MissingDependencyError: pyiceberg is not installed.
     """
     parts = check_identifier(identifier)
     if not isinstance(log, str):
-        return _export(log, topic, parts, catalog, progress)
+        return _export(log, topic, parts, catalog, on_recreated, progress)
     owned = arrowlog.connect(log, dict(storage or {}))
     try:
-        return _export(owned, topic, parts, catalog, progress)
+        return _export(owned, topic, parts, catalog, on_recreated, progress)
     finally:
         owned.close()
 
@@ -394,27 +418,33 @@ def _export(
     topic: str,
     parts: tuple[str, ...],
     catalog: Catalog | CatalogConfig,
+    on_recreated: OnRecreated,
     progress: Callable[[int, int], None] | None,
 ) -> IcebergExport:
-    schema = iceberg_schema(log.topic(topic).schema)  # before anything is written
-    if isinstance(catalog, CatalogConfig):
-        catalog = catalog.open()
-    table = _load_or_create(catalog, parts, schema)
+    check_on_recreated(on_recreated)
+    where = f"Iceberg table {'.'.join(parts)}"
+    schema = iceberg_schema(log.topic(topic, refresh=True).schema)  # before anything is written
+    with _mapped(where):
+        if isinstance(catalog, CatalogConfig):
+            catalog = catalog.open()
+        table = _load_or_create(catalog, parts, schema)
+    lost: Exception | None = None
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        recorded = exported_offsets(table, topic)
-        span = next_range(log, topic, recorded)
+        recorded = exported_position(table, topic)
+        span = next_range(log, topic, recorded, on_recreated=on_recreated, where=where)
         if span.nothing_new:
-            return IcebergExport(0, recorded, None, attempt)
+            assert recorded is not None  # else every partition would be new
+            return IcebergExport(0, recorded.offsets, None, attempt, recorded.incarnation)
         done = _append(table, log, span, schema, progress)
-        if done is not None:
+        if isinstance(done, tuple):
             rows, snapshot_id = done
-            return IcebergExport(rows, span.ending_json(), snapshot_id, attempt)
-        # decide again from what the table records now
-        table = catalog.load_table(parts)
+            return IcebergExport(rows, span.ending_json(), snapshot_id, attempt, span.incarnation)
+        lost = done
+        with _mapped(where):  # decide again from what the table records now
+            table = catalog.load_table(parts)
     raise ExportConflictError(
-        f"Iceberg table {'.'.join(parts)}: {MAX_ATTEMPTS} commits in a row lost to other "
-        "writers; run the export again"
-    )
+        f"{where}: {MAX_ATTEMPTS} commits in a row lost to other writers; run the export again"
+    ) from lost
 
 
 def _append(
@@ -423,43 +453,54 @@ def _append(
     span: ExportRange,
     schema: pa.Schema,
     progress: Callable[[int, int], None] | None,
-) -> tuple[int, int] | None:
+) -> tuple[int, int] | Exception:
     """Append ``span`` to ``table`` in one snapshot recording its offsets, as
     a compare-and-swap on the snapshot ``table`` is at. Returns the rows and
-    the snapshot id; None if the commit did not land, or may not have."""
+    the snapshot id; pyiceberg's error if the commit did not land, or may not
+    have."""
     from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 
+    where = f"Iceberg table {'.'.join(table.name())}"
     rows = [0]
     started = [False]
-    tracked = None if progress is None else _tracker(log, span, progress)
+    failed: list[BaseException] = []
+    tracked = None if progress is None else tracker(log, span, progress)
     tx = _without_commit_retries(table).transaction()
     try:
         tx.append(
-            _data(table, log, span, schema, rows, started, tracked),
-            snapshot_properties=_summary(span),
+            _data(table, log, span, schema, rows, started, failed, tracked),
+            snapshot_properties=span.commit_metadata(),
         )
-    except ValueError as e:
-        if started[0]:
-            raise  # from reading or writing rows (ArrowInvalid is a ValueError)
-        # pyiceberg checks the columns before it reads a row or writes a file
-        raise SchemaMismatchError(
-            f"Iceberg table {'.'.join(table.name())} does not take topic "
-            f"{span.topic!r}'s columns: {e}"
-        ) from e
-    tx.set_properties({PROPERTY_PREFIX + span.topic: json.dumps(span.ending_json())})
+    except Exception as e:
+        if failed:
+            raise failed[0] from None  # reading the range failed: its own error
+        if isinstance(e, ArrowLogError):
+            raise
+        if not started[0] and isinstance(e, ValueError):
+            # pyiceberg checks the columns before it reads a row or writes a file
+            raise SchemaMismatchError(
+                f"{where} does not take topic {span.topic!r}'s columns: {e}"
+            ) from e
+        raise _iceberg_error(e, where) from e
+    with _mapped(where):
+        tx.set_properties(
+            {PROPERTY_PREFIX + span.topic: format_recorded(span.incarnation, span.ending_json())}
+        )
     try:
         committed = tx.commit_transaction()
-    except CommitFailedException:
+    except CommitFailedException as e:
         # another commit landed first; this attempt's data files stay behind,
         # unreferenced, as after a crash (pyiceberg removes only its manifests)
-        return None
-    except CommitStateUnknownException:
+        return e
+    except CommitStateUnknownException as e:
         # (a REST catalog) nothing is cleaned up after an unknown outcome. The
         # commit was a CAS on the snapshot this attempt started from: if it
         # landed, the table records its offsets and the caller finds nothing
         # new; if not, the range is exported again, and should this attempt
         # land late after all, the new one fails its CAS
-        return None
+        return e
+    except Exception as e:
+        raise _iceberg_error(e, where) from e
     snapshot = committed.current_snapshot()
     assert snapshot is not None
     return rows[0], snapshot.snapshot_id
@@ -503,45 +544,80 @@ def _data(
     schema: pa.Schema,
     rows: list[int],
     started: list[bool],
+    failed: list[BaseException],
     progress: Callable[[int], None] | None,
 ) -> pa.Table | pa.RecordBatchReader:
     """The range's rows for ``append``: a stream (pyiceberg writes it in
     file-sized parts) into an unpartitioned table, one Arrow table into a
     partitioned one (pyiceberg streams only into unpartitioned tables).
-    ``rows`` counts the rows read; ``started`` says whether reading began."""
+    ``rows`` counts the rows read; ``started`` says whether reading began;
+    ``failed`` gets what reading raised."""
+    where = f"Iceberg table {'.'.join(table.name())}"
 
     def counted() -> Iterator[pa.RecordBatch]:
         started[0] = True
-        for batch in _cast(read_range_batches(log, span, progress=progress), schema):
-            rows[0] += batch.num_rows
-            yield batch
+        try:
+            batches = read_range_batches(log, span, progress=progress)
+            for batch in cast_batches(batches, schema, where):
+                rows[0] += batch.num_rows
+                yield batch
+        except GeneratorExit:
+            raise  # pyiceberg stopped reading (its own failure is what it raises)
+        except BaseException as e:
+            failed.append(e)
+            raise
 
     if table.spec().is_unpartitioned():
         return pa.RecordBatchReader.from_batches(schema, counted())
     return pa.Table.from_batches(list(counted()), schema)
 
 
-def _tracker(
-    log: ArrowLog, span: ExportRange, progress: Callable[[int, int], None]
-) -> Callable[[int], None]:
-    starts = log.start_offsets(span.topic)
-    total = sum(end - max(span.starting[p], starts.get(p, 0)) for p, end in span.ending.items())
-    done = [0]
-    progress(0, total)
-
-    def advance(offsets: int) -> None:
-        done[0] += offsets
-        progress(done[0], total)
-
-    return advance
+# --- pyiceberg's errors as arrowlog's -----------------------------------------------
 
 
-def _summary(span: ExportRange) -> dict[str, str]:
-    return {
-        TOPIC_KEY: span.topic,
-        OFFSETS_KEY: json.dumps(span.ending_json()),
-        STARTING_KEY: json.dumps(span.starting_json()),
-    }
+@contextlib.contextmanager
+def _mapped(where: str) -> Iterator[None]:
+    """pyiceberg's, its catalog's and its FileIO's errors raised inside as arrowlog's."""
+    try:
+        yield
+    except ArrowLogError:
+        raise
+    except Exception as e:
+        if not _is_libraries(e):
+            raise
+        raise _iceberg_error(e, where) from e
+
+
+def _is_libraries(e: Exception) -> bool:
+    module = type(e).__module__.split(".")[0]
+    return module in ("pyiceberg", "sqlalchemy", "pyarrow") or isinstance(e, OSError)
+
+
+def _iceberg_error(e: Exception, where: str) -> ArrowLogError:
+    """pyiceberg's error as arrowlog's: retriable when a service, the catalog's
+    database or the network said to come back later."""
+    import requests
+    from pyiceberg import exceptions as x
+    from sqlalchemy.exc import OperationalError
+
+    text = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, x.CommitFailedException):
+        return ExportConflictError(f"{where}: another commit conflicted: {text}")
+    transient = (
+        x.ServiceUnavailableError,
+        x.ServerError,
+        x.TooManyRequestsError,
+        x.CommitStateUnknownException,
+        x.WaitingForLockException,
+        OperationalError,  # SQLite: "database is locked"
+        ConnectionError,
+        TimeoutError,
+        requests.ConnectionError,  # a REST catalog that did not answer
+        requests.Timeout,
+    )
+    return ExportTableError(
+        f"{where}: {type(e).__name__}: {text}", retriable=isinstance(e, transient)
+    )
 
 
 def read_iceberg(catalog: Catalog | CatalogConfig, identifier: str) -> pa.Table:

@@ -594,78 +594,31 @@ def test_a_skewed_writer_never_makes_a_lost_reply_retry_duplicate(
 # --- export-delta: ranges ended at LSOs asked one partition after another --------------
 
 
-class _FakeSparkRead:
-    """Just enough of ``spark.read.format("arrowlog")`` for export_delta: the
-    range it asks for (startingOffsets/endingOffsets, read_committed) is planned
-    by arrowlog's scan planner and read, as the Spark source does."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._options: dict[str, str] = {}
-
-    def format(self, _name: str) -> _FakeSparkRead:
-        return self
-
-    def option(self, key: str, value: object) -> _FakeSparkRead:
-        self._options[key] = str(value)
-        return self
-
-    def load(self, _root: str) -> _FakeSparkRead:
-        return self
-
-    def toArrow(self) -> object:  # the name of Spark DataFrame's method
-        import pyarrow as pa
-
-        from arrowlog.scan import parse_offsets, plan_scan
-
-        log = _REAL_CONNECT(self._store)
-        o = self._options
-        plan = plan_scan(
-            log,
-            [o["topic"]],
-            starting=parse_offsets(o["startingOffsets"], option="s", default="earliest"),
-            ending=parse_offsets(o["endingOffsets"], option="e", default="latest"),
-            isolation_level="read_committed",
-        )
-        tables = [log.consumer().read(r.topic, r.partition, r.start, r.end) for r in plan.ranges]
-        return pa.concat_tables(tables)
-
-
-class _FakeSpark:
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    @property
-    def read(self) -> _FakeSparkRead:
-        return _FakeSparkRead(self._store)
-
-
 _REAL_CONNECT = arrowlog.connect
 
 
 def test_export_delta_never_splits_a_transaction_across_its_commits(
-    store: Store, scripted: ScriptedStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Store, scripted: ScriptedStore, tmp_path: Path
 ) -> None:
-    """export() asks the topic's LSOs (log.stable_offsets: a view of t/0, then
-    of t/1) and exports [previous end, LSO) of each partition in one Delta
-    commit. Its listing of t/1 is held; meanwhile T writes t/0 and t/1 and
-    commits. t/0's LSO predates T, t/1's shows it committed: the Delta commit
-    holds T's t/1 row without its t/0 row (the next export adds that one). A
-    Delta reader of that version sees half a transaction; the ends must come
-    from one snapshot (plan_snapshot / read_snapshot), as the streaming source's
-    do."""
+    """The export asked the topic's LSOs (log.stable_offsets: a view of t/0,
+    then of t/1) and exported [previous end, LSO) of each partition in one
+    Delta commit. Its listing of t/1 is held; meanwhile T writes t/0 and t/1
+    and commits. t/0's LSO predated T, t/1's showed it committed: the Delta
+    commit held T's t/1 row without its t/0 row (the next export added that
+    one). A Delta reader of that version saw half a transaction; the ends must
+    come from one snapshot (plan_snapshot / read_snapshot), as the streaming
+    source's do. (The export then read the range through Spark, here a stand-in
+    that planned it as the Spark source does; it now reads it without Spark.)"""
     pytest.importorskip("deltalake")
-    from arrowlog.jobs import export_delta
-    from arrowlog.jobs.export_delta import read_delta
+    from arrowlog.jobs.export_delta import read_delta, run_export
 
     _REAL_CONNECT(store).create_topic("t", SCHEMA, partitions=2)
     w = _REAL_CONNECT(store).producer(transactional_id="w")
     w.init_transactions()
-    monkeypatch.setattr(arrowlog, "connect", lambda *_a, **_k: _REAL_CONNECT(scripted))
     delta = str(tmp_path / "delta")
     gate = scripted.hold("list", "t/1/segments/")
-    run = Background(lambda: export_delta.export(_FakeSpark(store), "root", "t", delta, {}))
-    gate.wait_reached()  # t/0's LSO is fixed: nothing there yet
+    run = Background(lambda: run_export(_REAL_CONNECT(scripted), "t", delta))
+    gate.wait_reached()  # t/0's end is fixed: nothing there yet
     with w.transaction():
         w.send("t", rows(1), partition=0)
         w.send("t", rows(2), partition=1)

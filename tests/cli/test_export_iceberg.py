@@ -13,7 +13,7 @@ import pyarrow as pa
 
 import arrowlog
 from arrowlog.jobs.export_iceberg import CatalogConfig, read_iceberg
-from tests.cli.conftest import build_mixed_log
+from tests.cli.conftest import build_mixed_log, rows
 from tests.cli.test_process import cli, env
 
 
@@ -39,7 +39,7 @@ def test_export_iceberg_exports_committed_records_once(tmp_path: Path) -> None:
         env=env(), capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert json.loads(again.stdout) == {
-        "topic": "t", "table": "lake.t", "rows": 0, "offsets": {"0": 10},
+        "topic": "t", "table": "lake.t", "rows": 0, "offsets": {"0": 10}, "incarnation": 0,
         "snapshot_id": None, "attempts": 1,
     }  # fmt: skip
     assert again.stderr == ""
@@ -82,6 +82,12 @@ def test_wrong_input_gets_one_line_and_its_exit_code_and_writes_nothing(tmp_path
         (["t", "ns.t", "--catalog-properties", "{oops", *wh], 2, "not valid JSON"),
         (["t", "ns.t", "--catalog-uri", "sqlite:///x.db"], 2, "needs a warehouse too"),
         (["t", "ns.t", "--warehouse", "s3://b/w"], 2, "give the catalog's URI too"),
+        # a REST catalog that does not answer: pyiceberg's error, typed and retriable
+        (
+            ["t", "ns.t", "--catalog-properties", '{"type": "rest", "uri": "http://127.0.0.1:9"}'],
+            75,
+            "ExportTableError: Iceberg table ns.t: ConnectionError",
+        ),
     ]
     before = sorted(p.name for p in root.rglob("*"))
     for argv, code, message in cases:
@@ -96,6 +102,35 @@ def test_wrong_input_gets_one_line_and_its_exit_code_and_writes_nothing(tmp_path
     assert not warehouse.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log"]
     assert sorted(p.name for p in root.rglob("*")) == before  # the log is only read
+
+
+def test_a_recreated_topic_is_refused_until_from_new_incarnation(tmp_path: Path) -> None:
+    """Exported, then deleted and created again: the run exits 1 with one
+    line naming the re-creation and --from-new-incarnation, and writes
+    nothing; with the flag it exports the new topic from offset 0."""
+    root = str(tmp_path / "log")
+    warehouse = str(tmp_path / "warehouse")
+    build_mixed_log(root)
+    argv = ["export-iceberg", "t", "lake.t", "--root", root, "--warehouse", warehouse,
+            "--no-progress"]  # fmt: skip
+    subprocess.run(cli(*argv), env=env(), capture_output=True, text=True, check=True)
+    admin = arrowlog.connect(root, config=arrowlog.LogConfig(metadata_max_age_ms=0))
+    admin.delete_topic("t")
+    incarnation = admin.create_topic("t", rows(0).schema).incarnation
+    admin.append("t", rows(100, 101, 102))
+    refused = subprocess.run(cli(*argv), env=env(), capture_output=True, text=True)
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.startswith("arrowlog: TopicRecreatedError: ")
+    assert "--from-new-incarnation" in refused.stderr
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert read_iceberg(CatalogConfig.sqlite(warehouse), "lake.t").num_rows == 6
+    done = subprocess.run(
+        cli(*argv, "--from-new-incarnation", "--output", "json"),
+        env=env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    result = json.loads(done.stdout)
+    assert (result["rows"], result["offsets"], result["incarnation"]) == (3, {"0": 3}, incarnation)
+    assert read_iceberg(CatalogConfig.sqlite(warehouse), "lake.t").num_rows == 9
 
 
 _BLOCK = """

@@ -1,0 +1,137 @@
+"""Where the export tests keep the log and the Delta table: both on a local
+directory, or both on SeaweedFS (the log through arrowlog's S3 client, the
+table through delta-rs's), and the schedules that hold an export's calls into
+delta-rs."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from arrowlog.jobs.export_delta import read_delta
+from tests.conftest import StoreSpec
+
+Row = tuple[int, int, int, str]  # partition, offset, id, label
+
+
+@dataclass(frozen=True)
+class Place:
+    """A log and a Delta table path, with the options that reach each."""
+
+    spec: StoreSpec
+    delta: str
+    delta_storage: dict[str, str]
+
+    def delta_rows(self) -> list[Row]:
+        """The table's rows, sorted; fails if one is there twice."""
+        table = read_delta(self.delta, storage_options=self.delta_storage)
+        assert set(table.column("topic").to_pylist()) <= {"t"}
+        got = zip(
+            table.column("partition").to_pylist(),
+            table.column("offset").to_pylist(),
+            table.column("id").to_pylist(),
+            table.column("label").to_pylist(),
+            strict=True,
+        )
+        out: list[Row] = sorted(got)  # type: ignore[arg-type]
+        assert len(out) == len(set(out)), "a row was exported twice"
+        return out
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
+    if request.param == "local":
+        spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+        return Place(spec, str(tmp_path / "delta"), {})
+    server = request.getfixturevalue("s3_server")
+    name = uuid.uuid4().hex[:12]
+    spec = StoreSpec("s3", server.url(f"t-{name}"), dict(server.storage_options))
+    storage = {
+        "AWS_ENDPOINT_URL": server.endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": server.access_key,
+        "AWS_SECRET_ACCESS_KEY": server.secret_key,
+        "conditional_put": "etag",
+    }
+    return Place(spec, f"s3://{server.bucket}/delta-{name}/events", storage)
+
+
+class Gate:
+    """One held call: ``wait_reached`` until it arrives, ``release`` to let it go."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self._open = threading.Event()
+
+    def wait_reached(self, timeout: float = 60.0) -> None:
+        assert self.reached.wait(timeout), "the held call never arrived"
+
+    def release(self) -> None:
+        self._open.set()
+
+    def pause(self) -> None:
+        self.reached.set()
+        assert self._open.wait(120), "the held call was never released"
+
+
+Kind = Literal["create", "commit"]
+
+
+class DeltaHolds:
+    """delta-rs's ``write_deltalake`` as the exports call it, each call held
+    where the test says: by the thread making it (each export runs in a thread
+    of its own name) and by kind, the table's creation (no app transaction) or
+    an export's commit (its app transactions), in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import deltalake
+
+        self._real: Callable[..., None] = deltalake.write_deltalake
+        self._gates: dict[tuple[str, Kind], list[Gate]] = defaultdict(list)
+        monkeypatch.setattr(deltalake, "write_deltalake", self._write)
+
+    def hold(self, thread: str, kind: Kind) -> Gate:
+        gate = Gate()
+        self._gates[(thread, kind)].append(gate)
+        return gate
+
+    def _write(self, table_or_uri: Any, data: Any, **kwargs: Any) -> None:
+        properties = kwargs.get("commit_properties")
+        committing = properties is not None and bool(properties.app_transactions)
+        kind: Kind = "commit" if committing else "create"
+        queue = self._gates.get((threading.current_thread().name, kind))
+        if queue:
+            queue.pop(0).pause()
+        self._real(table_or_uri, data, **kwargs)
+
+
+class Run:
+    """A call in a thread of its own name; ``result()`` joins it and re-raises."""
+
+    def __init__(self, name: str, call: Callable[[], Any]) -> None:
+        self._out: list[Any] = []
+        self._err: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._out.append(call())
+            except BaseException as e:  # noqa: BLE001 - re-raised by result()
+                self._err.append(e)
+
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
+        self._thread.start()
+
+    def result(self, timeout: float = 120.0) -> Any:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the scheduled call never finished"
+        if self._err:
+            raise self._err[0]
+        return self._out[0]
