@@ -165,6 +165,16 @@ from_new_incarnation = click.option(
 )
 
 
+skip_deleted = click.option(
+    "--skip-deleted",
+    is_flag=True,
+    help="If records after the table's recorded offsets were deleted (retention, "
+    "delete-records) before an export read them, skip them and export from the log start "
+    "(Spark's failOnDataLoss=false). Without it such a run fails (OffsetOutOfRangeError) "
+    "and writes nothing.",
+)
+
+
 @click.command("export-delta")
 @click.argument("topic")
 @click.argument("delta_path")
@@ -176,6 +186,7 @@ from_new_incarnation = click.option(
     "(credentials too, or from the AWS_* environment).",
 )
 @from_new_incarnation
+@skip_deleted
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @leaf(read_only=True)
 @with_examples(
@@ -190,6 +201,7 @@ def export_delta(
     delta_path: str,
     delta_storage_options: str | None,
     from_new_incarnation: bool,
+    skip_deleted: bool,
     no_progress: bool,
 ) -> None:
     """Export TOPIC's newly committed records to the Delta table at
@@ -218,7 +230,8 @@ def export_delta(
             result = run_export(
                 log, topic, delta_path,
                 delta_storage={str(k): str(v) for k, v in (options or {}).items()},
-                on_recreated="restart" if from_new_incarnation else "fail", progress=advance,
+                on_recreated="restart" if from_new_incarnation else "fail",
+                on_data_loss="skip" if skip_deleted else "fail", progress=advance,
             )  # fmt: skip
             bar.update(bar.task_ids[0], completed=total[0], total=total[0])
     except KeyboardInterrupt:
@@ -271,6 +284,7 @@ def _position(offsets: dict[str, int], incarnation: int) -> str:
     help='Any pyiceberg catalog, e.g. \'{"type": "rest", "uri": "http://..."}\'.',
 )
 @from_new_incarnation
+@skip_deleted
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @leaf(read_only=True)
 @with_examples(
@@ -289,6 +303,7 @@ def export_iceberg(
     catalog_name: str,
     catalog_properties: str | None,
     from_new_incarnation: bool,
+    skip_deleted: bool,
     no_progress: bool,
 ) -> None:
     """Export TOPIC's newly committed records to the Iceberg table TABLE
@@ -324,7 +339,8 @@ def export_iceberg(
 
             result = export(
                 log, topic, table, catalog=config,
-                on_recreated="restart" if from_new_incarnation else "fail", progress=advance,
+                on_recreated="restart" if from_new_incarnation else "fail",
+                on_data_loss="skip" if skip_deleted else "fail", progress=advance,
             )  # fmt: skip
             bar.update(bar.task_ids[0], completed=total[0], total=total[0])
     except KeyboardInterrupt:

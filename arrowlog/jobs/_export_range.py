@@ -27,6 +27,7 @@ from arrowlog.consumer import snapshot_ends
 from arrowlog.errors import (
     CorruptObjectError,
     InvalidConfigError,
+    OffsetOutOfRangeError,
     TopicRecreatedError,
     UnknownTopicOrPartitionError,
     UnsupportedTypeError,
@@ -49,6 +50,12 @@ STARTING_KEY = "arrowlog.starting-offsets"
 #: or ``"restart"`` (export the new topic from its start).
 OnRecreated = Literal["fail", "restart"]
 ON_RECREATED: tuple[OnRecreated, ...] = ("fail", "restart")
+#: What an export does when records after the recorded offsets were deleted
+#: (retention, ``delete_records``) before it read them: ``"fail"``
+#: (:class:`OffsetOutOfRangeError`, nothing written) or ``"skip"`` (export from
+#: the log start, as Spark's ``failOnDataLoss=false``).
+OnDataLoss = Literal["fail", "skip"]
+ON_DATA_LOSS: tuple[OnDataLoss, ...] = ("fail", "skip")
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,8 @@ class ExportRange:
     #: the offsets recorded in this incarnation (partition as a string); empty
     #: when nothing of it was exported yet
     recorded: dict[str, int]
+    #: records deleted before they were read are skipped (else the read fails)
+    skip_deleted: bool = False
 
     @property
     def nothing_new(self) -> bool:
@@ -103,6 +112,7 @@ def next_range(
     recorded: Recorded | None,
     *,
     on_recreated: OnRecreated = "fail",
+    on_data_loss: OnDataLoss = "fail",
     where: str,
 ) -> ExportRange:
     """The range to export after ``recorded`` (None: nothing exported yet), up
@@ -113,23 +123,28 @@ def next_range(
         UnknownTopicOrPartitionError: no such topic.
         TopicRecreatedError: ``recorded`` belongs to an incarnation of the
             topic deleted since, and ``on_recreated`` is ``"fail"``.
+        OffsetOutOfRangeError: records after ``recorded`` were deleted
+            before they were exported, and ``on_data_loss`` is ``"fail"``.
         InvalidConfigError: ``recorded`` belongs to a later incarnation than
             the log's topic (the table was exported from another log), or
-            ``on_recreated`` is neither ``"fail"`` nor ``"restart"``.
+            ``on_recreated`` or ``on_data_loss`` is not one of its values.
     """
     check_on_recreated(on_recreated)
+    check_on_data_loss(on_data_loss)
+    skip = on_data_loss == "skip"
     while True:
         incarnation = log.topic(topic, refresh=True).incarnation
-        exported = _resume(recorded, topic, incarnation, on_recreated, where)
+        exported = _past_deleted(
+            log, topic, _resume(recorded, topic, incarnation, on_recreated, where), skip, where
+        )
         ending = snapshot_ends(log, topic, exported)
         # the partitions' listings say which topic they read: one created anew
         # after the lookup above is planned again, never read with these offsets
         if _incarnations(log, topic, ending) == {incarnation}:
             break
     starting = {p: exported.get(p, EARLIEST) for p in ending}
-    return ExportRange(
-        topic, incarnation, starting, ending, {str(p): o for p, o in exported.items()}
-    )
+    recorded_now = {str(p): o for p, o in exported.items()}
+    return ExportRange(topic, incarnation, starting, ending, recorded_now, skip_deleted=skip)
 
 
 def check_on_recreated(on_recreated: str) -> None:
@@ -138,6 +153,32 @@ def check_on_recreated(on_recreated: str) -> None:
     """
     if on_recreated not in ON_RECREATED:
         raise InvalidConfigError(f"on_recreated must be 'fail' or 'restart', not {on_recreated!r}")
+
+
+def check_on_data_loss(on_data_loss: str) -> None:
+    """Raises:
+    InvalidConfigError: ``on_data_loss`` is neither ``"fail"`` nor ``"skip"``.
+    """
+    if on_data_loss not in ON_DATA_LOSS:
+        raise InvalidConfigError(f"on_data_loss must be 'fail' or 'skip', not {on_data_loss!r}")
+
+
+def _past_deleted(
+    log: ArrowLog, topic: str, exported: dict[int, int], skip: bool, where: str
+) -> dict[int, int]:
+    """``exported`` moved up to each partition's log start (``skip``), or
+    checked against it. Records deleted after this look are met by the read,
+    which skips them too, or fails."""
+    starts = {p: log.partition(topic, p).start_offset(refresh=True) for p in exported}
+    lost = {p: (o, starts[p]) for p, o in exported.items() if o < starts[p]}
+    if not lost or skip:
+        return {p: max(o, starts[p]) for p, o in exported.items()}
+    described = ", ".join(f"partition {p}: {o} to {s - 1}" for p, (o, s) in sorted(lost.items()))
+    raise OffsetOutOfRangeError(
+        f"{where}: records of topic {topic!r} were deleted (retention or delete-records) "
+        f"before they were exported ({described}); nothing was exported. To skip them and "
+        "export from the log start, run with --skip-deleted (on_data_loss='skip')"
+    )
 
 
 def _resume(
@@ -229,7 +270,8 @@ def read_range_batches(
 
     Raises:
         OffsetOutOfRangeError: a recorded offset lies below the log start now
-            (records were deleted before they were exported).
+            (records were deleted before they were exported), unless the
+            range skips deleted records.
         UnknownTopicOrPartitionError: the topic was deleted (or deleted and
             created again) since the range was planned.
     """
@@ -239,6 +281,7 @@ def read_range_batches(
         starting={(span.topic, p): o for p, o in span.starting.items()},
         ending={(span.topic, p): o for p, o in span.ending.items()},
         isolation_level="read_committed",
+        fail_on_data_loss=not span.skip_deleted,
     )
     if _incarnations(log, span.topic, span.ending) != {span.incarnation}:
         raise UnknownTopicOrPartitionError(
@@ -301,6 +344,7 @@ def spark_reader(spark: Any, root: str, span: ExportRange, storage: Mapping[str,
         .option("startingOffsets", json.dumps({span.topic: span.starting_json()}))
         .option("endingOffsets", json.dumps({span.topic: span.ending_json()}))
         .option("isolationLevel", "read_committed")
+        .option("failOnDataLoss", "false" if span.skip_deleted else "true")
     )
     for key, value in spark_storage_options(dict(storage)).items():
         reader = reader.option(key, value)

@@ -79,9 +79,11 @@ from arrowlog.jobs._export_range import (
     STARTING_KEY,
     TOPIC_KEY,
     ExportRange,
+    OnDataLoss,
     OnRecreated,
     Recorded,
     cast_batches,
+    check_on_data_loss,
     check_on_recreated,
     next_range,
     parse_recorded,
@@ -318,6 +320,7 @@ def run_export(
     storage: Mapping[str, Any] | None = None,
     delta_storage: Mapping[str, str] | None = None,
     on_recreated: OnRecreated = "fail",
+    on_data_loss: OnDataLoss = "fail",
     progress: Callable[[int, int], None] | None = None,
 ) -> DeltaExport:
     """Append the next committed range of ``topic`` to the Delta table at
@@ -328,7 +331,9 @@ def run_export(
     ``on_recreated``: what to do when the table records an incarnation of the
     topic deleted since (``"fail"`` or ``"restart"`` from the new topic's
     start). ``progress(done, total)`` follows the offsets read (markers and
-    aborted records count too).
+    aborted records count too). ``on_data_loss``: what to do when records
+    after the recorded offsets were deleted before this export read them
+    (``"fail"``, or ``"skip"`` them and go on from the log start).
 
     Raises:
         UnknownTopicOrPartitionError: no such topic.
@@ -338,17 +343,22 @@ def run_export(
         SchemaMismatchError: the table exists with columns that do not take
             the topic's (nothing written).
         OffsetOutOfRangeError: records after the recorded offsets were
-            deleted before they were exported.
+            deleted before they were exported, and ``on_data_loss`` is
+            ``"fail"`` (with ``"skip"`` the export goes on from the log start).
         ExportConflictError: other exports of the topic won
             :data:`MAX_ATTEMPTS` commit races in a row (retriable).
         ExportTableError: delta-rs failed otherwise (its error is the cause).
         MissingDependencyError: deltalake is not installed.
     """
     if not isinstance(log, str):
-        return _export(log, topic, path, delta_storage, on_recreated, _Reader(log, progress))
+        return _export(
+            log, topic, path, delta_storage, on_recreated, on_data_loss, _Reader(log, progress)
+        )
     owned = arrowlog.connect(log, dict(storage or {}))
     try:
-        return _export(owned, topic, path, delta_storage, on_recreated, _Reader(owned, progress))
+        return _export(
+            owned, topic, path, delta_storage, on_recreated, on_data_loss, _Reader(owned, progress)
+        )
     finally:
         owned.close()
 
@@ -362,6 +372,7 @@ def export(
     *,
     delta_storage: Mapping[str, str] | None = None,
     on_recreated: OnRecreated = "fail",
+    on_data_loss: OnDataLoss = "fail",
 ) -> int:
     """:func:`run_export` from a Spark job: the range is read through
     ``spark`` (``format("arrowlog")``, read_committed) and committed by
@@ -373,7 +384,7 @@ def export(
     log = arrowlog.connect(root, storage)
     try:
         reader = _SparkReader(spark, root, storage, log)
-        return _export(log, topic, path, delta_storage, on_recreated, reader).rows
+        return _export(log, topic, path, delta_storage, on_recreated, on_data_loss, reader).rows
     finally:
         log.close()
 
@@ -419,6 +430,7 @@ def _export(
     path: str,
     delta_storage: Mapping[str, str] | None,
     on_recreated: OnRecreated,
+    on_data_loss: OnDataLoss,
     read: _Read,
 ) -> DeltaExport:
     require_extra("delta")
@@ -426,6 +438,7 @@ def _export(
     from deltalake.exceptions import CommitFailedError
 
     check_on_recreated(on_recreated)
+    check_on_data_loss(on_data_loss)
     where = f"Delta table {path}"
     storage = _storage(delta_storage)
     schema = delta_schema(log.topic(topic, refresh=True).schema)  # before anything is written
@@ -436,7 +449,14 @@ def _export(
         with _mapped(path):
             table = DeltaTable(path, storage_options=storage)
             state = _state(table, topic, path)
-        span = next_range(log, topic, state.recorded(), on_recreated=on_recreated, where=where)
+        span = next_range(
+            log,
+            topic,
+            state.recorded(),
+            on_recreated=on_recreated,
+            on_data_loss=on_data_loss,
+            where=where,
+        )
         if span.nothing_new:
             return DeltaExport(0, state.offsets, state.incarnation, None, attempt)
         with _mapped(path):

@@ -79,9 +79,11 @@ from arrowlog.jobs._export_range import (
     STARTING_KEY,
     TOPIC_KEY,
     ExportRange,
+    OnDataLoss,
     OnRecreated,
     Recorded,
     cast_batches,
+    check_on_data_loss,
     check_on_recreated,
     format_recorded,
     next_range,
@@ -377,6 +379,7 @@ def export(
     catalog: Catalog | CatalogConfig,
     storage: Mapping[str, Any] | None = None,
     on_recreated: OnRecreated = "fail",
+    on_data_loss: OnDataLoss = "fail",
     progress: Callable[[int, int], None] | None = None,
 ) -> IcebergExport:
     """Append the next committed range of ``topic`` to the Iceberg table
@@ -385,7 +388,10 @@ def export(
     ``storage`` options). ``on_recreated``: what to do when the table records
     an incarnation of the topic deleted since (``"fail"``, or ``"restart"``
     from the new topic's start). ``progress(done, total)`` follows the offsets
-    read (markers and aborted records count too).
+    read (markers and aborted records count too). ``on_data_loss``: what to
+    do when records after the recorded offsets were deleted before this
+    export read them (``"fail"``, or ``"skip"`` them and go on from the log
+    start).
 
     Raises:
         InvalidNameError: a bad table identifier.
@@ -396,7 +402,8 @@ def export(
         SchemaMismatchError: the table exists with columns that do not take
             the topic's (nothing written).
         OffsetOutOfRangeError: records after the recorded offsets were
-            deleted before they were exported.
+            deleted before they were exported, and ``on_data_loss`` is
+            ``"fail"`` (with ``"skip"`` the export goes on from the log start).
         ExportConflictError: other exporters won :data:`MAX_ATTEMPTS` commit
             races in a row (retriable).
         ExportTableError: pyiceberg or its catalog failed otherwise (its error
@@ -405,10 +412,10 @@ def export(
     """
     parts = check_identifier(identifier)
     if not isinstance(log, str):
-        return _export(log, topic, parts, catalog, on_recreated, progress)
+        return _export(log, topic, parts, catalog, on_recreated, on_data_loss, progress)
     owned = arrowlog.connect(log, dict(storage or {}))
     try:
-        return _export(owned, topic, parts, catalog, on_recreated, progress)
+        return _export(owned, topic, parts, catalog, on_recreated, on_data_loss, progress)
     finally:
         owned.close()
 
@@ -419,9 +426,11 @@ def _export(
     parts: tuple[str, ...],
     catalog: Catalog | CatalogConfig,
     on_recreated: OnRecreated,
+    on_data_loss: OnDataLoss,
     progress: Callable[[int, int], None] | None,
 ) -> IcebergExport:
     check_on_recreated(on_recreated)
+    check_on_data_loss(on_data_loss)
     where = f"Iceberg table {'.'.join(parts)}"
     schema = iceberg_schema(log.topic(topic, refresh=True).schema)  # before anything is written
     with _mapped(where):
@@ -431,7 +440,9 @@ def _export(
     lost: Exception | None = None
     for attempt in range(1, MAX_ATTEMPTS + 1):
         recorded = exported_position(table, topic)
-        span = next_range(log, topic, recorded, on_recreated=on_recreated, where=where)
+        span = next_range(
+            log, topic, recorded, on_recreated=on_recreated, on_data_loss=on_data_loss, where=where
+        )
         if span.nothing_new:
             assert recorded is not None  # else every partition would be new
             return IcebergExport(0, recorded.offsets, None, attempt, recorded.incarnation)

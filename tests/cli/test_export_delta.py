@@ -139,3 +139,35 @@ def test_without_deltalake_the_error_names_the_extra(tmp_path: Path) -> None:
     assert "MissingDependencyError: the Delta export needs the 'delta' extra" in done.stderr
     assert "pip install 'arrowlog[delta]'" in done.stderr
     assert not (tmp_path / "delta").exists()
+
+
+def test_deleted_records_fail_the_export_until_skip_deleted(tmp_path: Path) -> None:
+    """Records deleted before they were exported: the run exits 1 with one line
+    naming --skip-deleted and writes nothing; with the flag it exports from the
+    log start."""
+    root = str(tmp_path / "log")
+    delta = str(tmp_path / "delta")
+    log = arrowlog.connect(root)
+    log.create_topic("t", rows(0).schema)
+    log.append("t", rows(0, 1, 2))
+    subprocess.run(
+        cli("export-delta", "t", delta, "--root", root, "--no-progress"),
+        env=env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    log.append("t", rows(3, 4, 5))
+    log.delete_records("t", 0, 5)
+    refused = subprocess.run(
+        cli("export-delta", "t", delta, "--root", root, "--no-progress"),
+        env=env(), capture_output=True, text=True,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.startswith("arrowlog: OffsetOutOfRangeError: ")
+    assert "partition 0: 3 to 4" in refused.stderr and "--skip-deleted" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert DeltaTable(delta).version() == 1
+    done = subprocess.run(
+        cli("export-delta", "t", delta, "--root", root, "--no-progress", "--skip-deleted"),
+        env=env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "exported 1 rows of t" in done.stdout and "now at {'0': 6}" in done.stdout, done.stdout
+    assert sorted(read_delta(delta).column("x").to_pylist()) == [0, 1, 2, 5]

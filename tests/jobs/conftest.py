@@ -11,11 +11,15 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import pytest
+from deltalake import DeltaTable
 
-from arrowlog.jobs.export_delta import read_delta
+import arrowlog
+from arrowlog.jobs.export_delta import read_delta, run_export
+from arrowlog.jobs.export_iceberg import CatalogConfig, read_iceberg
+from arrowlog.jobs.export_iceberg import export as export_iceberg
 from tests.conftest import StoreSpec
 
 Row = tuple[int, int, int, str]  # partition, offset, id, label
@@ -135,3 +139,68 @@ class Run:
         if self._err:
             raise self._err[0]
         return self._out[0]
+
+
+# --- both exports behind one interface ---------------------------------------------
+
+ExportRow = tuple[int, int, int]  # partition, offset, id
+
+
+class Target(Protocol):
+    def export(self, log: arrowlog.ArrowLog, **kwargs: Any) -> tuple[int, dict[str, int], int]:
+        """One export: rows, the offsets recorded, their incarnation."""
+
+    def rows(self) -> list[ExportRow]: ...
+
+    def exists(self) -> bool: ...
+
+
+class DeltaTarget:
+    def __init__(self, place: Place) -> None:
+        self.place = place
+
+    def export(self, log: arrowlog.ArrowLog, **kwargs: Any) -> tuple[int, dict[str, int], int]:
+        done = run_export(
+            log, "t", self.place.delta, delta_storage=self.place.delta_storage, **kwargs
+        )
+        return done.rows, done.offsets, done.incarnation
+
+    def rows(self) -> list[ExportRow]:
+        return sorted((p, o, i) for p, o, i, _ in self.place.delta_rows())
+
+    def exists(self) -> bool:
+        return DeltaTable.is_deltatable(self.place.delta, self.place.delta_storage or None)
+
+
+class IcebergTarget:
+    def __init__(self, warehouse: Path) -> None:
+        self.warehouse = warehouse
+        self.catalog = CatalogConfig.sqlite(str(warehouse))
+
+    def exists(self) -> bool:
+        return self.warehouse.exists()
+
+    def export(self, log: arrowlog.ArrowLog, **kwargs: Any) -> tuple[int, dict[str, int], int]:
+        done = export_iceberg(log, "t", "ns.events", catalog=self.catalog, **kwargs)
+        return done.rows, done.offsets, done.incarnation
+
+    def rows(self) -> list[ExportRow]:
+        table = read_iceberg(self.catalog, "ns.events")
+        got = zip(
+            table.column("partition").to_pylist(),
+            table.column("offset").to_pylist(),
+            table.column("id").to_pylist(),
+            strict=True,
+        )
+        return sorted(got)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["delta", "iceberg"])
+def target(request: pytest.FixtureRequest, place: Place, tmp_path: Path) -> Target:
+    if request.param == "delta":
+        return DeltaTarget(place)
+    return IcebergTarget(tmp_path / "warehouse")
+
+
+def ids(start: int, n: int) -> list[ExportRow]:
+    return [(0, i, start + i) for i in range(n)]

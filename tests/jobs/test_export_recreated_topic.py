@@ -15,79 +15,14 @@ OffsetOutOfRangeError until the topic grew past 10, then skipped the gap.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Protocol
-
 import pytest
-from deltalake import DeltaTable
 
 import arrowlog
-from arrowlog.jobs.export_delta import run_export
-from arrowlog.jobs.export_iceberg import CatalogConfig, read_iceberg
-from arrowlog.jobs.export_iceberg import export as export_iceberg
-from tests.jobs.conftest import Place
+from tests.jobs.conftest import Place, Target, ids
 from tests.test_export_iceberg import SCHEMA, rows
 
 #: the client that deletes and creates the topic waits no grace before it
 QUICK = arrowlog.LogConfig(metadata_max_age_ms=0)
-
-Row = tuple[int, int, int]  # partition, offset, id
-
-
-class Target(Protocol):
-    def export(self, log: arrowlog.ArrowLog, **kwargs: Any) -> tuple[int, dict[str, int], int]:
-        """One export: rows, the offsets recorded, their incarnation."""
-
-    def rows(self) -> list[Row]: ...
-
-    def exists(self) -> bool: ...
-
-
-class DeltaTarget:
-    def __init__(self, place: Place) -> None:
-        self.place = place
-
-    def export(self, log: arrowlog.ArrowLog, **kwargs: Any) -> tuple[int, dict[str, int], int]:
-        done = run_export(
-            log, "t", self.place.delta, delta_storage=self.place.delta_storage, **kwargs
-        )
-        return done.rows, done.offsets, done.incarnation
-
-    def rows(self) -> list[Row]:
-        return sorted((p, o, i) for p, o, i, _ in self.place.delta_rows())
-
-    def exists(self) -> bool:
-        return DeltaTable.is_deltatable(self.place.delta, self.place.delta_storage or None)
-
-
-class IcebergTarget:
-    def __init__(self, warehouse: Path) -> None:
-        self.warehouse = warehouse
-        self.catalog = CatalogConfig.sqlite(str(warehouse))
-
-    def exists(self) -> bool:
-        return self.warehouse.exists()
-
-    def export(self, log: arrowlog.ArrowLog, **kwargs: Any) -> tuple[int, dict[str, int], int]:
-        done = export_iceberg(log, "t", "ns.events", catalog=self.catalog, **kwargs)
-        return done.rows, done.offsets, done.incarnation
-
-    def rows(self) -> list[Row]:
-        table = read_iceberg(self.catalog, "ns.events")
-        got = zip(
-            table.column("partition").to_pylist(),
-            table.column("offset").to_pylist(),
-            table.column("id").to_pylist(),
-            strict=True,
-        )
-        return sorted(got)  # type: ignore[arg-type]
-
-
-@pytest.fixture(params=["delta", "iceberg"])
-def target(request: pytest.FixtureRequest, place: Place, tmp_path: Path) -> Target:
-    if request.param == "delta":
-        return DeltaTarget(place)
-    return IcebergTarget(tmp_path / "warehouse")
 
 
 def recreate(place: Place) -> tuple[arrowlog.ArrowLog, int]:
@@ -96,10 +31,6 @@ def recreate(place: Place) -> tuple[arrowlog.ArrowLog, int]:
     admin = place.spec.connect(config=QUICK)
     admin.delete_topic("t")
     return admin, admin.create_topic("t", SCHEMA).incarnation
-
-
-def ids(start: int, n: int) -> list[Row]:
-    return [(0, i, start + i) for i in range(n)]
 
 
 def test_an_export_after_the_topic_was_created_again_refuses_or_restarts_as_asked(
