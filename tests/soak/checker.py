@@ -69,6 +69,14 @@ ANOMALIES: dict[str, str] = {
     "every object intact",
     "untyped_error": "the library raised an exception outside the ArrowLogError hierarchy",
     "final_read_error": "the final read of the log failed",
+    # the exports of topic exp (tests.soak.exports)
+    "export_duplicate": "a record in an exported table more than once",
+    "export_aborted": "a record of an aborted or never-committed transaction, or one no "
+    "history wrote, in an exported table",
+    "export_missing": "a record a read_committed consumer sees in the exported topic at the "
+    "end is missing from a table after the final export (skipped, e.g. after the topic was "
+    "created again)",
+    "export_final_error": "the final export (no faults, no races) failed",
 }
 
 #: Errors after which a write certainly did not happen.
@@ -126,6 +134,13 @@ class Report:
             "({} transactions)".format(
                 c.get("reads", 0), c.get("reads_failed", 0), c.get("appends_ok", 0),
                 c.get("inits_ok", 0), c.get("expire_calls", 0), c.get("expired", 0),
+            ),
+            "exports: {} runs ok ({} rows), {} lost a race; topic exp re-created {}; at the "
+            "end delta {} rows, iceberg {} rows, topic {} records ({} transactions committed, "
+            "{} aborted)".format(
+                c.get("exports_ok", 0), c.get("exports_rows", 0), c.get("exports_lost_race", 0),
+                c.get("exp_recreated", 0), c.get("delta_rows", 0), c.get("iceberg_rows", 0),
+                c.get("exp_at_end", 0), c.get("exp_txn_committed", 0), c.get("exp_txn_aborted", 0),
             ),
             "errors told to clients: "
             + (", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())) or "none"),
@@ -196,8 +211,8 @@ class _Checker:
         self.txns: dict[str, Txn] = {}
         for op in self.ops:
             tag = op.args.get("tag")
-            if tag is None:
-                continue
+            if tag is None or op.f.startswith("exp_"):
+                continue  # the exported topic's transactions: tests.soak.exports
             txn = self.txns.get(tag)
             if txn is None:
                 txn = self.txns[tag] = Txn(tag, tid_of(tag), op.inst or "?")

@@ -21,6 +21,8 @@ Roles:
 - ``expirer``: ``expire_transactions`` in a loop, with its clock skewed.
 - ``reader``: LSO, ``committed()``, one ``read_many`` over every ``out``
   partition, ``committed()`` and LSO again, over and over.
+- ``feeder``, ``compactor``, ``vacuum``, ``exporter``: the topic ``exp`` and its
+  exports to Delta and Iceberg (:mod:`tests.soak.exports`).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from arrowlog.errors import AppendOutcomeUnknownError, ArrowLogError
 from arrowlog.groups import GroupOffsets
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
-from tests.soak import chaos
+from tests.soak import chaos, exports
 from tests.soak.chaos import COORDINATOR, GROUPS, SEGMENTS_IN, SEGMENTS_OUT, Chaos, KillPoint
 from tests.soak.history import History, new_instance, now
 from tests.soak.model import (
@@ -74,7 +76,12 @@ T = TypeVar("T")
 
 #: Short deadlines: faults must turn into unknown outcomes and retriable errors
 #: within a soak of seconds, not minutes.
-CLIENT_CONFIG = LogConfig(retry=RetryPolicy(initial_backoff=0.005, max_backoff=0.1, deadline=1.5))
+#: A topic is trusted for 3 s, so that the parent re-creates ``exp`` within a
+#: short soak (every client of a bucket must share the value).
+CLIENT_CONFIG = LogConfig(
+    retry=RetryPolicy(initial_backoff=0.005, max_backoff=0.1, deadline=1.5),
+    metadata_max_age_ms=3_000,
+)
 
 PROFILES = {
     "producer": chaos.Profile(
@@ -102,6 +109,7 @@ PROFILES = {
         hold=(("list", "out/*"), ("get", COORDINATOR), ("list", "_arrowlog/groups/*")),
         hide=(SEGMENTS_OUT,), every=(0.5, 2.0), weights=(0, 3, 1, 0),
     ),
+    **exports.PROFILES,
 }  # fmt: skip
 
 #: Where a role may be SIGKILLed by its own store (pattern of the n-th write).
@@ -111,6 +119,7 @@ KILL_PATTERNS = {
     "job": (COORDINATOR, SEGMENTS_OUT),
     "expirer": (COORDINATOR, SEGMENTS_OUT),
     "reader": (),
+    **exports.KILL_PATTERNS,
 }
 
 
@@ -525,6 +534,8 @@ def _observe(log: arrowlog.ArrowLog, views: Views, start: dict[str, int] | None)
 
 ROLES: dict[str, Callable[[Client], None]] = {
     "producer": producer, "copier": copier, "job": job, "expirer": expirer, "reader": reader,
+    "feeder": exports.feeder, "compactor": exports.compactor, "vacuum": exports.vacuum,
+    "exporter": exports.exporter,
 }  # fmt: skip
 
 
@@ -541,6 +552,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-txns", type=int, default=0)
     parser.add_argument("--start-at", type=float, default=0.0)
     parser.add_argument("--clock-skew", type=float, default=0.0, help="seconds added to time.time")
+    parser.add_argument("--kind", choices=exports.EXPORT_KINDS, help="an exporter's table")
+    parser.add_argument("--tables", help="the directory of the exported tables")
     parser.add_argument("--die-at", help="PATTERN:N:before|after (see chaos.KillPoint)")
     parser.add_argument("--no-faults", action="store_true")
     args = parser.parse_args(argv)

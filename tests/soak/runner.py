@@ -31,9 +31,10 @@ from arrowlog import TopicConfig, admin
 from arrowlog.errors import ArrowLogError
 from infra import seaweedfs
 from tests.conftest import StoreSpec
+from tests.soak import exports
 from tests.soak.chaos import KillPoint
 from tests.soak.checker import Report, check
-from tests.soak.clients import KILL_PATTERNS
+from tests.soak.clients import CLIENT_CONFIG, KILL_PATTERNS
 from tests.soak.history import History, now, read_dir
 from tests.soak.model import (
     CHECKPOINT_INTERVAL,
@@ -163,6 +164,7 @@ class Soak:
         self.histories = workdir / "history"
         self.logs = workdir / "logs"
         self.stop_file = workdir / "STOP"
+        self.tables = workdir / "tables"
         self.stopping = threading.Event()
         # Requests to S3 take tens of milliseconds, not tens of microseconds:
         # clients there live longer between kills, or they would do nothing.
@@ -225,6 +227,8 @@ class Soak:
         draw = rng.random()
         if role == "reader":  # it writes nothing: a kill mostly costs reads
             return Plan(rng.uniform(5.0, 20.0))
+        if role == "exporter":  # long enough to finish an export now and then
+            return Plan(rng.uniform(2.0, 12.0))
         if patterns and draw < 0.35:
             point = KillPoint(
                 rng.choice(patterns), rng.randint(1, 30), rng.choice(["before", "after"])
@@ -277,6 +281,13 @@ class Soak:
         for t in threads:
             t.join()
 
+    def _recreate(self) -> None:
+        """Delete ``exp`` and create it again, once, a little before halfway."""
+        if self.stopping.wait(self.seconds * 0.4):
+            return
+        with arrowlog.connect(self.spec.url, self.spec.options, config=CLIENT_CONFIG) as log:
+            exports.recreate(log, self.history)
+
     # --- the run --------------------------------------------------------------------
 
     def setup(self) -> None:
@@ -288,6 +299,8 @@ class Soak:
         with self.spec.connect() as log:
             log.create_topic(IN, IN_SCHEMA, partitions=IN_PARTITIONS, config=config)
             log.create_topic(OUT, OUT_SCHEMA, partitions=OUT_PARTITIONS, config=config)
+            exports.create_topic(log)
+        self.tables.mkdir(parents=True, exist_ok=True)
 
     def run(self) -> Report:
         self.setup()
@@ -296,8 +309,15 @@ class Soak:
             (role, role, []) for role in ("producer", "job", "expirer", "reader")
         ]
         slots += [(tid, "copier", ["--tid", tid]) for tid in COPY_TIDS]
+        slots += [(role, role, []) for role in ("feeder", "compactor", "vacuum")]
+        slots += [
+            (f"{kind}.{twin}", "exporter", ["--kind", kind, "--tables", str(self.tables)])
+            for kind in exports.EXPORT_KINDS
+            for twin in ("a", "b")
+        ]
         threads = [threading.Thread(target=self._slot, args=s, daemon=True) for s in slots]
         threads.append(threading.Thread(target=self._twins, daemon=True))
+        threads.append(threading.Thread(target=self._recreate, daemon=True))
         self.history.event("soak", seed=self.seed, seconds=self.seconds, url=self.spec.url)
         try:
             for t in threads:
@@ -313,11 +333,19 @@ class Soak:
                     proc.kill()
             self.zygote.close()
         self.recover()
+        with arrowlog.connect(self.spec.url, self.spec.options, config=CLIENT_CONFIG) as log:
+            export_errors = exports.final_export(log, self.tables, self.history)
+            final_exp = {**exports.final_read(log), "export_errors": export_errors}
         self.history.close()
         with self.spec.connect() as log:
             final = final_read(log)
+        tables = exports.read_tables(self.tables)
         (self.workdir / "final.json").write_text(json.dumps(final))
-        return check(read_dir(self.histories), final)
+        (self.workdir / "final-exports.json").write_text(json.dumps({**final_exp, **tables}))
+        events = read_dir(self.histories)
+        report = check(events, final)
+        exports.check_exports(events, final_exp, tables, report)
+        return report
 
     def recover(self) -> None:
         """Finish whatever the killed clients left open, as an operator would."""

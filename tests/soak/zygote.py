@@ -26,7 +26,9 @@ import sys
 import threading
 import traceback
 
+import deltalake  # noqa: F401 - the exporters' table libraries, imported once here
 import pyarrow as pa
+import pyiceberg.catalog.sql  # noqa: F401
 
 import arrowlog
 import arrowlog.storage.objectstore  # imported once here, not in every client
