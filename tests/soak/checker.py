@@ -135,11 +135,13 @@ class Report:
                 c.get("reads", 0), c.get("reads_failed", 0), c.get("appends_ok", 0),
                 c.get("inits_ok", 0), c.get("expire_calls", 0), c.get("expired", 0),
             ),
-            "exports: {} runs ok ({} rows), {} lost a race; topic exp re-created {}; at the "
-            "end delta {} rows, iceberg {} rows, topic {} records ({} transactions committed, "
+            "exports: {} runs ok ({} rows), {} lost a race; topic exp re-created {}, {} "
+            "ranges compacted, {} objects vacuumed, {} offsets deleted by retention at the end; "
+            "delta {} rows, iceberg {} rows, topic {} records ({} transactions committed, "
             "{} aborted)".format(
                 c.get("exports_ok", 0), c.get("exports_rows", 0), c.get("exports_lost_race", 0),
-                c.get("exp_recreated", 0), c.get("delta_rows", 0), c.get("iceberg_rows", 0),
+                c.get("exp_recreated", 0), c.get("exp_compacted", 0), c.get("exp_removed", 0),
+                c.get("exp_deleted_at_end", 0), c.get("delta_rows", 0), c.get("iceberg_rows", 0),
                 c.get("exp_at_end", 0), c.get("exp_txn_committed", 0), c.get("exp_txn_aborted", 0),
             ),
             "errors told to clients: "

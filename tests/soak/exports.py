@@ -56,7 +56,10 @@ ICEBERG_DIR = "iceberg"
 RETENTION_MS = 15_000
 #: Deleted and compacted segments are removed this long after (the default is 15 min).
 DELETE_DELAY_MS = 2_000
-EXPORT_KINDS = ("iceberg",)  # TEMP
+EXPORT_KINDS = ("delta", "iceberg")
+#: the topic is re-created mid-run and retention may pass a killed exporter:
+#: the exports go on from the new topic's start, and past deleted records
+RESUME: dict[str, Any] = {"on_recreated": "restart", "on_data_loss": "skip"}
 
 SEGMENTS_EXP = "exp*/*/segments/*"
 
@@ -166,7 +169,8 @@ def compactor(c: Client) -> None:
     log = c.connect()
     while not c.stopping():
         try:
-            c.call("exp_compact", lambda: len(log.compact([EXP], target_bytes=MIN_TARGET_BYTES)))  # noqa: B023
+            c.call("exp_compact", lambda: len(log.compact([EXP], target_bytes=MIN_TARGET_BYTES)),  # noqa: B023
+                   lambda n: {"compacted": n})  # fmt: skip
         except ArrowLogError as e:
             if not e.retriable:
                 log = c.connect()
@@ -179,7 +183,7 @@ def vacuum(c: Client) -> None:
     log = c.connect()
     while not c.stopping():
         try:
-            c.call("exp_vacuum", lambda: len(log.vacuum([EXP])))  # noqa: B023
+            c.call("exp_vacuum", lambda: len(log.vacuum([EXP])), lambda n: {"removed": n})  # noqa: B023
         except ArrowLogError as e:
             if not e.retriable:
                 log = c.connect()
@@ -193,7 +197,7 @@ def exporter(c: Client) -> None:
     inst = new_instance()
     while not c.stopping():
         try:
-            c.call("export", lambda: {"rows": export_once(kind, log, tables)},  # noqa: B023
+            c.call("export", lambda: export_once(kind, log, tables),  # noqa: B023
                    lambda r: r, inst=inst, kind=kind)  # fmt: skip
         except ArrowLogError as e:
             if not e.retriable:
@@ -201,18 +205,20 @@ def exporter(c: Client) -> None:
         c.pause(0.0, 0.3)
 
 
-def export_once(kind: str, log: arrowlog.ArrowLog, tables: Path) -> int:
-    """One export run of ``exp`` into the table of ``kind`` under ``tables``; the
-    rows it exported."""
+def export_once(kind: str, log: arrowlog.ArrowLog, tables: Path) -> dict[str, int]:
+    """One export run of ``exp`` into the table of ``kind`` under ``tables``: the
+    rows it exported and the commits it tried (more than one: it lost a race)."""
     if kind == "iceberg":
         from arrowlog.jobs.export_iceberg import CatalogConfig
         from arrowlog.jobs.export_iceberg import export as to_iceberg
 
         catalog = CatalogConfig.sqlite(str(tables / ICEBERG_DIR))
-        return to_iceberg(log, EXP, ICEBERG_TABLE, catalog=catalog).rows
-    from arrowlog.jobs.export_delta import export_log as to_delta
+        done = to_iceberg(log, EXP, ICEBERG_TABLE, catalog=catalog, **RESUME)
+        return {"rows": done.rows, "attempts": done.attempts}
+    from arrowlog.jobs.export_delta import run_export as to_delta
 
-    return int(to_delta(log, EXP, str(tables / DELTA_DIR)).rows)
+    run = to_delta(log, EXP, str(tables / DELTA_DIR), **RESUME)
+    return {"rows": run.rows, "attempts": run.attempts}
 
 
 def read_tables(tables: Path) -> dict[str, list[str]]:
@@ -257,7 +263,7 @@ def final_export(log: arrowlog.ArrowLog, tables: Path, history: History) -> list
         for _ in range(10):
             op = history.invoke("export", inst="parent", kind=kind, final=True)
             try:
-                rows = export_once(kind, log, tables)
+                rows = export_once(kind, log, tables)["rows"]
             except ArrowLogError as e:
                 op.fail(e)
                 if not e.retriable:
@@ -277,7 +283,7 @@ def final_read(log: arrowlog.ArrowLog) -> dict[str, Any]:
     committed: list[str] = []
     for q in range(EXP_PARTITIONS):
         committed += _rids(consumer.read(EXP, q))
-    return {"committed": committed}
+    return {"committed": committed, "log_start": log.start_offsets(EXP)}
 
 
 # --- the checker -----------------------------------------------------------------------
@@ -303,8 +309,17 @@ def check_exports(
     exports = [op for op in ops if op.f == "export" and op.inst != "parent"]
     counts["exports_ok"] = sum(op.ok for op in exports)
     counts["exports_rows"] = sum(int(op.result.get("rows", 0)) for op in exports if op.ok)
-    counts["exports_lost_race"] = sum(op.error == "ExportConflictError" for op in exports)
+    counts["exports_lost_race"] = sum(
+        int(op.result.get("attempts", 1)) - 1 for op in exports if op.ok
+    ) + sum(op.error == "ExportConflictError" for op in exports)
     counts["exp_recreated"] = sum(op.ok for op in ops if op.f == "exp_recreate")
+    counts["exp_compacted"] = sum(
+        int(op.result.get("compacted", 0)) for op in ops if op.f == "exp_compact" and op.ok
+    )
+    counts["exp_removed"] = sum(
+        int(op.result.get("removed", 0)) for op in ops if op.f == "exp_vacuum" and op.ok
+    )
+    counts["exp_deleted_at_end"] = sum(int(o) for o in final.get("log_start", {}).values())
     for kind, rids in sorted(tables.items()):
         counts[f"{kind}_rows"] = len(rids)
         for rid, n in collections.Counter(rids).items():

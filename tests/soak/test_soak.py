@@ -1,5 +1,6 @@
 """The soak, short: client processes killed, skewed and fed scheduled faults on
-the local store and on SeaweedFS, then the history checker. Zero anomalies is
+the local store and on SeaweedFS, exporters racing to Delta and Iceberg while
+the exported topic is re-created, then the history checker. Zero anomalies is
 the bar; the counts prove the run did something worth checking.
 
 A failure prints the seed; replay it with ``python -m tests.soak --store KIND
@@ -32,4 +33,6 @@ def test_a_soak_finds_no_anomaly(shared_store_spec: StoreSpec, tmp_path: Path) -
     assert counts.get("kills", 0) > 0, text
     assert sum(report.faults.values()) > 0, text
     assert counts.get("reads", 0) > 0, text
+    assert counts.get("exports_ok", 0) > 0, text
+    assert counts.get("exp_recreated", 0) == 1, text
     assert report.ok, text
