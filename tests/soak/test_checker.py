@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.soak.checker import ANOMALIES, Report, check
+from tests.soak.exports import FEED_TID, check_exports, exp_rid, plain_rid
 from tests.soak.history import History, pair, read_dir
 from tests.soak.model import declared_rids, out_rid, parse_out_rid, txn_tag
 
@@ -19,6 +20,9 @@ PID = 7  # producer id of copy.0
 T = txn_tag("copy.0", "a", 0)  # the committed transaction of the clean history
 PARTS = {0: 1, 1: 1}
 T0, T1 = out_rid(T, PARTS, 0, 0), out_rid(T, PARTS, 1, 0)
+#: the exported topic's committed and aborted transactions, and a plain append
+E, EA = txn_tag(FEED_TID, "f", 0), txn_tag(FEED_TID, "f", 1)
+E0, EA0, P0 = exp_rid(E, 0, 0), exp_rid(EA, 1, 0), plain_rid("f", 0)
 
 
 class World:
@@ -34,6 +38,9 @@ class World:
             "committed": {}, "end": {}, "lso": {}, "group": {"in/0": 2, "in/1": None},
             "errors": [],
         }  # fmt: skip
+        #: the exported topic at the end and the exported tables
+        self.exp_final: dict[str, Any] = {"committed": [], "export_errors": [], "log_start": {}}
+        self.tables: dict[str, list[str]] = {"delta": [], "iceberg": []}
 
     # --- histories ----------------------------------------------------------------
 
@@ -110,7 +117,9 @@ class World:
 
     def check(self) -> Report:
         self.settle()
-        return check(copy.deepcopy(self.lines), copy.deepcopy(self.final))
+        report = check(copy.deepcopy(self.lines), copy.deepcopy(self.final))
+        check_exports(copy.deepcopy(self.lines), self.exp_final, self.tables, report)
+        return report
 
 
 def observe(
@@ -161,6 +170,16 @@ def clean() -> World:
         w.segment(key, [rid], src=[src])
         w.commit_marker(key)
     observe(w, {"out/0": [T0], "out/1": [T1]})
+    # the exported topic: a committed transaction and a plain append, exported to
+    # both tables; an aborted transaction, exported nowhere
+    for tag, rid, end in ((E, E0, "exp_commit"), (EA, EA0, "exp_abort")):
+        w.op("exp_begin", inst="f", tid=FEED_TID, tag=tag)
+        w.op("exp_send", inst="f", tid=FEED_TID, tag=tag, partition=0, rids=[rid])
+        w.op(end, inst="f", tid=FEED_TID, tag=tag)
+    w.op("exp_append", inst="f", partition=1, rids=[P0])
+    w.op("export", inst="x", kind="delta", result={"rows": 2, "attempts": 1})
+    w.exp_final["committed"] = [E0, P0]
+    w.tables = {"delta": [E0, P0], "iceberg": [P0, E0]}
     return w
 
 
@@ -349,6 +368,26 @@ def final_failed(w: World) -> None:
     w.final["errors"].append("out/1: CorruptSegmentError: bad")
 
 
+def exported_twice(w: World) -> None:
+    w.tables["delta"].append(E0)
+
+
+def aborted_exported(w: World) -> None:
+    w.tables["iceberg"].append(EA0)
+
+
+def unknown_exported(w: World) -> None:
+    w.tables["delta"].append(exp_rid(txn_tag(FEED_TID, "z", 9), 0, 0))
+
+
+def skipped_by_export(w: World) -> None:
+    w.tables["iceberg"].remove(E0)  # say, after the topic was created again
+
+
+def final_export_failed(w: World) -> None:
+    w.exp_final["export_errors"].append("delta: OffsetOutOfRangeError: gone")
+
+
 CASES: list[tuple[str, Callable[[World], None]]] = [
     ("lost_write", lost_acked_append),
     ("lost_write", lost_committed_record),
@@ -374,6 +413,11 @@ CASES: list[tuple[str, Callable[[World], None]]] = [
     ("corrupt_error", told_corrupt),
     ("untyped_error", untyped),
     ("final_read_error", final_failed),
+    ("export_duplicate", exported_twice),
+    ("export_aborted", aborted_exported),
+    ("export_aborted", unknown_exported),
+    ("export_missing", skipped_by_export),
+    ("export_final_error", final_export_failed),
 ]
 
 
