@@ -167,7 +167,7 @@ class ArrowLogWriter(DataSourceArrowWriter):
         topic = log.topic(options.topic)
         # A DataFrame whose columns cannot fit the topic fails here, before the
         # transaction begins: nothing at all is written for it.
-        conform(spark_empty_batch(schema), topic)
+        conform(_empty_spark_batch(schema), topic)
         if options.key_column is not None and options.key_column not in schema.names:
             raise InvalidConfigError(
                 f"keyColumn {options.key_column!r} is not a column of the DataFrame"
@@ -355,7 +355,7 @@ class ArrowLogWriter(DataSourceArrowWriter):
         )
 
 
-def spark_empty_batch(schema: StructType) -> pa.RecordBatch:
+def _empty_spark_batch(schema: StructType) -> pa.RecordBatch:
     """A batch of no rows of Spark's ``schema`` as Spark hands it to a writer
     (timestamps in UTC). pyspark's own conversion refuses a NullType where
     nulls are not allowed, and Spark's empty ``array()`` and ``map()`` literals
