@@ -28,7 +28,7 @@ from arrowlog.topic import not_null_violations
 
 pytest.importorskip("pyspark")
 
-from arrowlog.spark.conform import _nullable, _retyped, cast_column
+from arrowlog.spark.conform import _nullable, _retyped, cast_column, conform
 from arrowlog.spark.options import WriteOptions
 from arrowlog.spark.sink import ArrowLogWriter, segment_budget, within_bytes
 
@@ -44,11 +44,14 @@ def log(tmp_path: Path) -> arrowlog.ArrowLog:
     return arrowlog.connect(str(tmp_path / "log"), {"fsync": False})
 
 
-def cast(log: arrowlog.ArrowLog, column: pa.Array[Any], kind: pa.DataType) -> pa.Array[Any]:
-    """``cast_column`` of ``column`` into a new topic whose one column ``c`` is ``kind``."""
+def cast(
+    log: arrowlog.ArrowLog, column: pa.Array[Any], kind: pa.DataType, zone: str | None = None
+) -> pa.Array[Any]:
+    """``cast_column`` of ``column`` into a new topic whose one column ``c`` is
+    ``kind``, in Spark session time zone ``zone`` (if given)."""
     field = pa.field("c", kind)
     topic = log.create_topic(f"t{next(_names)}", pa.schema([field]))
-    return cast_column(column, field, topic)
+    return cast_column(column, field, topic, zone=zone)
 
 
 def violations(field: pa.Field[Any], array: pa.Array[Any]) -> list[str]:
@@ -310,6 +313,114 @@ def test_what_held_for_value_changing_casts(log: arrowlog.ArrowLog) -> None:
         [dt.datetime(2024, 1, 1, 15, 0, tzinfo=dt.UTC)], pa.timestamp("us", "Asia/Tokyo")
     )
     assert cast(log, tokyo, pa.date32()).to_pylist() == [dt.date(2024, 1, 2)]
+
+
+# --- time zones: wall clocks and dates into instants, as Spark's CAST takes them -----
+
+
+#: zones with every kind of transition: an hour forward and back (Los Angeles,
+#: London), half an hour (Lord Howe), at midnight (Sao Paulo, 2011), a whole
+#: day skipped (Apia, 2011-12-30), none (Kolkata)
+ZONES = [
+    "America/Los_Angeles",
+    "Europe/London",
+    "Australia/Lord_Howe",
+    "America/Sao_Paulo",
+    "Pacific/Apia",
+    "Asia/Kolkata",
+]
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_wall_clocks_into_instants_are_read_as_java_time_reads_them(
+    log: arrowlog.ArrowLog, zone: str
+) -> None:
+    """Every quarter hour of 2011 in ``zone``, as Spark's CAST (java.time's
+    ``LocalDateTime.atZone``) takes it: a wall clock that occurs twice is the
+    earlier instant, one in a gap is read with the offset before the gap.
+    Python's zoneinfo with ``fold=0`` (PEP 495) has the same rule, and reads
+    the same time zone database as Arrow: it is the oracle."""
+    from zoneinfo import ZoneInfo
+
+    start = dt.datetime(2011, 1, 1)
+    walls = [start + dt.timedelta(minutes=15 * i) for i in range(4 * 24 * 365)]
+    got = cast(log, pa.array(walls, pa.timestamp("us")), pa.timestamp("us", "UTC"), zone)
+    place = ZoneInfo(zone)
+    expected = [w.replace(tzinfo=place).astimezone(dt.UTC) for w in walls]
+    assert got.to_pylist() == expected
+
+
+def test_dates_into_instants_are_their_days_first_instant_in_the_session_time_zone(
+    log: arrowlog.ArrowLog,
+) -> None:
+    """Sao Paulo's 2011-10-16 began at 01:00 (its midnight fell into the gap),
+    as Spark's CAST (java.time's ``LocalDate.atStartOfDay``) says; Apia's
+    2011-12-30 never began, and is where 2011-12-31 began (both checked against
+    Spark 4.3's CAST)."""
+    dates = pa.array([dt.date(2011, 10, 16), dt.date(2011, 10, 15), None])
+    got = cast(log, dates, pa.timestamp("us", "UTC"), "America/Sao_Paulo").to_pylist()
+    assert got == [
+        dt.datetime(2011, 10, 16, 3, tzinfo=dt.UTC),  # 01:00 at -02:00
+        dt.datetime(2011, 10, 15, 3, tzinfo=dt.UTC),  # 00:00 at -03:00
+        None,
+    ]
+    skipped = pa.array([dt.date(2011, 12, 30), dt.date(2011, 12, 31)])
+    got = cast(log, skipped, pa.timestamp("us", "UTC"), "Pacific/Apia").to_pylist()
+    assert got == [dt.datetime(2011, 12, 30, 10, tzinfo=dt.UTC)] * 2
+
+
+def test_wall_clocks_and_dates_into_instants_in_an_unknown_time_zone_are_refused(
+    log: arrowlog.ArrowLog,
+) -> None:
+    """Outside a task of a session that set its zone, and with no timestamp with
+    a time zone beside them, nothing says which zone: refused, with what to do.
+    A column of nulls needs none; a timestamp with a time zone in the same rows
+    (Spark's TimestampType, in the session's zone) says it."""
+    instant = pa.timestamp("us", "UTC")
+    for column in (pa.array([dt.datetime(2024, 1, 2)]), pa.array([dt.date(2024, 1, 2)])):
+        with pytest.raises(arrowlog.InvalidConfigError, match=r"spark\.sql\.session\.timeZone"):
+            cast(log, column, instant)
+        assert cast(log, pa.nulls(2, column.type), instant).to_pylist() == [None, None]
+    topic = log.create_topic(
+        f"t{next(_names)}", pa.schema([pa.field("x", instant), pa.field("at", instant)])
+    )
+    kolkata = pa.timestamp("us", "Asia/Kolkata")
+    batch = pa.record_batch(
+        [
+            pa.array([dt.datetime(2024, 1, 2, 5, 30)]),
+            pa.array([dt.datetime(2024, 1, 2, tzinfo=dt.UTC)], kolkata),
+        ],
+        names=["x", "at"],
+    )
+    row = conform(batch, topic).to_pylist()[0]
+    assert row["x"] == row["at"] == dt.datetime(2024, 1, 2, tzinfo=dt.UTC)
+
+
+def test_doubles_inside_structs_and_lists_into_decimals_are_the_numbers_they_print_as(
+    log: arrowlog.ArrowLog,
+) -> None:
+    """As at the top level (Spark's CAST of ``array(0.1D)`` to
+    ``array<decimal(38,18)>`` is 0.1, not 0.100000000000000006)."""
+    wide = pa.decimal128(38, 18)
+    lists = pa.array([[0.1, 2.675], None, []])
+    assert cast(log, lists, pa.list_(wide)).to_pylist() == [
+        [decimal.Decimal("0.1"), decimal.Decimal("2.675")],
+        None,
+        [],
+    ]
+    structs = pa.array([{"v": 0.1}, None], pa.struct([("v", pa.float64())]))
+    out = cast(log, structs, pa.struct([("v", wide)])).to_pylist()
+    assert out == [{"v": decimal.Decimal("0.1")}, None]
+
+
+def test_a_map_into_a_list_of_other_than_pairs_is_refused_with_a_typed_error(
+    log: arrowlog.ArrowLog,
+) -> None:
+    """With rows, and with none (as the driver checks a DataFrame's schema)."""
+    column = pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int64()))
+    for rows in (column, column.slice(0, 0)):
+        with pytest.raises(arrowlog.SchemaMismatchError, match="cannot become"):
+            cast(log, rows, pa.list_(pa.int64()))
 
 
 # --- performance --------------------------------------------------------------------

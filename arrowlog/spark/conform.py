@@ -3,17 +3,22 @@ without changing a value (Arrow's casts differ from Spark's here and there, and
 some change values silently), metadata columns of a DataFrame read from
 arrowlog dropped, nulls under not-null fields refused. The write path of the
 Spark sink (:mod:`arrowlog.spark.sink`) runs every segment's rows through
-:func:`conform`."""
+:func:`conform`.
+
+Where Spark's own CAST needs the session's time zone (an instant into a wall
+clock and back, a date into an instant), the values are those Spark's CAST
+gives in that zone: :func:`session_time_zone` says which it is."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import arrowlog
+from arrowlog.errors import InvalidConfigError
 from arrowlog.scan import metadata_names
 from arrowlog.topic import map_entries, not_null_violations
 
@@ -27,17 +32,68 @@ _METADATA_TYPES: dict[str, Callable[[pa.DataType], bool]] = {
     "timestamp": pa.types.is_timestamp,
 }
 
+#: how Arrow refuses a cast (a map into a list of other than pairs is a type error)
+_REFUSALS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
-def conform(batch: pa.RecordBatch, topic: arrowlog.Topic) -> pa.RecordBatch:
+#: Spark's setting of a session's time zone; a task sees it as a local property
+#: when the session set it (Spark hands its tasks every setting made)
+SESSION_TIME_ZONE = "spark.sql.session.timeZone"
+
+
+def session_time_zone(types: Iterable[pa.DataType]) -> str | None:
+    """The time zone of the Spark session whose rows have ``types``, as Spark's
+    CAST uses it, or None where it cannot be known.
+
+    It is the session's ``spark.sql.session.timeZone`` as the running task sees
+    it, else the zone Spark put on the rows' timestamps with a time zone (a
+    ``TimestampType`` reaches a writer as ``timestamp[us, tz=<session time
+    zone>]``, at any depth). Neither exists in a session that left the setting
+    at its default (the JVM's zone, which a Python worker cannot see) and
+    writes no such timestamp; nor outside Spark without one.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    zone = context.getLocalProperty(SESSION_TIME_ZONE) if context is not None else None
+    if zone:
+        return zone
+    return next((z for z in map(_stamped_zone, types) if z is not None), None)
+
+
+def _stamped_zone(kind: pa.DataType) -> str | None:
+    """The time zone of the first timestamp with one in ``kind``, or None."""
+    if pa.types.is_timestamp(kind):
+        zone: str | None = kind.tz
+        return zone
+    if pa.types.is_struct(kind):
+        parts = [kind.field(i).type for i in range(kind.num_fields)]
+    elif pa.types.is_map(kind):
+        parts = [kind.key_type, kind.item_type]
+    elif _is_list(kind):
+        parts = [kind.value_type]  # type: ignore[attr-defined]
+    elif pa.types.is_dictionary(kind):
+        parts = [kind.value_type]
+    else:
+        return None
+    return next((z for z in map(_stamped_zone, parts) if z is not None), None)
+
+
+def conform(
+    batch: pa.RecordBatch, topic: arrowlog.Topic, *, zone: str | None = None
+) -> pa.RecordBatch:
     """The topic's columns of ``batch``, cast to the topic's types (Spark's Arrow
     types differ in width, time zone and nullability flags; a cast that would
-    change a value is refused). Metadata columns that the topic does not have
-    (from a DataFrame read from arrowlog, under the names and of the types the
-    read gave them) are dropped.
+    change a value is refused), as Spark's CAST gives them in the session's
+    time zone ``zone`` (by default :func:`session_time_zone`'s). Metadata
+    columns that the topic does not have (from a DataFrame read from arrowlog,
+    under the names and of the types the read gave them) are dropped.
 
     Raises:
         SchemaMismatchError: a column is missing, extra, repeated, or cannot
-            become the topic's type as it is; or a not-null field holds nulls.
+            become the topic's type as it is; or a not-null field holds nulls,
+            or a null-typed column (Spark's ``select null``) goes into one.
+        InvalidConfigError: a wall clock or a date becomes an instant, and the
+            session's time zone cannot be known.
     """
     schema = topic.schema
     names = batch.schema.names
@@ -60,7 +116,17 @@ def conform(batch: pa.RecordBatch, topic: arrowlog.Topic) -> pa.RecordBatch:
         raise arrowlog.SchemaMismatchError(
             f"the DataFrame has columns {extra} that topic {topic.name!r} does not"
         )
-    columns = [cast_column(batch.column(f.name), f, topic) for f in schema]
+    given = batch.schema
+    void = [f.name for f in schema if not f.nullable and pa.types.is_null(given.field(f.name).type)]
+    if void:
+        # Spark's `select null x` is a column of nulls and nothing else, whatever
+        # its rows: refused by its type, before a row is seen
+        raise arrowlog.SchemaMismatchError(
+            f"columns {void} of the DataFrame hold only nulls (Spark's NullType), but topic "
+            f"{topic.name!r} has them not null"
+        )
+    zone = zone or session_time_zone(batch.schema.types)
+    columns = [cast_column(batch.column(f.name), f, topic, zone=zone) for f in schema]
     data = pa.RecordBatch.from_arrays(columns, schema=schema)
     # the same check as every append, here too for streaming writes, which stage
     # their rows and append them only in the driver's commit
@@ -71,12 +137,16 @@ def conform(batch: pa.RecordBatch, topic: arrowlog.Topic) -> pa.RecordBatch:
 
 
 def cast_column(
-    column: pa.Array[Any], field: pa.Field[Any], topic: arrowlog.Topic
+    column: pa.Array[Any], field: pa.Field[Any], topic: arrowlog.Topic, *, zone: str | None = None
 ) -> pa.Array[Any]:
-    """``column`` as the topic's ``field`` types it, values unchanged.
+    """``column`` as the topic's ``field`` types it, values unchanged: as Spark's
+    CAST gives them in the session's time zone ``zone`` (by default
+    :func:`session_time_zone`'s).
 
     Raises:
         SchemaMismatchError: it cannot be, or not without changing values.
+        InvalidConfigError: a wall clock or a date becomes an instant, and the
+            session's time zone cannot be known.
     """
     if pa.types.is_dictionary(column.type) and not pa.types.is_dictionary(field.type):
         column = column.dictionary_decode()  # type: ignore[attr-defined]  # judged by its values
@@ -88,16 +158,22 @@ def cast_column(
         # topic's: Arrow's cast (and view) refuses a null under a not-null
         # child even where a null parent hides it. not_null_violations checks
         # what is left.
-        cast = _prepared(column, field.type).cast(_nullable(field.type))
+        prepared = _prepared(column, field.type, zone or session_time_zone([column.type]))
+        cast: pa.Array[Any] = prepared.cast(_nullable(field.type))
+        if not len(column):
+            # Arrow refuses some casts only when there is a value to cast (a map
+            # into a list of anything but pairs): the driver's check of the
+            # schema, on no rows, tries one null
+            pa.nulls(1, column.type).cast(_nullable(field.type))
         if cast.type != field.type:
             cast = _retyped(cast, field.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+    except _REFUSALS as e:
         raise arrowlog.SchemaMismatchError(
             f"column {field.name!r} ({column.type}) cannot become {field.type}: {e}"
         ) from e
     try:
         changed = _changed(column, cast, field.name)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+    except _REFUSALS as e:
         # a timestamp on a day without a midnight where it is, for one
         raise arrowlog.SchemaMismatchError(
             f"column {field.name!r} ({column.type}) cannot become {field.type}: {e}"
@@ -109,19 +185,83 @@ def cast_column(
     return cast
 
 
-def _prepared(column: pa.Array[Any], kind: pa.DataType) -> pa.Array[Any]:
-    """``column`` made ready for Arrow's cast to ``kind`` where Arrow's own
-    meaning differs from Spark's: a double into a decimal is the number it
-    prints as (0.1 is 0.1, not its binary value 0.1000000000000000055...), and
-    an instant into a timestamp without a time zone keeps its wall clock in its
-    own time zone (Spark's session's), not UTC's."""
+def _prepared(column: Any, kind: Any, zone: str | None) -> Any:
+    """``column`` made ready for Arrow's cast to ``kind``, at any depth, where
+    Arrow's own meaning differs from Spark's CAST's: a double into a decimal is
+    the number it prints as (0.1 is 0.1, not its binary value
+    0.1000000000000000055...); an instant into a timestamp without a time zone
+    keeps its wall clock in the session's time zone ``zone``, not UTC's; a
+    timestamp without a time zone, and a date, into an instant is that wall
+    clock (the date's first) in ``zone``. (Typed Any: pyarrow's stubs know no
+    nested type's parts.)
+
+    Raises:
+        InvalidConfigError: ``zone`` is None where it is needed.
+    """
+    if _is_nested(column.type):
+        if _prepares(column.type, kind):
+            return _rebuilt(column, kind, lambda part, to: _prepared(part, to, zone))
+        return column
     if pa.types.is_floating(column.type) and pa.types.is_decimal(kind):
         return column.cast(pa.string())
-    zoned = pa.types.is_timestamp(column.type) and column.type.tz is not None
-    if zoned and pa.types.is_timestamp(kind) and kind.tz is None:
-        local: pa.Array[Any] = pc.local_timestamp(column)  # type: ignore[call-overload]
-        return local
+    if not pa.types.is_timestamp(kind):
+        return column
+    if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+        if kind.tz is None:
+            zoned = column.cast(pa.timestamp(column.type.unit, tz=zone or column.type.tz))
+            return pc.local_timestamp(zoned)
+        return column
+    if kind.tz is None or column.null_count == len(column):
+        return column  # a wall clock or a date into a wall clock: no zone involved
+    if pa.types.is_timestamp(column.type):
+        return _instants(column, _known(zone), date=False)
+    if pa.types.is_date(column.type):
+        return _instants(column.cast(pa.timestamp("us")), _known(zone), date=True)
     return column
+
+
+def _prepares(source: Any, kind: Any) -> bool:
+    """Whether :func:`_prepared` changes a part of a ``source`` column for ``kind``."""
+    if _is_nested(source):
+        return any(_prepares(a, b) for a, b in _parts(source, kind))
+    if pa.types.is_floating(source) and pa.types.is_decimal(kind):
+        return True
+    if not pa.types.is_timestamp(kind):
+        return False
+    if pa.types.is_timestamp(source) and source.tz is not None:
+        return kind.tz is None
+    return bool((pa.types.is_timestamp(source) or pa.types.is_date(source)) and kind.tz is not None)
+
+
+def _known(zone: str | None) -> str:
+    if zone is None:
+        raise InvalidConfigError(
+            "a timestamp without a time zone, or a date, becomes a timestamp with one in the "
+            "session's time zone (as Spark's CAST does), and this session's is unknown: a "
+            "Python writer sees spark.sql.session.timeZone only when the session sets it. Set "
+            "it (spark.conf.set('spark.sql.session.timeZone', ...)), or cast in the query"
+        )
+    return zone
+
+
+def _instants(wall: Any, zone: str, *, date: bool) -> Any:
+    """The instants of wall clocks ``wall`` in ``zone`` as Spark's CAST (java.time)
+    takes them: a wall clock that occurs twice is the earlier instant; one in a
+    gap is moved on by the gap's length (it is read with the offset before the
+    gap: 02:30 on a day that skips 02:00-03:00 is 03:30); and a date is its day's
+    first instant (the end of a gap at midnight). (Typed Any: pyarrow's stubs
+    take only microseconds here.)"""
+    later = pc.assume_timezone(wall, zone, ambiguous="earliest", nonexistent="latest")
+    if date:
+        return later
+    # where the wall clock fell into a gap, ``later`` is the gap's end: the
+    # offset just before it is the one the wall clock is read with
+    unit = wall.type.unit
+    before = pc.subtract(later, pa.scalar(1, pa.duration(unit)))
+    offset = pc.subtract(pc.local_timestamp(before), before.cast(pa.timestamp(unit)))
+    moved = pc.subtract(wall, offset).cast(pa.timestamp(unit, tz="UTC")).cast(later.type)
+    in_gap = pc.not_equal(pc.local_timestamp(later), wall)
+    return pc.if_else(in_gap, moved, later)
 
 
 def _nullable(kind: pa.DataType) -> pa.DataType:
@@ -153,27 +293,60 @@ def _retyped(array: Any, kind: Any) -> Any:
     Any: pyarrow's stubs know no nested type's parts.)"""
     if array.type == kind:
         return array
+    return _rebuilt(array, kind, _retyped, typed=True)
+
+
+def _rebuilt(array: Any, kind: Any, part: Callable[[Any, Any], Any], *, typed: bool = False) -> Any:
+    """A struct, list or map ``array`` made anew of ``part(child, its type in
+    kind)`` for each of its children; of type ``kind`` if ``typed`` (its
+    children must be of ``kind``'s types then), else of its new children's."""
     mask = array.is_null() if array.null_count else None
     if isinstance(array, pa.StructArray):
-        children = [_retyped(array.field(i), kind.field(i).type) for i in range(kind.num_fields)]
-        return pa.StructArray.from_arrays(children, fields=list(kind), mask=mask)
+        children = [part(array.field(i), kind.field(i).type) for i in range(kind.num_fields)]
+        if typed:
+            return pa.StructArray.from_arrays(children, fields=list(kind), mask=mask)
+        names = [kind.field(i).name for i in range(kind.num_fields)]
+        return pa.StructArray.from_arrays(children, names=names, mask=mask)
     if isinstance(array, pa.FixedSizeListArray):
-        size = kind.list_size
-        values = array.values.slice(array.offset * size, len(array) * size)
-        return pa.FixedSizeListArray.from_arrays(
-            _retyped(values, kind.value_type), type=kind, mask=mask
+        size = array.type.list_size
+        values = part(array.values.slice(array.offset * size, len(array) * size), kind.value_type)
+        fixed: Any = pa.FixedSizeListArray
+        return fixed.from_arrays(
+            values, type=kind if typed else pa.list_(values.type, size), mask=mask
         )
     # lists and maps: offsets from 0 (a mask does not go with sliced offsets)
     offsets = array.offsets
     lo, hi = offsets[0].as_py(), offsets[-1].as_py()
     rebased = pc.subtract(offsets, lo)
     if isinstance(array, pa.MapArray):
-        keys = _retyped(array.keys.slice(lo, hi - lo), kind.key_type)
-        items = _retyped(array.items.slice(lo, hi - lo), kind.item_type)
-        return pa.MapArray.from_arrays(rebased, keys, items, type=kind, mask=mask)
-    values = _retyped(array.values.slice(lo, hi - lo), kind.value_type)
+        keys = part(array.keys.slice(lo, hi - lo), kind.key_type)
+        items = part(array.items.slice(lo, hi - lo), kind.item_type)
+        if typed:
+            return pa.MapArray.from_arrays(rebased, keys, items, type=kind, mask=mask)
+        return pa.MapArray.from_arrays(rebased, keys, items, mask=mask)
+    values = part(array.values.slice(lo, hi - lo), kind.value_type)
     lists = pa.LargeListArray if isinstance(array, pa.LargeListArray) else pa.ListArray
-    return lists.from_arrays(rebased, values, type=kind, mask=mask)
+    if typed:
+        return lists.from_arrays(rebased, values, type=kind, mask=mask)
+    return lists.from_arrays(rebased, values, mask=mask)
+
+
+def _is_nested(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_struct(kind) or pa.types.is_map(kind) or _is_list(kind))
+
+
+def _parts(source: Any, kind: Any) -> list[tuple[Any, Any]]:
+    """The child types of nested type ``source`` beside those of ``kind``
+    where both are of one shape (a struct's by position), else none."""
+    if pa.types.is_struct(source) and pa.types.is_struct(kind):
+        if source.num_fields != kind.num_fields:
+            return []
+        return [(source.field(i).type, kind.field(i).type) for i in range(kind.num_fields)]
+    if pa.types.is_map(source) and pa.types.is_map(kind):
+        return [(source.key_type, kind.key_type), (source.item_type, kind.item_type)]
+    if _is_list(source) and _is_list(kind) and not pa.types.is_map(kind):
+        return [(source.value_type, kind.value_type)]
+    return []
 
 
 def _changed(source: pa.Array[Any], cast: pa.Array[Any], path: str) -> str | None:
@@ -293,4 +466,4 @@ def _is_list(kind: pa.DataType) -> bool:
     )
 
 
-__all__ = ["cast_column", "conform"]
+__all__ = ["SESSION_TIME_ZONE", "cast_column", "conform", "session_time_zone"]

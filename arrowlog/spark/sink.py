@@ -29,7 +29,8 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.types import StructType
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
 
 import arrowlog
 from arrowlog.coordinator import CoordinatorLog, TxnEntry, TxnState
@@ -50,7 +51,7 @@ from arrowlog.segment import (
     metadata_slack,
     segment_size_floor,
 )
-from arrowlog.spark.conform import cast_column, conform
+from arrowlog.spark.conform import cast_column, conform, session_time_zone
 from arrowlog.spark.options import (
     SESSION_APP_ID,
     SESSION_VERSION,
@@ -166,7 +167,7 @@ class ArrowLogWriter(DataSourceArrowWriter):
         topic = log.topic(options.topic)
         # A DataFrame whose columns cannot fit the topic fails here, before the
         # transaction begins: nothing at all is written for it.
-        conform(empty_batch(arrow_schema(schema)), topic)
+        conform(_empty_spark_batch(schema), topic)
         if options.key_column is not None and options.key_column not in schema.names:
             raise InvalidConfigError(
                 f"keyColumn {options.key_column!r} is not a column of the DataFrame"
@@ -354,6 +355,46 @@ class ArrowLogWriter(DataSourceArrowWriter):
         )
 
 
+def _empty_spark_batch(schema: StructType) -> pa.RecordBatch:
+    """A batch of no rows of Spark's ``schema`` as Spark hands it to a writer
+    (timestamps in UTC). pyspark's own conversion refuses a NullType where
+    nulls are not allowed, and Spark's empty ``array()`` and ``map()`` literals
+    have one there (``array<void>``: an empty list has no element to be null):
+    such parts are built of their children instead (their nullability flags
+    do not matter to the casts they are checked with)."""
+    if not any(_has_void(f.dataType) for f in schema.fields):
+        return empty_batch(arrow_schema(schema))
+    columns = [_empty_column(f.dataType) for f in schema.fields]
+    return pa.RecordBatch.from_arrays(columns, names=schema.names)
+
+
+def _empty_column(kind: DataType) -> Any:
+    """(Typed Any: pyarrow's stubs know no nested array built of untyped parts.)"""
+    if not _has_void(kind):
+        return pa.array([], to_arrow_type(kind, timezone="UTC"))
+    start = pa.array([0], pa.int32())
+    nested: Any = pa
+    if isinstance(kind, ArrayType):
+        return nested.ListArray.from_arrays(start, _empty_column(kind.elementType))
+    if isinstance(kind, MapType):
+        keys, values = _empty_column(kind.keyType), _empty_column(kind.valueType)
+        return nested.MapArray.from_arrays(start, keys, values)
+    if isinstance(kind, StructType):
+        children = [_empty_column(f.dataType) for f in kind.fields]
+        return nested.StructArray.from_arrays(children, names=kind.names)
+    return pa.nulls(0)
+
+
+def _has_void(kind: DataType) -> bool:
+    if isinstance(kind, ArrayType):
+        return _has_void(kind.elementType)
+    if isinstance(kind, MapType):
+        return _has_void(kind.keyType) or _has_void(kind.valueType)
+    if isinstance(kind, StructType):
+        return any(_has_void(f.dataType) for f in kind.fields)
+    return isinstance(kind, NullType)
+
+
 def _refuse_unseen_session_keys(options: WriteOptions) -> None:
     """Session configuration reaches the tasks (Spark hands them the session's
     settings) but not ``DataSource.writer()``, where the keys decide the job's
@@ -407,7 +448,8 @@ def route(
             # the stored value decides, not the DataFrame's type for it (a double
             # 1.0 into an int64 column is the key 1; a timestamp is the instant,
             # whatever Spark's session time zone)
-            keys = cast_column(keys, topic.schema.field(key_column), topic)
+            zone = session_time_zone(batch.schema.types)
+            keys = cast_column(keys, topic.schema.field(key_column), topic, zone=zone)
         targets = key_partitions(keys.to_pylist(), topic.partitions)
     elif (name := metadata_names(topic.schema)["partition"]) in batch.schema.names:
         # ``partition``, or ``_partition`` beside a topic column ``partition``,

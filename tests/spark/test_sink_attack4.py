@@ -7,11 +7,14 @@ Fixed since, and tests that hold: an instant into a naive timestamp keeps its
 wall clock in the session's time zone, a double into a decimal is the number
 it prints as (``0.1``, not ``0.100000000000000006``), a timestamp or a date into
 an integer (a raw count of microseconds or days) and a double too small for a
-float (0.0) are refused. Still open, as strict xfails: a naive timestamp or a
-date into an instant takes UTC, not the session's time zone (which the batches
-Spark hands a Python writer do not carry), and an empty ``array()`` literal
-fails the writer with an untyped ``ValueError`` (in pyspark's schema
-conversion). The other tests document what held.
+float (0.0) are refused; a naive timestamp or a date into an instant is that
+wall clock (the date's midnight) in the session's time zone, not UTC's (the
+batches Spark hands a Python writer do not carry the zone: a task reads the
+session's setting), and an empty ``array()`` literal is written as empty
+lists instead of failing the writer with an untyped ``ValueError`` (in
+pyspark's schema conversion). The other tests document what held; the
+neighbours Spark's CAST defines are pinned against Spark's own CAST in
+tests/spark/test_spark_write.py.
 
 Most checks call ``cast_column`` on the Arrow arrays Spark hands a writer (checked
 against Spark 4: ``timestamp[us, tz=<session time zone>]``, ``Etc/UTC`` for
@@ -112,7 +115,7 @@ def test_timestamps_far_from_1970_keep_their_instant_and_date(log: arrowlog.Arro
     midnight = instant(dt.datetime(1800, 3, 1, 4, 56, 2), zone="America/New_York")
     assert cast(log, midnight, pa.date32()).to_pylist() == [dt.date(1800, 3, 1)]
     dates = pa.array([dt.date(1, 1, 1), dt.date(9999, 12, 31)])
-    out: list[Any] = cast(log, dates, pa.timestamp("ms", tz="UTC")).to_pylist()
+    out: list[Any] = cast(log, dates, pa.timestamp("ms", tz="UTC"), zone="Etc/UTC").to_pylist()
     assert [v.date() for v in out] == [dt.date(1, 1, 1), dt.date(9999, 12, 31)]
 
 
@@ -151,10 +154,15 @@ def test_doubles_into_a_wide_decimal_are_the_decimals_they_print_as(
 
 @pytest.fixture
 def sess(spark: Any) -> Iterator[Any]:
-    """The shared session; its time zone put back afterwards."""
-    zone = spark.conf.get("spark.sql.session.timeZone")
+    """The shared session; its time zone put back afterwards (unset if it was:
+    a session that never set it does not tell its tasks its zone)."""
+    key = "spark.sql.session.timeZone"
+    zone = spark.conf.getAll.get(key)
     yield spark
-    spark.conf.set("spark.sql.session.timeZone", zone)
+    if zone is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, zone)
 
 
 def spark_write(
@@ -281,12 +289,6 @@ def test_instants_into_naive_timestamps_keep_the_session_wall_clock(
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=True,
-    reason="a TimestampNTZType into a timestamp with time zone is taken as UTC wall clock "
-    "(Spark's CAST takes the session's): 03:04 written in Los Angeles reads back as "
-    "19:04 the day before there",
-)
 def test_naive_timestamps_into_instants_take_the_session_time_zone(
     sess: Any, tmp_path: Path
 ) -> None:
@@ -297,12 +299,6 @@ def test_naive_timestamps_into_instants_take_the_session_time_zone(
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=True,
-    reason="a DateType into a timestamp with time zone is UTC midnight, not the session's "
-    "(Spark's CAST): in Los Angeles the date read back and cast to a date is the day "
-    "before",
-)
 def test_dates_into_instants_are_the_session_midnight(sess: Any, tmp_path: Path) -> None:
     field = pa.field("x", pa.timestamp("us", tz="UTC"))
     log = spark_write(
@@ -312,12 +308,6 @@ def test_dates_into_instants_are_the_session_midnight(sess: Any, tmp_path: Path)
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=True,
-    reason="Spark's empty array() literal (array<void>, no null elements) fails the "
-    "writer with an untyped ValueError from to_arrow_schema ('A null type field may "
-    "not be non-nullable') instead of writing empty lists",
-)
 def test_an_empty_array_literal_is_written_as_empty_lists(sess: Any, tmp_path: Path) -> None:
     field = pa.field("e", pa.list_(pa.string()))
     log = spark_write(sess, tmp_path, "select array() e", [field])

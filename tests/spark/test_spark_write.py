@@ -3,6 +3,7 @@ retries and job reruns, nothing visible from a failed job."""
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -323,3 +324,229 @@ def test_orphans_of_failed_task_attempts_go_with_compaction_and_vacuum(
     holders = {f"{PRODUCER_IDS_PREFIX}{t.producer_id:020d}" for t in later.list_transactions()}
     assert left <= holders  # the task attempts' claims went
     assert {r.key for r in removed} >= set(claims) - holders
+
+
+# --- values as Spark's own CAST gives them, in the session's time zone ------------
+
+#: wall clocks to write (and their dates): an ordinary one; one in Los Angeles'
+#: spring-forward gap (02:30 never happened there: Spark's CAST reads it with
+#: the offset before the gap, 03:30); one in its fall-back overlap (Spark takes
+#: the earlier instant); one of local mean time, before standard time zones;
+#: one after Sao Paulo's midnight that never was (2018-11-04 started at 01:00)
+WALL_CLOCKS = [
+    "2024-01-02 03:04:05.123456",
+    "2024-03-10 02:30:00",
+    "2024-11-03 01:30:00",
+    "1850-06-01 12:00:00",
+    "2018-11-04 00:30:00",
+]
+ZONED = pa.timestamp("us", tz="UTC")
+#: a topic for each way Spark's CAST takes a time zone, or none: a wall clock
+#: (TimestampNTZType) and a date into an instant, also inside a struct and a
+#: list; an instant (TimestampType) into a wall clock; a wall clock into a date
+#: and a date into a wall clock
+TIME_FIELDS: list[pa.Field[Any]] = [
+    pa.field("id", pa.int64()),
+    pa.field("x", ZONED),
+    pa.field("d", ZONED),
+    pa.field("s", pa.struct([pa.field("t", ZONED)])),
+    pa.field("a", pa.list_(ZONED)),
+    pa.field("i", pa.timestamp("us")),
+    pa.field("xd", pa.date32()),
+    pa.field("dn", pa.timestamp("us")),
+]
+#: the columns written, from view ``walls`` (id, x: a wall clock, d: its date)
+TIME_COLUMNS = [
+    "id",
+    "x",
+    "d",
+    "named_struct('t', x) as s",
+    "array(x, cast(d as timestamp_ntz)) as a",
+    "cast(x as timestamp) as i",
+    "cast(d as timestamp_ntz) as xd",
+    "d as dn",
+]
+#: what Spark's own CAST makes of them in the same session (instants as
+#: microseconds since the epoch: a collected TimestampType is a datetime in the
+#: Python driver's local zone, not the session's)
+SPARKS_CAST = """
+    select id, unix_micros(cast(x as timestamp)) as x, unix_micros(cast(d as timestamp)) as d,
+           cast(cast(x as timestamp) as timestamp_ntz) as i,
+           cast(cast(d as timestamp_ntz) as date) as xd, cast(d as timestamp_ntz) as dn
+    from walls"""
+
+
+@pytest.fixture
+def session_zone(spark: Any) -> Iterator[Callable[[str | None], None]]:
+    """Sets (or, with None, unsets) the session's time zone for one test; puts
+    back what the session had, set or not."""
+    key = "spark.sql.session.timeZone"
+    was = spark.conf.getAll.get(key)
+
+    def use(zone: str | None) -> None:
+        if zone is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, zone)
+
+    yield use
+    use(was)
+
+
+def walls(spark: Any) -> None:
+    """View ``walls``: a row per wall clock of WALL_CLOCKS (id, x, its date d), and
+    one of nulls."""
+    rows = [f"({i}, timestamp_ntz'{w}')" for i, w in enumerate(WALL_CLOCKS)]
+    values = ", ".join([*rows, f"({len(rows)}, null)"])
+    spark.sql(
+        f"select id, x, cast(x as date) as d from values {values} as v(id, x)"
+    ).createOrReplaceTempView("walls")
+
+
+def micros(value: Any) -> int | None:
+    """An instant read back, in microseconds since the epoch."""
+    if value is None:
+        return None
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return int((value - epoch) // dt.timedelta(microseconds=1))
+
+
+def written_as_sparks_cast(spark: Any, log: arrowlog.ArrowLog) -> None:
+    """Every row of topic ``t`` holds what Spark's CAST gives in the session."""
+    expected = {r["id"]: r.asDict() for r in spark.sql(SPARKS_CAST).collect()}
+    rows = log.consumer().read("t", 0).to_pylist()
+    assert sorted(r["id"] for r in rows) == sorted(expected)
+    for row in rows:
+        want = expected[row["id"]]
+        got = {
+            "x": micros(row["x"]),
+            "d": micros(row["d"]),
+            "s": micros(row["s"]["t"]),
+            "a": [micros(v) for v in row["a"]],
+        }
+        assert got == {"x": want["x"], "d": want["d"], "s": want["x"], "a": [want["x"], want["d"]]}
+        assert (row["i"], row["xd"], row["dn"]) == (want["i"], want["xd"], want["dn"])
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "zone", ["UTC", "America/Los_Angeles", "Asia/Kolkata", "America/Sao_Paulo"]
+)
+def test_time_values_are_written_as_sparks_cast_gives_them_in_the_session_time_zone(
+    spark: Any, tmp_path: Path, session_zone: Callable[[str | None], None], zone: str
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("t", pa.schema(TIME_FIELDS))
+    session_zone(zone)
+    walls(spark)
+    writer(spark.table("walls").selectExpr(*TIME_COLUMNS).coalesce(1), spec, topic="t").save()
+    written_as_sparks_cast(spark, log)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("zone", ["America/Los_Angeles", "Asia/Kolkata"])
+def test_a_streaming_write_takes_the_session_time_zone_as_a_batch_write_does(
+    spark: Any, tmp_path: Path, session_zone: Callable[[str | None], None], zone: str
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("ids", SCHEMA)
+    ids = list(range(len(WALL_CLOCKS) + 1))
+    log.append("ids", pa.record_batch({"id": ids, "name": [None] * len(ids)}, schema=SCHEMA))
+    log.create_topic("t", pa.schema(TIME_FIELDS))
+    session_zone(zone)
+    walls(spark)
+    stream = with_options(spark.readStream.format("arrowlog"), spec, {"topic": "ids"})
+    query = (
+        stream.option("startingOffsets", "earliest")
+        .load()
+        .select("id")
+        .join(spark.table("walls"), "id")
+        .selectExpr(*TIME_COLUMNS)
+        .coalesce(1)
+        .writeStream.format("arrowlog")
+        .option("topic", "t")
+        .option("txnAppId", "walls")
+        .option("storage.fsync", "false")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start(spec.url)
+    )
+    query.awaitTermination(300)
+    assert query.exception() is None
+    written_as_sparks_cast(spark, log)
+
+
+@pytest.mark.spark
+def test_a_wall_clock_into_an_instant_in_a_session_of_unknown_time_zone_is_refused(
+    spark: Any, tmp_path: Path, session_zone: Callable[[str | None], None]
+) -> None:
+    """A session that leaves spark.sql.session.timeZone at its default (the
+    JVM's zone) does not tell its Python tasks which it is: unless a
+    TimestampType column of the rows carries it, a wall clock or a date into
+    an instant fails the job, with nothing visible."""
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("t", pa.schema([pa.field("x", ZONED), pa.field("d", ZONED)]))
+    session_zone(None)
+    query = "select timestamp_ntz'2024-01-02 03:04:05' x, date'2024-01-02' d"
+    with pytest.raises(Exception, match=r"InvalidConfigError: .*spark\.sql\.session\.timeZone"):
+        writer(spark.sql(query), spec, topic="t").save()
+    assert log.consumer().read("t", 0).num_rows == 0
+    assert log.stable_offsets("t") == log.end_offsets("t")
+    # a TimestampType column of the same rows carries the session's zone (the JVM's)
+    log.create_topic("u", pa.schema([pa.field("x", ZONED), pa.field("at", ZONED)]))
+    writer(spark.sql(f"select x, cast(x as timestamp) at from ({query})"), spec, topic="u").save()
+    expected = spark.sql(f"select unix_micros(cast(x as timestamp)) x from ({query})").first()
+    row = log.consumer().read("u", 0).to_pylist()[0]
+    assert micros(row["x"]) == micros(row["at"]) == expected["x"]
+
+
+# --- Spark's void (NullType) columns: empty array() and map() literals, select null
+
+
+@pytest.mark.spark
+def test_void_literals_are_written_as_empty_lists_maps_and_nulls(
+    spark: Any, tmp_path: Path
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    fields: list[pa.Field[Any]] = [
+        pa.field("e", pa.list_(pa.string())),
+        pa.field("ee", pa.list_(pa.list_(pa.field("item", pa.int64(), nullable=False)))),
+        pa.field("m", pa.map_(pa.string(), pa.int64())),
+        pa.field("n", pa.int64()),
+        pa.field("nl", pa.list_(pa.int64())),
+        pa.field("an", pa.list_(pa.float64())),
+        pa.field("st", pa.struct([pa.field("v", pa.timestamp("us", tz="UTC"))])),
+    ]
+    log.create_topic("t", pa.schema(fields))
+    query = """select array() e, array(array()) ee, map() m, null n, null nl, array(null) an,
+                      named_struct('v', null) st"""
+    writer(spark.sql(query), spec, topic="t").save()
+    assert log.consumer().read("t", 0).to_pylist() == [
+        {"e": [], "ee": [[]], "m": [], "n": None, "nl": None, "an": [None], "st": {"v": None}}
+    ]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "query,kind,message",
+    [
+        ("select null x", pa.int64(), "hold only nulls"),
+        ("select array() x", pa.int64(), "cannot become int64"),
+        ("select map() x", pa.list_(pa.int64()), "cannot become list"),
+    ],
+    ids=["null-into-not-null", "array-into-int64", "map-into-list"],
+)
+def test_void_columns_that_cannot_fit_are_refused_before_the_transaction_begins(
+    spark: Any, tmp_path: Path, query: str, kind: pa.DataType, message: str
+) -> None:
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("t", pa.schema([pa.field("x", kind, nullable=False)]))
+    before = files(tmp_path / "log")
+    with pytest.raises(Exception, match=f"SchemaMismatchError: .*{message}"):
+        writer(spark.sql(query), spec, topic="t").save()
+    assert files(tmp_path / "log") == before
