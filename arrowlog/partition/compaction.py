@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from arrowlog.compacted_index import CompactedIndex, index_metadata
 from arrowlog.partition.retention import Retention
 from arrowlog.segment import Compaction, SegmentHeader, encode
 from arrowlog.topic import compacted_key, compacted_mark_key
@@ -21,12 +22,14 @@ from arrowlog.topic import compacted_key, compacted_mark_key
 @dataclass(frozen=True, slots=True)
 class CompactionRange:
     """Offsets ``[start, end)`` to compact: whole checkpoint windows (the
-    first may start inside one), ``segments`` segments of ``size`` bytes."""
+    first may start inside one), ``segments`` segments of ``size`` bytes;
+    ``windows`` are those windows' ``(start, end)``."""
 
     start: int
     end: int
     segments: int
     size: int
+    windows: tuple[tuple[int, int], ...] = ()
 
 
 class Compactions(Retention):
@@ -63,6 +66,7 @@ class Compactions(Retention):
             lo: int | None = None
             count = size = 0
             end = start  # where the last window taken ends
+            windows: list[tuple[int, int]] = []
             for cp in self._checkpoints_from(start):
                 if cp.end > horizon:
                     break
@@ -74,11 +78,13 @@ class Compactions(Retention):
                         lo = s.base if lo is None else lo
                         count += 1
                         size += s.size
+                if lo is not None:
+                    windows.append((cp.start, cp.end))
                 if lo is not None and size >= target_bytes:
-                    ranges.append(CompactionRange(lo, end, count, size))
-                    lo, count, size = None, 0, 0
+                    ranges.append(CompactionRange(lo, end, count, size, tuple(windows)))
+                    lo, count, size, windows = None, 0, 0, []
             if lo is not None and count:
-                ranges.append(CompactionRange(lo, end, count, size))
+                ranges.append(CompactionRange(lo, end, count, size, tuple(windows)))
             return ranges
 
     def write_compacted(
@@ -87,21 +93,37 @@ class Compactions(Retention):
         end: int,
         batch: pa.RecordBatch,
         runs: list[tuple[int, int, int]],
+        index: CompactedIndex,
     ) -> str:
         """Write the compacted object of ``[start, end)``: ``batch`` holds the
         records of ``runs`` (``(base, count, timestamp_ms)`` of each segment
-        kept, in order); then the compaction mark at ``end``. Both with
-        put-if-absent: a compactor that wrote the same range first wins, and
-        what it wrote holds the same records. Returns the object's key."""
+        kept, in order), ``index`` describes every segment of the range (see
+        :mod:`arrowlog.compacted_index`); then the compaction mark at ``end``.
+        Both with put-if-absent: a compactor that wrote the same range first
+        wins, and what it wrote holds the same records. Returns the object's
+        key.
+
+        Raises:
+            CorruptSegmentError: ``index`` does not describe ``[start, end)`` or
+                disagrees with ``runs`` (nothing is written).
+        """
+        key = compacted_key(self._topic.prefix, self._partition, start, end)
+        table = Compaction(start, end, tuple(runs))
+        index.check(key=key, start=start, end=end)
+        index.check_runs(table, key=key)
         header = SegmentHeader(
             base_offset=start,
             record_count=batch.num_rows,
             timestamp_ms=int(time.time() * 1000),
             append_id=f"compact-{uuid.uuid4().hex}",
-            compaction=Compaction(start, end, tuple(runs)),
+            compaction=table,
+        )
+        # beside the topic's own metadata: arrowlog's keys are reserved in a
+        # topic's schema, and readers leave them out of what they return
+        batch = batch.replace_schema_metadata(
+            {**(batch.schema.metadata or {}), **index_metadata(index)}
         )
         data, _ = encode(batch, header, self._topic.config.compression, stats=True)
-        key = compacted_key(self._topic.prefix, self._partition, start, end)
         mark = compacted_mark_key(self._topic.prefix, self._partition, end)
         body = json.dumps({"compacted_through": end}).encode()
         self._put_once(key, data)  # or by another compactor, the same records

@@ -495,11 +495,6 @@ def test_a_compacted_object_whose_table_claims_a_run_the_log_has_not(clock: Cloc
             call()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, left for later: a corrupt checkpoint of a window whose segments "
-    "compaction removed cannot be rebuilt (reads raise, never wrong rows)",
-)
 def test_a_corrupt_old_checkpoint_after_compaction_and_vacuum(
     clock: ClockStore, clocks: Clocks
 ) -> None:
@@ -535,11 +530,6 @@ def test_a_corrupt_old_checkpoint_after_compaction_and_vacuum(
         assert vals(connect(clock).consumer().read("t", 0)) == list(range(20))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, left for later: as after vacuum of deleted records, a corrupt newest "
-    "checkpoint leaves nothing safe to open from (nothing is written at a freed key)",
-)
 def test_a_corrupt_newest_checkpoint_after_compaction_and_vacuum(
     clock: ClockStore, clocks: Clocks
 ) -> None:
