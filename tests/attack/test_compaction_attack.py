@@ -795,7 +795,11 @@ def test_an_index_that_disagrees_with_its_table_is_not_used(
     connect(clock).vacuum()
     _flip(clock, checkpoint_key("t", 0, 4))
     fresh = connect(clock)
-    for call in (lambda: fresh.consumer().read("t", 0), lambda: scanned(fresh)):
+    calls: list[Callable[[], object]] = [
+        lambda: fresh.consumer().read("t", 0),
+        lambda: scanned(fresh),
+    ]
+    for call in calls:
         with (
             pytest.warns(RuntimeWarning, match="unusable") as caught,
             pytest.raises(CorruptSegmentError, match="window at 4"),
