@@ -301,7 +301,7 @@ class Checkpoints(Listing):
 
         for obj in self._retry(listing):
             try:
-                index = self._compacted_index(obj)
+                index = self._compacted_index(*obj)
             except FileNotFoundError:
                 continue  # removed since the listing (below the log start)
             except CorruptSegmentError as e:
@@ -311,16 +311,16 @@ class Checkpoints(Listing):
                 index = None
             yield obj, index
 
-    def _compacted_index(self, obj: _Object) -> CompactedIndex | None:
-        """The index of a compacted object, from its first bytes, checked
-        against its compaction table; None if it has none.
+    def _compacted_index(self, key: str, start: int, end: int) -> CompactedIndex | None:
+        """The index of the compacted object at ``key`` (which names it as
+        holding ``[start, end)``), from its first bytes, checked against its
+        compaction table; None if it has none.
 
         Raises:
             CorruptSegmentError: its head is not that of the compacted object
                 its key names, or its index is corrupt.
             FileNotFoundError: it is gone.
         """
-        key = obj.key
         head = self._retry(lambda: self._store.get_range(key, 0, HEAD_BYTES))
         need = head_length(head, key)
         if need > len(head):
@@ -330,14 +330,14 @@ class Checkpoints(Listing):
             raise CorruptSegmentError("compacted object truncated inside its schema", key=key)
         metadata = schema.metadata or {}
         table = header_from_metadata(metadata, key, stats=False).compaction
-        if table is None or (table.start, table.end) != (obj.start, obj.end):
+        if table is None or (table.start, table.end) != (start, end):
             raise CorruptSegmentError(
-                f"not the compacted object of [{obj.start}, {obj.end}) its key names", key=key
+                f"not the compacted object of [{start}, {end}) its key names", key=key
             )
         raw = metadata.get(INDEX_KEY)
         if raw is None:
             return None
-        index = CompactedIndex.from_json(raw, key=key, start=obj.start, end=obj.end)
+        index = CompactedIndex.from_json(raw, key=key, start=start, end=end)
         index.check_runs(table, key=key)
         return index
 

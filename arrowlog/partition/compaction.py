@@ -9,14 +9,18 @@ from __future__ import annotations
 import json
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from arrowlog.compacted_index import CompactedIndex, index_metadata
-from arrowlog.partition.retention import Retention
+from arrowlog.errors import CorruptSegmentError
+from arrowlog.partition.fetch import fetch_compacted
+from arrowlog.partition.reads import CompactedRef
+from arrowlog.partition.retention import Removal, Retention
 from arrowlog.segment import Compaction, SegmentHeader, encode
-from arrowlog.topic import compacted_key, compacted_mark_key
+from arrowlog.topic import compacted_key, compacted_mark_key, parse_segment_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +135,51 @@ class Compactions(Retention):
         with self._lock:
             self._compacted = max(self._compacted, end)
         return key
+
+    def keep_unreadable_copies(self, removals: list[Removal]) -> list[Removal]:
+        """``removals`` (as :meth:`plan_vacuum` orders them) without the
+        segments at or past the log start from the first one whose compacted
+        object does not read back whole (its checksum, its table, its index):
+        those segments are then the only readable copy of their records and
+        of what their windows hold (a corrupt checkpoint of a window is
+        rebuilt from them), so they stay, with a warning; the segments after
+        them stay too (removals go in offset order). Cost: one GET of each
+        compacted object whose segments would go (once: after the removal
+        there is nothing left to check)."""
+        with self._lock:
+            bases = [
+                b
+                for r in removals
+                if (b := parse_segment_key(r.key)) is not None and b >= self._log_start
+            ]
+            if not bases:
+                return removals
+            cover = self.compacted_objects(min(bases), self._compacted)
+            checked: dict[str, bool] = {}
+            out: list[Removal] = []
+            kept = False
+            for removal in removals:
+                base = parse_segment_key(removal.key)
+                if base is not None and base >= self._log_start and not kept:
+                    obj = next((o for o in cover if o.start <= base < o.end), None)
+                    if obj is None or not checked.setdefault(obj.key, self._reads_back(obj)):
+                        kept = True
+                if base is None or base < self._log_start or not kept:
+                    out.append(removal)
+            return out
+
+    def _reads_back(self, obj: CompactedRef) -> bool:
+        """Whether a compacted object reads back whole, with a readable index
+        if it has one (objects written before indexes have none)."""
+        try:
+            fetch_compacted(self._store, obj.key, obj.start, obj.end, self._config.retry,
+                            self._topic.schema)  # fmt: skip
+            self._compacted_index(obj.key, obj.start, obj.end)
+        except (CorruptSegmentError, FileNotFoundError) as e:
+            warnings.warn(
+                f"{obj.key}: compacted object unreadable, its segments stay: {e}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return False
+        return True

@@ -37,7 +37,7 @@ from arrowlog.errors import (
     OffsetMismatchError,
 )
 from arrowlog.scan import output_schema, plan_scan, read_task
-from arrowlog.segment import Compaction, SegmentHeader, encode
+from arrowlog.segment import Compaction, SegmentHeader, encode, head_length
 from arrowlog.storage import Blob, Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.topic import (
@@ -764,7 +764,9 @@ def test_an_index_that_disagrees_with_its_table_is_not_used(
     """Schedule: 20 records; [0, 16) compacted. The object is replaced by a
     well-formed one (every checksum valid) whose index says the segment at 5
     holds two records (and leaves out the one at 6) while its table has a
-    run of one at 5 and at 6; 15 min; vacuum; the checkpoint of [4, 8) is
+    run of one at 5 and at 6; 15 min; vacuum keeps the segments (the index
+    does not read back: a warning names the object). The object is replaced
+    so only after a vacuum removed the segments; the checkpoint of [4, 8) is
     found corrupt. Guarantee: the index is not believed (a warning names
     the object): reads of the window raise CorruptSegmentError, never rows
     arranged by the lie; reads elsewhere return their rows."""
@@ -775,6 +777,7 @@ def test_an_index_that_disagrees_with_its_table_is_not_used(
     for v in range(20):
         log.append("t", rows(v))
     (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done.key is not None
     header, batch, _ = _honest(log, done.key)
     summaries = log.partition("t", 0).summaries(0, 16)
     lie = [
@@ -790,9 +793,15 @@ def test_an_index_that_disagrees_with_its_table_is_not_used(
         log.topic("t").config.compression,
         stats=True,
     )[0]
+    honest = bytes(clock.get(done.key))
     _replace(clock, done.key, bytes(forged))
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    with pytest.warns(RuntimeWarning, match=f"{done.key}: compacted object unreadable"):
+        assert not [r for r in connect(clock).vacuum() if r.key.endswith(".arrow")]
+    _replace(clock, done.key, honest)
+    clocks.advance(DELAY + MIN)  # the object put again is as young as its put
+    assert len([r for r in connect(clock).vacuum() if r.key.endswith(".arrow")]) == 16
+    _replace(clock, done.key, bytes(forged))
     _flip(clock, checkpoint_key("t", 0, 4))
     fresh = connect(clock)
     calls: list[Callable[[], object]] = [
@@ -917,6 +926,39 @@ def test_an_opening_past_corrupt_checkpoints_held_while_compaction_and_vacuum_ru
     assert set(segs(clock)) - before == {segment_key("t", 0, 26)}
     with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
         assert vals(connect(clock).consumer().read("t", 0)) == [*range(26), 100]
+
+
+@pytest.mark.parametrize("where", ["records", "index"])
+def test_vacuum_keeps_the_segments_of_a_compacted_object_that_does_not_read_back(
+    clock: ClockStore, clocks: Clocks, where: str
+) -> None:
+    """Schedule: 22 records; [0, 16) compacted; a bit of the compacted object
+    flips (in its records, or in its index at its start); 15 min pass;
+    vacuum. Guarantee: the segments of [0, 16) stay (with a warning naming
+    the object): they are the only readable copy of those records and of
+    what their windows hold. A checkpoint of [4, 8) found corrupt is then
+    still rebuilt (from the segments). Observed (before): vacuum removed
+    them, and the records were gone."""
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(22):
+        log.append("t", rows(v))
+    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done.key is not None
+    data = bytes(clock.get(done.key))
+    footer = len(data) - 10 - int.from_bytes(data[-10:-6], "little")
+    body = (head_length(data, done.key) + footer) // 2  # inside the record batch
+    _flip(clock, done.key, data.index(b'"windows"') + 12 if where == "index" else body)
+    before = set(segs(clock))
+    clocks.advance(DELAY + MIN)
+    with pytest.warns(RuntimeWarning, match=f"{done.key}: compacted object unreadable"):
+        removed = connect(clock).vacuum()
+    assert not [r for r in removed if r.key.endswith(".arrow")]
+    assert set(segs(clock)) == before
+    _flip(clock, checkpoint_key("t", 0, 4))
+    with pytest.warns(RuntimeWarning, match="unusable"):
+        summaries = connect(clock).partition("t", 0).summaries(0, 22)
+    assert [s.base for s in summaries] == list(range(22))
 
 
 # --- 3. writers racing compaction and removal ---------------------------------------------
