@@ -8,7 +8,9 @@ A range is whole checkpoint windows below the newest one and below the last
 stable offset: every transaction in it is decided, and no writer appends there.
 What a read_committed reader sees of it is what the compacted object holds:
 aborted records and transaction markers are left out, and each kept segment's
-records keep their offsets and timestamp (a run of the object's table).
+records keep their offsets and timestamp (a run of the object's table). Its
+index holds every segment's summary and the windows they fall in (see
+:mod:`arrowlog.compacted_index`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Checkpoints: opening a partition from the newest usable one, loading (or
 rebuilding) the window that holds an offset, writing every window that is due.
-A checkpoint only saves work: a corrupt one is skipped for its segments. See
-docs/protocol.md, "Checkpoints and opening a partition".
+A checkpoint only saves work: a corrupt one is skipped for its segments, or,
+once vacuum removed them, for the index of the compacted object holding them.
+See docs/protocol.md, "A corrupt checkpoint after compaction".
 """
 
 from __future__ import annotations
