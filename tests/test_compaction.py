@@ -37,6 +37,7 @@ from arrowlog.segment import encode
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.url import open_store
+from arrowlog.storage.wrappers import CountingStore
 from arrowlog.topic import (
     checkpoint_key,
     checkpoint_prefix,
@@ -574,3 +575,25 @@ def read_values(log: arrowlog.ArrowLog, partition: int, start: int | None = None
         for v in log.consumer().read("t", partition, start=start).column("v").to_pylist()
         if v is not None
     ]
+
+
+def test_vacuum_reads_each_compacted_object_back_once_before_its_segments_go(
+    store: Store,
+) -> None:
+    """Before removing the 16 segments a compacted object holds, vacuum reads
+    the object back (whole, and its index's head): once, not per segment;
+    a later vacuum, with nothing left to remove, reads nothing of it."""
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(22):
+        log.append("t", rows(v))
+    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done.key is not None
+    wait_out_the_delay()
+    counting = CountingStore(store)
+    removed = arrowlog.connect(counting, config=FAST).vacuum()
+    assert len([r for r in removed if r.key.endswith(".arrow")]) == 16
+    assert counting.keys_read[done.key] == 2
+    counting = CountingStore(store)
+    assert arrowlog.connect(counting, config=FAST).vacuum() == []
+    assert counting.keys_read[done.key] == 0

@@ -147,26 +147,26 @@ class Compactions(Retention):
         compacted object whose segments would go (once: after the removal
         there is nothing left to check)."""
         with self._lock:
-            bases = [
-                b
-                for r in removals
-                if (b := parse_segment_key(r.key)) is not None and b >= self._log_start
-            ]
-            if not bases:
-                return removals
-            cover = self.compacted_objects(min(bases), self._compacted)
-            checked: dict[str, bool] = {}
-            out: list[Removal] = []
-            kept = False
-            for removal in removals:
-                base = parse_segment_key(removal.key)
-                if base is not None and base >= self._log_start and not kept:
-                    obj = next((o for o in cover if o.start <= base < o.end), None)
-                    if obj is None or not checked.setdefault(obj.key, self._reads_back(obj)):
-                        kept = True
-                if base is None or base < self._log_start or not kept:
-                    out.append(removal)
-            return out
+            log_start, mark = self._log_start, self._compacted
+        bases = [
+            b for r in removals if (b := parse_segment_key(r.key)) is not None and b >= log_start
+        ]
+        if not bases:
+            return removals
+        cover = self.compacted_objects(min(bases), mark)
+        checked: dict[str, bool] = {}
+        out: list[Removal] = []
+        kept = False
+        for removal in removals:
+            base = parse_segment_key(removal.key)
+            if base is not None and base >= log_start and not kept:
+                obj = next((o for o in cover if o.start <= base < o.end), None)
+                if obj is not None and obj.key not in checked:
+                    checked[obj.key] = self._reads_back(obj)
+                kept = obj is None or not checked[obj.key]
+            if base is None or base < log_start or not kept:
+                out.append(removal)
+        return out
 
     def _reads_back(self, obj: CompactedRef) -> bool:
         """Whether a compacted object reads back whole, with a readable index
