@@ -65,9 +65,9 @@ class CompactedIndex:
             CorruptSegmentError: unreadable, checksum mismatch, or inconsistent.
         """
         try:
-            fields = _checked_json.load(raw, key=key, error=CorruptSegmentError)
-        except CorruptObjectError as e:
-            raise CorruptSegmentError(f"compacted object's index: {e}", key=key) from e
+            fields = _checked_json.load(raw, key="index", error=CorruptObjectError)
+        except CorruptObjectError as e:  # "index: checksum mismatch", with this key
+            raise CorruptSegmentError(str(e), key=key) from e
         try:
             if fields.get("v") != INDEX_VERSION:
                 raise ValueError(f"unsupported index version {fields.get('v')}")
@@ -78,9 +78,9 @@ class CompactedIndex:
                 windows=tuple((int(a), int(b)) for a, b in fields["windows"]),
                 segments=summaries_of(columns),
             )
+            index.check(key=key, start=start, end=end)
         except (ValueError, TypeError, KeyError) as e:
             raise CorruptSegmentError(f"unreadable compacted object's index: {e}", key=key) from e
-        index.check(key=key, start=start, end=end)
         return index
 
     def check(self, *, key: str, start: int, end: int) -> None:
@@ -111,10 +111,10 @@ class CompactedIndex:
             )
 
     def check_runs(self, table: Compaction, *, key: str) -> None:
-        """That the index agrees with the object's compaction table: a run for
-        each segment whose records it kept (offsets and timestamp), and none
-        for a segment that must have records (neither transactional nor a
-        marker).
+        """That the index agrees with the object's compaction table: each run
+        is a segment's (its offsets and timestamp), never a marker's, and a
+        segment of plain records has its run (a transactional one may have
+        none: aborted).
 
         Raises:
             CorruptSegmentError: they disagree.
@@ -122,8 +122,11 @@ class CompactedIndex:
         runs = {base: (count, ts) for base, count, ts in table.runs}
         for s in self.segments:
             run = runs.pop(s.base, None)
-            kept = run is not None and run == (s.record_count, s.timestamp_ms)
-            if not kept and (run is not None or not (s.transactional or s.control)):
+            if run is None:
+                agrees = s.transactional or s.control
+            else:
+                agrees = not s.control and run == (s.record_count, s.timestamp_ms)
+            if not agrees:
                 raise CorruptSegmentError(
                     f"compacted object's index and table disagree on the segment at {s.base}",
                     key=key,
