@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -702,12 +703,14 @@ def test_a_corrupt_checkpoint_of_transactions_after_compaction_and_vacuum_reads_
     # read_uncommitted no longer sees the aborted records compaction left out
     uncommitted = uncommitted_reads(connect(clock))
     for p in (0, 1):
-        windows = sorted(
-            int(k.rsplit("/", 1)[1][:20]) for k in keys(clock, checkpoint_prefix("t", p))
-        )
-        starts = [10**20 - 1 - w for w in windows]  # keys are inverted
-        mark = log.partition("t", p).compacted_through
-        transactional = [w for w in sorted(starts) if 12 <= w < mark][:2]
+        part = log.partition("t", p)
+        inverted = [int(k.rsplit("/", 1)[1][:20]) for k in keys(clock, checkpoint_prefix("t", p))]
+        starts = sorted(10**20 - 1 - k for k in inverted)
+        transactional = [
+            a
+            for a, b in itertools.pairwise(starts)
+            if b <= part.compacted_through and any(s.transactional for s in part.summaries(a, b))
+        ][:2]
         assert len(transactional) == 2
         for w in transactional:
             _flip(clock, checkpoint_key("t", p, w))
