@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,14 +196,13 @@ class Checkpoint:
 
     def to_json(self) -> bytes:
         producers = self.state.producers
-        columns = {name: [getattr(s, name) for s in self.segments] for name in _SUMMARY_FIELDS}
         return _checked_json.dump(
             {
                 "v": CHECKPOINT_VERSION,
                 "log_start": self.log_start,
                 "start": self.start,
                 "end": self.end,
-                "segments": columns,
+                "segments": summary_columns(self.segments),
                 "producers": [list(_entry_row(e)) for e in self.state.producers.values()],
                 # beside "producers", not in its rows: readers older than it
                 # still read the checkpoint (they ignore fields they do not know)
@@ -229,11 +228,7 @@ class Checkpoint:
         try:
             if fields.get("v") != CHECKPOINT_VERSION:
                 raise ValueError(f"unsupported checkpoint version {fields.get('v')}")
-            columns: dict[str, list[Any]] = fields["segments"]
-            for later in ("stats", "append_id"):  # written before these were kept
-                columns.setdefault(later, [None] * len(columns["base"]))
-            rows = zip(*(columns[name] for name in _SUMMARY_FIELDS), strict=True)
-            segments = tuple(SegmentSummary(*row) for row in rows)
+            segments = summaries_of(fields["segments"])
             producers = {row[0]: ProducerEntry(*row) for row in fields["producers"]}
             # written before producer state was dated: dated at the next checkpoint
             stored = {int(pid): int(ms) for pid, ms in fields.get("producers_stored_ms", [])}
@@ -251,12 +246,39 @@ class Checkpoint:
             )
         except (ValueError, TypeError, KeyError) as e:
             raise CorruptCheckpointError(f"unreadable checkpoint: {e}", key=key) from e
-        chained = all(a.end == b.base for a, b in itertools.pairwise(segments))
-        if cp.start != start or not segments or segments[0].base != start or not chained:
+        if cp.start != start or not segments or segments[0].base != start or not chained(segments):
             raise CorruptCheckpointError("checkpoint contradicts its own key or offsets", key=key)
         if segments[-1].end != cp.end:
             raise CorruptCheckpointError("checkpoint window does not end at its end", key=key)
         return cp
+
+
+def summary_columns(
+    segments: Iterable[SegmentSummary], *, stats: bool = True
+) -> dict[str, list[Any]]:
+    """Segment summaries as JSON columns, one list per field (without their
+    column statistics unless ``stats``)."""
+    names = [n for n in _SUMMARY_FIELDS if stats or n != "stats"]
+    rows = list(segments)
+    return {name: [getattr(s, name) for s in rows] for name in names}
+
+
+def summaries_of(columns: dict[str, list[Any]]) -> tuple[SegmentSummary, ...]:
+    """What :func:`summary_columns` wrote (fields kept since some were
+    written default to None).
+
+    Raises:
+        KeyError, TypeError, ValueError: not such columns.
+    """
+    for later in ("stats", "append_id"):  # written before these were kept
+        columns.setdefault(later, [None] * len(columns["base"]))
+    rows = zip(*(columns[name] for name in _SUMMARY_FIELDS), strict=True)
+    return tuple(SegmentSummary(*row) for row in rows)
+
+
+def chained(segments: Sequence[SegmentSummary]) -> bool:
+    """Whether each segment starts where the one before it ends."""
+    return all(a.end == b.base for a, b in itertools.pairwise(segments))
 
 
 def _entry_row(e: ProducerEntry) -> tuple[int, ...]:
@@ -280,4 +302,7 @@ __all__ = [
     "ProducerEntry",
     "SegmentSummary",
     "advance",
+    "chained",
+    "summaries_of",
+    "summary_columns",
 ]

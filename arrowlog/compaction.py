@@ -8,7 +8,9 @@ A range is whole checkpoint windows below the newest one and below the last
 stable offset: every transaction in it is decided, and no writer appends there.
 What a read_committed reader sees of it is what the compacted object holds:
 aborted records and transaction markers are left out, and each kept segment's
-records keep their offsets and timestamp (a run of the object's table).
+records keep their offsets and timestamp (a run of the object's table). Its
+index holds every segment's summary and the windows they fall in (see
+:mod:`arrowlog.compacted_index`).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from arrowlog.compacted_index import CompactedIndex
 from arrowlog.consumer import last_stable_offset, plan_committed
 from arrowlog.errors import CorruptSegmentError, InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.vacuum import named_topics
 
 if TYPE_CHECKING:
-    from arrowlog.checkpoint import PartitionState
+    from arrowlog.checkpoint import PartitionState, SegmentSummary
     from arrowlog.coordinator import Snapshot
     from arrowlog.log import ArrowLog
     from arrowlog.partition import CompactionRange, PartitionLog
@@ -108,24 +111,27 @@ def compact_partition(
             done.append(Compacted(name, p, r.start, r.end, r.segments, r.size))
             continue
         try:
-            batch, runs = _committed_records(part, r, decide, view)
+            batch, runs, segments = _committed_records(part, r, decide, view)
         except _TooLarge as e:
             # ranges follow each other: this partition compacts no further
             warnings.warn(f"{name}/{p}: not compacted from {r.start}: {e}", stacklevel=2)
             break
         except _Overtaken:
             break  # the next run plans from the newer mark
-        key = part.write_compacted(r.start, r.end, batch, runs)
+        index = CompactedIndex(start=r.start, end=r.end, windows=r.windows, segments=segments)
+        key = part.write_compacted(r.start, r.end, batch, runs, index)
         done.append(Compacted(name, p, r.start, r.end, r.segments, r.size, batch.num_rows, key))
     return done
 
 
 def _committed_records(
     part: PartitionLog, r: CompactionRange, decide: Snapshot, view: tuple[int, PartitionState]
-) -> tuple[pa.RecordBatch, list[tuple[int, int, int]]]:
+) -> tuple[pa.RecordBatch, list[tuple[int, int, int]], tuple[SegmentSummary, ...]]:
     """What a read_committed reader sees of ``r``: one batch, and the run
-    ``(base, count, timestamp_ms)`` of each segment whose records it holds."""
+    ``(base, count, timestamp_ms)`` of each segment whose records it holds;
+    and the summary of every segment of ``r`` (the object's index)."""
     plan = plan_committed(part, r.start, r.end, decide, view)
+    segments = tuple(s for s in plan.segments if r.start <= s.base < r.end)
     if plan.forgotten:
         # records of transactions cleanup forgot: compacted already, by a
         # compactor that got here first (this one planned on an older mark)
@@ -149,13 +155,13 @@ def _committed_records(
     table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
     combined = table.to_batches()
     if not combined:
-        return pa.RecordBatch.from_pylist([], schema=schema), runs
+        return pa.RecordBatch.from_pylist([], schema=schema), runs, segments
     if len(combined) != 1:
         raise _TooLarge(
             "its records decode to more than one Arrow record batch holds (2 GiB of a "
             "string or binary column): compact with a smaller target_bytes"
         )
-    return combined[0], runs
+    return combined[0], runs, segments
 
 
 class _TooLarge(Exception):

@@ -63,6 +63,8 @@ def vacuum(
                     key = log_start_key(part.topic.prefix, part.partition, start)
                     why = f"retention ({_retention(config)}): the log start moves to {start}"
                     removed.append(Removal(key, why))
+                # never the only readable copy of records (or of their windows)
+                found = part.keep_unreadable_copies(found)
                 removed += remove(log, found, dry_run=dry_run)
                 if in_use is not None:
                     in_use.note_partition(log, part, now_ms)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import signal
 import subprocess
@@ -26,13 +27,24 @@ import pytest
 
 import arrowlog
 from arrowlog import InvalidConfigError, TopicConfig
+from arrowlog.checkpoint import SegmentSummary
+from arrowlog.compacted_index import INDEX_KEY, CompactedIndex
 from arrowlog.compaction import MIN_TARGET_BYTES
-from arrowlog.errors import CorruptSegmentError
+from arrowlog.errors import CorruptSegmentError, SegmentNotFoundError
+from arrowlog.partition import fetch_compacted
 from arrowlog.scan import output_schema, plan_scan, read_task
+from arrowlog.segment import encode
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.url import open_store
-from arrowlog.topic import compacted_prefix, segment_key, segment_prefix
+from arrowlog.storage.wrappers import CountingStore
+from arrowlog.topic import (
+    checkpoint_key,
+    checkpoint_prefix,
+    compacted_prefix,
+    segment_key,
+    segment_prefix,
+)
 from tests.attack._util import FAST, SCHEMA, Background, die_after_writes, rows
 from tests.conftest import StoreSpec
 
@@ -468,3 +480,120 @@ def test_a_scan_planned_before_never_reads_a_stray_at_a_freed_key(store: Store) 
     # a reader of the library, which knows no newer log start, refuses it too
     with pytest.raises(CorruptSegmentError, match="not the log's segment"):
         arrowlog.connect(store, config=FAST).read("t", 0)
+
+
+# --- the index a compacted object carries (corrupt checkpoints after vacuum) ----------
+
+
+def compacted_index(store: Store, key: str, start: int, end: int) -> CompactedIndex:
+    metadata = pa.ipc.open_file(pa.py_buffer(bytes(store.get(key)))).schema.metadata
+    return CompactedIndex.from_json(metadata[INDEX_KEY], key=key, start=start, end=end)
+
+
+def window_starts(store: Store, partition: int = 0) -> list[int]:
+    keys_ = keys(store, checkpoint_prefix("t", partition))
+    return sorted(10**20 - 1 - int(k.rsplit("/", 1)[1][:20]) for k in keys_)  # inverted
+
+
+def test_a_compacted_object_carries_the_summaries_of_the_segments_it_replaced(
+    store: Store,
+) -> None:
+    """Each compacted object's index holds every segment of its range as the
+    checkpoints summarise it (the aborted records and markers it left out
+    too; column statistics aside) and the windows they fall in; readers
+    never see it in the schema they return."""
+    log = a_mixed_log(store)
+    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done
+    part = log.partition("t", 0)
+    starts = window_starts(store)
+    held: list[SegmentSummary] = []
+    for c in done:
+        assert c.key is not None
+        index = compacted_index(store, c.key, c.start, c.end)
+        want = [dataclasses.replace(s, stats=None) for s in part.summaries(c.start, c.end)]
+        assert list(index.segments) == want
+        windows = [(a, b) for a, b in itertools.pairwise(starts) if a < c.end and b > c.start]
+        assert list(index.windows) == windows
+        held += index.segments
+    assert any(s.control for s in held) and any(s.producer_id >= 0 for s in held)
+    table = arrowlog.connect(store, config=FAST).consumer().read("t", 0)
+    assert INDEX_KEY not in (table.schema.metadata or {})
+
+
+def test_a_corrupt_window_is_rebuilt_from_the_index_and_not_from_an_object_without_one(
+    store: Store,
+) -> None:
+    """Two partitions of 20 records, [0, 16) compacted in each; partition 1's
+    object is replaced by the same object without an index (as written
+    before objects had one). Both read as before. After the delay, vacuum
+    removes the segments, and the checkpoint of [4, 8) is found corrupt in
+    both. Partition 0's window is rebuilt from its object's index: every
+    record reads. Partition 1's cannot be (its object says which records it
+    kept, not which segments it replaced nor where windows end): a read
+    across it raises SegmentNotFoundError saying so, never rows; the rest of
+    partition 1 reads."""
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, partitions=2, config=CONFIG)
+    for p in (0, 1):
+        for v in range(20):
+            log.append("t", rows(v), partition=p)
+    done = {c.partition: c for c in log.compact(target_bytes=MIN_TARGET_BYTES)}
+    key = done[1].key
+    assert key is not None
+    header, batch = fetch_compacted(store, key, 0, 16)
+    old, _ = encode(batch, header, log.topic("t").config.compression, stats=True)
+    store.delete(key)
+    store.put_if_absent(key, old)
+    assert INDEX_KEY not in (pa.ipc.open_file(pa.py_buffer(bytes(old))).schema.metadata or {})
+    fresh = arrowlog.connect(store, config=FAST)
+    for p in (0, 1):
+        assert read_values(fresh, p) == list(range(20))
+    wait_out_the_delay()
+    log.vacuum()
+    for p in (0, 1):
+        assert segment_key("t", p, 15) not in segments(store, p)
+        ck = checkpoint_key("t", p, 4)
+        raw = bytearray(store.get(ck))
+        raw[len(raw) // 2] ^= 0x01
+        store.delete(ck)
+        store.put_if_absent(ck, bytes(raw))
+    fresh = arrowlog.connect(store, config=FAST)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert read_values(fresh, 0) == list(range(20))
+    with (
+        pytest.warns(RuntimeWarning, match="unusable checkpoint"),
+        pytest.raises(SegmentNotFoundError, match=r"window at 4 .* readable index"),
+    ):
+        read_values(fresh, 1)
+    assert read_values(fresh, 1, start=8) == list(range(8, 20))
+
+
+def read_values(log: arrowlog.ArrowLog, partition: int, start: int | None = None) -> list[int]:
+    return [
+        v
+        for v in log.consumer().read("t", partition, start=start).column("v").to_pylist()
+        if v is not None
+    ]
+
+
+def test_vacuum_reads_each_compacted_object_back_once_before_its_segments_go(
+    store: Store,
+) -> None:
+    """Before removing the 16 segments a compacted object holds, vacuum reads
+    the object back (whole, and its index's head): once, not per segment;
+    a later vacuum, with nothing left to remove, reads nothing of it."""
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(22):
+        log.append("t", rows(v))
+    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done.key is not None
+    wait_out_the_delay()
+    counting = CountingStore(store)
+    removed = arrowlog.connect(counting, config=FAST).vacuum()
+    assert len([r for r in removed if r.key.endswith(".arrow")]) == 16
+    assert counting.keys_read[done.key] == 2
+    counting = CountingStore(store)
+    assert arrowlog.connect(counting, config=FAST).vacuum() == []
+    assert counting.keys_read[done.key] == 0

@@ -241,8 +241,12 @@ def test_a_slow_reply_for_a_segment_that_is_the_logs_own_is_acknowledged(
 def test_opening_from_an_older_checkpoint_past_removed_segments_fails_instead_of_forking(
     store: Store,
 ) -> None:
+    """Records before 9 deleted and their segments removed (0..8: key 8 is
+    free); the newest checkpoint [8, 10) corrupt. The one before, [6, 8),
+    ends at 8, below the log start: its chain may go on through a freed key,
+    so the writer raises and writes nothing."""
     log = ten_records(store)
-    log.delete_records("t", 0, 8)
+    log.delete_records("t", 0, 9)
     wait_out_the_delay()
     log.vacuum()
     newest = checkpoint_key("t", 0, 8)
@@ -256,6 +260,30 @@ def test_opening_from_an_older_checkpoint_past_removed_segments_fails_instead_of
     ):
         fresh.append("t", rows(100))
     assert objects(store) == before
+
+
+def test_opening_from_an_older_checkpoint_whose_chain_ends_at_the_log_start(
+    store: Store,
+) -> None:
+    """Records before 8 deleted and their segments removed (0..7); the newest
+    checkpoint [8, 10) corrupt. The one before, [6, 8), ends at the log start
+    8: segment 7 is gone, but only segments wholly below the log start go, so
+    the one at 8 is still there and its key was never freed. The writer opens
+    from it and appends at 10 (before, it refused: the partition could not be
+    written at all)."""
+    log = ten_records(store)
+    log.delete_records("t", 0, 8)
+    wait_out_the_delay()
+    log.vacuum()
+    newest = checkpoint_key("t", 0, 8)
+    store.delete(newest)
+    store.put_if_absent(newest, b"{not json")
+    fresh = arrowlog.connect(store, config=FAST)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert fresh.append("t", rows(100)).base_offset == 10
+    assert segment_key("t", 0, 7) not in objects(store)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert values(arrowlog.connect(store, config=FAST)) == [8, 9, 100]
 
 
 # --- schedules from the adversarial review of this change ------------------------------

@@ -1,32 +1,41 @@
 """Checkpoints: opening a partition from the newest usable one, loading (or
 rebuilding) the window that holds an offset, writing every window that is due.
-A checkpoint only saves work: a corrupt one is skipped for its segments. See
-docs/protocol.md, "Checkpoints and opening a partition".
+A checkpoint only saves work: a corrupt one is skipped for its segments, or,
+once vacuum removed them, for the index of the compacted object holding them.
+See docs/protocol.md, "A corrupt checkpoint after compaction".
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 from arrowlog._clock import CLOCK_GRAIN_MS
-from arrowlog.checkpoint import Checkpoint, PartitionState, SegmentSummary, advance
+from arrowlog.checkpoint import Checkpoint, PartitionState, SegmentSummary, advance, chained
+from arrowlog.compacted_index import INDEX_KEY, CompactedIndex
 from arrowlog.errors import (
     ArrowLogError,
     CorruptCheckpointError,
+    CorruptSegmentError,
     OffsetOutOfRangeError,
     SegmentNotFoundError,
     TransientStoreError,
 )
 from arrowlog.partition._base import _Reincarnated, _Stale
 from arrowlog.partition.listing import Listing
+from arrowlog.segment import HEAD_BYTES, head_length
+from arrowlog.segment.header import head_schema, header_from_metadata
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
     Topic,
     checkpoint_key,
     checkpoint_prefix,
+    compacted_after,
+    compacted_prefix,
     parse_checkpoint_key,
+    parse_compacted_key,
     parse_segment_key,
     segment_prefix,
 )
@@ -103,6 +112,33 @@ class Checkpoints(Listing):
     def _reopen(self) -> None:
         self._open()
 
+    def _below_log_start(self) -> bool:
+        """The chain ends below the floor (see Listing._below_log_start). While
+        opening, below the compaction mark, it goes on through the indexes of
+        the compacted objects instead: they summarise the removed segments
+        exactly as the checkpoints did, and end at the mark, whose key was
+        never freed. That is how a partition opens from a checkpoint older
+        than the newest (those after it corrupt) once vacuum removed the
+        segments between them; the partition state is advanced through the
+        same summaries, so it is exact."""
+        if self._opening and self._end < self._compacted and self._bridge():
+            self._sync_tail()
+            return True
+        return super()._below_log_start()
+
+    def _bridge(self) -> bool:
+        """Extend the tail from its end towards the compaction mark with the
+        summaries that compacted objects' indexes hold; True if it grew."""
+        grew = False
+        for _, index in self._indexes_from(self._end, until=self._compacted):
+            held = index.from_offset(self._end) if index is not None else ()
+            for summary in held:
+                if summary.end > self._compacted:
+                    break
+                self._extend_tail(summary)
+                grew = True
+        return grew
+
     def _open_once(self) -> None:
         self._opened = False
         self._tail = []
@@ -170,9 +206,7 @@ class Checkpoints(Listing):
         offset ``reading_from``. If it is gone, the log start is listed again:
         vacuum removes the windows below it, and a read from below it raises
         OffsetOutOfRangeError. Otherwise, if it is corrupt (or gone), the window
-        is rebuilt from its segments' headers, with a warning: one LIST and
-        ``checkpoint_interval`` ranged GETs. The rebuilt one has no partition
-        state: reads use only its segments."""
+        is rebuilt (see :meth:`_rebuilt_window`), with a warning."""
         try:
             return self._load_checkpoint(start)
         except (CorruptCheckpointError, FileNotFoundError) as e:
@@ -185,7 +219,29 @@ class Checkpoints(Listing):
                         f"{self._log_start} (its records were deleted): read from the log start"
                     ) from None
             key = checkpoint_key(self._topic.prefix, self._partition, start)
-            _warn_skipped(key, e, "reading its segments' headers instead")
+            _warn_skipped(key, e, "rebuilding its window without it")
+        return self._rebuilt_window(start)
+
+    def _rebuilt_window(self, start: int) -> Checkpoint:
+        """The window starting at ``start``, rebuilt without its checkpoint and
+        with no partition state (reads use only its segments). Below the
+        compaction mark, vacuum may have removed its segments: it is rebuilt
+        from the index of the compacted object that holds it (one LIST and one
+        ranged GET). Else, or from an object written before objects had an
+        index, from its segments' headers (one LIST and ``checkpoint_interval``
+        ranged GETs); a window holding the log start from what vacuum left of
+        it (and the index of the object holding the rest, if compacted).
+
+        Raises:
+            SegmentNotFoundError: neither is there any more (named by what
+                went missing).
+        """
+        if start >= self._compacted:
+            self._list_marks()  # compacted since this object last listed?
+        indexed = self._indexed_window(start) if start < self._compacted else None
+        if indexed is not None and indexed[1] and indexed[1][0].base == start:
+            end, held = indexed
+            return self._window(start, end, held)
         prefix = segment_prefix(self._topic.prefix, self._partition)
         after = None if start == 0 else self._key(start - 1)
         found = self._retry(
@@ -197,13 +253,97 @@ class Checkpoints(Listing):
         window = self._chain_from(start, listed)
         if len(window) < self._interval and start < self._log_start:
             window = self._window_after_vacuum(start, listed)
+        if indexed is not None:
+            # the window holds the log start, and the object the rest of it
+            end, held = indexed
+            joined = [s for s in window if s.end <= held[0].base] if held else []
+            reaches = joined[-1].end if joined else max(start, self._log_start)
+            if held and held[0].base <= reaches and chained([*joined, *held]):
+                return self._window(start, end, [*joined, *held])
         if len(window) < self._interval and not (window and start < self._log_start):
-            raise SegmentNotFoundError(
-                f"checkpoint window at {start} is corrupt and its segments are not all there",
-                key=self._key(window[-1].end if window else start),
+            why = f"checkpoint window at {start} is corrupt and its segments are not all there"
+            if indexed is None and start < self._compacted:
+                why += " (and no compacted object holding it has a readable index)"
+            raise SegmentNotFoundError(why, key=self._key(window[-1].end if window else start))
+        return self._window(start, window[-1].end, window)
+
+    def _window(self, start: int, end: int, segments: Sequence[SegmentSummary]) -> Checkpoint:
+        return Checkpoint(log_start=self._log_start, start=start, end=end,
+                          segments=tuple(segments), state=PartitionState())  # fmt: skip
+
+    def _indexed_window(self, start: int) -> tuple[int, tuple[SegmentSummary, ...]] | None:
+        """The end of the window at ``start`` and its segments, from the index
+        of the first compacted object listed that holds it (see
+        :mod:`arrowlog.compacted_index`); None if none does. An object whose
+        index cannot be read is passed over, with a warning."""
+        for _, index in self._indexes_from(start, until=start):
+            found = index.window(start) if index is not None else None
+            if found is not None:
+                return found
+        return None
+
+    def _indexes_from(
+        self, offset: int, until: int
+    ) -> Iterator[tuple[_Object, CompactedIndex | None]]:
+        """The compacted objects holding records at or past ``offset``, in
+        offset order, up to the first that starts past ``until`` (one LIST),
+        each with its index (None: written before objects had one, or
+        unreadable, with a warning), read lazily: one ranged GET each (two
+        for an index past the first ``HEAD_BYTES``)."""
+        prefix = compacted_prefix(self._topic.prefix, self._partition)
+        after = compacted_after(self._topic.prefix, self._partition, offset)
+
+        def listing() -> list[_Object]:
+            out = []
+            for info in self._store.list(prefix, start_after=after):
+                span = parse_compacted_key(info.key)
+                if span is not None:
+                    out.append(_Object(info.key, *span))
+                    if span[0] > until:
+                        break
+            return out
+
+        for obj in self._retry(listing):
+            try:
+                index = self._compacted_index(*obj)
+            except FileNotFoundError:
+                continue  # removed since the listing (below the log start)
+            except CorruptSegmentError as e:
+                warnings.warn(
+                    f"compacted object unusable as an index: {e}", RuntimeWarning, stacklevel=2
+                )
+                index = None
+            yield obj, index
+
+    def _compacted_index(self, key: str, start: int, end: int) -> CompactedIndex | None:
+        """The index of the compacted object at ``key`` (which names it as
+        holding ``[start, end)``), from its first bytes, checked against its
+        compaction table; None if it has none.
+
+        Raises:
+            CorruptSegmentError: its head is not that of the compacted object
+                its key names, or its index is corrupt.
+            FileNotFoundError: it is gone.
+        """
+        head = self._retry(lambda: self._store.get_range(key, 0, HEAD_BYTES))
+        need = head_length(head, key)
+        if need > len(head):
+            head = self._retry(lambda: self._store.get_range(key, 0, need))
+        schema = head_schema(head, key)
+        if isinstance(schema, int):
+            raise CorruptSegmentError("compacted object truncated inside its schema", key=key)
+        metadata = schema.metadata or {}
+        table = header_from_metadata(metadata, key, stats=False).compaction
+        if table is None or (table.start, table.end) != (start, end):
+            raise CorruptSegmentError(
+                f"not the compacted object of [{start}, {end}) its key names", key=key
             )
-        return Checkpoint(log_start=self._log_start, start=start, end=window[-1].end,
-                          segments=tuple(window), state=PartitionState())  # fmt: skip
+        raw = metadata.get(INDEX_KEY)
+        if raw is None:
+            return None
+        index = CompactedIndex.from_json(raw, key=key, start=start, end=end)
+        index.check_runs(table, key=key)
+        return index
 
     def _window_after_vacuum(
         self, start: int, listed: list[tuple[int, int]]
@@ -321,6 +461,14 @@ class Checkpoints(Listing):
             state.forget_producers_stored_before(
                 now_ms - PRODUCER_STATE_RETENTION_MS - CLOCK_GRAIN_MS
             )
+
+
+class _Object(NamedTuple):
+    """A compacted object, by its key: it holds the records of ``[start, end)``."""
+
+    key: str
+    start: int
+    end: int
 
 
 def _warn_skipped(key: str, error: BaseException, instead: str) -> None:

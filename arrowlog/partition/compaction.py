@@ -9,24 +9,31 @@ from __future__ import annotations
 import json
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-from arrowlog.partition.retention import Retention
+from arrowlog.compacted_index import CompactedIndex, index_metadata
+from arrowlog.errors import CorruptSegmentError
+from arrowlog.partition.fetch import fetch_compacted
+from arrowlog.partition.reads import CompactedRef
+from arrowlog.partition.retention import Removal, Retention
 from arrowlog.segment import Compaction, SegmentHeader, encode
-from arrowlog.topic import compacted_key, compacted_mark_key
+from arrowlog.topic import compacted_key, compacted_mark_key, parse_segment_key
 
 
 @dataclass(frozen=True, slots=True)
 class CompactionRange:
     """Offsets ``[start, end)`` to compact: whole checkpoint windows (the
-    first may start inside one), ``segments`` segments of ``size`` bytes."""
+    first may start inside one), ``segments`` segments of ``size`` bytes;
+    ``windows`` are those windows' ``(start, end)``."""
 
     start: int
     end: int
     segments: int
     size: int
+    windows: tuple[tuple[int, int], ...] = ()
 
 
 class Compactions(Retention):
@@ -63,6 +70,7 @@ class Compactions(Retention):
             lo: int | None = None
             count = size = 0
             end = start  # where the last window taken ends
+            windows: list[tuple[int, int]] = []
             for cp in self._checkpoints_from(start):
                 if cp.end > horizon:
                     break
@@ -74,11 +82,13 @@ class Compactions(Retention):
                         lo = s.base if lo is None else lo
                         count += 1
                         size += s.size
+                if lo is not None:
+                    windows.append((cp.start, cp.end))
                 if lo is not None and size >= target_bytes:
-                    ranges.append(CompactionRange(lo, end, count, size))
-                    lo, count, size = None, 0, 0
+                    ranges.append(CompactionRange(lo, end, count, size, tuple(windows)))
+                    lo, count, size, windows = None, 0, 0, []
             if lo is not None and count:
-                ranges.append(CompactionRange(lo, end, count, size))
+                ranges.append(CompactionRange(lo, end, count, size, tuple(windows)))
             return ranges
 
     def write_compacted(
@@ -87,21 +97,37 @@ class Compactions(Retention):
         end: int,
         batch: pa.RecordBatch,
         runs: list[tuple[int, int, int]],
+        index: CompactedIndex,
     ) -> str:
         """Write the compacted object of ``[start, end)``: ``batch`` holds the
         records of ``runs`` (``(base, count, timestamp_ms)`` of each segment
-        kept, in order); then the compaction mark at ``end``. Both with
-        put-if-absent: a compactor that wrote the same range first wins, and
-        what it wrote holds the same records. Returns the object's key."""
+        kept, in order), ``index`` describes every segment of the range (see
+        :mod:`arrowlog.compacted_index`); then the compaction mark at ``end``.
+        Both with put-if-absent: a compactor that wrote the same range first
+        wins, and what it wrote holds the same records. Returns the object's
+        key.
+
+        Raises:
+            CorruptSegmentError: ``index`` does not describe ``[start, end)`` or
+                disagrees with ``runs`` (nothing is written).
+        """
+        key = compacted_key(self._topic.prefix, self._partition, start, end)
+        table = Compaction(start, end, tuple(runs))
+        index.check(key=key, start=start, end=end)
+        index.check_runs(table, key=key)
         header = SegmentHeader(
             base_offset=start,
             record_count=batch.num_rows,
             timestamp_ms=int(time.time() * 1000),
             append_id=f"compact-{uuid.uuid4().hex}",
-            compaction=Compaction(start, end, tuple(runs)),
+            compaction=table,
+        )
+        # beside the topic's own metadata: arrowlog's keys are reserved in a
+        # topic's schema, and readers leave them out of what they return
+        batch = batch.replace_schema_metadata(
+            {**(batch.schema.metadata or {}), **index_metadata(index)}
         )
         data, _ = encode(batch, header, self._topic.config.compression, stats=True)
-        key = compacted_key(self._topic.prefix, self._partition, start, end)
         mark = compacted_mark_key(self._topic.prefix, self._partition, end)
         body = json.dumps({"compacted_through": end}).encode()
         self._put_once(key, data)  # or by another compactor, the same records
@@ -109,3 +135,51 @@ class Compactions(Retention):
         with self._lock:
             self._compacted = max(self._compacted, end)
         return key
+
+    def keep_unreadable_copies(self, removals: list[Removal]) -> list[Removal]:
+        """``removals`` (as :meth:`plan_vacuum` orders them) without the
+        segments at or past the log start from the first one whose compacted
+        object does not read back whole (its checksum, its table, its index):
+        those segments are then the only readable copy of their records and
+        of what their windows hold (a corrupt checkpoint of a window is
+        rebuilt from them), so they stay, with a warning; the segments after
+        them stay too (removals go in offset order). Cost: one GET of each
+        compacted object whose segments would go (once: after the removal
+        there is nothing left to check)."""
+        with self._lock:
+            log_start, mark = self._log_start, self._compacted
+        bases = [
+            b for r in removals if (b := parse_segment_key(r.key)) is not None and b >= log_start
+        ]
+        if not bases:
+            return removals
+        cover = self.compacted_objects(min(bases), mark)
+        checked: dict[str, bool] = {}
+        out: list[Removal] = []
+        kept = False
+        for removal in removals:
+            base = parse_segment_key(removal.key)
+            if base is not None and base >= log_start and not kept:
+                obj = next((o for o in cover if o.start <= base < o.end), None)
+                if obj is not None and obj.key not in checked:
+                    checked[obj.key] = self._reads_back(obj)
+                kept = obj is None or not checked[obj.key]
+            if base is None or base < log_start or not kept:
+                out.append(removal)
+        return out
+
+    def _reads_back(self, obj: CompactedRef) -> bool:
+        """Whether a compacted object reads back whole, with a readable index
+        if it has one (objects written before indexes have none)."""
+        try:
+            fetch_compacted(self._store, obj.key, obj.start, obj.end, self._config.retry,
+                            self._topic.schema)  # fmt: skip
+            self._compacted_index(obj.key, obj.start, obj.end)
+        except (CorruptSegmentError, FileNotFoundError) as e:
+            warnings.warn(
+                f"{obj.key}: compacted object unreadable, its segments stay: {e}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return False
+        return True

@@ -48,7 +48,13 @@ class Listing(PartitionBase):
         The listing starts just before the last known segment, so that segment
         is in it: if it is gone, the log lost records this client (or the
         checkpoint it opened from) saw, and appending at its end would reuse
-        their offsets.
+        their offsets; unless vacuum removed it below the floor (the log start
+        or the compaction mark). If it ended below the floor, the key at its
+        end may be freed too: the chain is not trusted (see
+        :meth:`_below_log_start`). If it ended at the floor, the segment there
+        was never removed (vacuum removes only segments wholly below a floor
+        at least ``delete_delay_ms`` old, which this listing shows): the
+        chain goes on.
 
         Changes to the topic are announced in every partition before they are
         claimed, under keys that sort after every segment: the same LIST shows
@@ -82,15 +88,19 @@ class Listing(PartitionBase):
                 # HEAD that finds nothing says it is gone; a deleted topic says
                 # so instead
                 self._check_alive()
-                if self._end <= self._floor:
+                if self._end < self._floor:
                     # removed with the records before the log start, or once
-                    # they were compacted
+                    # they were compacted, and the next key may be freed too
                     return self._below_log_start()
-                raise SegmentNotFoundError(
-                    f"segment missing: the log was known to reach offset {self._end} "
-                    "through it; its records are lost",
-                    key=self._key(last),
-                )
+                if self._end > self._floor:
+                    raise SegmentNotFoundError(
+                        f"segment missing: the log was known to reach offset {self._end} "
+                        "through it; its records are lost",
+                        key=self._key(last),
+                    )
+                # removed, and it ended at the floor: only segments wholly below
+                # a floor are removed, so the one at the floor is still there
+                # and its key was never freed; the chain goes on from it
         chain = self._chain_from(self._end, listed)
         for summary in chain:
             self._extend_tail(summary)

@@ -9,8 +9,9 @@ party at once). Orderings are decided with ScriptedStore gates.
 
 Written by an independent review of compaction (it did not know how it was
 built). Tests whose docstring says "Observed:" described a finding when they
-were written; those fixed hold now, two left for later are strict expected
-failures with the reason. (A range decoding past 2 GiB, which needed ~6 GB of
+were written; those fixed hold now (the last two found, a corrupt
+checkpoint after compaction and vacuum, since compacted objects carry an
+index). (A range decoding past 2 GiB, which needed ~6 GB of
 memory to show, is left out: compaction now stops there with a warning.) The
 SIGKILLed compactor runs in tests/attack/_compaction_worker.py.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -36,7 +38,7 @@ from arrowlog.errors import (
     OffsetMismatchError,
 )
 from arrowlog.scan import output_schema, plan_scan, read_task
-from arrowlog.segment import Compaction, SegmentHeader, encode
+from arrowlog.segment import Compaction, SegmentHeader, encode, head_length
 from arrowlog.storage import Blob, Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.topic import (
@@ -495,11 +497,6 @@ def test_a_compacted_object_whose_table_claims_a_run_the_log_has_not(clock: Cloc
             call()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, left for later: a corrupt checkpoint of a window whose segments "
-    "compaction removed cannot be rebuilt (reads raise, never wrong rows)",
-)
 def test_a_corrupt_old_checkpoint_after_compaction_and_vacuum(
     clock: ClockStore, clocks: Clocks
 ) -> None:
@@ -507,13 +504,13 @@ def test_a_corrupt_old_checkpoint_after_compaction_and_vacuum(
     pass; vacuum removes segments 0..15. Then the checkpoint of window [4, 8)
     is found corrupt (a flipped byte). Guarantee (protocol.md: "A checkpoint
     only saves work"; "Checkpoints stay the index"): a read of [0, 20) still
-    returns 0..19 (the compacted object holds the runs), or at worst raises
-    a clear error; before compaction the same corruption was survivable (the
-    window is rebuilt from the segments). Observed (if failing): the window
-    cannot be rebuilt (its segments are gone) and every read across it raises
-    SegmentNotFoundError: a record that is stored (in the compacted object)
-    can no longer be read. Observed: SegmentNotFoundError "checkpoint window
-    at 4 is corrupt and its segments are not all there"."""
+    returns 0..19, as before compaction the same corruption was survived (the
+    window is rebuilt from the segments; now from the compacted object's
+    index). Observed (before compacted objects had an index): the window
+    could not be rebuilt (its segments were gone) and every read across it
+    raised SegmentNotFoundError "checkpoint window at 4 is corrupt and its
+    segments are not all there": records that were stored (in the compacted
+    object) could no longer be read."""
     log = connect(clock)
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(20):
@@ -531,30 +528,32 @@ def test_a_corrupt_old_checkpoint_after_compaction_and_vacuum(
     clocks.advance(DELAY + MIN)
     connect(clock).vacuum()
     _replace(clock, ck, bytes(bad))
-    with pytest.warns(RuntimeWarning):
-        assert vals(connect(clock).consumer().read("t", 0)) == list(range(20))
+    assert not [k for k in segs(clock) if int(k.rsplit("/", 1)[1][:20]) < 16]
+    fresh = connect(clock)
+    with pytest.warns(RuntimeWarning, match=f"unusable checkpoint: {ck}"):
+        assert vals(fresh.consumer().read("t", 0)) == list(range(20))
+    with pytest.warns(RuntimeWarning, match=f"unusable checkpoint: {ck}"):
+        assert vals(fresh.partition("t", 0).read(5, 7)) == [5, 6]
+    with pytest.warns(RuntimeWarning, match=f"unusable checkpoint: {ck}"):
+        assert vals(scanned(connect(clock))) == list(range(20))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, left for later: as after vacuum of deleted records, a corrupt newest "
-    "checkpoint leaves nothing safe to open from (nothing is written at a freed key)",
-)
 def test_a_corrupt_newest_checkpoint_after_compaction_and_vacuum(
     clock: ClockStore, clocks: Clocks
 ) -> None:
     """Schedule: 22 plain records; compact [0, 16) (newest window [16, 20));
     15 min pass; vacuum removes 0..15. Then the newest checkpoint [16, 20) is
     found corrupt. Guarantee: no offset claimed twice (a writer never writes
-    at a freed key: it raises rather than fork) and reads return 0..21 or
-    raise a clear error. Also recorded: whether the partition can still be
-    written at all (before compaction the same corruption cost one more
-    checkpoint read). Observed: no offset is claimed twice, but the writer
-    (and every reader) raises SegmentNotFoundError "cannot open t/0: records
-    before 0 were deleted and the chain from the newest usable checkpoint
-    ends at 16": the partition can no longer be opened at all (the same rule
-    the protocol documents for deleted records, here applied to records that
-    all still exist)."""
+    at a freed key), and the partition still opens, as before compaction
+    the same corruption cost one more checkpoint read: the writer opens from
+    [12, 16), whose last segment vacuum removed, and goes on from 16 (the
+    compaction mark: the segment there was never removed), appending at 22;
+    reads return 0..22. Observed (before): no offset was claimed twice, but
+    the writer (and every reader) raised SegmentNotFoundError "cannot open
+    t/0: records before 0 were deleted and the chain from the newest usable
+    checkpoint ends at 16": the partition could no longer be opened at all
+    (the rule for deleted records, here applied to records that all still
+    exist)."""
     log = connect(clock)
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
@@ -578,6 +577,391 @@ def test_a_corrupt_newest_checkpoint_after_compaction_and_vacuum(
     assert all(int(k.rsplit("/", 1)[1][:20]) >= 22 for k in new), f"wrote at a freed key: {new}"
     assert isinstance(res, arrowlog.AppendResult), f"partition unwritable: {res!r}"
     assert res.base_offset == 22
+    assert new == {segment_key("t", 0, 22)}
+    for reader in (connect(clock), w):
+        with pytest.warns(RuntimeWarning, match=f"unusable checkpoint: {ck}"):
+            assert vals(reader.consumer().read("t", 0)) == [*range(22), 99]
+
+
+def _flip(store: Any, key: str, at: int | None = None) -> bytes:
+    """Flip one bit of the object at ``key`` (its middle byte by default);
+    returns what it held."""
+    good = bytes(store.get(key))
+    bad = bytearray(good)
+    bad[len(bad) // 2 if at is None else at] ^= 0x01
+    _replace(store, key, bytes(bad))
+    return good
+
+
+def _compacted_and_vacuumed(
+    clock: ClockStore, clocks: Clocks, count: int = 22
+) -> arrowlog.ArrowLog:
+    """``count`` plain records (values = offsets) in segments of one, windows
+    of 4; [0, 16) compacted; 15 min pass; vacuum removes segments 0..15."""
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(count):
+        log.append("t", rows(v))
+    log.compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    assert not [k for k in segs(clock) if int(k.rsplit("/", 1)[1][:20]) < 16]
+    return log
+
+
+def test_two_corrupt_checkpoints_after_compaction_and_vacuum_open_with_the_producer_state(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: plain records 0..11; an idempotent producer (id 7) writes 12
+    (sequence 0) and 13 (sequence 1); plain records 14..21. Compact [0, 16);
+    15 min pass; vacuum removes segments 0..15. Then the checkpoints of
+    [12, 16) and of the newest window [16, 20) are both found corrupt: the
+    newest usable one, [8, 12), ends at 12, below the compaction mark 16,
+    and the segments between are gone. Guarantee: the partition opens (from
+    [8, 12), then through the compacted object's index to 16, then the
+    segments from there), the producer state is exact (the producer's retry
+    of sequence 1 is recognised as the batch at 13 and writes nothing; its
+    next batch lands at 22), reads return every record, and nothing is
+    written below 22. Observed (before): every opening raised
+    SegmentNotFoundError ("the chain from the newest usable checkpoint ends
+    at 12")."""
+    from arrowlog.segment import WriterIdentity
+
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(12):
+        log.append("t", rows(v))
+    part = log.partition("t", 0)
+    for seq in (0, 1):
+        who = WriterIdentity(producer_id=7, producer_epoch=0, base_sequence=seq)
+        assert part.append(rows(12 + seq), identity=who).base_offset == 12 + seq
+    for v in range(14, 22):
+        log.append("t", rows(v))
+    log.compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    corrupt = [checkpoint_key("t", 0, 12), checkpoint_key("t", 0, 16)]
+    for ck in corrupt:
+        _flip(clock, ck)
+    before = set(segs(clock))
+    fresh = connect(clock)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint") as caught:
+        retry = WriterIdentity(producer_id=7, producer_epoch=0, base_sequence=1)
+        again = fresh.partition("t", 0).append(rows(13), identity=retry)
+    assert {ck for ck in corrupt if any(ck in str(w.message) for w in caught)} == set(corrupt)
+    assert again.base_offset == 13
+    assert set(segs(clock)) == before
+    following = WriterIdentity(producer_id=7, producer_epoch=0, base_sequence=2)
+    assert fresh.partition("t", 0).append(rows(22), identity=following).base_offset == 22
+    assert set(segs(clock)) - before == {segment_key("t", 0, 22)}
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert vals(connect(clock).consumer().read("t", 0)) == list(range(23))
+
+
+def test_every_checkpoint_corrupt_after_compaction_and_vacuum(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: 22 records; [0, 16) compacted and its segments removed; then
+    every checkpoint (windows 0, 4, 8, 12, 16) is found corrupt. Guarantee:
+    a fresh client opens from the log's start through the compacted
+    object's index, reads 0..21 (by the consumer, by a scan, and one window
+    alone), and appends at 22, never below. Observed (before): every
+    opening raised SegmentNotFoundError."""
+    _compacted_and_vacuumed(clock, clocks)
+    for start in (0, 4, 8, 12, 16):
+        _flip(clock, checkpoint_key("t", 0, start))
+    before = set(segs(clock))
+    fresh = connect(clock)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert fresh.end_offsets("t") == {0: 22}
+        assert vals(fresh.consumer().read("t", 0)) == list(range(22))
+        assert vals(fresh.partition("t", 0).read(9, 11)) == [9, 10]
+        assert vals(scanned(connect(clock))) == list(range(22))
+        assert connect(clock).append("t", rows(22)).base_offset == 22
+    assert set(segs(clock)) - before == {segment_key("t", 0, 22)}
+
+
+def test_a_corrupt_checkpoint_of_transactions_after_compaction_and_vacuum_reads_unchanged(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: a mixed log (plain, idempotent, committed and aborted
+    transactions with their markers) on 2 partitions; every read recorded;
+    compact (1 MiB target); 15 min; vacuum. Then two checkpoints of windows
+    holding transactions (below the newest) are found corrupt in each
+    partition. Guarantee: every read API returns what it did before
+    (read_committed and read_uncommitted, projections, predicates,
+    offset_for_time, snapshots, scans): the windows are rebuilt from the
+    compacted objects' indexes as the checkpoints had them (which segments
+    were transactional, aborted, markers). Observed (before): every read
+    across them raised SegmentNotFoundError."""
+    log = mixed_log(clock, partitions=2)
+    before = every_read(log, 2)
+    log.compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    assert len(segs(clock)) < 20
+    # read_uncommitted no longer sees the aborted records compaction left out
+    uncommitted = uncommitted_reads(connect(clock))
+    for p in (0, 1):
+        part = log.partition("t", p)
+        inverted = [int(k.rsplit("/", 1)[1][:20]) for k in keys(clock, checkpoint_prefix("t", p))]
+        starts = sorted(10**20 - 1 - k for k in inverted)
+        transactional = [
+            a
+            for a, b in itertools.pairwise(starts)
+            if b <= part.compacted_through and any(s.transactional for s in part.summaries(a, b))
+        ][:2]
+        assert len(transactional) == 2
+        for w in transactional:
+            _flip(clock, checkpoint_key("t", p, w))
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert every_read(connect(clock), 2) == before
+        assert uncommitted_reads(connect(clock)) == uncommitted
+
+
+def test_a_corrupt_index_and_a_corrupt_checkpoint_after_vacuum_fail_typed(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: 20 records; [0, 16) compacted and its segments removed. The
+    compacted object's own metadata is found corrupt (a bit of its index,
+    in the schema message at its start) and so is the checkpoint of [4, 8).
+    The records of [0, 16) are then truly gone (their segments were
+    removed, their object fails its checksum). Guarantee: every read that
+    touches them raises a typed error (CorruptSegmentError, naming the
+    object or the window), never rows; a read of [16, 20), which is intact,
+    returns its rows; the writer appends at 20."""
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(20):
+        log.append("t", rows(v))
+    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done.key is not None
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    data = bytes(clock.get(done.key))
+    at = data.index(b'"windows"')  # the index's first copy: the schema message
+    _flip(clock, done.key, at + 12)
+    _flip(clock, checkpoint_key("t", 0, 4))
+    fresh = connect(clock)
+    across: list[Callable[[], object]] = [
+        lambda: fresh.consumer().read("t", 0),
+        lambda: fresh.partition("t", 0).read(5, 6),
+        lambda: scanned(fresh),
+    ]
+    for call in across:
+        with (
+            pytest.warns(RuntimeWarning, match="unusable") as caught,
+            pytest.raises(CorruptSegmentError, match="window at 4"),
+        ):
+            call()
+        assert any(f"unusable as an index: {done.key}" in str(w.message) for w in caught)
+    with pytest.raises(CorruptSegmentError, match=done.key):
+        fresh.partition("t", 0).read(0, 2)  # window [0, 4) is intact: the object is not
+    assert vals(fresh.partition("t", 0).read(16, 20)) == [16, 17, 18, 19]
+    assert fresh.append("t", rows(20)).base_offset == 20
+
+
+def test_an_index_that_disagrees_with_its_table_is_not_used(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: 20 records; [0, 16) compacted. The object is replaced by a
+    well-formed one (every checksum valid) whose index says the segment at 5
+    holds two records (and leaves out the one at 6) while its table has a
+    run of one at 5 and at 6; 15 min; vacuum keeps the segments (the index
+    does not read back: a warning names the object). The object is replaced
+    so only after a vacuum removed the segments; the checkpoint of [4, 8) is
+    found corrupt. Guarantee: the index is not believed (a warning names
+    the object): reads of the window raise CorruptSegmentError, never rows
+    arranged by the lie; reads elsewhere return their rows."""
+    from arrowlog.compacted_index import CompactedIndex, index_metadata
+
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(20):
+        log.append("t", rows(v))
+    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done.key is not None
+    header, batch, _ = _honest(log, done.key)
+    summaries = log.partition("t", 0).summaries(0, 16)
+    lie = [
+        dataclasses.replace(s, record_count=2, stats=None) if s.base == 5 else s
+        for s in summaries
+        if s.base != 6
+    ]
+    windows = tuple((w, w + 4) for w in range(0, 16, 4))
+    index = CompactedIndex(start=0, end=16, windows=windows, segments=tuple(lie))
+    forged = encode(
+        batch.replace_schema_metadata(index_metadata(index)),
+        dataclasses.replace(header, append_id="forged"),
+        log.topic("t").config.compression,
+        stats=True,
+    )[0]
+    honest = bytes(clock.get(done.key))
+    _replace(clock, done.key, bytes(forged))
+    clocks.advance(DELAY + MIN)
+    with pytest.warns(RuntimeWarning, match=f"{done.key}: compacted object unreadable"):
+        assert not [r for r in connect(clock).vacuum() if r.key.endswith(".arrow")]
+    _replace(clock, done.key, honest)
+    clocks.advance(DELAY + MIN)  # the object put again is as young as its put
+    assert len([r for r in connect(clock).vacuum() if r.key.endswith(".arrow")]) == 16
+    _replace(clock, done.key, bytes(forged))
+    _flip(clock, checkpoint_key("t", 0, 4))
+    fresh = connect(clock)
+    calls: list[Callable[[], object]] = [
+        lambda: fresh.consumer().read("t", 0),
+        lambda: scanned(fresh),
+    ]
+    for call in calls:
+        with (
+            pytest.warns(RuntimeWarning, match="unusable") as caught,
+            pytest.raises(CorruptSegmentError, match="window at 4"),
+        ):
+            call()
+        assert any(f"unusable as an index: {done.key}" in str(w.message) for w in caught)
+    assert vals(fresh.consumer().read("t", 0, start=8)) == list(range(8, 20))
+
+
+def test_a_corrupt_checkpoint_of_the_window_holding_the_log_start_after_compaction(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: 14 segments of two records (offsets 0..27), windows of 4
+    segments ([0, 8), [8, 16), [16, 24)); records before 11 deleted (inside
+    the segment [10, 12)); compaction starts at the first segment past the
+    log start, 12, and compacts [12, 16); 15 min; vacuum removes segments
+    0..8 (below the log start) and 12, 14 (compacted): of the window
+    [8, 16) only [10, 12) is left. Its checkpoint is found corrupt.
+    Guarantee: a read from the log start returns 11..27 (the window is
+    rebuilt from the segment left and the index of the object holding the
+    rest); a writer appends at 28. Observed (before): SegmentNotFoundError."""
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(0, 28, 2):
+        log.append("t", rows(v, v + 1))
+    log.delete_records("t", 0, 11)
+    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert (done.start, done.end) == (12, 16)
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    left = {int(k.rsplit("/", 1)[1][:20]) for k in segs(clock)}
+    assert min(left) == 10 and 12 not in left and 14 not in left
+    _flip(clock, checkpoint_key("t", 0, 8))
+    fresh = connect(clock)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert vals(fresh.consumer().read("t", 0)) == list(range(11, 28))
+        assert vals(fresh.partition("t", 0).read(13, 15)) == [13, 14]
+    assert fresh.append("t", rows(28)).base_offset == 28
+
+
+def test_compaction_and_vacuum_after_opening_past_a_corrupt_newest_checkpoint(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: 22 records; [0, 16) compacted, its segments removed; the
+    newest checkpoint [16, 20) found corrupt. Writer W opens past it and
+    appends 22..25 (its checkpoint of [20, 24) is written; the corrupt one
+    cannot be replaced). Compaction then compacts [16, 20) (its window
+    rebuilt from the segments); 15 min; vacuum removes 16..19. Then [20,
+    24) is found corrupt too. Guarantee: every read returns 0..25; W and a
+    fresh writer (which opens from [12, 16), through the index to 20, then
+    the segments) append at 26 and 27; nothing written below 22 but the
+    records of W."""
+    _compacted_and_vacuumed(clock, clocks)
+    _flip(clock, checkpoint_key("t", 0, 16))
+    w = connect(clock)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        for v in range(22, 26):
+            assert w.append("t", rows(v)).base_offset == v
+    assert checkpoint_key("t", 0, 20) in keys(clock, checkpoint_prefix("t", 0))
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        done = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    assert [(c.start, c.end) for c in done] == [(16, 20)]
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    assert min(int(k.rsplit("/", 1)[1][:20]) for k in segs(clock)) == 20
+    _flip(clock, checkpoint_key("t", 0, 20))
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert vals(connect(clock).consumer().read("t", 0)) == list(range(26))
+        assert vals(scanned(connect(clock))) == list(range(26))
+        assert w.append("t", rows(26)).base_offset == 26
+        assert connect(clock).append("t", rows(27)).base_offset == 27
+        assert vals(w.consumer().read("t", 0)) == list(range(28))
+    assert min(int(k.rsplit("/", 1)[1][:20]) for k in segs(clock)) == 20
+
+
+def test_an_opening_past_corrupt_checkpoints_held_while_compaction_and_vacuum_run(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: 22 records; the newest checkpoint [16, 20) corrupt. Writer W
+    starts to open: it skips [16, 20), reads [12, 16) (chain end 16), and is
+    held before it lists the segments after it. Meanwhile B appends 22..25
+    (checkpoint [20, 24)); compaction (horizon 20 now) compacts [0, 20);
+    15 min pass; vacuum removes segments 0..19 (key 16, where W's chain
+    ends, is free); [20, 24) is found corrupt too. W goes on. Guarantee: W
+    never writes at a freed key: its listing shows the compaction mark 20
+    past its chain's end; it goes on through the index (16..19) to 20, then
+    the segments, and appends at 26. Reads return 0..26. Observed (before):
+    W (and every later opening) raised SegmentNotFoundError."""
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(22):
+        log.append("t", rows(v))
+    _flip(clock, checkpoint_key("t", 0, 16))
+    scripted = ScriptedStore(clock)
+    gate = scripted.hold("list", segment_prefix("t", 0))
+    w = connect(scripted)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        held = Background(lambda: w.append("t", rows(100)))
+        gate.wait_reached()
+    b = connect(clock)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        for v in range(22, 26):
+            b.append("t", rows(v))
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        done = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    assert done and done[-1].end == 20
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    assert segment_key("t", 0, 16) not in segs(clock)
+    _flip(clock, checkpoint_key("t", 0, 20))
+    before = set(segs(clock))
+    gate.release()
+    res = held.result()
+    assert isinstance(res, arrowlog.AppendResult) and res.base_offset == 26
+    assert set(segs(clock)) - before == {segment_key("t", 0, 26)}
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert vals(connect(clock).consumer().read("t", 0)) == [*range(26), 100]
+
+
+@pytest.mark.parametrize("where", ["records", "index"])
+def test_vacuum_keeps_the_segments_of_a_compacted_object_that_does_not_read_back(
+    clock: ClockStore, clocks: Clocks, where: str
+) -> None:
+    """Schedule: 22 records; [0, 16) compacted; a bit of the compacted object
+    flips (in its records, or in its index at its start); 15 min pass;
+    vacuum. Guarantee: the segments of [0, 16) stay (with a warning naming
+    the object): they are the only readable copy of those records and of
+    what their windows hold. A checkpoint of [4, 8) found corrupt is then
+    still rebuilt (from the segments). Observed (before): vacuum removed
+    them, and the records were gone."""
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(22):
+        log.append("t", rows(v))
+    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done.key is not None
+    data = bytes(clock.get(done.key))
+    footer = len(data) - 10 - int.from_bytes(data[-10:-6], "little")
+    body = (head_length(data, done.key) + footer) // 2  # inside the record batch
+    _flip(clock, done.key, data.index(b'"windows"') + 12 if where == "index" else body)
+    before = set(segs(clock))
+    clocks.advance(DELAY + MIN)
+    with pytest.warns(RuntimeWarning, match=f"{done.key}: compacted object unreadable"):
+        removed = connect(clock).vacuum()
+    assert not [r for r in removed if r.key.endswith(".arrow")]
+    assert set(segs(clock)) == before
+    _flip(clock, checkpoint_key("t", 0, 4))
+    with pytest.warns(RuntimeWarning, match="unusable"):
+        summaries = connect(clock).partition("t", 0).summaries(0, 22)
+    assert [s.base for s in summaries] == list(range(22))
 
 
 # --- 3. writers racing compaction and removal ---------------------------------------------

@@ -1,0 +1,128 @@
+"""The index a compacted object carries (arrowlog.compacted_index): what it
+holds reads back as written; a flipped byte, a lie about offsets or windows,
+or a disagreement with the object's compaction table is a typed error, never
+an index believed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from arrowlog import _checked_json
+from arrowlog.checkpoint import SegmentSummary
+from arrowlog.compacted_index import CompactedIndex
+from arrowlog.errors import CorruptSegmentError
+from arrowlog.segment import Compaction
+
+KEY = "t/0/compacted/00000000000000000009-00000000000000000002.arrow"
+
+
+def index() -> CompactedIndex:
+    """[2, 9): a plain segment of two records, a transactional one and its
+    COMMIT marker, an aborted one and its ABORT marker, a plain one; windows
+    [0, 5), [5, 9) (the first holds the log start, 2, inside it)."""
+    tx = SegmentSummary(0, 100, 1, 0, producer_id=5, producer_epoch=0, transactional_id="tx")
+
+    def of_tx(base: int, ts: int, **fields: Any) -> SegmentSummary:
+        return dataclasses.replace(tx, base=base, timestamp_ms=ts, **fields)
+
+    segments = (
+        SegmentSummary(2, 100, 2, 1000, append_id="a"),
+        of_tx(4, 1001, base_sequence=0, transactional=True),
+        of_tx(5, 1002, size=50, control_type="COMMIT", txn_bound=5),
+        of_tx(6, 1003, base_sequence=1, transactional=True),
+        of_tx(7, 1004, size=50, control_type="ABORT", txn_bound=7),
+        SegmentSummary(8, 100, 1, 1005, append_id="b", stats={"v": [7, 7, 0]}),
+    )
+    return CompactedIndex(start=2, end=9, windows=((0, 5), (5, 9)), segments=segments)
+
+
+TABLE = Compaction(2, 9, ((2, 2, 1000), (4, 1, 1001), (8, 1, 1005)))
+
+
+def test_an_index_reads_back_as_written_without_column_statistics() -> None:
+    written = index()
+    read = CompactedIndex.from_json(written.to_json(), key=KEY, start=2, end=9)
+    assert read.windows == written.windows
+    assert read.segments == tuple(dataclasses.replace(s, stats=None) for s in written.segments)
+    read.check_runs(TABLE, key=KEY)
+    end, held = read.window(0) or (None, ())
+    assert end == 5 and [s.base for s in held] == [2, 4]
+    assert read.window(2) is None
+    assert [s.base for s in read.from_offset(6)] == [6, 7, 8]
+    assert read.from_offset(3) == () and read.from_offset(9) == ()
+
+
+def test_every_flipped_byte_is_refused_with_the_object_named() -> None:
+    raw = index().to_json()
+    for at in range(len(raw)):
+        bad = bytearray(raw)
+        bad[at] ^= 0x01
+        try:
+            got = CompactedIndex.from_json(bytes(bad), key=KEY, start=2, end=9)
+        except CorruptSegmentError as e:
+            assert KEY in str(e)
+            continue
+        assert got == CompactedIndex.from_json(raw, key=KEY, start=2, end=9), at
+
+
+def _rewritten(**changes: object) -> bytes:
+    """The index with fields replaced, its checksum made valid again (a
+    writer that lies, not a flipped bit)."""
+    fields = json.loads(index().to_json())
+    del fields["crc32c"]
+    fields.update(changes)
+    return _checked_json.dump(fields)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"v": 2},
+        {"start": 3},
+        {"windows": [[0, 5], [6, 9]]},  # a gap between windows
+        {"windows": [[0, 3], [3, 9]]},  # a window ending inside a segment
+        {"windows": [[0, 5]]},  # not reaching the end
+        {"windows": [[4, 5], [5, 9]]},  # starting after the first segment
+        {"windows": "nope"},
+        {"segments": {"base": ["2"]}},
+        {"segments": {}},
+    ],
+)
+def test_an_index_that_lies_about_offsets_or_windows_is_refused(
+    changes: dict[str, object],
+) -> None:
+    with pytest.raises(CorruptSegmentError, match=KEY):
+        CompactedIndex.from_json(_rewritten(**changes), key=KEY, start=2, end=9)
+
+
+def test_an_index_of_other_offsets_than_its_key_names_is_refused() -> None:
+    with pytest.raises(CorruptSegmentError, match="does not describe"):
+        CompactedIndex.from_json(index().to_json(), key=KEY, start=2, end=10)
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [
+        ((4, 1, 1001), (8, 1, 1005)),  # plain records left out
+        ((2, 2, 1000), (4, 1, 1001), (8, 1, 9)),  # another timestamp
+        ((2, 1, 1000), (4, 1, 1001), (8, 1, 1005)),  # another count
+        ((2, 2, 1000), (4, 1, 1001), (7, 1, 1004), (8, 1, 1005)),  # a marker kept
+        ((2, 2, 1000), (3, 1, 1001), (8, 1, 1005)),  # a run of no segment
+    ],
+)
+def test_an_index_that_disagrees_with_the_compaction_table_is_refused(
+    runs: tuple[tuple[int, int, int], ...],
+) -> None:
+    """(Whether a transactional segment committed, the index cannot say: a
+    table may keep its records or not.)"""
+    for kept in (
+        ((2, 2, 1000), (8, 1, 1005)),
+        ((2, 2, 1000), (4, 1, 1001), (6, 1, 1003), (8, 1, 1005)),
+    ):
+        index().check_runs(Compaction(2, 9, kept), key=KEY)
+    with pytest.raises(CorruptSegmentError, match=KEY):
+        index().check_runs(Compaction(2, 9, runs), key=KEY)
