@@ -13,6 +13,11 @@ records in every partition or in none, even if the transaction commits while the
 read runs (see :func:`plan_snapshot`). A committed transaction's records are those
 below its bound in each partition, fixed at PREPARE_COMMIT: a late record of an
 instance that lost the transaction never joins it.
+
+A consumer remembers, per partition, the incarnation of the topic its
+position there belongs to (what it read, or looked up): offsets it commits
+are kept as positions in that incarnation, and refused once the topic has
+been deleted and created again (see :meth:`Consumer.commit`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from arrowlog.checkpoint import Decision, OpenTxn, PartitionState, SegmentSummar
 from arrowlog.control import ControlType
 from arrowlog.coordinator import Snapshot, check_id
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnstableOffsetCommitError
-from arrowlog.groups import GroupOffsets, offset_key, tp_key
+from arrowlog.groups import ConsumerGroupMetadata, GroupOffsets, keyed_offsets, tp_key
 from arrowlog.partition import PartitionLog, projected
 from arrowlog.stats import Predicate, check_predicates
 
@@ -67,6 +72,9 @@ class Consumer:
         self._log = log
         self.group_id = None if group_id is None else check_id("group id", group_id)
         self.isolation_level: IsolationLevel = isolation_level
+        #: (topic, partition) -> the incarnation of the topic this consumer's
+        #: position there belongs to (see _remember)
+        self._read_in: dict[tuple[str, int], int] = {}
 
     # --- offsets ------------------------------------------------------------------
 
@@ -75,10 +83,13 @@ class Consumer:
         read_uncommitted)."""
         part = self._log.partition(topic, partition)
         if self.isolation_level == "read_uncommitted":
-            return part.end_offset()
-        hw, state = part.state()
-        decide = decide or self._log.resolver.snapshot()
-        return last_stable_offset(hw, state, decide, log_start=part.start_offset())
+            end = part.end_offset()
+        else:
+            hw, state = part.state()
+            decide = decide or self._log.resolver.snapshot()
+            end = last_stable_offset(hw, state, decide, log_start=part.start_offset())
+        self._remember(topic, partition, part.topic.incarnation, moves=False)
+        return end
 
     def end_offset(self, topic: str, partition: int) -> int:
         """Where reading ends at this isolation level: the LSO or the high watermark."""
@@ -100,25 +111,106 @@ class Consumer:
             UnstableOffsetCommitError: a transaction that is not decided yet has
                 offsets for this partition (retriable: it will end or expire).
         """
-        offsets, unstable = self._groups().position(self._log.resolver, incarnation_of(self._log))
+        current = incarnation_of(self._log)
+        seen: dict[str, int | None] = {}
+
+        def incarnation(name: str) -> int | None:
+            seen[name] = current(name)
+            return seen[name]
+
+        offsets, unstable = self._groups().position(self._log.resolver, incarnation)
         if (topic, partition) in unstable:
             raise UnstableOffsetCommitError(
                 f"group {self.group_id}: a transaction with offsets for {topic}/{partition} "
                 "is not decided yet; retry once it ends (or expires)",
                 partitions={(topic, partition)},
             )
-        return offsets.get((topic, partition))
+        offset, known = offsets.get((topic, partition)), seen.get(topic)
+        if offset is not None and known is not None:  # a position in that incarnation
+            self._remember(topic, partition, known, moves=False)
+        return offset
 
-    def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Commit the group's position outside any transaction."""
-        keyed = {}
-        for (topic, partition), offset in offsets.items():
-            self._log.partition(topic, partition)  # re-reads the topic if beyond its count
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
-            # the topic's chain, as read for the group's position: its incarnation
-            keyed[offset_key(self._log.topic(topic), partition)] = offset
-        self._groups().commit(keyed)
+    def commit(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        *,
+        incarnations: Mapping[str, int] | None = None,
+    ) -> None:
+        """Commit the group's position outside any transaction: the next offset
+        to read per (topic, partition), all of them or none.
+
+        An offset means something only in the log it was read from, and a
+        topic deleted and created again under its name is a new log (a new
+        incarnation, :attr:`Topic.incarnation`). Each offset is kept as a
+        position in the incarnation this consumer's position in the partition
+        belongs to: the first it read or looked up (``read``, ``iter_batches``,
+        ``read_snapshot``, ``committed``, ``end_offset``, ...), or the new one
+        once it read that from its start. Offsets of partitions it never read
+        (obtained elsewhere) are taken as positions in the topic as it is now,
+        unless ``incarnations`` (topic -> incarnation) names theirs.
+
+        Raises:
+            TopicRecreatedError: an offset belongs to an incarnation that is no
+                longer the topic's (it was deleted and created again since the
+                read): read the new topic from its start (``start=None``) and
+                commit those reads' offsets, or, for offsets that are positions
+                in the new topic, pass its incarnation in ``incarnations``.
+                Nothing was written.
+            InvalidConfigError: no group_id, a bad offset or incarnation.
+            UnknownTopicOrPartitionError: no such topic or partition.
+        """
+        groups = self._groups()
+        given = dict(incarnations or {})
+        keyed = keyed_offsets(
+            self._log,
+            offsets,
+            read_in=self._read_in,
+            incarnations=given,
+            group_id=groups.group_id,
+        )
+        groups.commit(keyed)
+        for topic, partition in offsets:
+            if topic in given:  # the caller said where this position is
+                self._read_in[(topic, partition)] = given[topic]
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group and, per partition, the incarnation of the topic this
+        consumer's position belongs to (see :meth:`commit`), for
+        :meth:`Producer.send_offsets_to_transaction` (Kafka's
+        ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())``):
+        offsets sent in a transaction then name the log they were read in.
+        A snapshot: reads after the call do not change it.
+
+        Raises:
+            InvalidConfigError: this consumer has no group_id.
+        """
+        return ConsumerGroupMetadata(self._groups().group_id, self._read_in)
+
+    def _remember(self, topic: str, partition: int, incarnation: int, *, moves: bool) -> None:
+        """Note that this consumer read (or looked up) ``topic/partition`` in
+        ``incarnation``. The first incarnation noted of a partition stays
+        until a read of another one from its log start (``moves``): a
+        position carried from the old topic into a read of the new one is
+        still the old log's, and committing it raises."""
+        tp = (topic, partition)
+        if moves or tp not in self._read_in:
+            self._read_in[tp] = incarnation
+
+    def _read_from(self, part: PartitionLog, start: int | None) -> None:
+        """Note a read of ``part`` from ``start``, once ``part`` is open (its
+        listing shows which incarnation it reads)."""
+        moves = start is None or start <= part.start_offset()
+        self._remember(part.topic.name, part.partition, part.topic.incarnation, moves=moves)
+
+    def _noting(
+        self, part: PartitionLog, start: int | None, batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        """``batches`` of a read of ``part`` from ``start``, noted once the
+        read has opened ``part``."""
+        for batch in batches:
+            self._read_from(part, start)
+            yield batch
+        self._read_from(part, start)
 
     # --- reads --------------------------------------------------------------------
 
@@ -147,10 +239,12 @@ class Consumer:
         """
         part = self._log.partition(topic, partition)
         if self.isolation_level == "read_uncommitted":
-            yield from part.iter_batches(start, end, columns=columns, where=where)
+            batches = part.iter_batches(start, end, columns=columns, where=where)
+            yield from self._noting(part, start, batches)
             return
         _check_read(part.topic.schema, columns, where)  # bad input fails before any read
         plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
+        self._read_from(part, plan.start)
         yield from _visible_batches(part, plan, columns, where)
 
     def iter_records(
@@ -189,6 +283,7 @@ class Consumer:
         else:
             plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
             start, end, summaries, hidden = plan.start, plan.end, plan.segments, plan.hidden
+        self._read_from(part, start)
         if max_records is not None:
             end = _end_after(summaries, hidden, start, end, max_records)
         visible = part.iter_segments(
@@ -278,12 +373,14 @@ class Consumer:
                 end = part.end_offset() if end is None else end
                 tables[(topic, partition)] = part.read(start, end, columns=columns, where=where)
                 ends[(topic, partition)] = end
+                self._read_from(part, start)
             return SnapshotRead(tables, ends)
         for tp, plan in plan_snapshot(self._log, ranges).items():
             part = self._log.partition(*tp)
             batches = list(_visible_batches(part, plan, columns, where))
             tables[tp] = pa.Table.from_batches(batches, projected(part.topic.schema, columns))
             ends[tp] = plan.end
+            self._read_from(part, plan.start)
         return SnapshotRead(tables, ends)
 
 

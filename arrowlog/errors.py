@@ -83,14 +83,15 @@ class OffsetOutOfRangeError(ArrowLogError):
 
 
 class TopicRecreatedError(OffsetOutOfRangeError):
-    """Offsets kept outside the log (an export's table) were read in a topic
-    that has been deleted since; the topic of that name now is another
-    incarnation, a new log whose offsets name other records. Taking the old
-    offsets as positions in it would skip its first records (or fail as out of
-    range). Nothing was written; the message says how to choose: export the
-    new topic from its start, or keep the table as the old topic's. An
-    :class:`OffsetOutOfRangeError` too: what was not exported of the old topic
-    is gone, as after records were deleted.
+    """Offsets kept outside the log (an export's table, a consumer group's
+    position, offsets sent in a transaction) were read in a topic that has
+    been deleted since; the topic of that name now is another incarnation, a
+    new log whose offsets name other records. Taking the old offsets as
+    positions in it would skip its first records (or fail as out of range).
+    Nothing was written; the message says how to choose: read (or export) the
+    new topic from its start, or keep the old offsets for the old topic. An
+    :class:`OffsetOutOfRangeError` too: what was not read of the old topic is
+    gone, as after records were deleted.
 
     ``topic``; ``recorded_incarnation``, the incarnation the offsets were read
     in; ``incarnation``, the topic's now."""

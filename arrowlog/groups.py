@@ -18,6 +18,12 @@ transaction may yet commit. Finishing the transaction applies (or drops) the
 offsets and clears the mark, once per transaction: each entry remembers the last
 transaction epoch applied per transactional id, so that a zombie or a second
 client rolling the same transaction forward can never move a group back.
+
+An offset is a position in one incarnation of its topic (a topic deleted and
+created again under its name is a new log): it is kept under that
+incarnation's key, and one read in an incarnation that is no longer the
+topic's is refused (:func:`keyed_offsets`), never taken as a position in the
+new topic.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from arrowlog import _checked_json, _clock
@@ -36,14 +43,17 @@ from arrowlog.coordinator import check_id
 from arrowlog.errors import (
     ConcurrentTransactionsError,
     CorruptObjectError,
+    InvalidConfigError,
+    TopicRecreatedError,
     TransientStoreError,
     UnstableOffsetCommitError,
 )
 
 if TYPE_CHECKING:
+    from arrowlog._logview import LogView
     from arrowlog.coordinator import TxnResolver
 from arrowlog.storage import Store
-from arrowlog.topic import Topic, parse_topic_prefix
+from arrowlog.topic import parse_topic_prefix, topic_prefix
 
 GROUPS_PREFIX = "_arrowlog/groups/"
 
@@ -52,12 +62,12 @@ def tp_key(topic: str, partition: int) -> str:
     return f"{topic}/{partition}"
 
 
-def offset_key(topic: Topic, partition: int) -> str:
-    """Where a group's offset for a partition is kept: under the topic's
-    prefix, which names its incarnation (``t/0`` as always for a topic never
-    deleted, ``t=2/0`` for the one created anew at version 2), so that the
-    offsets of a deleted topic never count in one created under its name."""
-    return f"{topic.prefix}/{partition}"
+def offset_key(topic: str, incarnation: int, partition: int) -> str:
+    """Where a group's offset for a partition is kept: under the prefix of the
+    topic's incarnation the offset was read in (``t/0`` as always for a topic
+    never deleted, ``t=2/0`` for the one created anew at version 2), so that
+    the offsets of a deleted topic never count in one created under its name."""
+    return f"{topic_prefix(topic, incarnation)}/{partition}"
 
 
 def parse_offset_key(key: str) -> tuple[str, int, int]:
@@ -65,6 +75,93 @@ def parse_offset_key(key: str) -> tuple[str, int, int]:
     prefix, _, partition = key.rpartition("/")
     topic, incarnation = parse_topic_prefix(prefix)
     return topic, incarnation, int(partition)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """A consumer's group and the topic incarnation of each partition it read,
+    for :meth:`Producer.send_offsets_to_transaction` (Kafka's
+    ``consumer.groupMetadata()``): made by :meth:`Consumer.group_metadata`, so
+    that offsets sent in a transaction name the log they were read in.
+
+    ``incarnations`` maps (topic, partition) to the incarnation of the topic
+    the consumer's position in that partition belongs to; a partition left
+    out is taken to be in the topic as it is now."""
+
+    group_id: str
+    incarnations: Mapping[tuple[str, int], int] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        check_id("group id", self.group_id)
+        # a copy, read-only: the consumer reads on after handing this out
+        object.__setattr__(self, "incarnations", MappingProxyType(dict(self.incarnations)))
+
+
+def keyed_offsets(
+    log: LogView,
+    offsets: Mapping[tuple[str, int], int],
+    *,
+    read_in: Mapping[tuple[str, int], int],
+    incarnations: Mapping[str, int] | None,
+    group_id: str,
+) -> dict[str, int]:
+    """``offsets`` (next offset to read per (topic, partition)) keyed for a
+    group's position (:func:`offset_key`), each under the incarnation it was
+    read in: as ``incarnations`` (topic -> incarnation) says, else as
+    ``read_in`` (what the consumer read: (topic, partition) -> incarnation)
+    says, else the topic's now (offsets obtained elsewhere). Everything is
+    checked before anything is written.
+
+    Raises:
+        TopicRecreatedError: an offset was read in an incarnation of its topic
+            that has since been deleted (the topic of the name now is a new
+            log); nothing may be written.
+        InvalidConfigError: a bad offset or incarnation, or an incarnation
+            given for a topic ``offsets`` does not name.
+        UnknownTopicOrPartitionError: no such topic or partition.
+    """
+    given = dict(incarnations or {})
+    for name, incarnation in given.items():
+        if isinstance(incarnation, bool) or not isinstance(incarnation, int) or incarnation < 0:
+            raise InvalidConfigError(f"incarnation of topic {name!r} must be an int >= 0")
+        if name not in {topic for topic, _ in offsets}:
+            raise InvalidConfigError(f"incarnations names topic {name!r}, which offsets do not")
+    keyed = {}
+    for (topic, partition), offset in offsets.items():
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
+        now = log.topic(topic).incarnation
+        named = given.get(topic, read_in.get((topic, partition), now))
+        if named > now:  # newer than this client knows: learn the topic anew
+            now = log.topic(topic, refresh=True).incarnation
+        if named > now:
+            raise InvalidConfigError(
+                f"incarnation {named} of topic {topic!r} does not exist (it is {now})"
+            )
+        if named < now:
+            raise _recreated(topic, partition, named, now, group_id, given=topic in given)
+        log.partition(topic, partition)  # re-reads the topic if beyond its count
+        # the incarnation checked, even if the topic is created anew meanwhile:
+        # then the offset is the old log's and never counts in the new one
+        keyed[offset_key(topic, named, partition)] = offset
+    return keyed
+
+
+def _recreated(
+    topic: str, partition: int, named: int, now: int, group_id: str, *, given: bool
+) -> TopicRecreatedError:
+    source = "given as" if given else "read in"
+    return TopicRecreatedError(
+        f"group {group_id}: the offset for {topic}/{partition} was {source} incarnation "
+        f"{named} of topic {topic!r}, which was deleted; {topic!r} is now incarnation {now}, "
+        "a new log whose offsets name other records. Nothing was written. Read "
+        f"{topic}/{partition} again from its start (start=None) and commit the offsets of "
+        f"those reads; if these offsets are positions in the new topic, say so: "
+        f"incarnations={{{topic!r}: {now}}}",
+        topic=topic,
+        recorded_incarnation=named,
+        incarnation=now,
+    )
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ def test_the_readme_has_the_snippets_these_tests_run() -> None:
 def test_the_readme_python_snippets_run_as_written(s3_server: S3Server, tmp_path: Path) -> None:
     blocks = [b for b in python_blocks() if not _USES_SPARK.search(b)]
     check = (
-        "assert c.committed('events', 0) == 42\n"
+        "assert c.committed('events', 0) == 4\n"
         "assert s3.end_offsets('events')[0] >= 2\n"
         "print('events', sum(log.end_offsets('events').values()))"
     )

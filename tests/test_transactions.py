@@ -12,6 +12,7 @@ import pytest
 import arrowlog
 import arrowlog.admin
 import arrowlog.checkpoint
+import arrowlog.groups
 from arrowlog import ArrowLog, TopicConfig, TxnState
 from arrowlog.coordinator import Outcome, is_transition_valid
 from arrowlog.storage import Store
@@ -114,6 +115,116 @@ def test_consumer_offsets_become_visible_only_on_commit(log: ArrowLog) -> None:
     assert group.committed("a", 0) == 6 and group.committed("a", 1) is None
     group.commit({("a", 1): 2})
     assert group.committed("a", 1) == 2 and group.committed("a", 0) == 6
+
+
+# --- offsets name the incarnation of the topic they were read in ------------------
+
+#: no wait before a deleted name is created again; every client reads the topic
+#: anew at each lookup (as all do once metadata_max_age_ms has passed)
+NOW = arrowlog.LogConfig(metadata_max_age_ms=0)
+
+
+@pytest.fixture
+def pipeline(make_log: Callable[..., ArrowLog]) -> tuple[ArrowLog, ArrowLog]:
+    """(the admin's client, the pipeline's client): topics ``in`` (five
+    records) and ``out``."""
+    admin = make_log(config=NOW)
+    admin.create_topic("in", SCHEMA, partitions=2)
+    admin.create_topic("out", SCHEMA)
+    admin.append("in", rows(0, 1, 2, 3, 4), partition=0)
+    return admin, make_log(config=NOW)
+
+
+def recreate_input(admin: ArrowLog, *values: int) -> int:
+    admin.delete_topic("in")
+    incarnation = admin.create_topic("in", SCHEMA, partitions=2).incarnation
+    admin.append("in", rows(*values), partition=0)
+    return incarnation
+
+
+def written(store: Store, *prefixes: str) -> list[str]:
+    return sorted(o.key for p in prefixes for o in store.list(p))
+
+
+def test_offsets_sent_with_the_consumers_metadata_commit_as_before(
+    pipeline: tuple[ArrowLog, ArrowLog], store: Store
+) -> None:
+    """No re-creation: the consumer's group_metadata() in place of the group
+    id commits the same offsets, with the same requests."""
+    _, client = pipeline
+    counts = []
+    for n, group_id in enumerate(["by-id", "by-metadata"]):
+        consumer = client.consumer(group_id=group_id)
+        consumed = consumer.read("in", 0)
+        group = consumer.group_metadata() if n else group_id
+        counting = CountingStore(store)
+        p = arrowlog.connect(counting, config=NOW).producer(transactional_id=f"tx{n}")
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("out", consumed)
+        counting.reset()
+        p.send_offsets_to_transaction({("in", 0): 5, ("in", 1): 1}, group)
+        counts.append(dict(counting.counts))
+        p.commit_transaction()
+        p.close()
+        assert consumer.committed("in", 0) == 5 and consumer.committed("in", 1) == 1
+    assert counts[0] == counts[1]
+
+
+def test_offsets_read_before_their_topic_was_created_again_are_refused_by_the_send(
+    pipeline: tuple[ArrowLog, ArrowLog], store: Store
+) -> None:
+    """Consume-transform-produce whose input topic is deleted and created
+    again between the read and send_offsets_to_transaction: the send raises
+    before anything is written (no coordinator entry, no pending mark), and
+    the transaction goes on; committing it commits the records, and the
+    group's position in the new topic stays unset."""
+    admin, client = pipeline
+    consumer = client.consumer(group_id="etl")
+    consumed = consumer.read("in", 0)
+    p = client.producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("out", consumed)
+    assert recreate_input(admin, 10, 11) == 2
+    before = written(store, "_arrowlog/coordinator/", "_arrowlog/groups/")
+    with pytest.raises(arrowlog.TopicRecreatedError) as refused:
+        p.send_offsets_to_transaction({("in", 0): 5}, consumer.group_metadata())
+    assert (refused.value.recorded_incarnation, refused.value.incarnation) == (0, 2)
+    with pytest.raises(arrowlog.TopicRecreatedError, match="given as incarnation 0"):
+        p.send_offsets_to_transaction({("in", 0): 5}, "etl", incarnations={"in": 0})
+    assert written(store, "_arrowlog/coordinator/", "_arrowlog/groups/") == before
+    assert p.state is arrowlog.ProducerState.IN_TRANSACTION
+    p.commit_transaction()
+    p.flush()
+    assert committed(client, "out", 0) == [0, 1, 2, 3, 4]
+    assert client.consumer(group_id="etl").committed("in", 0) is None
+    assert written(store, "_arrowlog/groups/") == []
+
+
+def test_a_topic_created_again_between_the_send_and_the_commit_keeps_the_offsets_for_the_old_one(
+    pipeline: tuple[ArrowLog, ArrowLog],
+) -> None:
+    """The input topic is deleted and created again after the offsets were
+    sent, before the commit: the transaction's entry keeps them under the old
+    incarnation's key (``in/0``), so the commit applies them to the old
+    topic's position, and the group's position in the new topic is untouched
+    (it starts from the new topic's start, as a new group would)."""
+    admin, client = pipeline
+    consumer = client.consumer(group_id="etl")
+    consumed = consumer.read("in", 0)
+    p = client.producer(transactional_id="tx")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("out", consumed)
+    p.send_offsets_to_transaction({("in", 0): 5}, consumer.group_metadata())
+    recreate_input(admin, *range(10, 17))
+    p.commit_transaction()
+    p.flush()
+    assert committed(client, "out", 0) == [0, 1, 2, 3, 4]
+    assert client.consumer(group_id="etl").committed("in", 0) is None
+    offsets = arrowlog.groups.GroupOffsets(client.store, "etl", client.config.retry)
+    assert offsets.latest().offsets == {"in/0": 5}
 
 
 def test_state_machine_errors_write_nothing(log: ArrowLog) -> None:

@@ -28,14 +28,13 @@ from arrowlog.coordinator import (
 )
 from arrowlog.errors import (
     ArrowLogError,
-    InvalidConfigError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     ProducerFencedError,
     TransactionTimeoutError,
     UnknownTopicOrPartitionError,
 )
-from arrowlog.groups import GroupOffsets, offset_key, tp_key
+from arrowlog.groups import ConsumerGroupMetadata, GroupOffsets, keyed_offsets, tp_key
 from arrowlog.producer._base import ProducerState, _ProducerBase
 from arrowlog.topic import Topic
 from arrowlog.txn import fence_and_recover, finish, next_epoch
@@ -167,24 +166,51 @@ class _Transactions(_ProducerBase):
             self._register()
 
     def send_offsets_to_transaction(
-        self, offsets: Mapping[tuple[str, int], int], group_id: str
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        group_id: str | ConsumerGroupMetadata,
+        *,
+        incarnations: Mapping[str, int] | None = None,
     ) -> None:
         """Commit consumer offsets (next offset to read, per (topic, partition))
-        for ``group_id`` as part of the transaction: they become the group's
-        position only if the transaction commits."""
+        for a group as part of the transaction: they become the group's
+        position only if the transaction commits.
+
+        Give the group as the consuming consumer's ``group_metadata()`` (as
+        Kafka's ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())``):
+        each offset is then kept as a position in the incarnation of the topic
+        that consumer read the partition in (see :meth:`Consumer.commit`). With
+        a bare group id, offsets are taken as positions in their topics as they
+        are now, unless ``incarnations`` (topic -> incarnation) names theirs.
+
+        The offsets stay positions in the incarnation checked here: if the
+        topic is deleted and created again before the transaction commits, the
+        commit keeps them for the old topic, and the group's position in the
+        new one is untouched.
+
+        Raises:
+            TopicRecreatedError: an offset belongs to an incarnation that is no
+                longer its topic's (it was deleted and created again since the
+                read); nothing was written, and the transaction goes on (abort
+                it, or commit it without these offsets).
+            InvalidConfigError: a bad offset or incarnation.
+            InvalidTxnStateError: no transaction.
+            UnknownTopicOrPartitionError: no such topic or partition.
+        """
         self._require_transactional()
-        check_id("group id", group_id)
+        if isinstance(group_id, ConsumerGroupMetadata):
+            group, read_in = group_id.group_id, group_id.incarnations
+        else:
+            group, read_in = check_id("group id", group_id), {}
         with self._lock:
             self._check_usable()
             self._check_in_transaction("send_offsets_to_transaction")
-            merged = {**self._txn_offsets.get(group_id, {})}
-            for (topic, partition), offset in offsets.items():
-                self._log.partition(topic, partition)  # re-reads the topic if beyond its count
-                if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                    raise InvalidConfigError(f"offset for {topic}/{partition} must be an int >= 0")
-                merged[offset_key(self._log.topic(topic), partition)] = offset
-            self._register(offsets={**self._txn_offsets, group_id: merged})
-            self._mark_pending(group_id)
+            keyed = keyed_offsets(
+                self._log, offsets, read_in=read_in, incarnations=incarnations, group_id=group
+            )
+            merged = {**self._txn_offsets.get(group, {}), **keyed}
+            self._register(offsets={**self._txn_offsets, group: merged})
+            self._mark_pending(group)
 
     def _mark_pending(self, group_id: str) -> None:
         """After the coordinator entry names the offsets, before anything can
