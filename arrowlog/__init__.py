@@ -38,6 +38,7 @@ from arrowlog.errors import (
     UnsupportedStoreError,
     UnsupportedTypeError,
 )
+from arrowlog.groups import ConsumerGroupMetadata
 from arrowlog.log import ArrowLog, PartitionInfo, TopicDescription, connect
 from arrowlog.partition import AppendResult, PartitionLog, Removal
 from arrowlog.producer import Producer, ProducerState
@@ -55,6 +56,7 @@ __all__ = [
     "Compression",
     "ConcurrentTransactionsError",
     "Consumer",
+    "ConsumerGroupMetadata",
     "CorruptCheckpointError",
     "CorruptObjectError",
     "CorruptSegmentError",

@@ -156,7 +156,9 @@ def reset_offsets(
             f"group {group}: an undecided transaction may still move {held}; retry once it ends",
             partitions=set(held),
         )
-    consumer = log.consumer()
+    # one consumer for the lookups and the commit: a topic created again between
+    # them is refused (TopicRecreatedError), not given the old topic's targets
+    consumer = log.consumer(group_id=group)
     rows, new = [], {}
     for topic, p in targets:
         part = log.partition(topic, p)
@@ -186,7 +188,7 @@ def reset_offsets(
             }
         )
     if execute:
-        log.consumer(group_id=group).commit(new)
+        consumer.commit(new)
     session.table(rows)
     session.message(
         f"reset {len(new)} partition(s) of group {group}"
