@@ -162,6 +162,7 @@ def plan_scan(
     isolation_level: IsolationLevel = "read_committed",
     fail_on_data_loss: bool = True,
     partitions: set[TopicPartition] | None = None,
+    keep_partitions: set[TopicPartition] | None = None,
     min_offset: int | None = None,
     max_offset: int | None = None,
     min_timestamp_us: int | None = None,
@@ -172,13 +173,21 @@ def plan_scan(
     """Resolve the offsets of a scan and split it into tasks.
 
     ``latest`` is the LSO under read_committed and the high watermark under
-    read_uncommitted. ``partitions``, ``min_offset``/``max_offset`` and
-    ``min_timestamp_us``/``max_timestamp_us`` narrow the scan further (pushed-down
-    filters, all bounds inclusive). Timestamp bounds are exact: every record of a
-    segment has the segment's append timestamp. ``where`` (predicates on data
-    columns, see :mod:`arrowlog.stats`) leaves out the segments whose column
-    statistics prove that no row matches; rows of the others are not filtered
-    (the engine applies the filter).
+    read_uncommitted. The read covers ``partitions`` (None: every partition of
+    every topic), and its snapshot, with the offsets and timestamps above,
+    decides where each of them ends: :attr:`ScanPlan.ranges`.
+
+    Filters never move those ends: they only leave rows of the snapshot out of
+    the tasks. ``keep_partitions``, ``min_offset``/``max_offset`` and
+    ``min_timestamp_us``/``max_timestamp_us`` (pushed-down filters, all bounds
+    inclusive) are exact: a read of a few partitions or offsets still plans
+    every partition's view, so that its rows are those of the same read
+    unfiltered, filtered after (whichever engine filters them). Timestamp
+    bounds are exact because every record of a segment has the segment's
+    append timestamp. ``where`` (predicates on data columns, see
+    :mod:`arrowlog.stats`) leaves out the segments whose column statistics
+    prove that no row matches; rows of the others are not filtered (the engine
+    applies the filter).
 
     Raises:
         UnknownTopicOrPartitionError: a topic or partition named does not exist.
@@ -205,12 +214,13 @@ def plan_scan(
                 raise InvalidConfigError("endingOffsets: -2 (earliest) is not allowed")
     if starting == "latest":
         raise InvalidConfigError("startingOffsets: 'latest' is not allowed for a batch read")
+    committed = isolation_level == "read_committed"
     # where each range starts and ends; plan_snapshot below fixes views of its own
     views = {}
     for t in topics:
         wanted_here = {p for n, p in partitions or () if n == t}
         if wanted_here and max(wanted_here) >= log.topic(t).partitions:
-            log.topic(t, refresh=True)  # a filter names a partition added since we looked
+            log.topic(t, refresh=True)  # a partition read was added since we looked
         # using each partition lists it, which shows any newer version of the topic
         for part in log.iter_partitions(t):
             if partitions is None or part.partition in wanted_here:
@@ -222,10 +232,7 @@ def plan_scan(
         part = log.partition(topic, partition)
         hw, state = views[(topic, partition)]
         log_start = part.start_offset()
-        if isolation_level == "read_committed":
-            latest = last_stable_offset(hw, state, decide, log_start=log_start)
-        else:
-            latest = hw
+        latest = last_stable_offset(hw, state, decide, log_start=log_start) if committed else hw
         start = _pick(starting, (topic, partition), log_start, latest, missing=EARLIEST)
         end = _pick(ending, (topic, partition), log_start, latest, missing=LATEST)
         if starting_timestamp is not None:
@@ -243,66 +250,67 @@ def plan_scan(
             # a known end (a micro-batch's) may lie past a listing gap: follow
             # the chain by HEAD before calling it out of range
             hw, state = part.state(complete=True)
-            committed = isolation_level == "read_committed"
             latest = last_stable_offset(hw, state, decide, log_start=log_start) if committed else hw
         if end > latest:
             raise OffsetOutOfRangeError(
                 f"{topic}/{partition}: ending offset {end} is past the latest offset {latest}"
-                + (" (the LSO under read_committed)" if isolation_level == "read_committed" else "")
+                + (" (the LSO under read_committed)" if committed else "")
             )
         if start > end:
             raise OffsetOutOfRangeError(
                 f"{topic}/{partition}: starting offset {start} is after ending offset {end}"
             )
-        if min_offset is not None:
-            start = min(max(start, min_offset), end)
-        if max_offset is not None:
-            end = max(min(end, max_offset + 1), start)
         # An end asked as "latest" under read_committed is left to the snapshot,
         # which may end lower, before a transaction it would otherwise show in
         # part. An end given as a number (a streaming micro-batch's) is kept as
         # given, even where it equals the LSO: its offsets are promised whole.
         open_ended = (
-            isolation_level == "read_committed"
+            committed
             and _asks_latest(ending, (topic, partition))
             and ending_timestamp is None
             and end == latest
             and start < end
         )
         wanted[(topic, partition)] = (start, None if open_ended else end)
-    plans = plan_snapshot(log, wanted) if isolation_level == "read_committed" else {}
+    # the snapshot of every partition read, whatever the filters keep of it
+    plans = plan_snapshot(log, wanted) if committed else {}
     ranges = []
     tasks: list[ScanTask] = []
     for (topic, partition), (start, maybe_end) in wanted.items():
-        part = log.partition(topic, partition)
-        if (topic, partition) in plans:
-            plan = plans[(topic, partition)]
-            end = plan.end
-            visible = [s for s in plan.segments if s.base not in plan.hidden]
+        if committed:
+            end = plans[(topic, partition)].end
         else:
             assert maybe_end is not None
             end = maybe_end
-            visible = [s for s in part.summaries(start, end) if not s.control]
         ranges.append(ScanRange(topic, partition, start, end))
-        if start == end:
+        if keep_partitions is not None and (topic, partition) not in keep_partitions:
             continue
+        # what the offset filters keep of the snapshot's range
+        lo = start if min_offset is None else min(max(start, min_offset), end)
+        hi = end if max_offset is None else max(min(end, max_offset + 1), lo)
+        if lo == hi:
+            continue
+        part = log.partition(topic, partition)
+        if committed:
+            plan = plans[(topic, partition)]
+            visible = [s for s in plan.segments if s.base not in plan.hidden]
+        else:
+            visible = [s for s in part.summaries(start, end) if not s.control]
+        visible = [s for s in visible if s.end > lo and s.base < hi]
         if min_timestamp_us is not None:
             visible = [s for s in visible if s.timestamp_ms * 1000 >= min_timestamp_us]
         if max_timestamp_us is not None:
             visible = [s for s in visible if s.timestamp_ms * 1000 <= max_timestamp_us]
         if checked:
             visible = [s for s in visible if may_match(s.stats, schema, checked, s.record_count)]
-        cover = part.compacted_objects(start, end) if visible else []
-        committed = isolation_level == "read_committed"
+        cover = part.compacted_objects(lo, hi) if visible else []
         # droppable: may be absent from its compacted object (left out there)
         droppable = frozenset(
             s.base
             for s in visible
             if s.transactional and (not committed or s.base in plans[(topic, partition)].forgotten)
         )
-        tasks.extend(
-            _split(part.topic, partition, visible, cover, start, end, target_bytes, droppable)
-        )
+        tasks.extend(_split(part.topic, partition, visible, cover, lo, hi, target_bytes, droppable))
     return ScanPlan(tuple(ranges), tuple(tasks))
 
 

@@ -170,7 +170,8 @@ class ArrowLogReader(DataSourceReader):
         topics = subscribed_topics(log, o)
         every = subscribed_partitions(log, o, topics)
         numbers = self.partition_numbers
-        chosen = {tp for tp in every if numbers is None or tp[1] in numbers}
+        # the filters pick rows of the read's snapshot, never where it ends
+        kept = None if numbers is None else {tp for tp in every if tp[1] in numbers}
         schema = log.topic(topics[0]).schema
         target = o.target_bytes
         if o.columns is not None:  # a task reads about its columns' share of the bytes
@@ -182,7 +183,8 @@ class ArrowLogReader(DataSourceReader):
             ending=ending_offsets(log, o, every),
             isolation_level=o.isolation_level,
             fail_on_data_loss=o.fail_on_data_loss,
-            partitions=chosen,
+            partitions=set(every),
+            keep_partitions=kept,
             min_offset=self.min_offset,
             max_offset=self.max_offset,
             min_timestamp_us=self.min_timestamp_us,

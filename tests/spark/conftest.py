@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import arrowlog
+from arrowlog.consumer import IsolationLevel
+from arrowlog.scan import TopicPartition, metadata_names
 from arrowlog.spark.options import spark_storage_options
 from tests.conftest import StoreSpec
 
@@ -73,36 +77,117 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.fixture
 def pushdown(spark: Any) -> Iterator[None]:
     """Filter pushdown on for one test (Spark's default is off)."""
-    spark.conf.set(PUSHDOWN_FLAG, "true")
-    yield
-    spark.conf.unset(PUSHDOWN_FLAG)
+    with python_pushdown(spark):
+        yield
 
 
-#: the readers of a batch read (option ``reader``): tests marked with
-#: ``both_readers`` run once with each, and must see the same rows
-READERS = ("jvm", "python") if not os.environ.get("ARROWLOG_SPARK_MIN") else ("python",)
+#: the readers of a batch read: the JVM reader (which pushes filters down in any
+#: session), the Python source in a default session (no pushdown: it plans every
+#: partition and Spark filters the rows) and the Python source with Spark's
+#: Python filter pushdown on. Tests using ``every_reader`` run once with each
+#: and must see the same rows (and those of :func:`snapshot_rows`)
+READERS = (
+    ("jvm", "python", "python-pushdown")
+    if not os.environ.get("ARROWLOG_SPARK_MIN")
+    else ("python", "python-pushdown")
+)
 _reader: list[str] = []
 
 
 @pytest.fixture(params=READERS)
-def both_readers(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Batch reads through :func:`with_options` use this reader."""
+def every_reader(request: pytest.FixtureRequest, spark: Any) -> Iterator[str]:
+    """Batch reads through :func:`with_options` use this reader. Spark reads the
+    pushdown flag when it plans a query, so setting it on the shared session
+    for one test turns pushdown on for that test's queries (the tests that
+    count planned tasks see it)."""
+    pushed = request.param == "python-pushdown"
     _reader.append(request.param)
-    yield request.param
-    _reader.pop()
+    try:
+        with python_pushdown(spark) if pushed else nullcontext():
+            yield request.param
+    finally:
+        _reader.pop()
+
+
+@contextmanager
+def python_pushdown(spark: Any) -> Iterator[None]:
+    """Spark's Python filter pushdown on for the queries run inside."""
+    spark.conf.set(PUSHDOWN_FLAG, "true")
+    try:
+        yield
+    finally:
+        spark.conf.unset(PUSHDOWN_FLAG)
+
+
+def reader_option(reader: str) -> str:
+    """The ``reader`` option of one of :data:`READERS`."""
+    return "python" if reader == "python-pushdown" else reader
 
 
 def with_options(builder: Any, spec: StoreSpec, options: dict[str, str]) -> Any:
     """A DataFrameReader or DataFrameWriter pointed at ``spec``'s store (its storage
     options as ``storage.*`` options) with ``options`` set (and a batch read's
-    ``reader``, under :func:`both_readers`)."""
+    ``reader``, under :func:`every_reader`)."""
     from pyspark.sql import DataFrameReader
 
     if _reader and isinstance(builder, DataFrameReader) and "reader" not in options:
-        options = {"reader": _reader[-1], **options}
+        options = {"reader": reader_option(_reader[-1]), **options}
     builder = builder.option("path", spec.url)
     for key, value in spark_storage_options(spec.options).items():
         builder = builder.option(key, value)
     for key, value in options.items():
         builder = builder.option(key, value)
     return builder
+
+
+def snapshot_rows(
+    log: arrowlog.ArrowLog,
+    topics: str | Sequence[str],
+    *,
+    partitions: Iterable[TopicPartition] | None = None,
+    starts: Mapping[TopicPartition, int] | None = None,
+    ends: Mapping[TopicPartition, int] | None = None,
+    isolation_level: IsolationLevel = "read_committed",
+    columns: Sequence[str] | None = None,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """What the library's own :meth:`~arrowlog.Consumer.read_snapshot` reads of
+    every partition of ``topics`` (or of ``partitions``: an ``assign``), each
+    from ``starts`` (else its log start) to ``ends`` (else where the snapshot
+    ends), filtered after by ``keep``: the rows any Spark read of the same
+    options and filter returns. Each row is a dict of the topic's columns (or
+    ``columns``), the metadata columns ``topic``, ``partition`` and ``offset``
+    (named as Spark names them) and ``timestamp_ms``."""
+    topic_names = [topics] if isinstance(topics, str) else list(topics)
+    if partitions is None:
+        partitions = [
+            (t, p) for t in topic_names for p in range(log.topic(t, refresh=True).partitions)
+        ]
+    ranges = {tp: ((starts or {}).get(tp), (ends or {}).get(tp)) for tp in partitions}
+    consumer = log.consumer(isolation_level=isolation_level)
+    snapshot = consumer.read_snapshot(ranges, columns=columns)
+    out = []
+    for tp, table in snapshot.tables.items():
+        names = metadata_names(table.schema)  # as Spark's: `_offset` beside a column `offset`
+        # the offsets and append times of the snapshot's rows, in its order
+        records = consumer.iter_records(*tp, ranges[tp][0], snapshot.ends[tp], columns=columns)
+        where = [(r.offset + i, r.timestamp_ms) for r in records for i in range(r.batch.num_rows)]
+        assert len(where) == table.num_rows, tp
+        for row, (offset, ms) in zip(table.to_pylist(), where, strict=True):
+            row.update({names["topic"]: tp[0], names["partition"]: tp[1]})
+            row.update({names["offset"]: offset, "timestamp_ms": ms})
+            if keep is None or keep(row):
+                out.append(row)
+    return out
+
+
+def sorted_rows(rows: Any, columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    """``columns`` of ``rows`` (a DataFrame, or :func:`snapshot_rows`' dicts), sorted,
+    a NaN as its text (NaN != NaN)."""
+    if not isinstance(rows, list):
+        rows = [r.asDict(recursive=True) for r in rows.select(*columns).collect()]
+
+    def comparable(v: Any) -> Any:
+        return repr(v) if isinstance(v, float) and v != v else v
+
+    return sorted((tuple(comparable(r[c]) for c in columns) for r in rows), key=repr)

@@ -1,5 +1,6 @@
-"""The JVM reader against the Python one: the same schema, the same rows, the same
-errors, for every column type and for compressed, cut and damaged segments."""
+"""The JVM reader against the Python one (in a default session, and with filter
+pushdown on) and the library's snapshot read: the same schema, the same rows, the
+same errors, for every column type and for compressed, cut and damaged segments."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import arrowlog
 from arrowlog import Compression, TopicConfig
 from arrowlog.spark.jvm import JAR, built_against
 from tests.conftest import StoreSpec, _spec
-from tests.spark.conftest import with_options
+from tests.spark.conftest import python_pushdown, snapshot_rows, sorted_rows, with_options
 
 pytestmark = [
     pytest.mark.spark,
@@ -185,6 +186,21 @@ def test_every_type_reads_the_same_through_both_readers(
     assert [f.nullable for f in jvm.schema.fields][2] is False
     assert rows_of(jvm) == rows_of(python)
     assert len(rows_of(jvm)) == 24
+    key = ["partition", "offset", "i32", "s", "dec", "ints", "st"]
+    assert sorted_rows(jvm, key) == sorted_rows(snapshot_rows(log, "types"), key)
+    # a filter on metadata and data columns, through every reader
+    where = "partition = 1 and offset >= 3 and i32 < 20"
+    filtered = [
+        rows_of(read(spark, spec, r, topic="types").where(where)) for r in ("jvm", "python")
+    ]
+    with python_pushdown(spark):
+        filtered.append(rows_of(read(spark, spec, "python", topic="types").where(where)))
+    assert filtered[0] == filtered[1] == filtered[2] and filtered[0]
+    want = snapshot_rows(
+        log, "types", keep=lambda r: r["partition"] == 1 and r["offset"] >= 3 and r["i32"] < 20
+    )
+    got = read(spark, spec, "jvm", topic="types").where(where)
+    assert sorted_rows(got, key) == sorted_rows(want, key)
     # cut segments (a start and an end inside segments), and some columns only
     cut = {
         "startingOffsets": '{"types": {"0": 2, "1": 1}}',
@@ -195,6 +211,15 @@ def test_every_type_reads_the_same_through_both_readers(
         read(spark, spec, r, topic="types", **cut).select(*picked) for r in ("jvm", "python")
     )
     assert rows_of(jvm) == rows_of(python) and len(rows_of(jvm)) == 16
+    within = snapshot_rows(
+        log,
+        "types",
+        starts={("types", 0): 2, ("types", 1): 1},
+        ends={("types", 0): 9, ("types", 1): 10},
+    )
+    cut_key = ["partition", "offset", "s", "st"]
+    got = read(spark, spec, "jvm", topic="types", **cut)
+    assert sorted_rows(got, cut_key) == sorted_rows(within, cut_key)
     # no topic column at all (a count): the JVM reader loads none of them
     assert read(spark, spec, "jvm", topic="types", **cut).count() == 16
     offsets = read(spark, spec, "jvm", topic="types", **cut).select("partition", "offset")
@@ -501,6 +526,20 @@ def test_compacted_segments_read_the_same_through_both_readers(
     jvm = read(spark, spec, "jvm", topic="types").select("s", "offset", "timestamp")
     python = read(spark, spec, "python", topic="types").select("s", "offset", "timestamp")
     assert rows_of(jvm) == rows_of(python)
+    # a filter, with and without pushdown, and the library's snapshot read
+    where = "partition = 0 and offset between 3 and 14"
+    filtered = [
+        rows_of(read(spark, spec, r, topic="types").where(where)) for r in ("jvm", "python")
+    ]
+    with python_pushdown(spark):
+        filtered.append(rows_of(read(spark, spec, "python", topic="types").where(where)))
+    assert filtered[0] == filtered[1] == filtered[2] and filtered[0]
+    key = ["partition", "offset", "i32", "s"]
+    want = snapshot_rows(
+        log, "types", keep=lambda r: r["partition"] == 0 and 3 <= r["offset"] <= 14
+    )
+    got = read(spark, spec, "jvm", topic="types").where(where)
+    assert sorted_rows(got, key) == sorted_rows(want, key)
     # read_uncommitted: the aborted records compaction left out are gone from
     # both readers alike (the plan lets the object leave them out)
     uncommitted = {"isolationLevel": "read_uncommitted"}

@@ -18,10 +18,12 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
 
   private final SupportsRead python;
   private final StructType schema;
+  private final ArrowLogProvider provider;
 
-  ArrowLogTable(SupportsRead python, StructType schema) {
+  ArrowLogTable(SupportsRead python, StructType schema, ArrowLogProvider provider) {
     this.python = python;
     this.schema = schema;
+    this.provider = provider;
   }
 
   @Override
@@ -45,6 +47,7 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
     ScanBuilder delegate = python.newScanBuilder(options);
     String reader = options.getOrDefault(READER_OPTION, "jvm");
     if (reader.equalsIgnoreCase("python")) {
+      provider.scanStarts();
       return delegate;
     }
     if (!reader.equalsIgnoreCase("jvm")) {
@@ -52,6 +55,7 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
           "InvalidConfigError", "option reader: expected jvm or python, got '" + reader + "'");
     }
     if (Planner.unreadable(options.asCaseSensitiveMap()) != null) {
+      provider.scanStarts();
       return delegate; // a column type the JVM reader does not convert as Spark's does
     }
     return new ArrowLogScanBuilder(delegate, options, schema);
