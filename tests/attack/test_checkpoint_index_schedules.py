@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,7 +33,7 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-from arrowlog import Compression, TopicConfig
+from arrowlog import Compression
 from arrowlog.compacted_index import CompactedIndex, index_metadata
 from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.errors import AppendOutcomeUnknownError, CorruptSegmentError, SegmentNotFoundError
@@ -277,7 +278,9 @@ def test_an_overlapping_object_found_corrupt_after_vacuum_never_gives_wrong_rows
     gate.wait_reached()
     small = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
     window = 4 * ROWS
-    assert [(c.start, c.end) for c in small] == [(w, w + window) for w in range(0, 20 * ROWS, window)]
+    assert [(c.start, c.end) for c in small] == [
+        (w, w + window) for w in range(0, 20 * ROWS, window)
+    ]
     gate.release()
     done = big_compactor.result()
     assert [(c.start, c.end) for c in done] == [(0, 12 * ROWS), (12 * ROWS, 20 * ROWS)]  # type: ignore[attr-defined]
@@ -293,11 +296,12 @@ def test_an_overlapping_object_found_corrupt_after_vacuum_never_gives_wrong_rows
     _flip(clock, checkpoint_key("t", 0, window))
     fresh = connect(clock)
     outcomes = []
-    for read in (
+    reads: list[Callable[[], list[Any]]] = [
         lambda: vals(fresh.consumer().read("t", 0)),
         lambda: vals(fresh.partition("t", 0).read(0, 24 * ROWS)),
         lambda: vals(scanned(connect(clock))),
-    ):
+    ]
+    for read in reads:
         try:
             with passing_over():
                 assert read() == want
@@ -346,20 +350,65 @@ def test_vacuum_held_after_reading_an_object_back_while_it_rots(
     assert min(base_of(k) for k in segs(clock)) == 16
     _flip(clock, checkpoint_key("t", 0, 4))
     fresh = connect(clock)
-    for read in (
+    reads: list[Callable[[], pa.Table]] = [
         lambda: fresh.consumer().read("t", 0),
         lambda: fresh.partition("t", 0).read(5, 6),
         lambda: fresh.partition("t", 0).read(0, 2),
         lambda: scanned(fresh),
-    ):
-        with pytest.raises((CorruptSegmentError, SegmentNotFoundError)) as e:
-            with passing_over():
-                read()
+    ]
+    for read in reads:
+        with pytest.raises((CorruptSegmentError, SegmentNotFoundError)) as e, passing_over():
+            read()
         assert done.key in str(e.value) or "window at 4" in str(e.value)
     assert vals(fresh.partition("t", 0).read(16, 22)) == list(range(16, 22))
     assert fresh.append("t", rows(22)).base_offset == 22
     assert connect(clock).append("t", rows(23)).base_offset == 23
     assert not [r for r in connect(clock).vacuum() if "/compacted/" in r.key]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="FINDING: vacuum removes the segments of a window whose checkpoint is already "
+    "unreadable when the compacted object holding them has no index: the window, readable "
+    "before, can no longer be read",
+)
+def test_vacuum_keeps_the_segments_of_a_corrupt_window_an_object_without_index_holds(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: 22 records; [0, 16) compacted; the object is as a client
+    older than the index wrote it (its records and compaction table, no
+    index: protocol.md, "Objects written before the index still read as they
+    did"). The checkpoint of [4, 8) is found corrupt: reads still return
+    0..21 (the window is rebuilt from its segments). 15 min pass; vacuum.
+
+    Guarantee (protocol.md, "Vacuum never removes the only readable copy";
+    ``keep_unreadable_copies``: segments stay while they are "the only
+    readable copy of their records and of what their windows hold (a corrupt
+    checkpoint of a window is rebuilt from them)"): the segments of [4, 8)
+    stay (or at least every read returns 0..21 after the vacuum as before).
+
+    Observed: vacuum reads the object back (it has no index: nothing more to
+    check) and removes segments 0..15; it never looks at the checkpoints of
+    the windows it strips. Every read across [4, 8) now raises
+    SegmentNotFoundError ("no compacted object holding it has a readable
+    index"): records that were readable, and whose only copy of their window
+    vacuum held in its hands, became unreadable by vacuum."""
+    from tests.attack.test_compaction_attack import _forge
+
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(22):
+        log.append("t", rows(v))
+    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    _, batch, table = _honest(log, done.key)
+    _replace(clock, done.key, _forge(log, table.start, table.end, batch, list(table.runs)))
+    _flip(clock, checkpoint_key("t", 0, 4))
+    with skipping():
+        assert vals(connect(clock).consumer().read("t", 0)) == list(range(22))
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    with passing_over():
+        assert vals(connect(clock).consumer().read("t", 0)) == list(range(22))
 
 
 # --- what a compactor compacts ------------------------------------------------------------
@@ -634,3 +683,180 @@ def test_transactions_split_across_a_window_rebuilt_from_the_index(
         _flip(clock, checkpoint_key("t", 0, start))
     with skipping():
         assert every_view(connect(clock)) == before
+
+
+def test_forgotten_epochs_read_through_windows_rebuilt_from_the_index(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule (t has 2 partitions, windows of 4): instance A of "y" sends
+    -1 to t/0 (offset 0) and dies; a new instance of "y" fences it. "x"
+    sends 1 (offset 1); plain 2..8; "x" commits (its marker at 9); plain
+    10..21; "x" commits 101 and 102 to t/1. An hour later [0, 16) of t/0 is
+    compacted; a day later vacuum removes its segments; eight days later
+    both ids initialise again and a vacuum of everything prunes the
+    coordinator entries no stored segment needs: the epoch of 1 is FORGOTTEN
+    (decided by the compacted object read in its place), the fenced one of
+    -1 answered ABORTED. Every view recorded. Then the checkpoints of [0, 4) (both batches) and
+    [8, 12) (the marker) are found corrupt.
+
+    Guarantee: every view (read_committed reads, records with offsets, a
+    cut read, a scan, LSO, ends, read_uncommitted) unchanged: 1 visible, -1
+    never, with no checkpoint and no coordinator entry left to say so."""
+    from arrowlog.checkpoint import Decision
+    from arrowlog.coordinator import CoordinatorLog
+
+    def instance(tid: str) -> arrowlog.Producer:
+        p = connect(clock).producer(transactional_id=tid)
+        p.init_transactions()
+        return p
+
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, partitions=2, config=CONFIG)
+    a = instance("y")
+    a.begin_transaction()
+    a.send("t", rows(-1), partition=0)
+    a.flush()
+    instance("y")
+    x = instance("x")
+    x.begin_transaction()
+    x.send("t", rows(1), partition=0)
+    x.flush()
+    for v in range(2, 9):
+        log.append("t", rows(v))
+    x.commit_transaction()
+    x.flush()
+    for v in range(10, 22):
+        log.append("t", rows(v))
+    for v in (101, 102):
+        x.begin_transaction()
+        x.send("t", rows(v), partition=1)
+        x.commit_transaction()
+        x.flush()
+    clocks.advance(60 * MIN)
+    assert [(c.start, c.end) for c in connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+            if c.partition == 0] == [(0, 16)]  # fmt: skip
+    clocks.advance(DAY)
+    connect(clock).vacuum()
+    clocks.advance(8 * DAY)
+    instance("x")
+    instance("y")
+    connect(clock).vacuum()
+    assert CoordinatorLog(clock, "x", log.config.retry).outcome(0)[0] is Decision.FORGOTTEN
+    assert CoordinatorLog(clock, "y", log.config.retry).outcome(0)[0] is Decision.ABORTED
+    before = every_view(connect(clock))
+    assert vals(connect(clock).consumer().read("t", 0)) == [1, *range(2, 9), *range(10, 22)]
+    for start in (0, 8):
+        _flip(clock, checkpoint_key("t", 0, start))
+    with skipping():
+        assert every_view(connect(clock)) == before
+
+
+def test_a_fenced_zombie_in_a_window_rebuilt_from_the_index(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: zombie Z ("z") sends -1 (offset 0); a new instance Z2 of "z"
+    initialises (fencing Z, aborting its transaction); Z, not knowing, sends
+    -2; Z2 sends 700 and commits; plain records to 21; compact; 15 min;
+    vacuum removes [0, 16); every view recorded; then every checkpoint of a
+    window holding a batch of "z" is found corrupt. Guarantee (invariant 5):
+    every view unchanged; -1 and -2 never visible, 700 is."""
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    z = connect(clock).producer(transactional_id="z")
+    z.init_transactions()
+    z.begin_transaction()
+    z.send("t", rows(-1), partition=0)
+    z.flush()
+    z2 = connect(clock).producer(transactional_id="z")
+    z2.init_transactions()
+    with contextlib.suppress(arrowlog.ArrowLogError):
+        z.send("t", rows(-2), partition=0)
+        z.flush()
+    z2.begin_transaction()
+    z2.send("t", rows(700), partition=0)
+    z2.commit_transaction()
+    while connect(clock).partition("t", 0).end_offset() < 22:
+        log.append("t", rows(connect(clock).partition("t", 0).end_offset()))
+    connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    before = every_view(connect(clock))
+    committed = vals(connect(clock).consumer().read("t", 0))
+    assert -1 not in committed and -2 not in committed and 700 in committed
+    part = connect(clock).partition("t", 0)
+    starts = window_starts(clock)
+    zs = [a for a, b in itertools.pairwise(starts)
+          if any(s.transactional_id == "z" for s in part.summaries(a, b))]  # fmt: skip
+    assert zs
+    for start in zs:
+        _flip(clock, checkpoint_key("t", 0, start))
+    with skipping():
+        assert every_view(connect(clock)) == before
+
+
+def test_the_window_holding_the_log_start_rebuilt_after_the_log_start_moved_into_the_object(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: 14 segments of two records (offsets 0..27), windows of 4
+    segments ([0, 8), [8, 16), [16, 24)); records before 11 deleted (inside
+    segment [10, 12)); compaction starts at 12 and compacts [12, 16) (its
+    index's first window is [8, 16), starting before it); 15 min; vacuum.
+    Then records before 13 are deleted (inside segment [12, 14), which only
+    the object holds now); 15 min; vacuum (it keeps [10, 12): it dates a
+    segment's end by the next key listed, 16). The checkpoint of [8, 16) is
+    found corrupt. Guarantee: a read from the log start
+    returns 13..27; a read of [14, 16) returns 14, 15; a writer appends at
+    28; a read below 13 raises OffsetOutOfRangeError."""
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(0, 28, 2):
+        log.append("t", rows(v, v + 1))
+    log.delete_records("t", 0, 11)
+    (done,) = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    assert (done.start, done.end) == (12, 16)
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    log.delete_records("t", 0, 13)
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    assert {base_of(k) for k in segs(clock)} & {12, 14} == set()
+    _flip(clock, checkpoint_key("t", 0, 8))
+    fresh = connect(clock)
+    with skipping():
+        assert vals(fresh.consumer().read("t", 0)) == list(range(13, 28))
+        assert vals(fresh.partition("t", 0).read(14, 16)) == [14, 15]
+        assert vals(scanned(connect(clock))) == list(range(13, 28))
+    assert fresh.append("t", rows(28)).base_offset == 28
+    with pytest.raises(arrowlog.OffsetOutOfRangeError):
+        fresh.partition("t", 0).read(12, 14)
+
+
+def test_an_index_past_the_first_head_read_rebuilds_a_window_and_bridges_an_opening(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: 404 plain records in segments of one, windows of 4; one
+    compacted object holds [0, 400) (its index, about 100 bytes a segment,
+    runs far past the 16 KiB a first ranged read fetches); 15 min; vacuum
+    removes its segments. The checkpoints of [200, 204), [392, 396) and
+    [396, 400) are found corrupt. Guarantee: reads across [200, 204) return
+    its records (the index read in two requests); a fresh writer opens from
+    [388, 392) through the index to 400 and appends at 404; vacuum, reading
+    the object back, keeps it."""
+    log = connect(clock)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(404):
+        log.append("t", rows(v))
+    (done,) = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    assert (done.start, done.end) == (0, 400) and done.key is not None
+    assert head_length(bytes(clock.get(done.key)), done.key) > 16 * 1024
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    assert min(base_of(k) for k in segs(clock)) == 400
+    for start in (200, 392, 396):
+        _flip(clock, checkpoint_key("t", 0, start))
+    fresh = connect(clock)
+    with skipping():
+        assert vals(fresh.partition("t", 0).read(199, 205)) == list(range(199, 205))
+        assert vals(fresh.consumer().read("t", 0)) == list(range(404))
+        assert connect(clock).append("t", rows(404)).base_offset == 404
+    assert done.key in keys(clock, compacted_prefix("t", 0))
