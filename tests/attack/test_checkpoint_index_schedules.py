@@ -411,6 +411,58 @@ def test_vacuum_keeps_the_segments_of_a_corrupt_window_an_object_without_index_h
         assert vals(connect(clock).consumer().read("t", 0)) == list(range(22))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="FINDING: a late PUT at a key compaction freed is checked against the "
+    "checkpoint indexing its offset only: with that checkpoint corrupt its outcome is "
+    "unknown, though the compacted object's index says whose segment was there",
+)
+def test_a_put_held_until_its_key_was_freed_is_decided_through_the_index(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Schedule: writer W appends 0; its next PUT (key 1) is held. B appends
+    1..21; [0, 16) compacted; 15 min; vacuum removes 0..15 (key 1 is free).
+    The checkpoint of [0, 4) is found corrupt. W's PUT lands at key 1 (a
+    stray: the log's segment there was B's) and W gets its reply, late.
+
+    Guarantee (protocol.md rule 3: "the checkpoint indexing that offset
+    names the segment that was the log's there ... if it is not ours, our
+    PUT took a freed key: not acknowledged: the writer reopens ... and
+    writes at the real end"; "A checkpoint only saves work, also once
+    compaction's vacuum removed the segments it summarised: ... what it held
+    is taken from elsewhere", the object's index): W's record lands at 22
+    and is acknowledged there, as it is with the checkpoint intact
+    (tests/test_compaction.py,
+    test_a_put_held_until_compaction_freed_its_key_is_not_acknowledged_there).
+
+    Observed: ``Appends._in_log`` loads the checkpoint with
+    ``_load_checkpoint`` (no fallback), which raises, and W's append raises
+    AppendOutcomeUnknownError "cannot tell whether this append is in the
+    log": a plain append's caller is told its record may have landed when
+    the index says it did not (it is in no one's log)."""
+    scripted = ScriptedStore(clock)
+    w = connect(scripted)
+    w.create_topic("t", SCHEMA, config=CONFIG)
+    w.append("t", rows(0))
+    gate = scripted.hold("put_if_absent", segment_key("t", 0, 1))
+    held = Background(lambda: w.append("t", rows(100)))
+    gate.wait_reached()
+    b = connect(clock)
+    for v in range(1, 22):
+        b.append("t", rows(v))
+    connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    clocks.advance(DELAY + MIN)
+    connect(clock).vacuum()
+    assert segment_key("t", 0, 1) not in segs(clock)
+    _flip(clock, checkpoint_key("t", 0, 0))
+    gate.release()
+    with passing_over():
+        result = held.result()
+    assert isinstance(result, arrowlog.AppendResult) and result.base_offset == 22
+    with passing_over():
+        assert vals(connect(clock).consumer().read("t", 0)) == [*range(22), 100]
+
+
 # --- what a compactor compacts ------------------------------------------------------------
 
 
