@@ -27,6 +27,7 @@ import dataclasses
 import itertools
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -59,6 +60,7 @@ from tests.attack.test_compaction_attack import (
     vals,
 )
 from tests.clocks import Clocks, ClockStore
+from tests.conftest import StoreSpec, _spec
 
 DAY = 24 * 60 * MIN
 
@@ -69,9 +71,7 @@ EVERY_STORE = [*MEMORY_AND_LOCAL, pytest.param("s3", id="s3", marks=pytest.mark.
 
 
 @pytest.fixture(params=MEMORY_AND_LOCAL)
-def store_spec(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
-    from tests.conftest import _spec
-
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
     return _spec(request.param, tmp_path, request)
 
 

@@ -73,15 +73,18 @@ class Machines:
     (:meth:`advance`); each machine's ``time.monotonic`` does too, except
     while it is suspended (:meth:`suspend`), as Linux's CLOCK_MONOTONIC
     stops in suspend. ``on(name)`` makes ``name`` the machine whose clocks
-    the calls that follow read (the schedule runs one party at a time)."""
+    the calls that follow read (the schedule runs one party at a time);
+    ``skew`` sets off the wall clock of the machine acting (a writer whose
+    clock is wrong dates its headers with it)."""
 
     def __init__(self, store: ClockStore, monkeypatch: pytest.MonkeyPatch) -> None:
         self.store = store
         self.passed = 0.0  # seconds since the test began, for every clock but suspended ones
         self.missed: dict[str, float] = {}  # machine -> seconds its monotonic clock missed
         self.current = ""
+        self.skew = 0.0  # seconds the wall clock of the machine acting now is off by
         real_time, real_mono, real_elapsed = time.time, time.monotonic, _clock.elapsed
-        monkeypatch.setattr(time, "time", lambda: real_time() + self.passed)
+        monkeypatch.setattr(time, "time", lambda: real_time() + self.passed + self.skew)
         monkeypatch.setattr(
             time, "monotonic", lambda: real_mono() + self.passed - self.missed.get(self.current, 0)
         )
@@ -401,7 +404,7 @@ def test_opening_costs_the_same_after_2_or_40_rounds_of_alters_and_compactions(
 # --- producer state expires on the store's clock -------------------------------------
 
 
-def _in_doubt_at_3(clock: ClockStore) -> tuple[arrowlog.ArrowLog, arrowlog.Producer, Any]:
+def _in_doubt_at_3(clock: ClockStore) -> tuple[arrowlog.ArrowLog, arrowlog.Producer]:
     """Topic t (windows of 2, retention none yet): 0..2 plain; an idempotent
     producer's batch (value 100) is put at 3 but every reply is lost and the
     write lands only after the producer gave up (AppendOutcomeUnknownError)."""
@@ -415,7 +418,7 @@ def _in_doubt_at_3(clock: ClockStore) -> tuple[arrowlog.ArrowLog, arrowlog.Produ
     with pytest.raises(AppendOutcomeUnknownError):
         p.send("t", rows(100), partition=0)
     assert late.land()
-    return log, p, late
+    return log, p
 
 
 def _retention_frees_3(log: arrowlog.ArrowLog, clock: ClockStore, machines: Machines) -> None:
@@ -439,7 +442,7 @@ def test_an_in_doubt_resend_is_recognised_after_the_store_clock_jumped_back_8_da
     Back: ... state is kept longer (harmless)"): every checkpoint after the
     jump still holds P; its resend is recognised at 3, nothing written
     again; its next batch lands at 10."""
-    log, p, _ = _in_doubt_at_3(clock)
+    log, p = _in_doubt_at_3(clock)
     clock.advance(-8 * DAY)
     q = connect(clock)
     for v in range(4, 10):
@@ -455,32 +458,35 @@ def test_an_in_doubt_resend_is_recognised_after_the_store_clock_jumped_back_8_da
 def test_an_in_doubt_resend_across_checkpoints_of_an_old_client_and_a_writer_8_days_ahead(
     clock: ClockStore, machines: Machines
 ) -> None:
-    """Schedule: P's batch lands at 3 (outcome unknown to P); Q, whose clock
-    runs 8 days ahead, writes 4..9; the checkpoints of [4, 6) and [6, 8) are
-    then as a client older than the dating writes them (no
-    ``producers_stored_ms``; its producers as the new client had them), the
-    others as the new client does; retention moves the log start to 9, the
+    """Schedule (windows of 2): P's batch lands at 3 (outcome unknown to P);
+    Q, whose clock runs 8 days ahead, writes 4..7; the checkpoints of
+    [2, 4), [4, 6) and [6, 8) are then as a client older than the dating
+    writes them (no ``producers_stored_ms``; its producers as the new client
+    had them); a fresh client R writes 8 and 9 (it opens from the undated
+    [6, 8) and writes [8, 10)); retention moves the log start to 9, the
     delay passes, vacuum removes 0..7; P flushes. Guarantee (protocol.md,
     "Best effort. ... Checkpoints written before this dating have no
     producers_stored_ms: their producers are dated by the next checkpoint";
     "Writers' clocks decide nothing here"): P is never forgotten (not by
-    Q's clock, not by an undated checkpoint in between); its resend is
-    recognised at 3."""
+    Q's clock, not by R's checkpoint after undated ones); its resend is
+    recognised at 3; its next batch lands at 10."""
     from arrowlog import _checked_json
 
-    log, p, _ = _in_doubt_at_3(clock)
-    machines.on("q")
-    machines.passed += 8 * DAY / 1000  # Q's wall clock only: it dates its headers
+    log, p = _in_doubt_at_3(clock)
+    machines.skew = 8 * DAY / 1000  # Q's wall clock: it dates Q's headers
     q = connect(clock)
-    for v in range(4, 10):
+    for v in range(4, 8):
         q.append("t", rows(v))
-    machines.passed -= 8 * DAY / 1000
-    for start in (4, 6):
+    machines.skew = 0
+    for start in (2, 4, 6):
         key = checkpoint_key("t", 0, start)
         fields = _checked_json.load(clock.get(key), key=key, error=arrowlog.CorruptObjectError)
         assert fields.pop("producers_stored_ms")
         clock.delete(key)
         clock.put_if_absent(key, _checked_json.dump(fields))
+    r = connect(clock)
+    for v in (8, 9):
+        r.append("t", rows(v))
     assert p.producer_id in _producers_at(clock, 8)
     _retention_frees_3(log, clock, machines)
     p.flush()
