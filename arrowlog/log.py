@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from arrowlog import admin
+from arrowlog import _clock, admin
 from arrowlog.checkpoint import ProducerEntry
 from arrowlog.compaction import DEFAULT_TARGET_BYTES, Compacted, compact
 from arrowlog.config import LogConfig, TopicConfig
@@ -44,7 +44,8 @@ from arrowlog.topic_changes import TopicDeletion, TopicVersions
 
 @dataclass(frozen=True, slots=True)
 class _Known:
-    """The latest version of a topic this client has read, and when (monotonic)."""
+    """The latest version of a topic this client has read, and when (on
+    :func:`arrowlog._clock.elapsed`: time suspended counts)."""
 
     entry: TopicEntry
     checked: float
@@ -111,7 +112,7 @@ class ArrowLog:
         self._store = store
         self._config = config
         self._topics: dict[str, _Known] = {}
-        #: (name, tombstone version) -> when (monotonic) this client first read it
+        #: (name, tombstone version) -> when (_clock.elapsed) this client first read it
         self._graves: dict[tuple[str, int], float] = {}
         self._versions = TopicVersions(store, config.retry)
         self._partitions: dict[tuple[str, int], PartitionLog] = {}
@@ -200,8 +201,8 @@ class ArrowLog:
 
     def _remaining_grace(self, tombstone: TopicTombstone) -> float:
         with self._lock:
-            seen = self._graves.setdefault((tombstone.name, tombstone.version), time.monotonic())
-        age = time.monotonic() - seen
+            seen = self._graves.setdefault((tombstone.name, tombstone.version), _clock.elapsed())
+        age = _clock.elapsed() - seen
         return max(0.0, self._config.metadata_max_age_ms / 1000 - age)
 
     def _outlive(self, tombstone: TopicTombstone) -> None:
@@ -249,12 +250,12 @@ class ArrowLog:
             and not refresh
             and isinstance(known.entry, Topic)
             and (known.followed or not follow)
-            and time.monotonic() - known.checked < max_age
+            and _clock.elapsed() - known.checked < max_age
         ):
             return known.entry
         # trusted from when the reads began, not ended: a client paused after
         # them must not stretch metadata_max_age_ms (re-creating a name relies on it)
-        began = time.monotonic()
+        began = _clock.elapsed()
         if known is None and not refresh and not follow:
             entry, followed = self._versions.read(name, 0), False
         else:
@@ -286,7 +287,7 @@ class ArrowLog:
             known = self._topics.get(entry.name)
             if known is not None and known.entry.version > entry.version:
                 return known.entry
-            now = time.monotonic()
+            now = _clock.elapsed()
             self._topics[entry.name] = _Known(entry, now if checked is None else checked, followed)
             if isinstance(entry, TopicTombstone):
                 self._graves.setdefault((entry.name, entry.version), now)
@@ -302,7 +303,7 @@ class ArrowLog:
             if isinstance(known.entry, TopicTombstone):
                 raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted")
             return known.entry
-        began = time.monotonic()
+        began = _clock.elapsed()
         entry = self._versions.announced(name, version, None if known is None else known.entry)
         return self._learnt(name, entry, followed=True, began=began)
 

@@ -20,6 +20,7 @@ from arrowlog.control import ControlType, marker_batch
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
     ArrowLogError,
+    CorruptCheckpointError,
     DuplicateSequenceError,
     InvalidBatchError,
     OffsetMismatchError,
@@ -28,7 +29,9 @@ from arrowlog.errors import (
     RecordBatchTooLargeError,
     SchemaMismatchError,
     TransientStoreError,
+    UnknownTopicOrPartitionError,
 )
+from arrowlog.partition.checkpoints import _warn_skipped
 from arrowlog.partition.reads import Reads
 from arrowlog.segment import (
     HEADER_SLACK,
@@ -44,10 +47,13 @@ from arrowlog.segment import (
     segment_size_floor,
 )
 from arrowlog.topic import (
+    MARKS_AFTER,
     checkpoint_key,
     checkpoint_prefix,
     not_null_violations,
+    parse_announcement_key,
     parse_checkpoint_key,
+    segment_prefix,
 )
 
 
@@ -421,9 +427,13 @@ class Appends(Reads):
         segment freed. Segments are removed only below the log start or the
         compaction mark, and only segments that a checkpoint indexes
         (docs/protocol.md): so ours is the log's if both are at or before it,
-        if no checkpoint indexes its offset yet, or if the one that does names it.
+        if no checkpoint indexes its offset yet, or if the one that does names it
+        (or, if that checkpoint is corrupt, the index of the compacted object
+        holding its window does).
 
         Raises:
+            UnknownTopicOrPartitionError: the listing of the markers shows the
+                topic deleted (and maybe created anew): our segment went with it.
             AppendOutcomeUnknownError: the log start or checkpoint cannot be
                 read, or vacuum removed that checkpoint (its window is below the
                 log start): then no one can tell.
@@ -431,7 +441,7 @@ class Appends(Reads):
         checkpoints = checkpoint_prefix(self._topic.prefix, self._partition)
         after = checkpoint_key(self._topic.prefix, self._partition, ours.base + 1)
         try:
-            if ours.base >= self._list_marks():
+            if ours.base >= self._list_markers():
                 return True
             # inverted keys: the first after `after` is the window with the
             # greatest start <= our offset
@@ -439,21 +449,67 @@ class Appends(Reads):
                 lambda: list(self._store.list(checkpoints, start_after=after, limit=1))
             )
             start = parse_checkpoint_key(listed[0].key) if listed else None
-            window = None if start is None else self._load_checkpoint(start)
-            if window is None or window.end <= ours.base:
+            window = None if start is None else self._window_below_floor(start, ours.base)
+            if window is None or window[0] <= ours.base:
                 # none listed indexes the offset: none was written yet (no
                 # segment there was removed), or vacuum removed it
                 newest = self._newest_checkpoint()
                 if newest is None or newest.end <= ours.base:
                     return True
                 raise FileNotFoundError(f"the checkpoint indexing offset {ours.base} was removed")
+        except UnknownTopicOrPartitionError:
+            raise
         except (ArrowLogError, FileNotFoundError) as e:
             raise AppendOutcomeUnknownError(
                 f"{self._key(ours.base)}: cannot tell whether this append is in the log: {e}",
                 offset=ours.base,
             ) from e
-        theirs = [s for s in window.segments if s.base == ours.base]
+        theirs = [s for s in window[1] if s.base == ours.base]
         return not theirs or replace(theirs[0], stats=None) == replace(ours, stats=None)
+
+    def _list_markers(self) -> int:
+        """The floor (the log start, or the compaction mark if higher), from
+        one LIST of the partition's markers; a change of the topic announced
+        among them is learnt first, as a sync learns it.
+
+        Raises:
+            UnknownTopicOrPartitionError: the topic was deleted (its grave is
+                among the markers), and maybe created anew.
+        """
+        prefix = segment_prefix(self._topic.prefix, self._partition)
+        marks_after = prefix + MARKS_AFTER
+        found = self._retry(lambda: list(self._store.list(prefix, start_after=marks_after)))
+        announced = [v for info in found if (v := parse_announcement_key(info.key)) is not None]
+        if announced:
+            self._topic_announced(max(announced))
+        self._learn_marks(found)
+        return self._floor
+
+    def _window_below_floor(
+        self, start: int, offset: int
+    ) -> tuple[int, tuple[SegmentSummary, ...]]:
+        """The end and the segments of the window at ``start``, as recorded
+        while its segments were all there, to decide who held ``offset``
+        (below the floor): its checkpoint, or if that is corrupt, the index of
+        the compacted object holding the window (see
+        :mod:`arrowlog.compacted_index`). Never the segments listed now: below
+        the floor a key may hold a stray such as ours.
+
+        Raises:
+            CorruptCheckpointError: the checkpoint is corrupt and no compacted
+                object's index gives the window's segments up to ``offset``.
+            FileNotFoundError: the checkpoint is gone.
+        """
+        try:
+            window = self._load_checkpoint(start)
+        except CorruptCheckpointError as e:
+            indexed = self._indexed_window(start) if start < self._compacted else None
+            if indexed is None or not indexed[1] or indexed[1][0].base > offset:
+                raise
+            _warn_skipped(checkpoint_key(self._topic.prefix, self._partition, start), e,
+                          "deciding through the compacted object's index")  # fmt: skip
+            return indexed
+        return window.end, window.segments
 
     def _check_expected(self, expected_offset: int) -> None:
         if expected_offset > self._end:

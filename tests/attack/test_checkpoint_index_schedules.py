@@ -411,12 +411,6 @@ def test_vacuum_keeps_the_segments_of_a_corrupt_window_an_object_without_index_h
         assert vals(connect(clock).consumer().read("t", 0)) == list(range(22))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a late PUT at a key compaction freed is checked against the "
-    "checkpoint indexing its offset only: with that checkpoint corrupt its outcome is "
-    "unknown, though the compacted object's index says whose segment was there",
-)
 def test_a_put_held_until_its_key_was_freed_is_decided_through_the_index(
     clock: ClockStore, clocks: Clocks
 ) -> None:

@@ -128,12 +128,6 @@ def values(log: arrowlog.ArrowLog, topic: str = "t", start: int | None = None) -
 # --- a writer with an old view across a delete and the name created anew ---------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: metadata_max_age_ms is measured on time.monotonic, which stops while "
-    "the machine is suspended: a writer suspended across a delete and re-creation is "
-    "acknowledged for a record in the old incarnation",
-)
 def test_a_writer_suspended_across_a_delete_and_re_creation_is_never_acknowledged(
     clock: ClockStore, machines: Machines
 ) -> None:
@@ -212,12 +206,6 @@ def test_control_a_writer_awake_across_the_same_delete_and_re_creation(
     assert values(connect(clock)) == [100, 1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a PUT held past half the delay across a delete and re-creation is "
-    "acknowledged: the late-outcome check lists the partition's markers, the grave among "
-    "them, and does not look at it",
-)
 def test_a_put_held_across_a_delete_and_re_creation_is_not_acknowledged(
     clock: ClockStore, machines: Machines
 ) -> None:
