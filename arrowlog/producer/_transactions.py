@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Self
 
+from arrowlog import _clock
 from arrowlog.coordinator import (
     EXPIRE,
     EXPIRE_ID,
@@ -141,7 +142,7 @@ class _Transactions(_ProducerBase):
             self._txn_marked = set()
             self._resumed = False
             self._txn_started_ms = int(time.time() * 1000)
-            self._txn_began = time.monotonic()
+            self._txn_began = _clock.elapsed()
             self._sequences = {}
 
     def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
@@ -453,10 +454,11 @@ class _Transactions(_ProducerBase):
         here the producer is ENDING: it sends nothing more, and a retry of the
         call that failed finishes this very entry (never a second PREPARE with
         new bounds)."""
-        # this instance's own elapsed time (a resumed transaction's age is the
-        # coordinator's to judge: an expirer's entry makes PREPARE fail)
+        # this instance's own elapsed time, suspended time included (a resumed
+        # transaction's age is the coordinator's to judge: an expirer's entry
+        # makes PREPARE fail)
         began = self._txn_began
-        expired = began is not None and time.monotonic() - began > self.transaction_timeout_ms / 1e3
+        expired = began is not None and _clock.elapsed() - began > self.transaction_timeout_ms / 1e3
         commit = commit and not expired
         extra: dict[str, object] = {}
         if commit:
