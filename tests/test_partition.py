@@ -638,6 +638,36 @@ def test_a_checkpoint_that_cannot_be_written_never_fails_an_append(log: ArrowLog
     assert len(list(log.store.list("cp/0/checkpoints/"))) == 1
 
 
+def test_a_long_lived_reader_holds_no_more_than_a_window_while_others_checkpoint(
+    log: ArrowLog, make_log: Callable[..., ArrowLog]
+) -> None:
+    """A client that only reads writes no checkpoint; the writers do. Its
+    partition object, kept for 20 windows of appends and asked after each
+    one, starts its tail after the windows whose checkpoints it finds, as a
+    client opening then would: the segment summaries it holds stay below one
+    window (4), not every segment listed since it opened (they grew to 80:
+    an attack found it, with compaction planned only up to where the object
+    opened); its state, summaries and records are a fresh client's."""
+    reader = make_log().partition("events", 0)
+    reader.end_offset()  # opens on an empty partition
+    idem = log.producer()
+    held = []
+    for i in range(80):
+        if i % 3:
+            log.append("events", batch(i, 1))
+        else:
+            idem.send("events", batch(i, 1), partition=0)
+            idem.flush()
+        end, state = reader.state()
+        assert end == i + 1
+        held.append(len(reader._summaries))
+    assert max(held) < 4, held
+    fresh = make_log().partition("events", 0)
+    assert (end, state) == fresh.state()
+    assert reader.summaries() == fresh.summaries()
+    assert reader.read()["id"].to_pylist() == list(range(80))
+
+
 @pytest.mark.parametrize("rows", [3, 350_000])
 def test_threads_keep_fetching_behind_a_slow_segment_within_a_memory_budget(
     tmp_path: Path, rows: int

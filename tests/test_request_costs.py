@@ -116,6 +116,66 @@ def test_a_sync_costs_one_list_plus_one_header_per_new_segment(store: Store) -> 
     assert counting.counts == {"put_if_absent": 6}
 
 
+def test_a_sync_that_completes_a_window_costs_one_get_of_its_checkpoint(store: Store) -> None:
+    """A client that only reads starts its tail after the windows others
+    checkpointed (so it holds no more than a window): a sync that completes a
+    window GETs that window's checkpoint, once. While the checkpoint is not
+    written yet (here: its writer cannot ask the coordinator about an open
+    transaction), each sync that grows the tail asks again, and a sync that
+    finds nothing new asks nothing."""
+    from arrowlog.checkpoint import Decision
+    from arrowlog.segment import WriterIdentity
+
+    writer = arrowlog.connect(store)
+    topic = writer.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=10))
+    counting = CountingStore(store)
+    reader = arrowlog.connect(counting).partition("t", 0)
+    assert reader.end_offset() == 0
+    for i in range(8):
+        writer.append("t", one(i))
+    assert reader.end_offset() == 16
+    counting.reset()
+    for i in range(8, 12):  # completes the window [0, 20), then two more
+        writer.append("t", one(i))
+    assert reader.end_offset() == 24
+    assert counting.counts == {"list": 1, "get_range": 4, "get": 1}
+    counting.reset()
+    reader.state()
+    assert reader.end_offset() == 24
+    assert counting.counts == {"list": 2}
+
+    coordinator = {"up": False}
+
+    def decide(txn: object) -> Decision:
+        if not coordinator["up"]:
+            raise arrowlog.TransientStoreError("coordinator unreachable", maybe_applied=False)
+        return Decision.UNDECIDED
+
+    late = arrowlog.PartitionLog(store, topic, 0, writer.config, decide=decide)
+    txn = WriterIdentity(producer_id=5, producer_epoch=0, base_sequence=0, transactional=True,
+                         transactional_id="x")  # fmt: skip
+    late.append(one(12), identity=txn)
+    for i in range(13, 21):  # completes the window [20, 40): its checkpoint is not written
+        late.append(one(i))
+    counting.reset()
+    assert reader.end_offset() == 42
+    assert counting.counts == {"list": 1, "get_range": 9, "get": 1}  # not there
+    counting.reset()
+    assert reader.end_offset() == 42
+    assert counting.counts == {"list": 1}  # nothing new: nothing asked
+    coordinator["up"] = True
+    late.append(one(21))  # writes the checkpoint it owes
+    counting.reset()
+    assert reader.end_offset() == 44
+    assert counting.counts == {"list": 1, "get_range": 1, "get": 1}
+    assert len(reader._summaries) == 2  # from 40 on: both windows' checkpoints were read
+    counting.reset()
+    reader.state()
+    assert reader.end_offset() == 44
+    assert counting.counts == {"list": 2}
+    assert reader.summaries(40) == arrowlog.connect(store).partition("t", 0).summaries(40)
+
+
 @pytest.mark.slow
 def test_reading_old_offsets_costs_one_lookup_plus_the_segments() -> None:
     store = MemoryStore()

@@ -52,13 +52,20 @@ class Compactions(Retention):
         last stable offset: every transaction below it is decided). Each range
         is whole windows of about ``target_bytes``, the last one smaller.
         Cost: a sync, a LIST and a GET of the newest checkpoint, and a GET of
-        each window's checkpoint not already parsed."""
+        each window's checkpoint not already parsed. The windows reach as far
+        as a fresh client's however long this object lives: its syncs start
+        its tail after the windows others checkpointed (see
+        ``Reads._adopt_written_windows``)."""
         with self._lock:
             if not self._ensure_open():
                 self._sync_tail()
             newest = self._newest_checkpoint()
             if newest is None:
                 return []
+            if newest.start >= self._window_start:
+                # written since the sync looked (or then not yet): the windows
+                # are walked up to this object's window start
+                self._adopt_written_windows()
             # The newest window stays as it is: vacuum removes only segments
             # ending at or before the newest checkpoint's last one, and writers
             # reopen from it.

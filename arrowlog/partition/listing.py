@@ -65,6 +65,10 @@ class Listing(PartitionBase):
         segment, in parallel. No fewer is sound: only a header tells where its
         segment ends, so each link of the chain needs the header before it. A
         writer reads each header at most once (it is kept for the checkpoint).
+        A sync that grows a tail holding a complete window also GETs that
+        window's checkpoint (one GET per window, see
+        :meth:`_adopt_written_windows`), so a client that only reads holds
+        about a window, however long it lives, as one opening now would.
         """
         last = self._last_base
         after = None if last is None or last == 0 else self._key(last - 1)
@@ -109,6 +113,8 @@ class Listing(PartitionBase):
             # this chain ends: its next key may be one a removed segment freed
             return self._below_log_start()
         self._end_known_at = began
+        if chain and not self._opening and len(self._tail) >= self._interval:
+            self._adopt_written_windows()
         return bool(chain)
 
     def _check_same_size(self, base: int, size: int) -> None:
@@ -185,6 +191,11 @@ class Listing(PartitionBase):
 
     def _reopen(self) -> None:
         """Open again from the newest checkpoint (see Checkpoints._open)."""
+        raise NotImplementedError
+
+    def _adopt_written_windows(self) -> None:
+        """The tail holds a complete window: start the tail after the windows
+        whose checkpoints are written (see Reads._adopt_written_windows)."""
         raise NotImplementedError
 
     def _extend_tail(self, summary: SegmentSummary) -> None:

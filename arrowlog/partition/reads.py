@@ -14,9 +14,15 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from arrowlog.checkpoint import PartitionState, SegmentSummary, advance
+from arrowlog.checkpoint import Checkpoint, PartitionState, SegmentSummary, advance
 from arrowlog.config import Compression
-from arrowlog.errors import CorruptSegmentError, OffsetOutOfRangeError, SegmentNotFoundError
+from arrowlog.errors import (
+    ArrowLogError,
+    CorruptCheckpointError,
+    CorruptSegmentError,
+    OffsetOutOfRangeError,
+    SegmentNotFoundError,
+)
 from arrowlog.partition.checkpoints import Checkpoints
 from arrowlog.partition.fetch import (
     check_segment,
@@ -126,6 +132,56 @@ class Reads(Checkpoints):
             state = advance(self._base_state, self._tail_summaries())
             state.date_producers(lambda entry: self._stored_by(entry.base_offset))
             return self._end, state
+
+    def _adopt_written_windows(self) -> None:
+        """Start the tail after the complete windows in it whose checkpoints
+        the clients that appended them wrote, from the newest of them (its
+        partition state, its log start), as a client opening now would. A
+        client that only reads writes no checkpoint: without this its window
+        start stays where it opened, its tail (every summary kept in memory,
+        advanced through by each :meth:`state`) grows with the log, and what
+        goes through the windows up to the window start (compaction planning)
+        stops where it opened.
+
+        One GET per window, in order (windows are written in order): the
+        first one not there yet ends the search (a later sync that grows the
+        tail asks again); a corrupt one is passed over for the next (a read
+        of its window rebuilds it, with a warning); one that does not hold the
+        segments of the tail is never adopted."""
+        if not self._tail or self._tail[0][0] != self._window_start:
+            return
+        summaries = self._tail_summaries()
+        at = 0  # the index in the tail where the window sought starts
+        adopted: tuple[int, Checkpoint] | None = None
+        while len(summaries) - at >= self._interval:
+            try:
+                cp = self._load_checkpoint(summaries[at].base)
+            except FileNotFoundError:
+                break
+            except CorruptCheckpointError:
+                at += self._interval
+                continue
+            except ArrowLogError:
+                break  # the store is unavailable: the tail stays as it is
+            held = summaries[at : at + len(cp.segments)]
+            if [(s.base, s.end) for s in held] != [(s.base, s.end) for s in cp.segments] or any(
+                s.append_id not in (None, t.append_id)
+                for s, t in zip(cp.segments, held, strict=True)
+            ):
+                break
+            at += len(cp.segments)
+            adopted = (at, cp)
+        if adopted is None:
+            return
+        past, cp = adopted
+        for base, _ in self._tail[:past]:
+            self._summaries.pop(base, None)
+        del self._tail[:past]
+        self._last_checkpoint = cp
+        self._window_start = cp.end
+        self._base_state = cp.state.copy()
+        self._log_start = max(self._log_start, cp.log_start)
+        self._stored = {b: ms for b, ms in self._stored.items() if b >= self._window_start}
 
     def _resolve_range(self, start: int | None, end: int | None) -> tuple[int, int]:
         if not self._ensure_open() and (end is None or end > self._end):

@@ -460,12 +460,6 @@ def test_a_put_held_until_its_key_was_freed_is_decided_through_the_index(
 # --- what a compactor compacts ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a client compacts only up to the checkpoint window its partition "
-    "object knew when it opened (it plans through its own _window_start): a long-lived "
-    "compactor compacts once, then (nearly) never again",
-)
 def test_a_long_lived_client_compacts_as_far_as_a_fresh_one(clock: ClockStore) -> None:
     """Schedule: writer W appends 0..21 (windows of 4); compactor C (one
     client, kept, as a maintenance thread would) compacts: [0, 16). W
@@ -477,14 +471,15 @@ def test_a_long_lived_client_compacts_as_far_as_a_fresh_one(clock: ClockStore) -
     stays; compact() is idempotent and "a rerun writes what is missing"):
     C's second run compacts [16, 36), as a fresh client's does.
 
-    Observed: C's second run compacts only [16, 20) and its third nothing:
-    ``plan_compaction`` takes the horizon from the newest checkpoint in the
-    store (36) but walks windows with ``_checkpoints_from``, which stops at
+    Found by an attack (a strict xfail until fixed): C's second run
+    compacted only [16, 20) and its third nothing:
+    ``plan_compaction`` took the horizon from the newest checkpoint in the
+    store (36) but walked windows with ``_checkpoints_from``, which stops at
     the partition object's own ``_window_start``; an object that only lists
-    (never appends) keeps the one it opened with (20). A fresh client
-    compacts [20, 36) at once. (The same stale window start keeps every
-    segment C listed since it opened in C's memory, and ``state()`` advances
-    through all of them.)"""
+    (never appends) kept the one it opened with (20). A fresh client
+    compacts [20, 36) at once. (The same stale window start kept every
+    segment C listed since it opened in C's memory, and ``state()`` advanced
+    through all of them: see tests/test_partition.py.)"""
     w = connect(clock)
     w.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
