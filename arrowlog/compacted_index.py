@@ -18,12 +18,15 @@ before it have none.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from arrowlog import _checked_json
 from arrowlog.checkpoint import SegmentSummary, chained, summaries_of, summary_columns
+from arrowlog.control import ControlType
 from arrowlog.errors import CorruptObjectError, CorruptSegmentError
 from arrowlog.segment import Compaction
 
@@ -135,6 +138,38 @@ class CompactedIndex:
             raise CorruptSegmentError(
                 f"compacted object's table holds runs its index lacks: {sorted(runs)}", key=key
             )
+
+    def held_transactional(self, table: Compaction) -> list[tuple[SegmentSummary, bool]]:
+        """The transactional segments whose records the object holds: they
+        committed (compaction keeps nothing else), whatever the transaction
+        the index gives them says. Each comes with whether the index's own
+        markers agree: every marker of its transaction (producer and epoch)
+        after it commits it, so a reader deciding by one shows it."""
+        held = {base for base, _, _ in table.runs}
+        agreed: dict[int, bool] = {}
+        markers: dict[tuple[int, int], list[SegmentSummary]] = {}
+        for s in reversed(self.segments):
+            txn = (s.producer_id, s.producer_epoch)
+            if s.control:
+                markers.setdefault(txn, []).append(s)
+            elif s.transactional and s.base in held:
+                agreed[s.base] = all(
+                    m.control_type == ControlType.COMMIT.value and s.base < m.txn_bound
+                    for m in markers.get(txn, ())
+                )
+        return [(s, agreed[s.base]) for s in self.segments if s.base in agreed]
+
+    def as_committed(self, bases: Collection[int]) -> CompactedIndex:
+        """This index with the segments at ``bases`` (transactional ones whose
+        records the object holds) as records of no transaction: visible to
+        every reader, as the object's table says they are."""
+        if not bases:
+            return self
+        segments = tuple(
+            dataclasses.replace(s, transactional=False) if s.base in bases else s
+            for s in self.segments
+        )
+        return dataclasses.replace(self, segments=segments)
 
     def window(self, start: int) -> tuple[int, tuple[SegmentSummary, ...]] | None:
         """The end of the window that starts at ``start`` and the segments of it

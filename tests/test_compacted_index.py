@@ -126,3 +126,28 @@ def test_an_index_that_disagrees_with_the_compaction_table_is_refused(
         index().check_runs(Compaction(2, 9, kept), key=KEY)
     with pytest.raises(CorruptSegmentError, match=KEY):
         index().check_runs(Compaction(2, 9, runs), key=KEY)
+
+
+def test_a_held_transactional_segment_is_named_with_whether_its_markers_commit_it() -> None:
+    """The object holds only committed records: a transactional segment it
+    holds a run for committed, and a reader rebuilding a window from the
+    index must show it (docs/protocol.md, "A corrupt checkpoint after
+    compaction"). The index says whether every marker of its transaction
+    (producer and epoch) after it commits it; made committed, such a segment
+    is one of no transaction, the rest unchanged."""
+    two = index()  # every transaction has its own epoch: the aborted one, 1
+    two = dataclasses.replace(two, segments=tuple(
+        dataclasses.replace(s, producer_epoch=1) if s.base in (6, 7) else s for s in two.segments
+    ))  # fmt: skip
+    assert [(s.base, agree) for s, agree in two.held_transactional(TABLE)] == [(4, True)]
+    both = Compaction(2, 9, ((2, 2, 1000), (4, 1, 1001), (6, 1, 1003), (8, 1, 1005)))
+    held = two.held_transactional(both)
+    assert [(s.base, agree) for s, agree in held] == [(4, True), (6, False)]  # 7 aborts it
+    # one epoch for both: the ABORT at 7 comes after 4 too
+    assert [agree for _, agree in index().held_transactional(both)] == [False, False]
+    made = two.as_committed([6])
+    assert [s.transactional for s in two.segments] == [False, True, False, True, False, False]
+    assert [s.transactional for s in made.segments] == [False, True, False, False, False, False]
+    assert made.segments[3] == dataclasses.replace(two.segments[3], transactional=False)
+    assert made.segments[:3] == two.segments[:3] and made.windows == two.windows
+    assert two.as_committed([]) == two

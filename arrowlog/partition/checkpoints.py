@@ -13,7 +13,15 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from arrowlog._clock import CLOCK_GRAIN_MS
-from arrowlog.checkpoint import Checkpoint, PartitionState, SegmentSummary, advance, chained
+from arrowlog.checkpoint import (
+    Checkpoint,
+    Decision,
+    OpenTxn,
+    PartitionState,
+    SegmentSummary,
+    advance,
+    chained,
+)
 from arrowlog.compacted_index import INDEX_KEY, CompactedIndex
 from arrowlog.errors import (
     ArrowLogError,
@@ -25,7 +33,7 @@ from arrowlog.errors import (
 )
 from arrowlog.partition._base import _Reincarnated, _Stale
 from arrowlog.partition.listing import Listing
-from arrowlog.segment import HEAD_BYTES, head_length
+from arrowlog.segment import HEAD_BYTES, Compaction, head_length
 from arrowlog.segment.header import head_schema, header_from_metadata
 from arrowlog.storage import ObjectInfo
 from arrowlog.topic import (
@@ -305,7 +313,9 @@ class Checkpoints(Listing):
 
         for obj in self._retry(listing):
             try:
-                index = self._compacted_index(*obj)
+                index, table = self._index_and_table(*obj)
+                if index is not None:
+                    index = self._as_the_table_says(index, table, obj.key)
             except FileNotFoundError:
                 continue  # removed since the listing (below the log start)
             except CorruptSegmentError as e:
@@ -314,6 +324,48 @@ class Checkpoints(Listing):
                 )
                 index = None
             yield obj, index
+
+    def _as_the_table_says(
+        self, index: CompactedIndex, table: Compaction, key: str
+    ) -> CompactedIndex:
+        """``index``, with each transactional segment whose records the object
+        holds, but whose transaction the coordinator (or a marker of it in the
+        index) does not show committed for its producer, as a committed one (a
+        record of no transaction), with a warning: the object keeps committed
+        records only, so an index that gives such a segment to another
+        transaction (undecided, aborted, unknown) is wrong, and believed, it
+        would hide a committed record from read_committed readers. An index
+        that agrees with its table reads as it is. Cost: one question to the
+        coordinator per transaction whose records the object holds (decided
+        answers are kept)."""
+        decided: dict[tuple[str, int, int], bool] = {}
+
+        def shown_committed(s: SegmentSummary) -> bool:
+            txn = (s.transactional_id or "", s.producer_epoch, s.producer_id)
+            if txn not in decided:
+                decision = None
+                if self._decide is not None:
+                    decision = self._decide(
+                        OpenTxn(s.producer_id, s.producer_epoch, txn[0], s.base)
+                    )
+                # forgotten: cleanup kept no entry, the compacted object decides
+                decided[txn] = decision in (Decision.COMMITTED, Decision.FORGOTTEN)
+            return decided[txn]
+
+        denied = [
+            s.base
+            for s, markers_agree in index.held_transactional(table)
+            if not (markers_agree and shown_committed(s))
+        ]
+        if denied:
+            warnings.warn(
+                f"compacted object's index unusable for the transactions of the segments at "
+                f"{denied} ({key}): the object holds their records, so they committed, which "
+                f"their transactions' outcomes do not say; read as committed",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return index.as_committed(denied)
 
     def _compacted_index(self, key: str, start: int, end: int) -> CompactedIndex | None:
         """The index of the compacted object at ``key`` (which names it as
@@ -325,6 +377,12 @@ class Checkpoints(Listing):
                 its key names, or its index is corrupt.
             FileNotFoundError: it is gone.
         """
+        return self._index_and_table(key, start, end)[0]
+
+    def _index_and_table(
+        self, key: str, start: int, end: int
+    ) -> tuple[CompactedIndex | None, Compaction]:
+        """:meth:`_compacted_index`, with the object's compaction table."""
         head = self._retry(lambda: self._store.get_range(key, 0, HEAD_BYTES))
         need = head_length(head, key)
         if need > len(head):
@@ -340,10 +398,10 @@ class Checkpoints(Listing):
             )
         raw = metadata.get(INDEX_KEY)
         if raw is None:
-            return None
+            return None, table
         index = CompactedIndex.from_json(raw, key=key, start=start, end=end)
         index.check_runs(table, key=key)
-        return index
+        return index, table
 
     def _window_after_vacuum(
         self, start: int, listed: list[tuple[int, int]]

@@ -11,16 +11,24 @@ import time
 import uuid
 import warnings
 from dataclasses import dataclass
+from typing import Literal
 
 import pyarrow as pa
 
 from arrowlog.compacted_index import CompactedIndex, index_metadata
-from arrowlog.errors import CorruptSegmentError
+from arrowlog.errors import CorruptCheckpointError, CorruptSegmentError
 from arrowlog.partition.fetch import fetch_compacted
 from arrowlog.partition.reads import CompactedRef
 from arrowlog.partition.retention import Removal, Retention
 from arrowlog.segment import Compaction, SegmentHeader, encode
-from arrowlog.topic import compacted_key, compacted_mark_key, parse_segment_key
+from arrowlog.topic import (
+    checkpoint_key,
+    checkpoint_prefix,
+    compacted_key,
+    compacted_mark_key,
+    parse_checkpoint_key,
+    parse_segment_key,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,14 +153,17 @@ class Compactions(Retention):
 
     def keep_unreadable_copies(self, removals: list[Removal]) -> list[Removal]:
         """``removals`` (as :meth:`plan_vacuum` orders them) without the
-        segments at or past the log start from the first one whose compacted
-        object does not read back whole (its checksum, its table, its index):
-        those segments are then the only readable copy of their records and
-        of what their windows hold (a corrupt checkpoint of a window is
-        rebuilt from them), so they stay, with a warning; the segments after
-        them stay too (removals go in offset order). Cost: one GET of each
-        compacted object whose segments would go (once: after the removal
-        there is nothing left to check)."""
+        segments at or past the log start from the first one that is the only
+        readable copy of its records or of its window: its compacted object
+        does not read back whole (its checksum, its table, its index), or the
+        object has no index (written before indexes) and the checkpoint of the
+        window does not read (a corrupt checkpoint of a window is rebuilt from
+        its segments, or from its object's index). Those stay, with a warning;
+        the segments after them stay too (removals go in offset order). Cost:
+        one GET of each compacted object whose segments would go (once: after
+        the removal there is nothing left to check); for an object without an
+        index, one LIST and a GET of each window's checkpoint not already read.
+        """
         with self._lock:
             log_start, mark = self._log_start, self._compacted
         bases = [
@@ -161,32 +172,76 @@ class Compactions(Retention):
         if not bases:
             return removals
         cover = self.compacted_objects(min(bases), mark)
-        checked: dict[str, bool] = {}
+        held = {obj.key: [b for b in bases if obj.start <= b < obj.end] for obj in cover}
+        stay_from: dict[str, int | None] = {}
         out: list[Removal] = []
         kept = False
         for removal in removals:
             base = parse_segment_key(removal.key)
             if base is not None and base >= log_start and not kept:
                 obj = next((o for o in cover if o.start <= base < o.end), None)
-                if obj is not None and obj.key not in checked:
-                    checked[obj.key] = self._reads_back(obj)
-                kept = obj is None or not checked[obj.key]
+                if obj is not None and obj.key not in stay_from:
+                    stay_from[obj.key] = self._only_copies_from(obj, held[obj.key])
+                stay = None if obj is None else stay_from[obj.key]
+                kept = obj is None or (stay is not None and base >= stay)
             if base is None or base < log_start or not kept:
                 out.append(removal)
         return out
 
-    def _reads_back(self, obj: CompactedRef) -> bool:
+    def _only_copies_from(self, obj: CompactedRef, bases: list[int]) -> int | None:
+        """Where the segments at ``bases`` (of ``obj``'s range) start to be the
+        only readable copy of their records or windows; None if they are not."""
+        read = self._read_back(obj)
+        if read == "unreadable":
+            return obj.start
+        if read == "indexed":
+            return None  # the index rebuilds a window whose checkpoint is corrupt
+        return self._first_unreadable_window(obj, bases[0], bases[-1])
+
+    def _first_unreadable_window(self, obj: CompactedRef, lo: int, hi: int) -> int | None:
+        """The start of the first checkpoint window holding an offset of
+        ``[lo, hi]`` whose checkpoint does not read (corrupt or gone); None
+        if every one reads. ``obj``, which holds their records, has no index:
+        without its segments such a window could not be rebuilt, so they stay,
+        with a warning naming it."""
+        prefix = checkpoint_prefix(self._topic.prefix, self._partition)
+        # keys are inverted: the first at or after lo's is the window holding lo
+        after = checkpoint_key(self._topic.prefix, self._partition, lo + 1)
+        found = self._retry(lambda: list(self._store.list(prefix, start_after=after, limit=1)))
+        start = parse_checkpoint_key(found[0].key) if found else None
+        if start is None:
+            _warn_kept(obj, lo, "no checkpoint listed holds it")
+            return lo
+        while start <= hi:
+            try:
+                with self._lock:
+                    start = self._load_checkpoint(start).end
+            except (CorruptCheckpointError, FileNotFoundError) as e:
+                _warn_kept(obj, start, "gone" if isinstance(e, FileNotFoundError) else str(e))
+                return start
+        return None
+
+    def _read_back(self, obj: CompactedRef) -> Literal["unreadable", "indexed", "unindexed"]:
         """Whether a compacted object reads back whole, with a readable index
         if it has one (objects written before indexes have none)."""
         try:
             fetch_compacted(self._store, obj.key, obj.start, obj.end, self._config.retry,
                             self._topic.schema)  # fmt: skip
-            self._compacted_index(obj.key, obj.start, obj.end)
+            index = self._compacted_index(obj.key, obj.start, obj.end)
         except (CorruptSegmentError, FileNotFoundError) as e:
             warnings.warn(
                 f"{obj.key}: compacted object unreadable, its segments stay: {e}",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-            return False
-        return True
+            return "unreadable"
+        return "unindexed" if index is None else "indexed"
+
+
+def _warn_kept(obj: CompactedRef, window: int, why: str) -> None:
+    warnings.warn(
+        f"checkpoint window at {window} unreadable ({why}) and {obj.key}, which holds its "
+        f"records, has no index to rebuild it from: its segments stay",
+        RuntimeWarning,
+        stacklevel=5,
+    )
