@@ -137,7 +137,14 @@ def next_range(
         exported = _past_deleted(
             log, topic, _resume(recorded, topic, incarnation, on_recreated, where), skip, where
         )
-        ending = snapshot_ends(log, topic, exported)
+        try:
+            ending = snapshot_ends(log, topic, exported)
+        except OffsetOutOfRangeError:
+            # records deleted since _past_deleted looked: look again (it skips
+            # them, or fails with its own message); anything else is raised
+            if not _below_start(log, topic, exported):
+                raise
+            continue
         # the partitions' listings say which topic they read: one created anew
         # after the lookup above is planned again, never read with these offsets
         if _incarnations(log, topic, ending) == {incarnation}:
@@ -179,6 +186,11 @@ def _past_deleted(
         f"before they were exported ({described}); nothing was exported. To skip them and "
         "export from the log start, run with --skip-deleted (on_data_loss='skip')"
     )
+
+
+def _below_start(log: ArrowLog, topic: str, exported: Mapping[int, int]) -> bool:
+    """Whether the log start of a partition moved past its offset in ``exported``."""
+    return any(o < log.partition(topic, p).start_offset(refresh=True) for p, o in exported.items())
 
 
 def _resume(

@@ -550,11 +550,6 @@ def test_records_deleted_and_vacuumed_at_each_step_of_an_export_never_leave_a_ga
     )  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: on_data_loss='skip' fails with OffsetOutOfRangeError when records "
-    "are deleted while the export plans",
-)
 def test_records_deleted_while_an_export_plans_are_skipped_when_asked(
     kind: Kind, tmp_path: Path
 ) -> None:
