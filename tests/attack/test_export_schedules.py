@@ -587,11 +587,6 @@ def test_records_deleted_while_an_export_plans_are_skipped_when_asked(
     assert table.rows() == [(0, o, o) for o in (*range(5), *range(12, 15))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: records vacuumed while an export reads are SegmentNotFoundError "
-    "(a corrupt segment, 'its records are lost') whatever on_data_loss says",
-)
 @pytest.mark.parametrize("on_data_loss", ["fail", "skip"])
 def test_records_vacuumed_while_an_export_reads_fail_it_as_deleted_records_or_are_skipped(
     kind: Kind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_data_loss: str
@@ -630,11 +625,6 @@ def test_records_vacuumed_while_an_export_reads_fail_it_as_deleted_records_or_ar
         assert table.rows() == [(0, o, o) for o in (*range(5), *range(12, 15))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a topic deleted and created again while an export reads is "
-    "SegmentNotFoundError (corrupt data), not the documented UnknownTopicOrPartitionError",
-)
 def test_a_topic_created_again_while_an_export_reads_is_an_unknown_topic_error(
     kind: Kind, tmp_path: Path
 ) -> None:
