@@ -273,7 +273,8 @@ def iceberg_schema(topic_schema: pa.Schema) -> pa.Schema:
 
     Raises:
         UnsupportedTypeError: a column has no lossless Iceberg type (nanosecond
-            times and timestamps, durations, nulls, wider decimals, unions...).
+            times and timestamps, durations, nulls, wider decimals, unions,
+            structs without fields...).
             Nothing was written.
     """
     return pa.schema([_field(f, f.name) for f in output_schema(topic_schema)])
@@ -307,6 +308,11 @@ def _type(t: pa.DataType, path: str) -> pa.DataType:
     if pa.types.is_decimal256(t) and t.precision <= 38:
         return pa.decimal128(t.precision, t.scale)
     if pa.types.is_struct(t):
+        if t.num_fields == 0:
+            raise UnsupportedTypeError(
+                f"column {path!r} is a struct without fields: Parquet, hence Iceberg, cannot "
+                "hold one; nothing was written"
+            )
         fields = [t.field(i) for i in range(t.num_fields)]
         return pa.struct([_field(f, f"{path}.{f.name}") for f in fields])
     if pa.types.is_map(t):

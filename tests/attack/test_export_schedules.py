@@ -1382,11 +1382,6 @@ def test_a_value_that_cannot_be_mapped_is_a_typed_error_and_commits_no_row(
     assert not table.exists() or table.arrow().num_rows == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a struct with no fields is not refused up front: the table is "
-    "created with it, then the write fails (ExportTableError, or pyiceberg's KeyError)",
-)
 @pytest.mark.parametrize(
     "column",
     [pa.array([{}, None], pa.struct([])), pa.array([[{}], None], pa.list_(pa.struct([])))],
