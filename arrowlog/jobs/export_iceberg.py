@@ -203,12 +203,21 @@ class CatalogConfig:
         """The catalog (a local SQLite catalog's directory is created).
 
         Raises:
+            InvalidConfigError: properties pyiceberg cannot make a catalog of
+                (an unknown type, a required property missing...).
             MissingDependencyError: pyiceberg is not installed.
         """
         require_extra("iceberg")
-        from pyiceberg.catalog import load_catalog
+        from pyiceberg.catalog import CatalogType, load_catalog
         from sqlalchemy.exc import OperationalError
 
+        kind = self.properties.get("type")
+        known = [t.value for t in CatalogType]
+        if isinstance(kind, str) and kind.lower() not in known:
+            raise InvalidConfigError(
+                f"Iceberg catalog {self.name!r}: unknown catalog type {kind!r} (pyiceberg "
+                f"knows {', '.join(known)}; or give py-catalog-impl instead)"
+            )
         uri = self.properties.get("uri", "")
         if uri.startswith("sqlite:///"):
             Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -216,6 +225,9 @@ class CatalogConfig:
         while True:
             try:
                 return load_catalog(self.name, **self.properties)
+            except ValueError as e:
+                # load_catalog's own word for properties it cannot use
+                raise InvalidConfigError(f"Iceberg catalog {self.name!r}: {e}") from e
             except OperationalError as e:
                 # A new SQL catalog creates its tables when first opened; of two
                 # processes opening it at once, one loses that race (seen with

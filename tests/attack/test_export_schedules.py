@@ -1498,11 +1498,6 @@ def test_wrong_input_to_the_export_commands_is_one_line_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "log"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: an unknown catalog type escapes as pyiceberg's ValueError (exit 1), "
-    "not a typed usage error",
-)
 def test_an_unknown_catalog_type_is_a_typed_usage_error(tmp_path: Path) -> None:
     """Schedule: ``arrowlog export-iceberg t ns.t --catalog-properties
     '{"type": "nonsense"}'`` (and the same CatalogConfig in Python).
