@@ -57,10 +57,12 @@ decides. Column types Delta lacks are mapped without loss (:func:`delta_schema`)
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 
@@ -70,6 +72,7 @@ from arrowlog.errors import (
     ArrowLogError,
     ExportConflictError,
     ExportTableError,
+    InvalidConfigError,
     SchemaMismatchError,
     UnknownTopicOrPartitionError,
     UnsupportedTypeError,
@@ -106,6 +109,7 @@ __all__ = [
     "DeltaExport",
     "ExportState",
     "app_id",
+    "check_path",
     "delta_schema",
     "export",
     "exported_state",
@@ -354,8 +358,11 @@ def run_export(
         ExportConflictError: other exports of the topic won
             :data:`MAX_ATTEMPTS` commit races in a row (retriable).
         ExportTableError: delta-rs failed otherwise (its error is the cause).
+        InvalidConfigError: ``path`` names no place delta-rs can write to (an
+            empty path, a URL scheme it has no store for); nothing read.
         MissingDependencyError: deltalake is not installed.
     """
+    check_path(path)
     if not isinstance(log, str):
         return _export(
             log, topic, path, delta_storage, on_recreated, on_data_loss, _Reader(log, progress)
@@ -387,6 +394,7 @@ def export(
     Raises:
         What :func:`run_export` raises.
     """
+    check_path(path)
     log = arrowlog.connect(root, storage)
     try:
         reader = _SparkReader(spark, root, storage, log)
@@ -479,6 +487,40 @@ def _export(
         f"{where}: {MAX_ATTEMPTS} commits in a row lost to other exports of topic {topic!r}; "
         "run the export again"
     ) from lost
+
+
+def check_path(path: str) -> None:
+    """Raises:
+    InvalidConfigError: ``path`` is empty, or a URL whose scheme delta-rs
+        has no store for (``ftp://``): a usage error, found before anything
+        is read.
+    MissingDependencyError: deltalake is not installed.
+    """
+    if not path.strip():
+        raise InvalidConfigError("the Delta table path is empty: give a directory or a URL")
+    scheme = urlsplit(path).scheme.lower() if "://" in path else ""
+    known = _known_schemes()
+    if scheme and known and scheme not in known:
+        raise InvalidConfigError(
+            f"Delta table {path}: delta-rs has no store for scheme {scheme!r} (it knows "
+            f"{', '.join(sorted(known))})"
+        )
+
+
+@functools.cache
+def _known_schemes() -> frozenset[str]:
+    """The URL schemes delta-rs opens tables at (empty: not known), as it
+    lists them refusing one it does not know; no I/O."""
+    require_extra("delta")
+    from deltalake import DeltaTable
+
+    try:
+        DeltaTable("arrowlog-no-such-scheme://probe")
+    except Exception as e:  # noqa: BLE001 - delta-rs raises bare Exceptions too
+        _, found, listed = str(e).partition("Known schemes:")
+        if found:
+            return frozenset(s.strip().lower() for s in listed.split(",") if s.strip())
+    return frozenset()
 
 
 def _create_if_missing(path: str, schema: pa.Schema, storage: dict[str, str] | None) -> None:
@@ -601,6 +643,8 @@ def _delta_error(e: Exception, where: str) -> ArrowLogError:
         return SchemaMismatchError(f"{where} does not take the topic's columns: {text}")
     if isinstance(e, DeltaProtocolError):
         return ExportTableError(f"{where} needs features delta-rs lacks: {text}")
+    if isinstance(e, TableNotFoundError) and "Unknown scheme" in text:
+        return InvalidConfigError(f"{where}: delta-rs has no store for it: {text}")
     if isinstance(e, TableNotFoundError):
         return ExportTableError(f"{where}: no table there (any more): {text}")
     if "Invalid data type for Delta Lake" in text or "Schema error" in text:

@@ -1521,11 +1521,6 @@ def test_an_unknown_catalog_type_is_a_typed_usage_error(tmp_path: Path) -> None:
     assert not done.stderr.startswith("arrowlog: ValueError"), done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a Delta path delta-rs cannot open (unknown scheme, empty) exits 1 "
-    "saying 'no table there (any more)', not a usage error",
-)
 @pytest.mark.parametrize("path", ["ftp://host/events", ""], ids=["ftp-scheme", "empty"])
 def test_a_delta_path_that_names_no_store_is_a_usage_error(tmp_path: Path, path: str) -> None:
     """Schedule: ``arrowlog export-delta t ftp://host/events`` (a scheme
