@@ -15,7 +15,10 @@ progress, kept in its snapshots and checkpoints):
   partitions whose offset moved are written again.
 
 The commit's metadata says the same for people (``arrowlog.topic``,
-``arrowlog.offsets``, ``arrowlog.starting-offsets``). Tables written before
+``arrowlog.offsets``, ``arrowlog.starting-offsets``), and names the commit
+(``arrowlog.export-run``, an id of its own): a run whose commit landed behind a
+lost reply (delta-rs then finds the version taken, by itself) finds its commit
+there and reports it as its own. Tables written before
 incarnations were recorded hold only the run number and the metadata: they are
 read as incarnation 0, from the newest commit's metadata.
 
@@ -59,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -122,6 +126,9 @@ __all__ = [
 
 #: lost commit races before giving up (each one means another export landed)
 MAX_ATTEMPTS = 20
+#: a commit's metadata: an id of that commit alone, which tells a run whether
+#: the commit it lost the reply to landed
+RUN_KEY = "arrowlog.export-run"
 
 
 @dataclass(frozen=True)
@@ -459,10 +466,17 @@ def _export(
     with _mapped(path):
         _create_if_missing(path, schema, storage)
     lost: CommitFailedError | None = None
+    tried: _Tried | None = None  # the last commit whose outcome delta-rs did not tell
     for attempt in range(1, MAX_ATTEMPTS + 1):
         with _mapped(path):
             table = DeltaTable(path, storage_options=storage)
             state = _state(table, topic, path)
+            # a commit whose reply was lost lands all the same: delta-rs then
+            # finds its version taken and reports a conflict with itself
+            landed = None if tried is None else _landed(table, tried)
+        if tried is not None and landed is not None:
+            return tried.result(landed, attempt - 1)
+        tried = None
         span = next_range(
             log,
             topic,
@@ -476,13 +490,16 @@ def _export(
         with _mapped(path):
             if _moved(path, storage, topic, state):
                 continue  # another export committed since: plan again, no file written
+        mine = _Tried(span, uuid.uuid4().hex, table.version())
         try:
-            rows = _commit(table, span, state, schema, read, where)
+            _commit(table, mine, state, schema, read, where)
         except CommitFailedError as e:
-            lost = e  # another export's commit landed since `state` was read
+            # another export's commit landed since `state` was read, or this
+            # one did behind a lost reply: the table says which
+            lost, tried = e, mine
             continue
         # delta-rs moved `table` to the version its commit landed at
-        return DeltaExport(rows, span.ending_json(), span.incarnation, table.version(), attempt)
+        return mine.result(table.version(), attempt)
     raise ExportConflictError(
         f"{where}: {MAX_ATTEMPTS} commits in a row lost to other exports of topic {topic!r}; "
         "run the export again"
@@ -523,6 +540,36 @@ def _known_schemes() -> frozenset[str]:
     return frozenset()
 
 
+@dataclass
+class _Tried:
+    """One commit of a range: what identifies it in the table's history."""
+
+    span: ExportRange
+    #: written in the commit's metadata (:data:`RUN_KEY`): this commit and no other
+    run: str
+    #: the table version it was planned on (it lands after it, or not at all)
+    planned_at: int
+    #: rows it wrote
+    rows: int = 0
+
+    def result(self, version: int, attempts: int) -> DeltaExport:
+        """What the run did, this commit having landed at ``version``."""
+        span = self.span
+        return DeltaExport(self.rows, span.ending_json(), span.incarnation, version, attempts)
+
+
+def _landed(table: DeltaTable, tried: _Tried) -> int | None:
+    """The version ``tried`` landed at, if it did: a commit since it was
+    planned carries its id."""
+    since = table.version() - tried.planned_at
+    if since <= 0:
+        return None
+    for commit in table.history(limit=since):  # the newest ones
+        if commit.get(RUN_KEY) == tried.run:
+            return int(commit["version"])
+    return None
+
+
 def _create_if_missing(path: str, schema: pa.Schema, storage: dict[str, str] | None) -> None:
     """Create the table, empty, at version 0, unless it exists. Of two
     exports creating it at once, one commit lands; the other's fails (no
@@ -556,14 +603,15 @@ def _moved(path: str, storage: dict[str, str] | None, topic: str, state: ExportS
 
 def _commit(
     table: DeltaTable,
-    span: ExportRange,
+    tried: _Tried,
     state: ExportState,
     schema: pa.Schema,
     read: _Read,
     where: str,
-) -> int:
-    """Append ``span`` on top of the version ``table`` was loaded at, with the
-    app transactions that record it. Returns the rows written.
+) -> None:
+    """Append ``tried.span`` on top of the version ``table`` was loaded at,
+    with the app transactions that record it; ``tried.rows`` counts the rows
+    written.
 
     Raises:
         CommitFailedError: another export of the topic committed since that
@@ -572,6 +620,7 @@ def _commit(
     from deltalake import CommitProperties, Transaction, write_deltalake
     from deltalake.exceptions import CommitFailedError
 
+    span = tried.span
     topic, incarnation = span.topic, span.incarnation
     same = not state.legacy and state.incarnation == incarnation
     kept = state.offsets if same else {}
@@ -583,13 +632,12 @@ def _commit(
         for p, o in span.ending_json().items()
         if kept.get(p) != o
     ]
-    rows = [0]
     failed: list[BaseException] = []
 
     def counted() -> Iterator[pa.RecordBatch]:
         try:
             for batch in read(span, schema, where):
-                rows[0] += batch.num_rows
+                tried.rows += batch.num_rows
                 yield batch
         except GeneratorExit:
             raise  # delta-rs stopped reading (its own failure is what it raises)
@@ -599,7 +647,8 @@ def _commit(
 
     data = pa.RecordBatchReader.from_batches(schema, counted())
     properties = CommitProperties(
-        custom_metadata=span.commit_metadata(), app_transactions=transactions
+        custom_metadata={**span.commit_metadata(), RUN_KEY: tried.run},
+        app_transactions=transactions,
     )
     try:
         write_deltalake(table, data, mode="append", commit_properties=properties)
@@ -609,7 +658,6 @@ def _commit(
         if failed:
             raise failed[0] from None  # reading the range failed: its own error
         raise _delta_error(e, where) from e
-    return rows[0]
 
 
 # --- delta-rs's errors as arrowlog's -------------------------------------------------

@@ -1133,11 +1133,6 @@ def test_a_lost_reply_to_the_delta_commit_on_seaweedfs_exports_once(
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a run whose Delta commit landed behind a lost reply reports "
-    "0 rows and no table version",
-)
 def test_a_run_whose_commit_landed_behind_a_lost_reply_reports_its_rows(
     s3_server: Any, lossy: Any, tmp_path: Path
 ) -> None:
