@@ -413,6 +413,36 @@ def tracker(
     return advance
 
 
+def explain_failed_read(log: ArrowLog, span: ExportRange, e: Exception) -> None:
+    """Raise, as arrowlog's error, what made an engine's read of ``span``
+    fail (``e``, Spark's error: it wraps or hides the reader's), when the log
+    tells it; else return, and the caller raises ``e``.
+
+    Raises:
+        UnknownTopicOrPartitionError: the topic was deleted, or created anew.
+        OffsetOutOfRangeError: records of the range were deleted (the log
+            start moved past a start of it), and the range does not skip them.
+    """
+    if log.topic(span.topic, refresh=True).incarnation != span.incarnation:
+        raise UnknownTopicOrPartitionError(
+            f"topic {span.topic!r} was deleted and created again during the export; "
+            "nothing was exported: run it again"
+        ) from e
+    if span.skip_deleted:
+        return
+    starts = {p: log.partition(span.topic, p).start_offset(refresh=True) for p in span.starting}
+    lost = {p: (o, starts[p]) for p, o in span.starting.items() if 0 <= o < starts[p]}
+    if lost:
+        described = ", ".join(
+            f"partition {p}: {o} to {n - 1}" for p, (o, n) in sorted(lost.items())
+        )
+        raise OffsetOutOfRangeError(
+            f"records of topic {span.topic!r} were deleted (retention or delete-records) while "
+            f"the export read them ({described}); nothing was exported. To skip them and "
+            "export from the log start, run with --skip-deleted (on_data_loss='skip')"
+        ) from e
+
+
 def spark_reader(spark: Any, root: str, span: ExportRange, storage: Mapping[str, Any]) -> Any:
     """``span`` as a Spark DataFrame (``format("arrowlog")``, read_committed)."""
     # imported here: arrowlog.spark needs the spark extra, the exports without Spark do not

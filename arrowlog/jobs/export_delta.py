@@ -92,6 +92,7 @@ from arrowlog.jobs._export_range import (
     cast_batches,
     check_on_data_loss,
     check_on_recreated,
+    explain_failed_read,
     next_range,
     parse_recorded,
     read_range_batches,
@@ -430,7 +431,13 @@ class _SparkReader:
         self._spark, self._root, self._storage, self._log = spark, root, storage, log
 
     def __call__(self, span: ExportRange, schema: pa.Schema, where: str) -> pa.RecordBatchReader:
-        table: pa.Table = spark_reader(self._spark, self._root, span, self._storage).toArrow()
+        try:
+            table: pa.Table = spark_reader(self._spark, self._root, span, self._storage).toArrow()
+        except ArrowLogError:
+            raise
+        except Exception as e:  # Spark's errors: what failed is told by the log, if it can
+            explain_failed_read(self._log, span, e)
+            raise
         # Spark reads the topic by name: one created anew since the range was
         # planned would have given its rows for the old one's offsets
         if self._log.topic(span.topic, refresh=True).incarnation != span.incarnation:
