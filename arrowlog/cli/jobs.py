@@ -215,9 +215,10 @@ def export_delta(
     never appends a row twice. The first run creates the table. The log is
     only read. Needs the delta extra (delta-rs).
     """
-    from arrowlog.jobs.export_delta import run_export
+    from arrowlog.jobs.export_delta import check_path, run_export
 
     options = _json_object("--delta-storage-options", delta_storage_options)
+    check_path(delta_path)  # a usage error, before the log is opened
     log = session.connect()
     total = [0]
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -28,12 +28,13 @@ from arrowlog.errors import (
     CorruptObjectError,
     InvalidConfigError,
     OffsetOutOfRangeError,
+    SegmentNotFoundError,
     TopicRecreatedError,
     UnknownTopicOrPartitionError,
     UnsupportedTypeError,
 )
 from arrowlog.log import ArrowLog
-from arrowlog.scan import EARLIEST, output_schema, plan_scan, read_task
+from arrowlog.scan import EARLIEST, ScanSegment, ScanTask, output_schema, plan_scan, read_task
 
 #: The key under which an export records where it ended, as JSON:
 #: ``{"<partition>": <next offset>}`` in incarnation 0 of the topic,
@@ -137,7 +138,14 @@ def next_range(
         exported = _past_deleted(
             log, topic, _resume(recorded, topic, incarnation, on_recreated, where), skip, where
         )
-        ending = snapshot_ends(log, topic, exported)
+        try:
+            ending = snapshot_ends(log, topic, exported)
+        except OffsetOutOfRangeError:
+            # records deleted since _past_deleted looked: look again (it skips
+            # them, or fails with its own message); anything else is raised
+            if not _below_start(log, topic, exported):
+                raise
+            continue
         # the partitions' listings say which topic they read: one created anew
         # after the lookup above is planned again, never read with these offsets
         if _incarnations(log, topic, ending) == {incarnation}:
@@ -179,6 +187,11 @@ def _past_deleted(
         f"before they were exported ({described}); nothing was exported. To skip them and "
         "export from the log start, run with --skip-deleted (on_data_loss='skip')"
     )
+
+
+def _below_start(log: ArrowLog, topic: str, exported: Mapping[int, int]) -> bool:
+    """Whether the log start of a partition moved past its offset in ``exported``."""
+    return any(o < log.partition(topic, p).start_offset(refresh=True) for p, o in exported.items())
 
 
 def _resume(
@@ -290,9 +303,76 @@ def read_range_batches(
         )
     out = schema or output_schema(log.topic(span.topic).schema)
     for task in plan.tasks:
-        yield from read_task(log.store, task, out)
+        yield from _read_task(log, span, task, out)
         if progress is not None:
             progress(sum(s.hi - s.lo for s in task.segments))
+
+
+def _read_task(
+    log: ArrowLog, span: ExportRange, task: ScanTask, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The records of ``task``. An object found missing is told apart from a
+    corrupt log by the topic (created anew since the plan) and the log start
+    (records deleted since the plan, then vacuumed): deleted records are
+    skipped with ``span.skip_deleted``, else raised as what they are."""
+    segments = task.segments
+    while segments:
+        read = 0  # of `segments`, those whose records were yielded
+        try:
+            for batch in read_task(log.store, replace(task, segments=segments), schema):
+                read = _segments_read(segments, batch)
+                yield batch
+            return
+        except SegmentNotFoundError as e:
+            # every segment the object holds (a compacted one holds several)
+            gone = [s for s in segments[read:] if s.key == e.key]
+            if not gone:
+                raise
+            _check_deleted(log, span, task.partition, gone, e)
+            segments = tuple(s for s in segments[read:] if s.key != e.key)
+
+
+def _segments_read(segments: tuple[ScanSegment, ...], batch: pa.RecordBatch) -> int:
+    """How many of ``segments`` were read once ``batch`` was: up to the one
+    holding its last offset (the output schema's last column but one)."""
+    if batch.num_rows == 0:
+        return 0
+    last = batch.column(batch.num_columns - 2)[-1].as_py()
+    return next(i + 1 for i, s in enumerate(segments) if s.lo <= last < s.hi)
+
+
+def _check_deleted(
+    log: ArrowLog,
+    span: ExportRange,
+    partition: int,
+    gone: list[ScanSegment],
+    e: SegmentNotFoundError,
+) -> None:
+    """Returns if the segments ``gone`` were deleted (they lie below the log
+    start now) and the range skips deleted records.
+
+    Raises:
+        UnknownTopicOrPartitionError: the topic was deleted, or created anew.
+        OffsetOutOfRangeError: they lie below the log start now, and the
+            range does not skip deleted records.
+        SegmentNotFoundError: ``e``: the log lost records it still holds.
+    """
+    if log.topic(span.topic, refresh=True).incarnation != span.incarnation:
+        raise UnknownTopicOrPartitionError(
+            f"topic {span.topic!r} was deleted and created again during the export; "
+            "nothing was exported: run it again"
+        ) from e
+    start = log.partition(span.topic, partition).start_offset(refresh=True)
+    lo, hi = min(s.lo for s in gone), max(s.hi for s in gone)
+    if hi > start:
+        raise e
+    if not span.skip_deleted:
+        raise OffsetOutOfRangeError(
+            f"{span.topic}/{partition}: records {lo} to {hi - 1} were deleted "
+            f"(retention or delete-records; the log starts at {start} now) while the export "
+            "read them; nothing was exported. To skip them and export from the log start, "
+            "run with --skip-deleted (on_data_loss='skip')"
+        ) from e
 
 
 def cast_batches(
@@ -331,6 +411,36 @@ def tracker(
         progress(done[0], total)
 
     return advance
+
+
+def explain_failed_read(log: ArrowLog, span: ExportRange, e: Exception) -> None:
+    """Raise, as arrowlog's error, what made an engine's read of ``span``
+    fail (``e``, Spark's error: it wraps or hides the reader's), when the log
+    tells it; else return, and the caller raises ``e``.
+
+    Raises:
+        UnknownTopicOrPartitionError: the topic was deleted, or created anew.
+        OffsetOutOfRangeError: records of the range were deleted (the log
+            start moved past a start of it), and the range does not skip them.
+    """
+    if log.topic(span.topic, refresh=True).incarnation != span.incarnation:
+        raise UnknownTopicOrPartitionError(
+            f"topic {span.topic!r} was deleted and created again during the export; "
+            "nothing was exported: run it again"
+        ) from e
+    if span.skip_deleted:
+        return
+    starts = {p: log.partition(span.topic, p).start_offset(refresh=True) for p in span.starting}
+    lost = {p: (o, starts[p]) for p, o in span.starting.items() if 0 <= o < starts[p]}
+    if lost:
+        described = ", ".join(
+            f"partition {p}: {o} to {n - 1}" for p, (o, n) in sorted(lost.items())
+        )
+        raise OffsetOutOfRangeError(
+            f"records of topic {span.topic!r} were deleted (retention or delete-records) while "
+            f"the export read them ({described}); nothing was exported. To skip them and "
+            "export from the log start, run with --skip-deleted (on_data_loss='skip')"
+        ) from e
 
 
 def spark_reader(spark: Any, root: str, span: ExportRange, storage: Mapping[str, Any]) -> Any:

@@ -15,7 +15,10 @@ progress, kept in its snapshots and checkpoints):
   partitions whose offset moved are written again.
 
 The commit's metadata says the same for people (``arrowlog.topic``,
-``arrowlog.offsets``, ``arrowlog.starting-offsets``). Tables written before
+``arrowlog.offsets``, ``arrowlog.starting-offsets``), and names the commit
+(``arrowlog.export-run``, an id of its own): a run whose commit landed behind a
+lost reply (delta-rs then finds the version taken, by itself) finds its commit
+there and reports it as its own. Tables written before
 incarnations were recorded hold only the run number and the metadata: they are
 read as incarnation 0, from the newest commit's metadata.
 
@@ -57,10 +60,13 @@ decides. Column types Delta lacks are mapped without loss (:func:`delta_schema`)
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 
@@ -70,6 +76,7 @@ from arrowlog.errors import (
     ArrowLogError,
     ExportConflictError,
     ExportTableError,
+    InvalidConfigError,
     SchemaMismatchError,
     UnknownTopicOrPartitionError,
     UnsupportedTypeError,
@@ -85,6 +92,7 @@ from arrowlog.jobs._export_range import (
     cast_batches,
     check_on_data_loss,
     check_on_recreated,
+    explain_failed_read,
     next_range,
     parse_recorded,
     read_range_batches,
@@ -106,6 +114,7 @@ __all__ = [
     "DeltaExport",
     "ExportState",
     "app_id",
+    "check_path",
     "delta_schema",
     "export",
     "exported_state",
@@ -118,6 +127,9 @@ __all__ = [
 
 #: lost commit races before giving up (each one means another export landed)
 MAX_ATTEMPTS = 20
+#: a commit's metadata: an id of that commit alone, which tells a run whether
+#: the commit it lost the reply to landed
+RUN_KEY = "arrowlog.export-run"
 
 
 @dataclass(frozen=True)
@@ -192,7 +204,8 @@ def delta_schema(topic_schema: pa.Schema) -> pa.Schema:
 
     Raises:
         UnsupportedTypeError: a column has no Delta type (times of day,
-            durations, wider decimals, unions...). Nothing was written.
+            durations, wider decimals, unions, structs without fields...).
+            Nothing was written.
     """
     return pa.schema([_field(f, f.name) for f in output_schema(topic_schema)])
 
@@ -221,6 +234,11 @@ def _type(t: pa.DataType, path: str) -> pa.DataType:
     if pa.types.is_decimal256(t) and t.precision <= 38:
         return pa.decimal128(t.precision, t.scale)
     if pa.types.is_struct(t):
+        if t.num_fields == 0:
+            raise UnsupportedTypeError(
+                f"column {path!r} is a struct without fields: Parquet, hence Delta, cannot "
+                "hold one; nothing was written"
+            )
         fields = [t.field(i) for i in range(t.num_fields)]
         return pa.struct([_field(f, f"{path}.{f.name}") for f in fields])
     if pa.types.is_map(t):
@@ -348,8 +366,11 @@ def run_export(
         ExportConflictError: other exports of the topic won
             :data:`MAX_ATTEMPTS` commit races in a row (retriable).
         ExportTableError: delta-rs failed otherwise (its error is the cause).
+        InvalidConfigError: ``path`` names no place delta-rs can write to (an
+            empty path, a URL scheme it has no store for); nothing read.
         MissingDependencyError: deltalake is not installed.
     """
+    check_path(path)
     if not isinstance(log, str):
         return _export(
             log, topic, path, delta_storage, on_recreated, on_data_loss, _Reader(log, progress)
@@ -381,6 +402,7 @@ def export(
     Raises:
         What :func:`run_export` raises.
     """
+    check_path(path)
     log = arrowlog.connect(root, storage)
     try:
         reader = _SparkReader(spark, root, storage, log)
@@ -409,7 +431,13 @@ class _SparkReader:
         self._spark, self._root, self._storage, self._log = spark, root, storage, log
 
     def __call__(self, span: ExportRange, schema: pa.Schema, where: str) -> pa.RecordBatchReader:
-        table: pa.Table = spark_reader(self._spark, self._root, span, self._storage).toArrow()
+        try:
+            table: pa.Table = spark_reader(self._spark, self._root, span, self._storage).toArrow()
+        except ArrowLogError:
+            raise
+        except Exception as e:  # Spark's errors: what failed is told by the log, if it can
+            explain_failed_read(self._log, span, e)
+            raise
         # Spark reads the topic by name: one created anew since the range was
         # planned would have given its rows for the old one's offsets
         if self._log.topic(span.topic, refresh=True).incarnation != span.incarnation:
@@ -445,10 +473,17 @@ def _export(
     with _mapped(path):
         _create_if_missing(path, schema, storage)
     lost: CommitFailedError | None = None
+    tried: _Tried | None = None  # the last commit whose outcome delta-rs did not tell
     for attempt in range(1, MAX_ATTEMPTS + 1):
         with _mapped(path):
             table = DeltaTable(path, storage_options=storage)
             state = _state(table, topic, path)
+            # a commit whose reply was lost lands all the same: delta-rs then
+            # finds its version taken and reports a conflict with itself
+            landed = None if tried is None else _landed(table, tried)
+        if tried is not None and landed is not None:
+            return tried.result(landed, attempt - 1)
+        tried = None
         span = next_range(
             log,
             topic,
@@ -462,17 +497,84 @@ def _export(
         with _mapped(path):
             if _moved(path, storage, topic, state):
                 continue  # another export committed since: plan again, no file written
+        mine = _Tried(span, uuid.uuid4().hex, table.version())
         try:
-            rows = _commit(table, span, state, schema, read, where)
+            _commit(table, mine, state, schema, read, where)
         except CommitFailedError as e:
-            lost = e  # another export's commit landed since `state` was read
+            # another export's commit landed since `state` was read, or this
+            # one did behind a lost reply: the table says which
+            lost, tried = e, mine
             continue
         # delta-rs moved `table` to the version its commit landed at
-        return DeltaExport(rows, span.ending_json(), span.incarnation, table.version(), attempt)
+        return mine.result(table.version(), attempt)
     raise ExportConflictError(
         f"{where}: {MAX_ATTEMPTS} commits in a row lost to other exports of topic {topic!r}; "
         "run the export again"
     ) from lost
+
+
+def check_path(path: str) -> None:
+    """Raises:
+    InvalidConfigError: ``path`` is empty, or a URL whose scheme delta-rs
+        has no store for (``ftp://``): a usage error, found before anything
+        is read.
+    MissingDependencyError: deltalake is not installed.
+    """
+    if not path.strip():
+        raise InvalidConfigError("the Delta table path is empty: give a directory or a URL")
+    scheme = urlsplit(path).scheme.lower() if "://" in path else ""
+    known = _known_schemes()
+    if scheme and known and scheme not in known:
+        raise InvalidConfigError(
+            f"Delta table {path}: delta-rs has no store for scheme {scheme!r} (it knows "
+            f"{', '.join(sorted(known))})"
+        )
+
+
+@functools.cache
+def _known_schemes() -> frozenset[str]:
+    """The URL schemes delta-rs opens tables at (empty: not known), as it
+    lists them refusing one it does not know; no I/O."""
+    require_extra("delta")
+    from deltalake import DeltaTable
+
+    try:
+        DeltaTable("arrowlog-no-such-scheme://probe")
+    except Exception as e:  # noqa: BLE001 - delta-rs raises bare Exceptions too
+        _, found, listed = str(e).partition("Known schemes:")
+        if found:
+            return frozenset(s.strip().lower() for s in listed.split(",") if s.strip())
+    return frozenset()
+
+
+@dataclass
+class _Tried:
+    """One commit of a range: what identifies it in the table's history."""
+
+    span: ExportRange
+    #: written in the commit's metadata (:data:`RUN_KEY`): this commit and no other
+    run: str
+    #: the table version it was planned on (it lands after it, or not at all)
+    planned_at: int
+    #: rows it wrote
+    rows: int = 0
+
+    def result(self, version: int, attempts: int) -> DeltaExport:
+        """What the run did, this commit having landed at ``version``."""
+        span = self.span
+        return DeltaExport(self.rows, span.ending_json(), span.incarnation, version, attempts)
+
+
+def _landed(table: DeltaTable, tried: _Tried) -> int | None:
+    """The version ``tried`` landed at, if it did: a commit since it was
+    planned carries its id."""
+    since = table.version() - tried.planned_at
+    if since <= 0:
+        return None
+    for commit in table.history(limit=since):  # the newest ones
+        if commit.get(RUN_KEY) == tried.run:
+            return int(commit["version"])
+    return None
 
 
 def _create_if_missing(path: str, schema: pa.Schema, storage: dict[str, str] | None) -> None:
@@ -508,14 +610,15 @@ def _moved(path: str, storage: dict[str, str] | None, topic: str, state: ExportS
 
 def _commit(
     table: DeltaTable,
-    span: ExportRange,
+    tried: _Tried,
     state: ExportState,
     schema: pa.Schema,
     read: _Read,
     where: str,
-) -> int:
-    """Append ``span`` on top of the version ``table`` was loaded at, with the
-    app transactions that record it. Returns the rows written.
+) -> None:
+    """Append ``tried.span`` on top of the version ``table`` was loaded at,
+    with the app transactions that record it; ``tried.rows`` counts the rows
+    written.
 
     Raises:
         CommitFailedError: another export of the topic committed since that
@@ -524,6 +627,7 @@ def _commit(
     from deltalake import CommitProperties, Transaction, write_deltalake
     from deltalake.exceptions import CommitFailedError
 
+    span = tried.span
     topic, incarnation = span.topic, span.incarnation
     same = not state.legacy and state.incarnation == incarnation
     kept = state.offsets if same else {}
@@ -535,13 +639,12 @@ def _commit(
         for p, o in span.ending_json().items()
         if kept.get(p) != o
     ]
-    rows = [0]
     failed: list[BaseException] = []
 
     def counted() -> Iterator[pa.RecordBatch]:
         try:
             for batch in read(span, schema, where):
-                rows[0] += batch.num_rows
+                tried.rows += batch.num_rows
                 yield batch
         except GeneratorExit:
             raise  # delta-rs stopped reading (its own failure is what it raises)
@@ -551,7 +654,8 @@ def _commit(
 
     data = pa.RecordBatchReader.from_batches(schema, counted())
     properties = CommitProperties(
-        custom_metadata=span.commit_metadata(), app_transactions=transactions
+        custom_metadata={**span.commit_metadata(), RUN_KEY: tried.run},
+        app_transactions=transactions,
     )
     try:
         write_deltalake(table, data, mode="append", commit_properties=properties)
@@ -561,7 +665,6 @@ def _commit(
         if failed:
             raise failed[0] from None  # reading the range failed: its own error
         raise _delta_error(e, where) from e
-    return rows[0]
 
 
 # --- delta-rs's errors as arrowlog's -------------------------------------------------
@@ -595,6 +698,8 @@ def _delta_error(e: Exception, where: str) -> ArrowLogError:
         return SchemaMismatchError(f"{where} does not take the topic's columns: {text}")
     if isinstance(e, DeltaProtocolError):
         return ExportTableError(f"{where} needs features delta-rs lacks: {text}")
+    if isinstance(e, TableNotFoundError) and "Unknown scheme" in text:
+        return InvalidConfigError(f"{where}: delta-rs has no store for it: {text}")
     if isinstance(e, TableNotFoundError):
         return ExportTableError(f"{where}: no table there (any more): {text}")
     if "Invalid data type for Delta Lake" in text or "Schema error" in text:

@@ -203,12 +203,21 @@ class CatalogConfig:
         """The catalog (a local SQLite catalog's directory is created).
 
         Raises:
+            InvalidConfigError: properties pyiceberg cannot make a catalog of
+                (an unknown type, a required property missing...).
             MissingDependencyError: pyiceberg is not installed.
         """
         require_extra("iceberg")
-        from pyiceberg.catalog import load_catalog
+        from pyiceberg.catalog import CatalogType, load_catalog
         from sqlalchemy.exc import OperationalError
 
+        kind = self.properties.get("type")
+        known = [t.value for t in CatalogType]
+        if isinstance(kind, str) and kind.lower() not in known:
+            raise InvalidConfigError(
+                f"Iceberg catalog {self.name!r}: unknown catalog type {kind!r} (pyiceberg "
+                f"knows {', '.join(known)}; or give py-catalog-impl instead)"
+            )
         uri = self.properties.get("uri", "")
         if uri.startswith("sqlite:///"):
             Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -216,6 +225,9 @@ class CatalogConfig:
         while True:
             try:
                 return load_catalog(self.name, **self.properties)
+            except ValueError as e:
+                # load_catalog's own word for properties it cannot use
+                raise InvalidConfigError(f"Iceberg catalog {self.name!r}: {e}") from e
             except OperationalError as e:
                 # A new SQL catalog creates its tables when first opened; of two
                 # processes opening it at once, one loses that race (seen with
@@ -273,7 +285,8 @@ def iceberg_schema(topic_schema: pa.Schema) -> pa.Schema:
 
     Raises:
         UnsupportedTypeError: a column has no lossless Iceberg type (nanosecond
-            times and timestamps, durations, nulls, wider decimals, unions...).
+            times and timestamps, durations, nulls, wider decimals, unions,
+            structs without fields...).
             Nothing was written.
     """
     return pa.schema([_field(f, f.name) for f in output_schema(topic_schema)])
@@ -307,6 +320,11 @@ def _type(t: pa.DataType, path: str) -> pa.DataType:
     if pa.types.is_decimal256(t) and t.precision <= 38:
         return pa.decimal128(t.precision, t.scale)
     if pa.types.is_struct(t):
+        if t.num_fields == 0:
+            raise UnsupportedTypeError(
+                f"column {path!r} is a struct without fields: Parquet, hence Iceberg, cannot "
+                "hold one; nothing was written"
+            )
         fields = [t.field(i) for i in range(t.num_fields)]
         return pa.struct([_field(f, f"{path}.{f.name}") for f in fields])
     if pa.types.is_map(t):

@@ -550,11 +550,6 @@ def test_records_deleted_and_vacuumed_at_each_step_of_an_export_never_leave_a_ga
     )  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: on_data_loss='skip' fails with OffsetOutOfRangeError when records "
-    "are deleted while the export plans",
-)
 def test_records_deleted_while_an_export_plans_are_skipped_when_asked(
     kind: Kind, tmp_path: Path
 ) -> None:
@@ -592,11 +587,6 @@ def test_records_deleted_while_an_export_plans_are_skipped_when_asked(
     assert table.rows() == [(0, o, o) for o in (*range(5), *range(12, 15))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: records vacuumed while an export reads are SegmentNotFoundError "
-    "(a corrupt segment, 'its records are lost') whatever on_data_loss says",
-)
 @pytest.mark.parametrize("on_data_loss", ["fail", "skip"])
 def test_records_vacuumed_while_an_export_reads_fail_it_as_deleted_records_or_are_skipped(
     kind: Kind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_data_loss: str
@@ -635,11 +625,6 @@ def test_records_vacuumed_while_an_export_reads_fail_it_as_deleted_records_or_ar
         assert table.rows() == [(0, o, o) for o in (*range(5), *range(12, 15))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a topic deleted and created again while an export reads is "
-    "SegmentNotFoundError (corrupt data), not the documented UnknownTopicOrPartitionError",
-)
 def test_a_topic_created_again_while_an_export_reads_is_an_unknown_topic_error(
     kind: Kind, tmp_path: Path
 ) -> None:
@@ -1148,11 +1133,6 @@ def test_a_lost_reply_to_the_delta_commit_on_seaweedfs_exports_once(
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a run whose Delta commit landed behind a lost reply reports "
-    "0 rows and no table version",
-)
 def test_a_run_whose_commit_landed_behind_a_lost_reply_reports_its_rows(
     s3_server: Any, lossy: Any, tmp_path: Path
 ) -> None:
@@ -1397,11 +1377,6 @@ def test_a_value_that_cannot_be_mapped_is_a_typed_error_and_commits_no_row(
     assert not table.exists() or table.arrow().num_rows == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a struct with no fields is not refused up front: the table is "
-    "created with it, then the write fails (ExportTableError, or pyiceberg's KeyError)",
-)
 @pytest.mark.parametrize(
     "column",
     [pa.array([{}, None], pa.struct([])), pa.array([[{}], None], pa.list_(pa.struct([])))],
@@ -1518,11 +1493,6 @@ def test_wrong_input_to_the_export_commands_is_one_line_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "log"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: an unknown catalog type escapes as pyiceberg's ValueError (exit 1), "
-    "not a typed usage error",
-)
 def test_an_unknown_catalog_type_is_a_typed_usage_error(tmp_path: Path) -> None:
     """Schedule: ``arrowlog export-iceberg t ns.t --catalog-properties
     '{"type": "nonsense"}'`` (and the same CatalogConfig in Python).
@@ -1546,11 +1516,6 @@ def test_an_unknown_catalog_type_is_a_typed_usage_error(tmp_path: Path) -> None:
     assert not done.stderr.startswith("arrowlog: ValueError"), done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a Delta path delta-rs cannot open (unknown scheme, empty) exits 1 "
-    "saying 'no table there (any more)', not a usage error",
-)
 @pytest.mark.parametrize("path", ["ftp://host/events", ""], ids=["ftp-scheme", "empty"])
 def test_a_delta_path_that_names_no_store_is_a_usage_error(tmp_path: Path, path: str) -> None:
     """Schedule: ``arrowlog export-delta t ftp://host/events`` (a scheme

@@ -221,11 +221,6 @@ def test_records_deleted_between_the_spark_exports_plan_and_read_are_skipped_whe
     assert table.export(log).offsets == {"0": 10}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: records deleted between the Spark export's plan and Spark's read "
-    "raise pyspark's AnalysisException, not OffsetOutOfRangeError",
-)
 def test_records_deleted_between_the_spark_exports_plan_and_read_fail_it_typed(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 import arrowlog
-from tests.jobs.conftest import Place, Target, ids
+from arrowlog.storage.scripted import ScriptedStore
+from tests.jobs.conftest import Place, Run, Target, ids
 from tests.test_export_iceberg import SCHEMA, rows
 
 
@@ -64,3 +65,33 @@ def test_on_data_loss_takes_only_its_two_values_and_anything_else_writes_nothing
     with pytest.raises(arrowlog.InvalidConfigError, match="on_data_loss"):
         target.export(log, on_data_loss="restart")
     assert not target.exists()
+
+
+@pytest.mark.parametrize("on_data_loss", ["fail", "skip"])
+def test_a_segment_lost_above_the_log_start_is_corrupt_data_whatever_on_data_loss_says(
+    place: Place, target: Target, on_data_loss: str
+) -> None:
+    """5 records exported; 5 more appended, one segment each. The next export
+    is held at its first segment read while the segment of offset 7 is
+    removed from the store, no record deleted (a lost object, not
+    retention). Skipping deleted records never skips lost ones: the export
+    fails with SegmentNotFoundError (corrupt data) and writes nothing."""
+    log = place.spec.connect()
+    log.create_topic("t", SCHEMA)
+    log.append("t", rows(0, 5))
+    target.export(log)
+    for i in range(5, 10):
+        log.append("t", rows(i, 1))
+    store = ScriptedStore(place.spec.open())
+    reading = store.hold("get", "t/0/segments/*.arrow")
+    running = Run(
+        "export", lambda: target.export(arrowlog.connect(store), on_data_loss=on_data_loss)
+    )
+    reading.wait_reached()
+    lost = [i.key for i in store.inner.list("t/0/segments/") if i.key.endswith("07.arrow")]
+    assert len(lost) == 1
+    store.inner.delete(lost[0])
+    reading.release()
+    with pytest.raises(arrowlog.SegmentNotFoundError):
+        running.result()
+    assert target.rows() == ids(0, 5)
