@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from pyspark.errors import PySparkException
 
 from arrowlog.producer import key_partitions
 from tests.conftest import StoreSpec
-from tests.spark.conftest import READERS, with_options
+from tests.spark.conftest import READERS, python_pushdown, with_options
 
 pytestmark = pytest.mark.spark
 
@@ -591,13 +592,15 @@ def test_both_readers_read_back_what_sparks_cast_gave(sess: Any, tmp_path: Path)
     )
     instant = sparks_instant(sess, f"select {wall} x")
     for reader in READERS:
-        for zone in ["Asia/Kolkata", "America/Los_Angeles"]:
-            use_zone(sess, zone)
-            df = with_options(
-                sess.read.format("arrowlog"), spec, {"topic": "t", "reader": reader}
-            ).load()
-            row = df.selectExpr("unix_micros(x)", "unix_micros(k)", "n", "unix_micros(d)").first()
-            assert list(row) == [instant, instant, dt.datetime(1943, 6, 1), instant], reader
+        # "python-pushdown" is the Python reader in a session with pushdown on
+        options = {"topic": "t", "reader": reader.removesuffix("-pushdown")}
+        with python_pushdown(sess) if reader == "python-pushdown" else nullcontext():
+            for zone in ["Asia/Kolkata", "America/Los_Angeles"]:
+                use_zone(sess, zone)
+                df = with_options(sess.read.format("arrowlog"), spec, options).load()
+                row = df.selectExpr("unix_micros(x)", "unix_micros(k)", "n", "unix_micros(d)")
+                got = list(row.first())
+                assert got == [instant, instant, dt.datetime(1943, 6, 1), instant], reader
 
 
 # --- casts into and out of time types that Spark's CAST defines otherwise ------------
