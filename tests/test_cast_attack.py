@@ -19,6 +19,7 @@ import time
 from itertools import count
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 import pytest
@@ -28,9 +29,9 @@ from arrowlog.topic import not_null_violations
 
 pytest.importorskip("pyspark")
 
-from arrowlog.spark.conform import _nullable, _retyped, cast_column, conform
+from arrowlog.spark.conform import _nullable, _retyped, cast_column, conform, time_zone
 from arrowlog.spark.options import WriteOptions
-from arrowlog.spark.sink import ArrowLogWriter, segment_budget, within_bytes
+from arrowlog.spark.sink import ArrowLogWriter, route, segment_budget, within_bytes
 
 _names = count()
 MAP: Any = pa.MapArray  # the stubs have no overload for an explicit type
@@ -421,6 +422,142 @@ def test_a_map_into_a_list_of_other_than_pairs_is_refused_with_a_typed_error(
     for rows in (column, column.slice(0, 0)):
         with pytest.raises(arrowlog.SchemaMismatchError, match="cannot become"):
             cast(log, rows, pa.list_(pa.int64()))
+
+
+# --- session time zones as Spark reads them, and casts Spark's CAST defines otherwise --
+
+
+@pytest.mark.parametrize(
+    ("spark_zone", "zone"),
+    [
+        # region ids, and ids that only look like prefixes
+        ("America/Los_Angeles", "America/Los_Angeles"),
+        ("Etc/GMT-14", "Etc/GMT-14"),
+        ("GMT0", "GMT0"),
+        ("UCT", "UCT"),
+        ("CET", "CET"),
+        # Z and offsets: +h, +hh, +hhmm, +hh:mm, +hhmmss, +hh:mm:ss, and Spark's
+        # own +h:mm and +hh:m
+        ("Z", "+00:00"),
+        ("-8", "-08:00"),
+        ("-08", "-08:00"),
+        ("+0530", "+05:30"),
+        ("+05:30", "+05:30"),
+        ("-133333", "-13:33:33"),
+        ("-13:33:33", "-13:33:33"),
+        ("+5:30", "+05:30"),
+        ("+05:3", "+05:03"),
+        ("+8:0", "+08:00"),
+        ("-00:00", "+00:00"),
+        ("+18:00", "+18:00"),
+        # UTC, GMT, UT: alone, or followed by an offset
+        ("UTC", "+00:00"),
+        ("GMT", "+00:00"),
+        ("UT", "+00:00"),
+        ("GMT+8", "+08:00"),
+        ("GMT+8:00", "+08:00"),
+        ("UTC+01:00", "+01:00"),
+        ("UT-0130", "-01:30"),
+        ("UTC-13:33:33", "-13:33:33"),
+        # java.time's SHORT_IDS
+        ("PST", "America/Los_Angeles"),
+        ("IST", "Asia/Kolkata"),
+        ("MIT", "Pacific/Apia"),
+        ("EST", "-05:00"),
+        ("MST", "-07:00"),
+        ("HST", "-10:00"),
+    ],
+)
+def test_session_time_zones_are_read_as_spark_reads_them(spark_zone: str, zone: str) -> None:
+    """As Spark's DateTimeUtils.getZoneId (java.time's ZoneId.of with
+    SHORT_IDS) reads ``spark.sql.session.timeZone``, named as Arrow and
+    zoneinfo know it."""
+    assert time_zone(spark_zone) == zone
+
+
+@pytest.mark.parametrize("spark_zone", ["+19", "+18:00:01", "-08:60", "GMT+", "+8:00:0", "X", "+"])
+def test_offsets_java_time_refuses_are_refused(spark_zone: str) -> None:
+    with pytest.raises(arrowlog.InvalidConfigError, match="not one Spark takes"):
+        time_zone(spark_zone)
+
+
+def test_a_fixed_offset_with_seconds_and_zones_named_as_spark_names_them(
+    log: arrowlog.ArrowLog,
+) -> None:
+    """Arrow takes no offset with seconds, nor 'Z' or 'PST' on a type: wall
+    clocks into instants, instants into wall clocks and dates, in '-13:33:33'
+    and as Spark names the zone on its instants."""
+    wall = dt.datetime(2024, 1, 2, 3, 4, 5, 123456)
+    offset = dt.timedelta(hours=-13, minutes=-33, seconds=-33)
+    instant = (wall - offset).replace(tzinfo=dt.UTC)
+    walls = pa.array([wall, None], pa.timestamp("us"))
+    assert cast(log, walls, pa.timestamp("us", "UTC"), "-13:33:33").to_pylist() == [instant, None]
+    for stamped in ("-13:33:33", "Z", "PST"):
+        zoned = pa.array([instant, None], pa.timestamp("us", stamped))
+        local = (instant.astimezone(ZoneInfo(time_zone(stamped))) if stamped == "PST"
+                 else (instant + (offset if stamped != "Z" else dt.timedelta())))  # fmt: skip
+        got = cast(log, zoned, pa.timestamp("us")).to_pylist()
+        assert got == [local.replace(tzinfo=None), None], stamped
+        days = pa.array([dt.datetime(2024, 1, 2, tzinfo=dt.UTC)], pa.timestamp("us", stamped))
+        if stamped == "Z":
+            assert cast(log, days, pa.date32()).to_pylist() == [dt.date(2024, 1, 2)]
+        else:
+            with pytest.raises(arrowlog.SchemaMismatchError, match="time of day"):
+                cast(log, days, pa.date32())
+        assert cast(log, zoned.slice(0, 0), pa.date32()).to_pylist() == []
+
+
+def test_instants_at_a_midnight_that_occurs_twice_into_dates_are_that_date(
+    log: arrowlog.ArrowLog,
+) -> None:
+    """Havana's clocks went back from 01:00 to 00:00 on 2024-11-03: both its
+    midnights are 2024-11-03, as Spark's CAST gives; 00:30 has a time of day."""
+    havana = pa.timestamp("us", "America/Havana")
+    midnights = pa.array([1730606400000000, 1730610000000000], pa.int64()).cast(havana)
+    assert cast(log, midnights, pa.date32()).to_pylist() == [dt.date(2024, 11, 3)] * 2
+    half_past = pa.array([1730608200000000], pa.int64()).cast(havana)
+    with pytest.raises(arrowlog.SchemaMismatchError, match="time of day"):
+        cast(log, half_past, pa.date32())
+
+
+@pytest.mark.parametrize(
+    ("column", "kind"),
+    [
+        (pa.array([1704164645]), pa.timestamp("us", "UTC")),
+        (pa.array([1704164645]), pa.timestamp("us")),
+        (pa.array([19724], pa.int32()), pa.date32()),
+        (pa.array([5], pa.int64()), pa.duration("us")),
+        (pa.array([5], pa.int64()), pa.time64("us")),
+    ],
+    ids=["bigint-instant", "bigint-naive", "int-date", "bigint-duration", "bigint-time"],
+)
+def test_numbers_into_time_types_are_refused(
+    log: arrowlog.ArrowLog, column: pa.Array[Any], kind: pa.DataType
+) -> None:
+    """Spark's CAST reads a number as seconds since the epoch (and has none into
+    a date), Arrow's as a count of the column's units: refused."""
+    with pytest.raises(arrowlog.SchemaMismatchError, match="is a number"):
+        cast(log, column, kind)
+
+
+def test_timestamps_into_strings_are_refused(log: arrowlog.ArrowLog) -> None:
+    """Arrow's text of a timestamp is not Spark's CAST's."""
+    moment = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    for column in (pa.array([moment], pa.timestamp("us", "Asia/Kolkata")),
+                   pa.array([moment.replace(tzinfo=None)])):  # fmt: skip
+        for kind in (pa.string(), pa.large_string()):
+            with pytest.raises(arrowlog.SchemaMismatchError, match="Spark's CAST"):
+                cast(log, column, kind)
+
+
+def test_a_key_past_pythons_years_is_refused_typed(log: arrowlog.ArrowLog) -> None:
+    """``send_keyed`` hashes the text of a key as Python has it; a timestamp past
+    the year 9999 has none."""
+    instant = pa.timestamp("us", "UTC")
+    topic = log.create_topic(f"t{next(_names)}", pa.schema([pa.field("k", instant)]), partitions=3)
+    batch = pa.record_batch([pa.array([253402326000000000], instant)], names=["k"])
+    with pytest.raises(arrowlog.SchemaMismatchError, match="keyColumn 'k'"):
+        list(route(batch, topic, "k", 0))
 
 
 # --- performance --------------------------------------------------------------------

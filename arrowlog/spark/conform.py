@@ -11,6 +11,7 @@ gives in that zone: :func:`session_time_zone` says which it is."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -40,9 +41,117 @@ _REFUSALS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 SESSION_TIME_ZONE = "spark.sql.session.timeZone"
 
 
+#: java.time's ZoneId.SHORT_IDS, the aliases Spark's session time zone takes
+#: (Spark's DateTimeUtils.getZoneId is ZoneId.of with them)
+SHORT_IDS = {
+    "ACT": "Australia/Darwin",
+    "AET": "Australia/Sydney",
+    "AGT": "America/Argentina/Buenos_Aires",
+    "ART": "Africa/Cairo",
+    "AST": "America/Anchorage",
+    "BET": "America/Sao_Paulo",
+    "BST": "Asia/Dhaka",
+    "CAT": "Africa/Harare",
+    "CNT": "America/St_Johns",
+    "CST": "America/Chicago",
+    "CTT": "Asia/Shanghai",
+    "EAT": "Africa/Addis_Ababa",
+    "ECT": "Europe/Paris",
+    "IET": "America/Indiana/Indianapolis",
+    "IST": "Asia/Kolkata",
+    "JST": "Asia/Tokyo",
+    "MIT": "Pacific/Apia",
+    "NET": "Asia/Yerevan",
+    "NST": "Pacific/Auckland",
+    "PLT": "Asia/Karachi",
+    "PNT": "America/Phoenix",
+    "PRT": "America/Puerto_Rico",
+    "PST": "America/Los_Angeles",
+    "SST": "Pacific/Guadalcanal",
+    "VST": "Asia/Ho_Chi_Minh",
+    "EST": "-05:00",
+    "MST": "-07:00",
+    "HST": "-10:00",
+}
+
+#: a fixed offset as :func:`time_zone` writes it
+_FIXED = re.compile(r"([+-])(\d\d):(\d\d)(?::(\d\d))?")
+
+
+def time_zone(spark_zone: str) -> str:
+    """The zone Spark means by session time zone ``spark_zone``, as Arrow and
+    zoneinfo name it: a region id (``PST`` is America/Los_Angeles), or a fixed
+    offset as ``+hh:mm``, or ``+hh:mm:ss`` where it has seconds (``UTC``,
+    ``Z``, ``GMT+0`` are ``+00:00``; ``-8`` and ``GMT-08`` are ``-08:00``).
+
+    Spark reads it with DateTimeUtils.getZoneId: ``(+|-)h:mm`` and ``(+|-)hh:m``
+    made two digits, then java.time's ``ZoneId.of`` with its SHORT_IDS: ``Z``;
+    offsets ``+h``, ``+hh``, ``+hhmm``, ``+hh:mm``, ``+hhmmss``, ``+hh:mm:ss``
+    up to 18 hours; ``UTC``, ``GMT``, ``UT`` alone or followed by such an
+    offset; else a region id, which is left to the time zone database.
+
+    Raises:
+        InvalidConfigError: an offset, or a prefix followed by one, that
+            java.time does not take.
+    """
+    zone = re.sub(r"([+-])(\d):", r"\g<1>0\2:", spark_zone, count=1)
+    zone = re.sub(r"([+-])(\d\d):(\d)$", r"\1\2:0\3", zone, count=1)
+    zone = SHORT_IDS.get(zone, zone)
+    if len(zone) <= 1 or zone[0] in "+-":
+        return _offset(zone, spark_zone)
+    prefix = next((p for p in ("UTC", "GMT", "UT") if zone.startswith(p)), None)
+    if prefix is None:
+        return zone
+    if zone == prefix:
+        return "+00:00"
+    rest = zone[len(prefix) :]
+    if rest[0] not in "+-":
+        return zone  # a region such as GMT0 or UCT
+    return _offset(rest, spark_zone)
+
+
+def _offset(text: str, spark_zone: str) -> str:
+    """java.time's ``ZoneOffset.of(text)`` as :func:`time_zone` writes it."""
+    forms = {
+        2: r"([+-])(\d)()()",
+        3: r"([+-])(\d\d)()()",
+        5: r"([+-])(\d\d)(\d\d)()",
+        6: r"([+-])(\d\d):(\d\d)()",
+        7: r"([+-])(\d\d)(\d\d)(\d\d)",
+        9: r"([+-])(\d\d):(\d\d):(\d\d)",
+    }
+    if text == "Z":
+        return "+00:00"
+    found = re.fullmatch(forms.get(len(text), "(?!)"), text)
+    if found is not None:
+        sign, hours, minutes, seconds = found.groups()
+        h, m, s = int(hours), int(minutes or 0), int(seconds or 0)
+        if h <= 18 and m <= 59 and s <= 59 and h * 3600 + m * 60 + s <= 18 * 3600:
+            if h == m == s == 0:
+                sign = "+"
+            return f"{sign}{h:02}:{m:02}" + (f":{s:02}" if s else "")
+    raise InvalidConfigError(
+        f"session time zone {spark_zone!r} is not one Spark takes: a region id (such as "
+        "'America/Los_Angeles'), 'Z', an offset '(+|-)hh:mm[:ss]', or 'UTC', 'GMT', 'UT' "
+        "followed by one"
+    )
+
+
+def _fixed_seconds(zone: str) -> int | None:
+    """The seconds east of UTC of a fixed offset as :func:`time_zone` writes
+    it, or None for a region."""
+    found = _FIXED.fullmatch(zone)
+    if found is None:
+        return None
+    sign, hours, minutes, seconds = found.groups()
+    total = int(hours) * 3600 + int(minutes) * 60 + int(seconds or 0)
+    return -total if sign == "-" else total
+
+
 def session_time_zone(types: Iterable[pa.DataType]) -> str | None:
     """The time zone of the Spark session whose rows have ``types``, as Spark's
-    CAST uses it, or None where it cannot be known.
+    CAST uses it (named as :func:`time_zone` names it), or None where it
+    cannot be known.
 
     It is the session's ``spark.sql.session.timeZone`` as the running task sees
     it, else the zone Spark put on the rows' timestamps with a time zone (a
@@ -50,14 +159,17 @@ def session_time_zone(types: Iterable[pa.DataType]) -> str | None:
     zone>]``, at any depth). Neither exists in a session that left the setting
     at its default (the JVM's zone, which a Python worker cannot see) and
     writes no such timestamp; nor outside Spark without one.
+
+    Raises:
+        InvalidConfigError: the zone is an offset Spark does not take.
     """
     from pyspark import TaskContext
 
     context = TaskContext.get()
     zone = context.getLocalProperty(SESSION_TIME_ZONE) if context is not None else None
-    if zone:
-        return zone
-    return next((z for z in map(_stamped_zone, types) if z is not None), None)
+    if not zone:
+        zone = next((z for z in map(_stamped_zone, types) if z is not None), None)
+    return None if zone is None else time_zone(zone)
 
 
 def _stamped_zone(kind: pa.DataType) -> str | None:
@@ -150,15 +262,21 @@ def cast_column(
     """
     if pa.types.is_dictionary(column.type) and not pa.types.is_dictionary(field.type):
         column = column.dictionary_decode()  # type: ignore[attr-defined]  # judged by its values
-    mismatch = _names_mismatch(column.type, field.type, field.name)
+    given = column.type
+    mismatch = _names_mismatch(given, field.type, field.name)
     if mismatch:
         raise arrowlog.SchemaMismatchError(f"topic {topic.name!r}: {mismatch}")
+    zone = time_zone(zone) if zone else session_time_zone([given])
     try:
+        # Spark names its session's zone on the instants' type as it was set
+        # ('Z', 'PST', '-13:33:33'), which Arrow may not know: every cast here
+        # takes the zone from ``zone``, so the name can go (the instants stay)
+        column = column.cast(_nullable(_in_utc(given))) if _in_utc(given) != given else column
         # Cast to the type with every field nullable, then rebuild it as the
         # topic's: Arrow's cast (and view) refuses a null under a not-null
         # child even where a null parent hides it. not_null_violations checks
         # what is left.
-        prepared = _prepared(column, field.type, zone or session_time_zone([column.type]))
+        prepared = _prepared(column, field.type, zone)
         cast: pa.Array[Any] = prepared.cast(_nullable(field.type))
         if not len(column):
             # Arrow refuses some casts only when there is a value to cast (a map
@@ -169,20 +287,38 @@ def cast_column(
             cast = _retyped(cast, field.type)
     except _REFUSALS as e:
         raise arrowlog.SchemaMismatchError(
-            f"column {field.name!r} ({column.type}) cannot become {field.type}: {e}"
+            f"column {field.name!r} ({given}) cannot become {field.type}: {e}"
         ) from e
     try:
-        changed = _changed(column, cast, field.name)
+        changed = _changed(column, cast, field.name, zone)
     except _REFUSALS as e:
-        # a timestamp on a day without a midnight where it is, for one
         raise arrowlog.SchemaMismatchError(
-            f"column {field.name!r} ({column.type}) cannot become {field.type}: {e}"
+            f"column {field.name!r} ({given}) cannot become {field.type}: {e}"
         ) from e
     if changed:
         raise arrowlog.SchemaMismatchError(
-            f"column {field.name!r} ({column.type}) cannot become {field.type}: {changed}"
+            f"column {field.name!r} ({given}) cannot become {field.type}: {changed}"
         )
     return cast
+
+
+def _in_utc(kind: Any) -> Any:
+    """``kind`` with every timestamp with a time zone, at any depth, in UTC.
+    (Typed Any: pyarrow's stubs know no nested type's parts.)"""
+    if pa.types.is_timestamp(kind):
+        return pa.timestamp(kind.unit, tz="UTC") if kind.tz is not None else kind
+    if pa.types.is_struct(kind):
+        return pa.struct([kind.field(i).with_type(_in_utc(kind.field(i).type))
+                          for i in range(kind.num_fields)])  # fmt: skip
+    if pa.types.is_map(kind):
+        key = kind.key_field.with_type(_in_utc(kind.key_type))
+        return pa.map_(key, kind.item_field.with_type(_in_utc(kind.item_type)))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        item = kind.value_field.with_type(_in_utc(kind.value_type))
+        return pa.list_(item) if pa.types.is_list(kind) else pa.large_list(item)
+    if pa.types.is_fixed_size_list(kind):
+        return pa.list_(kind.value_field.with_type(_in_utc(kind.value_type)), kind.list_size)
+    return kind
 
 
 def _prepared(column: Any, kind: Any, zone: str | None) -> Any:
@@ -190,9 +326,10 @@ def _prepared(column: Any, kind: Any, zone: str | None) -> Any:
     Arrow's own meaning differs from Spark's CAST's: a double into a decimal is
     the number it prints as (0.1 is 0.1, not its binary value
     0.1000000000000000055...); an instant into a timestamp without a time zone
-    keeps its wall clock in the session's time zone ``zone``, not UTC's; a
-    timestamp without a time zone, and a date, into an instant is that wall
-    clock (the date's first) in ``zone``. (Typed Any: pyarrow's stubs know no
+    keeps its wall clock in the session's time zone ``zone``, not UTC's, and
+    into a date is the date of that wall clock; a timestamp without a time
+    zone, and a date, into an instant is that wall clock (the date's first)
+    in ``zone``. (Typed Any: pyarrow's stubs know no
     nested type's parts.)
 
     Raises:
@@ -204,12 +341,10 @@ def _prepared(column: Any, kind: Any, zone: str | None) -> Any:
         return column
     if pa.types.is_floating(column.type) and pa.types.is_decimal(kind):
         return column.cast(pa.string())
-    if not pa.types.is_timestamp(kind):
-        return column
-    if pa.types.is_timestamp(column.type) and column.type.tz is not None:
-        if kind.tz is None:
-            zoned = column.cast(pa.timestamp(column.type.unit, tz=zone or column.type.tz))
-            return pc.local_timestamp(zoned)
+    instants = pa.types.is_timestamp(column.type) and column.type.tz is not None
+    if instants and (pa.types.is_date(kind) or (pa.types.is_timestamp(kind) and kind.tz is None)):
+        return _walls(column, zone or column.type.tz)
+    if not pa.types.is_timestamp(kind) or instants:
         return column
     if kind.tz is None or column.null_count == len(column):
         return column  # a wall clock or a date into a wall clock: no zone involved
@@ -226,10 +361,10 @@ def _prepares(source: Any, kind: Any) -> bool:
         return any(_prepares(a, b) for a, b in _parts(source, kind))
     if pa.types.is_floating(source) and pa.types.is_decimal(kind):
         return True
+    if pa.types.is_timestamp(source) and source.tz is not None:
+        return pa.types.is_date(kind) or (pa.types.is_timestamp(kind) and kind.tz is None)
     if not pa.types.is_timestamp(kind):
         return False
-    if pa.types.is_timestamp(source) and source.tz is not None:
-        return kind.tz is None
     return bool((pa.types.is_timestamp(source) or pa.types.is_date(source)) and kind.tz is not None)
 
 
@@ -251,17 +386,38 @@ def _instants(wall: Any, zone: str, *, date: bool) -> Any:
     gap: 02:30 on a day that skips 02:00-03:00 is 03:30); and a date is its day's
     first instant (the end of a gap at midnight). (Typed Any: pyarrow's stubs
     take only microseconds here.)"""
+    unit = wall.type.unit
+    fixed = _fixed_seconds(zone)
+    if fixed is not None:
+        # Arrow takes no offset with seconds (Kolkata's +05:21:10 of 1900 as a
+        # session zone): a fixed offset is plain arithmetic
+        utc = pc.subtract_checked(wall.view(pa.int64()), fixed * _PER_SECOND[unit])
+        return utc.view(pa.timestamp(unit, tz="UTC"))
     later = pc.assume_timezone(wall, zone, ambiguous="earliest", nonexistent="latest")
     if date:
         return later
     # where the wall clock fell into a gap, ``later`` is the gap's end: the
     # offset just before it is the one the wall clock is read with
-    unit = wall.type.unit
     before = pc.subtract(later, pa.scalar(1, pa.duration(unit)))
     offset = pc.subtract(pc.local_timestamp(before), before.cast(pa.timestamp(unit)))
     moved = pc.subtract(wall, offset).cast(pa.timestamp(unit, tz="UTC")).cast(later.type)
     in_gap = pc.not_equal(pc.local_timestamp(later), wall)
     return pc.if_else(in_gap, moved, later)
+
+
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def _walls(instants: Any, zone: str) -> Any:
+    """The wall clocks of ``instants`` in ``zone`` (named as :func:`time_zone`
+    names it), as timestamps without a time zone. (Typed Any: pyarrow's
+    stubs take only microseconds here.)"""
+    unit = instants.type.unit
+    fixed = _fixed_seconds(zone)
+    if fixed is not None:
+        local = pc.add_checked(instants.view(pa.int64()), fixed * _PER_SECOND[unit])
+        return local.view(pa.timestamp(unit))
+    return pc.local_timestamp(instants.cast(pa.timestamp(unit, tz=zone)))
 
 
 def _nullable(kind: pa.DataType) -> pa.DataType:
@@ -349,45 +505,66 @@ def _parts(source: Any, kind: Any) -> list[tuple[Any, Any]]:
     return []
 
 
-def _changed(source: pa.Array[Any], cast: pa.Array[Any], path: str) -> str | None:
+def _changed(source: pa.Array[Any], cast: pa.Array[Any], path: str, zone: str | None) -> str | None:
     """What Arrow's safe cast of ``source`` to ``cast`` changed, at any depth,
-    or None. It lets a timestamp lose its time of day into a date and its date
-    into a time, a number too large for a float become infinite, an integer
-    other than 0 or 1 become a boolean, a double round into a decimal."""
+    or None (instants are read in the session's time zone ``zone``). It lets
+    a timestamp lose its time of day into a date and its date into a time, a
+    number too large for a float become infinite, an integer other than 0 or
+    1 become a boolean, a double round into a decimal."""
     if source.type == cast.type:
         return None
     if isinstance(source, pa.StructArray) and isinstance(cast, pa.StructArray):
         pairs = list(zip(source.flatten(), cast.flatten(), strict=True))
         names = [cast.type.field(i).name for i in range(cast.type.num_fields)]
-        found = (_changed(a, b, f"{path}.{n}") for (a, b), n in zip(pairs, names, strict=True))
+        found = (
+            _changed(a, b, f"{path}.{n}", zone) for (a, b), n in zip(pairs, names, strict=True)
+        )
         return next((f for f in found if f), None)
     # a map is a list of key-value structs (and a subclass of ListArray)
     if isinstance(source, pa.MapArray) or isinstance(cast, pa.MapArray):
         before, after = _entries(source), _entries(cast)
         if before is None or after is None:
             return None
-        return _changed(before[0], after[0], f"{path}.key") or _changed(
-            before[1], after[1], f"{path}.value"
+        return _changed(before[0], after[0], f"{path}.key", zone) or _changed(
+            before[1], after[1], f"{path}.value", zone
         )
     lists = (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)
     if isinstance(source, lists) and isinstance(cast, lists):
-        return _changed(source.flatten(), cast.flatten(), f"{path}.item")
-    return _value_change(source, cast, path)
+        return _changed(source.flatten(), cast.flatten(), f"{path}.item", zone)
+    return _value_change(source, cast, path, zone)
 
 
-def _value_change(source: pa.Array[Any], cast: pa.Array[Any], path: str) -> str | None:
+def _value_change(
+    source: pa.Array[Any], cast: pa.Array[Any], path: str, zone: str | None
+) -> str | None:
     """:func:`_changed` for the values of one column (no children)."""
     kind, to = source.type, cast.type
     if pa.types.is_timestamp(kind) and pa.types.is_time(to):
         return f"{path} would lose its date"
     if pa.types.is_timestamp(kind) and pa.types.is_date(to):
-        # the date of each instant where the timestamp's time zone has it (as
-        # Arrow takes it, and Spark in its session's time zone)
-        same = pc.equal(pc.floor_temporal(source, 1, "day"), source)
+        # the date of each instant where the session's zone has it, as Spark's
+        # CAST takes it: a midnight there (even one that occurs twice) is its
+        # date, any other time of day a value the cast would change
+        walls = _walls(source, zone or kind.tz) if kind.tz is not None else source
+        same = pc.equal(pc.floor_temporal(walls, 1, "day"), walls)
         return f"{path} has a time of day" if _some_false(same) else None
+    if pa.types.is_timestamp(kind) and (pa.types.is_string(to) or pa.types.is_large_string(to)):
+        return (
+            f"{path} would be Arrow's text of a timestamp ('2024-01-02 03:04:05.000000+0530'), "
+            "not Spark's CAST's ('2024-01-02 03:04:05' in the session's time zone): cast it "
+            "in the query"
+        )
     temporal = (pa.types.is_timestamp, pa.types.is_date, pa.types.is_time, pa.types.is_duration)
     if pa.types.is_integer(to) and any(is_kind(kind) for is_kind in temporal):
         return f"{path} would become a bare count of its units"
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    if numeric and any(is_kind(to) for is_kind in temporal):
+        # Spark's CAST reads a number as seconds since the epoch (and has no
+        # number into a date); Arrow's as a count of the column's units
+        return (
+            f"{path} is a number, which would become a count of {to}'s units (Spark's CAST "
+            "reads seconds): cast it in the query"
+        )
     if pa.types.is_floating(to):
         was = _infinities(source) if pa.types.is_floating(kind) else 0
         if _infinities(cast) > was:
@@ -398,10 +575,9 @@ def _value_change(source: pa.Array[Any], cast: pa.Array[Any], path: str) -> str 
             if pc.any(lost).as_py():
                 return f"{path} has a value too small for {to}"
         return None
-    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
-    if pa.types.is_boolean(to) and numeric:
-        zero, one = pa.scalar(0, kind), pa.scalar(1, kind)
-        bits = pc.or_(pc.equal(source, zero), pc.equal(source, one))  # nulls stay null
+    if pa.types.is_boolean(to) and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        no, yes = pa.scalar(0, kind), pa.scalar(1, kind)
+        bits = pc.or_(pc.equal(source, no), pc.equal(source, yes))  # nulls stay null
         return f"{path} has a value other than 0 or 1" if _some_false(bits) else None
     if pa.types.is_decimal(to) and pa.types.is_floating(kind):
         exact = pc.equal(cast.cast(kind), source)
@@ -466,4 +642,11 @@ def _is_list(kind: pa.DataType) -> bool:
     )
 
 
-__all__ = ["SESSION_TIME_ZONE", "cast_column", "conform", "session_time_zone"]
+__all__ = [
+    "SESSION_TIME_ZONE",
+    "SHORT_IDS",
+    "cast_column",
+    "conform",
+    "session_time_zone",
+    "time_zone",
+]

@@ -435,8 +435,10 @@ def route(
 
     Raises:
         InvalidConfigError: ``key_column`` is not a column of the batch.
-        SchemaMismatchError: the key does not fit the topic's type, or the
-            ``partition`` column holds anything but integers, or nulls.
+        SchemaMismatchError: the key does not fit the topic's type, or is
+            outside Python's range for it (a timestamp past the year 9999:
+            ``send_keyed`` cannot route it either), or the ``partition``
+            column holds anything but integers, or nulls.
         UnknownTopicOrPartitionError: a partition outside the topic's.
     """
     targets: list[int] | None = None
@@ -450,7 +452,14 @@ def route(
             # whatever Spark's session time zone)
             zone = session_time_zone(batch.schema.types)
             keys = cast_column(keys, topic.schema.field(key_column), topic, zone=zone)
-        targets = key_partitions(keys.to_pylist(), topic.partitions)
+        try:
+            # the text of each value as Python has it, as send_keyed hashes it
+            targets = key_partitions(keys.to_pylist(), topic.partitions)
+        except (OverflowError, ValueError) as e:
+            raise arrowlog.SchemaMismatchError(
+                f"keyColumn {key_column!r} has a value outside Python's range for its type "
+                f"({keys.type}), which Producer.send_keyed cannot route either: {e}"
+            ) from e
     elif (name := metadata_names(topic.schema)["partition"]) in batch.schema.names:
         # ``partition``, or ``_partition`` beside a topic column ``partition``,
         # as a read from arrowlog names it
