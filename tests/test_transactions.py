@@ -501,6 +501,21 @@ def test_key_partitioning_is_stable_and_round_robin_spreads(log: ArrowLog) -> No
     assert {rr.send("a", rows(i)).partition for i in range(3)} == {0, 1, 2}
 
 
+def test_a_key_that_is_not_there_or_cannot_be_hashed_is_refused_and_nothing_sent(
+    log: ArrowLog,
+) -> None:
+    producer = log.producer()
+    batch = pa.record_batch({"v": [1, 2]}, schema=SCHEMA)
+    with pytest.raises(arrowlog.UnknownColumnError, match="'k'"):
+        producer.send_keyed("a", batch, key="k")
+    log.create_topic("ts", pa.schema([("t", pa.timestamp("us"))]), partitions=2)
+    past_9999 = pa.array([253_402_326_000_000_000], pa.timestamp("us"))  # year 10000
+    with pytest.raises(arrowlog.InvalidBatchError, match="cannot be hashed"):
+        producer.send_keyed("ts", pa.record_batch({"t": past_9999}), key="t")
+    assert log.end_offsets("a") == {0: 0, 1: 0, 2: 0}
+    assert log.end_offsets("ts") == {0: 0, 1: 0}
+
+
 def test_member_producers_commit_with_the_transaction_and_no_one_else(log: ArrowLog) -> None:
     owner = log.producer(transactional_id="job")
     owner.init_transactions()

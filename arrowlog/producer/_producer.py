@@ -12,10 +12,12 @@ import pyarrow.compute as pc
 
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
+    InvalidBatchError,
     InvalidTxnStateError,
     OffsetMismatchError,
     OutOfOrderSequenceError,
     ProducerFencedError,
+    UnknownColumnError,
 )
 from arrowlog.partition import AppendResult
 from arrowlog.producer._base import _FINAL, ProducerState, _InDoubt, key_partitions
@@ -112,10 +114,25 @@ class Producer(_Transactions):
         self, topic: str, batch: pa.RecordBatch | pa.Table, *, key: str
     ) -> list[AppendResult]:
         """Split ``batch`` by a hash of column ``key`` (CRC32C of each value's text,
-        stable across processes) and send each part to its partition."""
+        stable across processes) and send each part to its partition.
+
+        Raises:
+            UnknownColumnError: the batch has no column ``key`` (nothing sent).
+            InvalidBatchError: a key has no text to hash, such as a timestamp
+                past the year 9999 (nothing sent).
+        """
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         partitions = self._log.topic(topic).partitions
-        slots = pa.array(key_partitions(table.column(key).to_pylist(), partitions), pa.int32())
+        if key not in table.column_names:
+            raise UnknownColumnError(f"send_keyed: the batch has no column {key!r}")
+        try:
+            keys = table.column(key).to_pylist()
+        except (OverflowError, ValueError) as e:
+            raise InvalidBatchError(
+                f"send_keyed: a value of key column {key!r} cannot be hashed ({e}); nothing "
+                "was sent"
+            ) from e
+        slots = pa.array(key_partitions(keys, partitions), pa.int32())
         results = []
         for p in range(partitions):
             part = table.filter(pc.equal(slots, pa.scalar(p, pa.int32())))
