@@ -72,7 +72,6 @@ from arrowlog.errors import (
     InvalidConfigError,
     InvalidNameError,
     SchemaMismatchError,
-    UnsupportedTypeError,
 )
 from arrowlog.jobs._export_range import (
     OFFSETS_KEY,
@@ -91,8 +90,8 @@ from arrowlog.jobs._export_range import (
     read_range_batches,
     tracker,
 )
+from arrowlog.jobs._table_types import TableTypes
 from arrowlog.log import ArrowLog
-from arrowlog.scan import output_schema
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -273,6 +272,11 @@ def check_identifier(identifier: str) -> tuple[str, ...]:
 # --- types --------------------------------------------------------------------------
 
 
+_ICEBERG = TableTypes(
+    "Iceberg", (pa.int32(), pa.int32(), pa.int64()), widen_small_ints=True, times=True
+)
+
+
 def iceberg_schema(topic_schema: pa.Schema) -> pa.Schema:
     """The Arrow schema an export writes: the topic's columns and the metadata
     columns (:func:`arrowlog.scan.output_schema`), each type mapped onto one
@@ -289,69 +293,7 @@ def iceberg_schema(topic_schema: pa.Schema) -> pa.Schema:
             structs without fields...).
             Nothing was written.
     """
-    return pa.schema([_field(f, f.name) for f in output_schema(topic_schema)])
-
-
-def _field(f: pa.Field[Any], path: str) -> pa.Field[Any]:
-    return pa.field(f.name, _type(f.type, path), nullable=f.nullable)
-
-
-def _type(t: pa.DataType, path: str) -> pa.DataType:
-    if pa.types.is_dictionary(t):
-        return _type(t.value_type, path)
-    if pa.types.is_unsigned_integer(t):
-        return {8: pa.int32(), 16: pa.int32(), 32: pa.int64()}.get(
-            t.bit_width, pa.decimal128(20, 0)
-        )
-    if pa.types.is_int8(t) or pa.types.is_int16(t):
-        return pa.int32()
-    if pa.types.is_string_view(t):
-        return pa.string()
-    if pa.types.is_binary_view(t):
-        return pa.binary()
-    if pa.types.is_date64(t):
-        return pa.date32()  # a safe cast: a value that is not a whole day raises
-    if pa.types.is_float16(t):
-        return pa.float32()
-    if pa.types.is_time32(t):
-        return pa.time64("us")
-    if pa.types.is_timestamp(t) and t.unit != "ns":
-        return pa.timestamp("us", tz="UTC" if t.tz is not None else None)
-    if pa.types.is_decimal256(t) and t.precision <= 38:
-        return pa.decimal128(t.precision, t.scale)
-    if pa.types.is_struct(t):
-        if t.num_fields == 0:
-            raise UnsupportedTypeError(
-                f"column {path!r} is a struct without fields: Parquet, hence Iceberg, cannot "
-                "hold one; nothing was written"
-            )
-        fields = [t.field(i) for i in range(t.num_fields)]
-        return pa.struct([_field(f, f"{path}.{f.name}") for f in fields])
-    if pa.types.is_map(t):
-        key, item = _field(t.key_field, f"{path}.key"), _field(t.item_field, f"{path}.value")
-        # fields keep the value's nullability; pyarrow-stubs accept only types here
-        return pa.map_(key, item)  # type: ignore[call-overload,no-any-return]
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return pa.list_(_field(t.value_field, f"{path}.element"))
-    if (
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_fixed_size_binary(t)
-        or pa.types.is_date32(t)
-        or pa.types.is_decimal128(t)
-        or t == pa.time64("us")
-    ):
-        return t
-    raise UnsupportedTypeError(
-        f"column {path!r} is {t}: Iceberg has no type that holds it without loss"
-        + (" (its times and timestamps are microseconds)" if "[ns" in str(t) else "")
-        + "; nothing was written"
-    )
+    return _ICEBERG.schema(topic_schema)
 
 
 # --- the table's record of what was exported ----------------------------------------
