@@ -629,11 +629,6 @@ def test_a_timestamp_bound_finer_than_the_columns_unit_prunes_no_matching_segmen
     assert got == {r: ([1], [1]) for r in READERS}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a timestamp option whose first offset lies past the LSO fails every "
-    "reader's read (OffsetOutOfRangeError) instead of taking the latest offset",
-)
 def test_a_timestamp_whose_first_offset_lies_past_the_lso_reads_to_the_lso(
     spark: Any, tmp_path: Path
 ) -> None:
