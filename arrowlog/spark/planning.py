@@ -135,20 +135,17 @@ def offset_for_time(
     timestamp_ms: int,
     isolation_level: IsolationLevel = "read_committed",
 ) -> int | None:
-    """The first readable offset appended at or after ``timestamp_ms``, or None
-    (Kafka's offsetsForTimes). Every record of a segment has the segment's
-    timestamp. Only offsets below the latest one (the LSO under read_committed,
-    the high watermark under read_uncommitted) count: as Kafka's ListOffsets
-    under READ_COMMITTED, a record past the LSO is not found, so the read takes
-    what a timestamp with no record after it takes."""
+    """The first offset appended at or after ``timestamp_ms``, or None (Kafka's
+    offsetsForTimes). Every record of a segment has the segment's timestamp.
+    A record past the latest offset (the LSO under read_committed, the high
+    watermark under read_uncommitted) cannot be read: such a time gives the
+    latest offset, as the library's own timestamp reads do."""
     part = log.partition(*tp)
     start = part.start_offset()
-    latest = log.consumer(isolation_level=isolation_level).stable_offset(*tp)
-    if latest <= start:
-        return None
-    for s in part.summaries(start, latest):
+    for s in part.summaries(start, part.end_offset()):
         if s.timestamp_ms >= timestamp_ms:
-            return max(s.base, start)
+            latest = log.consumer(isolation_level=isolation_level).stable_offset(*tp)
+            return max(min(s.base, latest), start)
     return None
 
 
