@@ -23,12 +23,13 @@ not in``, and ``is null`` / ``is not null`` with value None.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import decimal
 import enum
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -269,39 +270,105 @@ def _may(entry: ColumnStats, t: pa.DataType, op: str, value: Any, rows: int) -> 
     if nulls >= rows:
         return False  # only nulls: no comparison holds
     if op == "in":
-        return any(_may_equal(lo, hi, _comparable(v, t)) for v in value)
+        return any(_may_hold(lo, hi, v, t) for v in value)
     v = _comparable(value, t)
-    if v is _UNKNOWN:
+    if isinstance(v, _Unknown):
         return True
     try:
+        low = None if lo is None else v.down(lo)
+        high = None if hi is None else v.up(hi)
         if op in ("==", "="):
             return _may_equal(lo, hi, v)
         if op == "!=":
-            return not (lo is not None and hi is not None and lo == hi == v)
+            return not (low is not None and low == high == v.below == v.above and lo == hi)
         if op == "<":
-            return lo is None or lo < v
+            return low is None or low < v.above
         if op == "<=":
-            return lo is None or lo <= v
+            return low is None or low <= v.above
         if op == ">":
-            return hi is None or hi > v
-        return hi is None or hi >= v  # ">="
+            return high is None or high > v.below
+        return high is None or high >= v.below  # ">="
     except TypeError:
         return True  # a value of another kind: let the exact filter decide
 
 
-def _may_equal(lo: Any, hi: Any, v: Any) -> bool:
-    if v is _UNKNOWN:
+def _may_equal(lo: Any, hi: Any, v: _Value | _Unknown) -> bool:
+    if isinstance(v, _Unknown):
         return True
     try:
-        return (lo is None or lo <= v) and (hi is None or v <= hi)
+        return (lo is None or v.down(lo) <= v.above) and (hi is None or v.below <= v.up(hi))
     except TypeError:
         return True
 
 
-_UNKNOWN = object()
+def _may_hold(lo: Any, hi: Any, value: Any, t: pa.DataType) -> bool:
+    """Whether a segment may hold ``value`` of an ``in`` list. pyarrow casts the
+    list to the column's type first, rounding: only a value the column's type
+    holds exactly is compared."""
+    try:
+        given = pa.scalar(value)
+        cast = given.cast(t)
+        if not cast.cast(given.type).equals(given):
+            return True
+        exact = isinstance(value, int | float | decimal.Decimal)
+        if pa.types.is_floating(t) and exact and decimal.Decimal(cast.as_py()) != value:
+            return True  # Decimal compares exactly with ints, floats and decimals
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return True
+    return _may_equal(lo, hi, _comparable(value, t))
 
 
-def _comparable(value: Any, t: pa.DataType) -> Any:
+class _Unknown:
+    """A predicate value with no form the bounds compare with."""
+
+
+_UNKNOWN = _Unknown()
+
+
+def _same(bound: Any) -> Any:
+    return bound
+
+
+@dataclasses.dataclass(frozen=True)
+class _Value:
+    """A predicate's value against a column's bounds, on a grid both lie on.
+
+    ``below`` and ``above`` are the grid points at or below and at or above
+    the value (equal when it lies on the grid); ``down`` and ``up`` take a
+    lower and an upper bound of the column onto the grid. Each rounds away
+    from pruning, so a comparison of the rounded values fails only where the
+    exact one does, whichever engine compares: a millisecond column against a
+    microsecond bound (grid: the millisecond, the bound rounded), a nanosecond
+    column against a microsecond bound (grid: the microsecond, the column's
+    bounds rounded, as Spark sees the column), an integer column against
+    ``2.5``, a decimal column against a double (compared as doubles, so the
+    value is widened to its neighbouring doubles)."""
+
+    below: Any
+    above: Any
+    down: Callable[[Any], Any] = _same
+    up: Callable[[Any], Any] = _same
+
+
+#: ticks per day of each temporal unit (each divides the finer ones)
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+
+
+def _ticks(t: pa.DataType) -> tuple[str, int] | None:
+    """What a temporal type measures (an instant or a time of day) and its
+    ticks per day; None for other types."""
+    if pa.types.is_timestamp(t):
+        return "instant", _PER_DAY[t.unit]
+    if pa.types.is_date32(t):
+        return "instant", 1
+    if pa.types.is_date64(t):
+        return "instant", _PER_DAY["ms"]
+    if pa.types.is_time(t):
+        return "time", _PER_DAY[t.unit]
+    return None
+
+
+def _comparable(value: Any, t: pa.DataType) -> _Value | _Unknown:
     """A predicate's value in the bounds' form, or _UNKNOWN if it has none
     (NaN, a value pyarrow cannot take as the column's type)."""
     if value is None:
@@ -309,24 +376,72 @@ def _comparable(value: Any, t: pa.DataType) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return _UNKNOWN
     if pa.types.is_temporal(t):
-        if (
-            isinstance(value, datetime.datetime)
-            and value.tzinfo is None
-            and (pa.types.is_timestamp(t) and t.tz is not None)
-        ):
-            value = value.replace(tzinfo=datetime.timezone.utc)
-        try:
-            return to_json_value(pa.scalar(value, type=t), t)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            return _UNKNOWN
-    if pa.types.is_decimal(t) and isinstance(value, int | float | str):
-        try:
-            return decimal.Decimal(str(value))
-        except decimal.InvalidOperation:
-            return _UNKNOWN
-    if pa.types.is_boolean(t) and not isinstance(value, bool):
+        return _temporal(value, t)
+    if pa.types.is_boolean(t):
+        return _Value(value, value) if isinstance(value, bool) else _UNKNOWN
+    if isinstance(value, decimal.Decimal) and not value.is_finite():
         return _UNKNOWN
-    return value
+    if pa.types.is_decimal(t):
+        if isinstance(value, float):
+            return _doubles(value, decimal.Decimal)
+        if isinstance(value, int | str):
+            try:
+                exact = decimal.Decimal(str(value))
+            except decimal.InvalidOperation:
+                return _UNKNOWN
+            return _UNKNOWN if not exact.is_finite() else _Value(exact, exact)
+        return _Value(value, value)
+    if pa.types.is_integer(t) and isinstance(value, float):
+        if math.isinf(value) or abs(value) >= 2**53:
+            return _UNKNOWN  # pyarrow compares such integers as (rounded) doubles
+        return _Value(math.floor(value), math.ceil(value))
+    if pa.types.is_floating(t):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**53:
+            return _UNKNOWN  # pyarrow compares it as a (rounded) double
+        if isinstance(value, decimal.Decimal):
+            return _doubles(float(value), float)
+    return _Value(value, value)
+
+
+def _doubles(value: float, to: Callable[[float], Any]) -> _Value | _Unknown:
+    """A double compared with a column whose values pyarrow turns into doubles
+    (rounding them): its neighbouring doubles bound every value that rounds to it."""
+    if math.isinf(value):
+        return _UNKNOWN
+    return _Value(to(math.nextafter(value, -math.inf)), to(math.nextafter(value, math.inf)))
+
+
+def _temporal(value: Any, t: pa.DataType) -> _Value | _Unknown:
+    column = _ticks(t)
+    if isinstance(value, datetime.datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)  # a naive bound is UTC
+    try:
+        scalar = pa.scalar(value)
+        given = _ticks(scalar.type)
+        if column is None or given is None or given[0] != column[0]:
+            return _UNKNOWN
+        ticks = scalar.cast(pa.int64()).as_py()
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return _UNKNOWN
+    if ticks is None:
+        return _UNKNOWN
+    # the column's unit, or the microsecond where the column is finer (Spark
+    # sees no finer): a bound in a finer unit is rounded onto it
+    grid = min(column[1], max(given[1], _PER_DAY["us"]))
+    per_bound = column[1] // grid
+    if given[1] >= grid:
+        per_value = given[1] // grid
+        below, above = ticks // per_value, -(-ticks // per_value)
+    else:
+        below = above = ticks * (grid // given[1])
+    if per_bound == 1:
+        return _Value(below, above)
+    return _Value(
+        below,
+        above,
+        down=lambda bound: bound // per_bound,
+        up=lambda bound: -(-bound // per_bound),
+    )
 
 
 def expression(where: Sequence[Predicate]) -> pc.Expression:

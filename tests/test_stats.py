@@ -10,9 +10,10 @@ import datetime
 import decimal
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -324,3 +325,163 @@ def test_infinities_half_floats_and_durations_append_and_read_back() -> None:
     # a read by predicate still finds the infinite row
     got = log.read("up", where=[("c", ">", 2.0)]).column("c").to_pylist()
     assert got == [float("inf")]
+
+
+EPOCH = datetime.datetime(2024, 1, 1, tzinfo=UTC)
+#: offsets (microseconds) of bounds around a stored instant: finer and coarser than its unit
+NUDGES_US = (
+    0,
+    1,
+    499,
+    500,
+    501,
+    999,
+    1000,
+    1001,
+    1500,
+    999_999,
+    1_000_000,
+    1_500_000,
+    86_400_000_000,
+)
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=", "in")
+COMPARE = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal",
+           "==": "equal", "!=": "not_equal"}  # fmt: skip
+
+
+def spark_sees(column: pa.Array[Any]) -> pa.Array[Any]:
+    """A column as Spark compares it: nanoseconds cut to microseconds."""
+    t = column.type
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return column.cast(pa.timestamp("us", tz=t.tz), safe=False)
+    return column
+
+
+def matches(column: pa.Array[Any], op: str, value: Any) -> bool | None:
+    """Whether a row of ``column`` satisfies ``op value`` by pyarrow's
+    comparison (None: pyarrow compares no such values)."""
+    try:
+        if op == "in":
+            found = pc.is_in(column, value_set=pa.array([value]))
+        else:
+            found = getattr(pc, COMPARE[op])(column, pa.scalar(value))
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
+    return bool(pc.any(found).as_py())
+
+
+def temporal_cases() -> list[tuple[pa.DataType, list[Any], list[Any]]]:
+    cases: list[tuple[pa.DataType, list[Any], list[Any]]] = []
+    instants = [EPOCH + datetime.timedelta(microseconds=us) for us in (1000, 3000, 1_001_000)]
+    units: tuple[tuple[Literal["s", "ms", "us", "ns"], int], ...] = (
+        ("s", 1),
+        ("ms", 10**3),
+        ("us", 10**6),
+        ("ns", 10**9),
+    )
+    for unit, per_s in units:
+        stored = [int((i - EPOCH).total_seconds() * per_s) + int(EPOCH.timestamp()) * per_s
+                  for i in instants]  # fmt: skip
+        if unit == "ns":
+            stored += [stored[0] + 500]  # between two microseconds
+        bounds: list[Any] = []
+        for i in instants:
+            for d in NUDGES_US:
+                for sign in (1, -1):
+                    b = i + sign * datetime.timedelta(microseconds=d)
+                    bounds += [b, b.replace(tzinfo=None), b.date()]
+        for tz in (None, "UTC", "Europe/Paris"):
+            cases.append((pa.timestamp(unit, tz=tz), stored, bounds))
+    days = [int(EPOCH.timestamp()) // 86_400 + k for k in (0, 1, 3)]
+    day_bounds: list[Any] = []
+    for day in days:
+        midnight = datetime.datetime(1970, 1, 1) + datetime.timedelta(days=day)
+        for d in NUDGES_US:
+            for sign in (1, -1):
+                b = midnight + sign * datetime.timedelta(microseconds=d)
+                day_bounds += [b, b.replace(tzinfo=UTC), b.date()]
+    cases.append((pa.date32(), days, day_bounds))
+    cases.append((pa.date64(), [d * 86_400_000 for d in days], day_bounds))
+    seconds = [1, 2, 61]
+    time_bounds = [
+        (
+            datetime.datetime(2000, 1, 1) + datetime.timedelta(seconds=s, microseconds=sign * d)
+        ).time()
+        for s in seconds
+        for d in NUDGES_US[:-2]
+        for sign in (1, -1)
+    ]
+    cases.append((pa.time32("s"), seconds, time_bounds))
+    cases.append((pa.time32("ms"), [s * 1000 + 1 for s in seconds], time_bounds))
+    cases.append((pa.time64("ns"), [s * 10**9 + 500 for s in seconds], time_bounds))
+    return cases
+
+
+def number_cases() -> list[tuple[pa.DataType, list[Any], list[Any]]]:
+    ints = [-3, 2, 3, 7]
+    int_bounds: list[Any] = [v + d for v in ints for d in (-1, -0.5, -0.25, 0, 0.25, 0.5, 1)] + [
+        decimal.Decimal(v) + decimal.Decimal("0.001") * k for v in ints for k in (-1, 0, 1)
+    ]
+    int_bounds += [2.0**53, -(2.0**53), 2**53 + 1]
+    cases: list[tuple[pa.DataType, list[Any], list[Any]]] = [
+        (t, ints, int_bounds) for t in (pa.int8(), pa.int32(), pa.int64())
+    ]
+    cases.append(
+        (pa.uint64(), [2, 3, 7], [b for b in int_bounds if not isinstance(b, int) or b >= 0])
+    )
+    big = [2**53 + 1, 2**62]
+    cases.append(
+        (pa.int64(), big, [float(b) for b in big] + [b + d for b in big for d in (-1, 0, 1)])
+    )
+    fine = [
+        decimal.Decimal("0.10000000000000000001"),
+        decimal.Decimal("0.1"),
+        decimal.Decimal("2.5"),
+    ]
+    decimal_bounds: list[Any] = [
+        0.1,
+        0.2,
+        2.5,
+        2,
+        3,
+        math.nextafter(0.1, 1),
+        math.nextafter(0.1, 0),
+    ]
+    decimal_bounds += [f + decimal.Decimal("1e-25") * k for f in fine for k in (-1, 0, 1)]
+    for precision, scale in ((38, 20), (30, 25), (76, 40)):
+        t = pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+        cases.append((t, fine, decimal_bounds))
+    floats = [0.1, 2.5, float(2**53)]
+    float_bounds: list[Any] = floats + [math.nextafter(f, s) for f in floats for s in (0, 1e300)]
+    float_bounds += [2, 3, 2**53 + 1, decimal.Decimal("0.1"), decimal.Decimal("2.5")]
+    cases += [(t, floats, float_bounds) for t in (pa.float32(), pa.float64())]
+    return cases
+
+
+@pytest.mark.parametrize(
+    ("t", "stored", "bounds"),
+    temporal_cases() + number_cases(),
+    ids=lambda x: str(x) if isinstance(x, pa.DataType) else "",
+)
+def test_no_bound_rounded_to_the_columns_unit_prunes_a_matching_segment(
+    t: pa.DataType, stored: list[Any], bounds: list[Any]
+) -> None:
+    """Every single-value segment of ``stored`` against every bound around it,
+    in finer and coarser units, as other types (a datetime against days, a
+    float against integers, a double against decimals): whenever a row
+    matches, by pyarrow's comparison or by Spark's (nanoseconds cut to
+    microseconds), the statistics keep the segment."""
+    schema = pa.schema([pa.field("c", t)])
+    wrong = []
+    for value in stored:
+        column = pa.array([value], t)
+        stats = column_stats(pa.record_batch({"c": column}, schema=schema))
+        for bound in bounds:
+            for op in COMPARISONS:
+                found = [matches(column, op, bound), matches(spark_sees(column), op, bound)]
+                if not any(found):
+                    continue
+                predicate = ("c", op, [bound] if op == "in" else bound)
+                if not may_match(stats, schema, [predicate], 1):
+                    wrong.append((column[0], op, bound))
+    assert wrong == []

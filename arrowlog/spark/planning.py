@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 import arrowlog
+from arrowlog.consumer import IsolationLevel
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from arrowlog.scan import LATEST, OffsetSpec, ScanSegment, ScanTask, TopicPartition
 from arrowlog.spark.options import ReadOptions
@@ -71,7 +72,7 @@ def starting_offsets(
         return options.starting
     out: dict[TopicPartition, int] = {}
     for tp, ts in stamps.items():
-        found = offset_for_time(log, tp, ts)
+        found = offset_for_time(log, tp, ts, options.isolation_level)
         if found is None and options.timestamp_strategy == "error":
             raise OffsetOutOfRangeError(
                 f"{tp[0]}/{tp[1]}: no record at or after timestamp {ts}; set "
@@ -98,7 +99,7 @@ def ending_offsets(
         return options.ending
     out: dict[TopicPartition, int] = {}
     for tp, ts in stamps.items():
-        found = offset_for_time(log, tp, ts)
+        found = offset_for_time(log, tp, ts, options.isolation_level)
         out[tp] = LATEST if found is None else found
     return out
 
@@ -128,14 +129,23 @@ def _timestamps(
     return {tp: each[tp] for tp in partitions}
 
 
-def offset_for_time(log: arrowlog.ArrowLog, tp: TopicPartition, timestamp_ms: int) -> int | None:
+def offset_for_time(
+    log: arrowlog.ArrowLog,
+    tp: TopicPartition,
+    timestamp_ms: int,
+    isolation_level: IsolationLevel = "read_committed",
+) -> int | None:
     """The first offset appended at or after ``timestamp_ms``, or None (Kafka's
-    offsetsForTimes). Every record of a segment has the segment's timestamp."""
+    offsetsForTimes). Every record of a segment has the segment's timestamp.
+    A record past the latest offset (the LSO under read_committed, the high
+    watermark under read_uncommitted) cannot be read: such a time gives the
+    latest offset, as the library's own timestamp reads do."""
     part = log.partition(*tp)
     start = part.start_offset()
     for s in part.summaries(start, part.end_offset()):
         if s.timestamp_ms >= timestamp_ms:
-            return max(s.base, start)
+            latest = log.consumer(isolation_level=isolation_level).stable_offset(*tp)
+            return max(min(s.base, latest), start)
     return None
 
 

@@ -587,12 +587,6 @@ def test_a_query_run_again_after_compaction_and_vacuum_reads_the_same_rows(
     assert again == first
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: statistics pruning casts a timestamp bound to the column's coarser unit "
-    "(flooring it): `ts < 00:00:00.0015` leaves out the segment holding ts = 00:00:00.001 "
-    "(python-pushdown on a timestamp column; JVM and python-pushdown on timestamp_ntz)",
-)
 def test_a_timestamp_bound_finer_than_the_columns_unit_prunes_no_matching_segment(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -629,11 +623,6 @@ def test_a_timestamp_bound_finer_than_the_columns_unit_prunes_no_matching_segmen
     assert got == {r: ([1], [1]) for r in READERS}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a timestamp option whose first offset lies past the LSO fails every "
-    "reader's read (OffsetOutOfRangeError) instead of taking the latest offset",
-)
 def test_a_timestamp_whose_first_offset_lies_past_the_lso_reads_to_the_lso(
     spark: Any, tmp_path: Path
 ) -> None:
