@@ -544,12 +544,6 @@ def test_a_query_takes_its_snapshot_at_its_first_action_whatever_the_reader(
     assert got == want
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a planned JVM scan run after compaction and vacuum fails "
-    "(SegmentNotFoundError) where the Python reader reads the records from the compacted "
-    "object",
-)
 def test_a_query_run_again_after_compaction_and_vacuum_reads_the_same_rows(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -557,11 +551,10 @@ def test_a_query_run_again_after_compaction_and_vacuum_reads_the_same_rows(
     eight segments. Each reader's ``df.collect()`` (the DataFrame's plan is made
     once, at its first action); then compact and, the delay over, vacuum (the
     small segments are removed); then ``df.collect()`` again, which runs the same
-    plan. Rows today: python and python-pushdown [0..7] both times (read_task
-    finds a removed segment's records in the compacted object); jvm [0..7], then
-    ``SegmentNotFoundError: t/0/segments/00000000000000000000.arrow: segment
-    missing``. A long query whose tasks run after a compaction and vacuum meets
-    the same."""
+    plan. Every reader reads [0..7] both times: the Python reader's read_task
+    and the JVM reader's executor (asking the planner) find a removed segment's
+    records in the compacted object. A long query whose tasks run after a
+    compaction and vacuum meets the same."""
     spec = local(tmp_path)
     log = spec.connect()
     log.create_topic("t", SCHEMA, config=TopicConfig(delete_delay_ms=100, checkpoint_interval=2))
