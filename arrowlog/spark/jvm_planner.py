@@ -188,6 +188,38 @@ def check(request: dict[str, Any], clients: Clients | None = None) -> dict[str, 
     return {"unreadable": reasons[0] if reasons else None}
 
 
+def relocate(request: dict[str, Any]) -> dict[str, Any]:
+    """Where an executor now finds a planned segment removed since the plan
+    (``relocate``: its ``key``, ``base``, ``end``; ``options``: the read's):
+    ``{"segment": {...}}``, the compacted object holding its records, as a task
+    segment (as the Python reader's ``read_task`` falls back), or ``{"segment":
+    null}`` when no compacted object holds it."""
+    from arrowlog.spark.options import ReadOptions
+    from arrowlog.storage.url import open_store
+    from arrowlog.topic import compacted_prefix_of, compacted_start_after, parse_compacted_key
+
+    read = ReadOptions.parse({str(k): str(v) for k, v in request["options"].items()})
+    wanted = request["relocate"]
+    key, base, end = str(wanted["key"]), int(wanted["base"]), int(wanted["end"])
+    store = open_store(read.root, read.storage)
+    try:
+        prefix = compacted_prefix_of(key)
+        for info in store.list(prefix, start_after=compacted_start_after(prefix, base)):
+            span = parse_compacted_key(info.key)
+            if span is None or span[0] > base or span[1] < end:
+                break
+            found = {
+                "location": location(store, info.key),
+                "key": info.key,
+                "size": info.size,
+                "compacted": list(span),
+            }
+            return {"segment": found}
+        return {"segment": None}
+    finally:
+        store.close()
+
+
 def unreadable(schema: pa.Schema) -> str | None:
     """Why the JVM reader cannot read ``schema``'s columns, or None. It hands
     Arrow vectors to Spark as they are stored, converting only top-level
@@ -325,6 +357,8 @@ def answer(line: str, clients: Clients | None = None) -> str:
         request = json.loads(line)
         if request.get("check"):
             return json.dumps(check(request, clients))
+        if request.get("relocate"):
+            return json.dumps(relocate(request))
         out = plan(request, clients)
         out["plan_ms"] = round((time.perf_counter() - started) * 1000, 1)
         return json.dumps(out, separators=(",", ":"))

@@ -407,12 +407,6 @@ def test_each_query_of_one_dataframe_sees_what_changed_since_the_last(
 # --- findings ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: with Python filter pushdown, two scans of one DataFrame in one query "
-    "(union, self-join, a view used twice) both read the plan of the last scan Spark pushed "
-    "filters into (ArrowLogProvider keeps one `pushed` read info per DataFrame)",
-)
 def test_two_scans_of_one_dataframe_in_one_query_each_read_their_own_rows(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -425,13 +419,11 @@ def test_two_scans_of_one_dataframe_in_one_query_each_read_their_own_rows(
     - ``df.filter("partition = 0")`` joined with ``df.filter("partition = 1")`` on
       ``topic``: a count
 
-    Rows today: jvm and python: [1, 2, 3, 4, 30]; [1, 2, 3, 4, 20, 20, 21, 21, 30];
-    [1, 2, 3, 4, 20, 21]; 4. python-pushdown: [30, 30]; [20, 20, 21, 21];
-    [20, 20, 21, 21]; 1. Spark builds every scan of a query (pushFilters each)
-    before it plans their partitions; ArrowLogProvider.setReadInfo keeps only the
-    last scan's read info, and each PythonBatch asks the one provider of the
-    DataFrame for it (getOrCreateReadInfo), so the first scan reads the last
-    one's filtered plan, whose pushed filters Spark does not apply again."""
+    Every reader: [1, 2, 3, 4, 30]; [1, 2, 3, 4, 20, 20, 21, 21, 30];
+    [1, 2, 3, 4, 20, 21]; 4. Spark builds every scan of a query (pushFilters
+    each) before it plans their partitions, and one provider serves every scan
+    of the DataFrame: each scan must read its own filters' plan, not the last
+    one pushed."""
     spec = local(tmp_path)
     log = held_log(spec)
     every = snapshot_rows(log, "t")
@@ -465,22 +457,15 @@ def test_two_scans_of_one_dataframe_in_one_query_each_read_their_own_rows(
     assert got == dict.fromkeys(READERS, want)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: with Python filter pushdown, a cached filtered DataFrame materialised "
-    "after another filtered query of the same read returns that other query's rows",
-)
 def test_a_cached_query_reads_its_own_filter_after_another_query_of_the_read(
     spark: Any, tmp_path: Path
 ) -> None:
     """Log: :func:`held_log`, nothing changes. ``c = df.filter("partition = 0")
     .cache()``; then ``df.filter("partition = 2").collect()``; then
-    ``c.collect()``. Rows of ``c`` today: jvm [1, 2, 3, 4], python [1, 2, 3, 4],
-    python-pushdown [20, 21] (partition 2's rows in a DataFrame filtered to
-    partition 0). cache() builds the scan (and pushes its filter) but plans its
-    partitions only when the cache is filled; by then the other query's pushdown
-    replaced the read info the provider hands out. The same happens to any
-    planned but not yet run query (``explain()`` first, for one)."""
+    ``c.collect()``. Rows of ``c``: [1, 2, 3, 4] whatever the reader. cache()
+    builds the scan (and pushes its filter) but plans its partitions only when
+    the cache is filled, after the other query's pushdown: the scan must keep
+    its own filters. The same holds for any planned but not yet run query."""
     spec = local(tmp_path)
     log = held_log(spec)
     want = values(snapshot_rows(log, "t", keep=lambda r: r["partition"] == 0))
@@ -497,59 +482,6 @@ def test_a_cached_query_reads_its_own_filter_after_another_query_of_the_read(
     assert got == dict.fromkeys(READERS, want)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: the JVM reader (and the Python one under pushdown) takes a query's "
-    "snapshot when Spark optimises it (explain(), cache()), the Python reader at its first "
-    "action: the same DataFrame, the same action, other rows",
-)
-def test_a_query_takes_its_snapshot_at_its_first_action_whatever_the_reader(
-    spark: Any, tmp_path: Path
-) -> None:
-    """Log: topic t, three partitions, 1 in p0 and 2 in p2. For each reader:
-
-    - ``q = df.filter("v > 0"); q.explain()``; append 3 to p0; ``q.collect()``:
-      jvm [1, 2], python [1, 2, 3], python-pushdown [1, 2];
-    - ``d.cache()``; append one more row; ``d.count()`` (the first action):
-      jvm one row short of what the log holds then, python and python-pushdown
-      all of it (the JVM scan plans in ``estimateStatistics``, which cache()
-      runs; the Python batch when its partitions are first asked for).
-
-    docs/spark.md: each query takes its snapshot when it is planned, "a
-    DataFrame's own plan is made once, at its first action" (as Spark's Kafka
-    source resolves its offsets in planInputPartitions): the rows of the log at
-    the action."""
-    spec = local(tmp_path)
-    log = spec.connect()
-    log.create_topic("t", SCHEMA, partitions=3)
-    log.append("t", batch(1), partition=0)
-    log.append("t", batch(2), partition=2)
-    got, want = {}, {}
-    for n, reader in enumerate(READERS):
-        df = load(spark, spec, reader, topic="t")
-        with planning(spark, reader):
-            q = df.filter("v > 0")
-            q.explain()
-            log.append("t", batch(100 + n), partition=0)
-            explained = values(q)
-            explained_want = values(snapshot_rows(log, "t"))
-            cached = load(spark, spec, reader, topic="t").cache()
-            try:
-                log.append("t", batch(200 + n), partition=1)
-                counted = cached.count()
-                want[reader] = (explained_want, len(snapshot_rows(log, "t")))
-            finally:
-                cached.unpersist()
-            got[reader] = (explained, counted)
-    assert got == want
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a planned JVM scan run after compaction and vacuum fails "
-    "(SegmentNotFoundError) where the Python reader reads the records from the compacted "
-    "object",
-)
 def test_a_query_run_again_after_compaction_and_vacuum_reads_the_same_rows(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -557,11 +489,10 @@ def test_a_query_run_again_after_compaction_and_vacuum_reads_the_same_rows(
     eight segments. Each reader's ``df.collect()`` (the DataFrame's plan is made
     once, at its first action); then compact and, the delay over, vacuum (the
     small segments are removed); then ``df.collect()`` again, which runs the same
-    plan. Rows today: python and python-pushdown [0..7] both times (read_task
-    finds a removed segment's records in the compacted object); jvm [0..7], then
-    ``SegmentNotFoundError: t/0/segments/00000000000000000000.arrow: segment
-    missing``. A long query whose tasks run after a compaction and vacuum meets
-    the same."""
+    plan. Every reader reads [0..7] both times: the Python reader's read_task
+    and the JVM reader's executor (asking the planner) find a removed segment's
+    records in the compacted object. A long query whose tasks run after a
+    compaction and vacuum meets the same."""
     spec = local(tmp_path)
     log = spec.connect()
     log.create_topic("t", SCHEMA, config=TopicConfig(delete_delay_ms=100, checkpoint_interval=2))

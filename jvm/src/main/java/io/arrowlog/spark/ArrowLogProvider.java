@@ -1,6 +1,7 @@
 package io.arrowlog.spark;
 
 import java.util.Map;
+import java.util.function.Supplier;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.expressions.Transform;
@@ -17,15 +18,18 @@ import scala.Some;
  * Python on the executors), and writes and streams through the Python source, which it
  * extends. The schema comes from the Python source too, so both readers agree on it.
  *
- * <p>A batch read through the Python source ({@code reader=python}) is planned again for
- * each query, as the JVM reader plans it. Spark's own {@code PythonDataSourceV2} keeps the
- * first plan of a DataFrame (one instance serves every query of it) for every later query:
- * one after an append reads what the log held at the first, and with filter pushdown on,
- * an unfiltered query after a filtered one reads the filtered plan (too few rows).
+ * <p>A batch read through the Python source ({@code reader=python}) is planned for each
+ * scan, when Spark first asks it for partitions (see {@link PythonRead}). Spark's own
+ * {@code PythonDataSourceV2} keeps the first plan of a DataFrame (one instance serves every
+ * query of it) for every later query, and under filter pushdown the last pushdown's plan
+ * for every scan of it.
  */
 public class ArrowLogProvider extends PythonDataSourceV2 implements DataSourceRegister {
-  /** What the filter pushdown of the scan being planned now decided, if it ran. */
-  private volatile PythonDataSourceReadInfo pushed;
+  /** Where a pushdown on this thread puts the read info it planned. */
+  private final ThreadLocal<PythonDataSourceReadInfo[]> capture = new ThreadLocal<>();
+
+  /** The read info of the batch planning on this thread (null: plan anew). */
+  private final ThreadLocal<PythonDataSourceReadInfo> planned = new ThreadLocal<>();
 
   @Override
   public String shortName() {
@@ -39,14 +43,32 @@ public class ArrowLogProvider extends PythonDataSourceV2 implements DataSourceRe
     return new ArrowLogTable((SupportsRead) python, schema, this);
   }
 
-  /** A Python batch scan is being built: no pushdown of an earlier query counts for it. */
-  void scanStarts() {
-    pushed = null;
+  /** Runs a pushdown, the read info it plans put in {@code into[0]}. */
+  <T> T capturing(PythonDataSourceReadInfo[] into, Supplier<T> call) {
+    capture.set(into);
+    try {
+      return call.get();
+    } finally {
+      capture.remove();
+    }
+  }
+
+  /** Runs {@code call} of a batch, which reads {@code info} (null: a plan made anew). */
+  <T> T reading(PythonDataSourceReadInfo info, Supplier<T> call) {
+    planned.set(info);
+    try {
+      return call.get();
+    } finally {
+      planned.remove();
+    }
   }
 
   @Override
   public void setReadInfo(PythonDataSourceReadInfo info) {
-    pushed = info;
+    PythonDataSourceReadInfo[] into = capture.get();
+    if (into != null) {
+      into[0] = info;
+    }
   }
 
   @Override
@@ -55,9 +77,9 @@ public class ArrowLogProvider extends PythonDataSourceV2 implements DataSourceRe
     if (streaming) {
       return super.getOrCreateReadInfo(shortName, options, schema, streaming);
     }
-    PythonDataSourceReadInfo planned = pushed;
-    if (planned != null) {
-      return planned; // this query's pushdown planned it
+    PythonDataSourceReadInfo info = planned.get();
+    if (info != null) {
+      return info; // this scan's pushdown planned it
     }
     return source()
         .createReadInfoInPython(

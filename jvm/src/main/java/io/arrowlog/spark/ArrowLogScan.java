@@ -1,6 +1,7 @@
 package io.arrowlog.spark;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.OptionalLong;
 import org.apache.spark.sql.connector.read.Batch;
@@ -68,7 +69,11 @@ final class ArrowLogScan implements Scan, Batch, SupportsReportStatistics {
 
   @Override
   public PartitionReaderFactory createReaderFactory() {
-    return new SegmentReaderFactory(required, MetadataColumns.of(schema));
+    return new SegmentReaderFactory(
+        required,
+        MetadataColumns.of(schema),
+        new SegmentReaderFactory.Relocation(
+            new HashMap<>(options.asCaseSensitiveMap()), Planner.python()));
   }
 
   @Override

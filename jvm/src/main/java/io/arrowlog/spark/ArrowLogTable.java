@@ -47,16 +47,15 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
     ScanBuilder delegate = python.newScanBuilder(options);
     String reader = options.getOrDefault(READER_OPTION, "jvm");
     if (reader.equalsIgnoreCase("python")) {
-      provider.scanStarts();
-      return delegate;
+      return new PythonRead(delegate, provider, options, schema);
     }
     if (!reader.equalsIgnoreCase("jvm")) {
       throw new ArrowLogException(
           "InvalidConfigError", "option reader: expected jvm or python, got '" + reader + "'");
     }
     if (Planner.unreadable(options.asCaseSensitiveMap()) != null) {
-      provider.scanStarts();
-      return delegate; // a column type the JVM reader does not convert as Spark's does
+      // a column type the JVM reader does not convert as Spark's does
+      return new PythonRead(delegate, provider, options, schema);
     }
     return new ArrowLogScanBuilder(delegate, options, schema);
   }

@@ -125,8 +125,48 @@ public final class Planner {
   private static String processPython;
   private static BufferedReader replies;
 
-  private static synchronized JsonNode run(ObjectNode request) {
-    String python = python();
+  private static JsonNode run(ObjectNode request) {
+    return run(python(), request);
+  }
+
+  /**
+   * Where the records of {@code segment}, planned but removed since (compacted, then
+   * vacuumed), lie now: the segment as read from the compacted object holding them, or
+   * null if none does. Runs on an executor, with the driver's interpreter {@code python}.
+   */
+  static SegmentTask.Segment relocate(
+      String python, Map<String, String> options, SegmentTask.Segment segment) {
+    ObjectNode request = JSON.createObjectNode();
+    ObjectNode opts = request.putObject("options");
+    options.forEach(opts::put);
+    ObjectNode wanted = request.putObject("relocate");
+    wanted.put("key", segment.key());
+    wanted.put("base", segment.base());
+    wanted.put("end", segment.end());
+    JsonNode reply = run(python, request);
+    if (reply.has("error")) {
+      JsonNode e = reply.get("error");
+      throw new ArrowLogException(e.path("type").asText(), e.path("message").asText());
+    }
+    JsonNode s = reply.path("segment");
+    if (!s.isObject()) {
+      return null;
+    }
+    return new SegmentTask.Segment(
+        s.get("location").asText(),
+        s.get("key").asText(),
+        segment.base(),
+        segment.end(),
+        segment.lo(),
+        segment.hi(),
+        s.get("size").asLong(),
+        s.path("compacted").path(0).asLong(),
+        s.path("compacted").path(1).asLong(),
+        null,
+        segment.droppable());
+  }
+
+  private static synchronized JsonNode run(String python, ObjectNode request) {
     byte[] line = (JSON.valueToTree(request).toString() + "\n").getBytes(StandardCharsets.UTF_8);
     for (int attempt = 0; ; attempt++) {
       try {

@@ -50,8 +50,16 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
   /** What every segment must hold (null: a plan from before it was sent). */
   private final Schema topic;
 
-  SegmentReader(SegmentTask task, StructType schema, MetadataColumns meta) {
+  /** How to find a segment removed since the plan. */
+  private final SegmentReaderFactory.Relocation relocation;
+
+  SegmentReader(
+      SegmentTask task,
+      StructType schema,
+      MetadataColumns meta,
+      SegmentReaderFactory.Relocation relocation) {
     this.task = task;
+    this.relocation = relocation;
     this.schema = schema;
     this.meta = meta;
     this.topic = task.schema() == null ? null : TopicSchema.parse(task.schema());
@@ -72,7 +80,22 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
         return false;
       }
       segment = task.segments()[next++];
-      at = rowsOf(segment);
+      try {
+        at = rowsOf(segment);
+      } catch (ArrowLogException e) {
+        // removed since the plan, once compacted: read it from its compacted object, as
+        // the Python reader does (a plan outlives compaction and vacuum: a query run again)
+        if (!e.type().equals("SegmentNotFoundError") || segment.compacted()) {
+          throw e;
+        }
+        SegmentTask.Segment moved =
+            Planner.relocate(relocation.python(), relocation.options(), segment);
+        if (moved == null) {
+          throw e;
+        }
+        segment = moved;
+        at = rowsOf(segment);
+      }
     } while (at == null);
     return read(segment, at);
   }

@@ -1,5 +1,7 @@
 package io.arrowlog.spark;
 
+import java.io.Serializable;
+import java.util.HashMap;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
@@ -11,11 +13,19 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 final class SegmentReaderFactory implements PartitionReaderFactory {
   private final StructType schema;
   private final MetadataColumns meta;
+  private final Relocation relocation;
 
-  SegmentReaderFactory(StructType schema, MetadataColumns meta) {
+  SegmentReaderFactory(StructType schema, MetadataColumns meta, Relocation relocation) {
     this.schema = schema;
     this.meta = meta;
+    this.relocation = relocation;
   }
+
+  /**
+   * What an executor needs to find a planned segment removed since the plan: the read's
+   * options and the driver's planner interpreter.
+   */
+  record Relocation(HashMap<String, String> options, String python) implements Serializable {}
 
   @Override
   public boolean supportColumnarReads(InputPartition partition) {
@@ -29,6 +39,6 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-    return new SegmentReader((SegmentTask) partition, schema, meta);
+    return new SegmentReader((SegmentTask) partition, schema, meta, relocation);
   }
 }
