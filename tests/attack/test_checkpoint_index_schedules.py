@@ -15,9 +15,9 @@ are ScriptedStore gates. The log helpers come from the compaction attack
 (tests/attack/test_compaction_attack.py): values are offsets unless a test
 says otherwise, windows of 4 segments, a delay of 15 minutes.
 
-Written by an independent attack (it did not build what it attacks). A test
-marked xfail(strict) is a finding: its docstring gives the schedule, the
-guarantee and what was observed.
+Written by an independent attack (it did not build what it attacks). Its
+findings were strict xfails until fixed; each docstring gives the schedule,
+the guarantee and what was observed before the fix.
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ committed records), each once, no aborted record; after the last export,
 every committed record. A transaction's records are all in one export or
 none (the read_committed snapshot).
 
-Tests that pin a guarantee that held pass. A finding (the promise broken
-today) is ``xfail(strict=True)`` with "FINDING" in its reason and its
-docstring giving the schedule, the guarantee and what was observed.
+Tests that pin a guarantee that held pass. The findings (the promise broken)
+were strict xfails until fixed; their docstrings give the schedule, the
+guarantee and what was observed before the fix.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ it plans the range in the driver, reads it through
 Written by a reviewer who did not build it (see test_export_schedules.py).
 The schedules hold the export between its plan and Spark's read (a session
 whose ``read`` waits at a gate) or at its commit (delta-rs held by thread
-name) while the topic changes or another export runs. A finding is
-``xfail(strict=True)`` with "FINDING" in its reason.
+name) while the topic changes or another export runs. Its one finding was a
+strict xfail until fixed.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ that one of them can be suspended (its ``time.monotonic`` stops, as Linux's
 CLOCK_MONOTONIC does; CLOCK_BOOTTIME, ``arrowlog._clock.elapsed``, and the
 wall clock go on). Orderings are ScriptedStore gates.
 
-Written by an independent attack (it did not build what it attacks). A test
-marked xfail(strict) is a finding: its docstring gives the schedule, the
-guarantee and what was observed.
+Written by an independent attack (it did not build what it attacks). Its
+findings were strict xfails until fixed; each docstring gives the schedule,
+the guarantee and what was observed before the fix.
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ of it, and each query of a loaded DataFrame plans its own.
 
 Each test builds its log step by step (transactions committed, aborted and left
 open across partitions and topics, partitions added, compaction, vacuum) and
-runs every reader at fixed points of that schedule. The tests marked xfail are
-findings: places where today the readers part, or where every reader fails a
-read the promise covers; each docstring gives the log, the query and each
-reader's rows."""
+runs every reader at fixed points of that schedule. The findings (places where
+the readers parted, or every reader failed a read the promise covers) were
+strict xfails until fixed; their docstrings give the log, the query and what
+each reader returned before the fix."""
 
 from __future__ import annotations
 
