@@ -175,9 +175,11 @@ def _past_deleted(
     log: ArrowLog, topic: str, exported: dict[int, int], skip: bool, where: str
 ) -> dict[int, int]:
     """``exported`` moved up to each partition's log start (``skip``), or
-    checked against it. Records deleted after this look are met by the read,
-    which skips them too, or fails."""
-    starts = {p: log.partition(topic, p).start_offset(refresh=True) for p in exported}
+    checked against it. The log start as this client last listed it: no
+    request when nothing moved; records deleted since are met by the snapshot
+    (:func:`next_range` looks again) or by the read, which skip them too, or
+    fail."""
+    starts = {p: log.partition(topic, p).start_offset() for p in exported}
     lost = {p: (o, starts[p]) for p, o in exported.items() if o < starts[p]}
     if not lost or skip:
         return {p: max(o, starts[p]) for p, o in exported.items()}
