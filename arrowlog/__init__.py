@@ -2,8 +2,6 @@
 
 from arrowlog.admin import TransactionInfo
 from arrowlog.config import Compression, LogConfig, RetryPolicy, TopicConfig
-from arrowlog.consumer import Consumer
-from arrowlog.coordinator import TxnState
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
     ArrowLogError,
@@ -38,13 +36,15 @@ from arrowlog.errors import (
     UnsupportedStoreError,
     UnsupportedTypeError,
 )
-from arrowlog.groups import ConsumerGroupMetadata
-from arrowlog.log import ArrowLog, PartitionInfo, TopicDescription, connect
+from arrowlog.format.segment import SegmentHeader, WriterIdentity
+from arrowlog.format.topic import Topic
+from arrowlog.log.client import ArrowLog, PartitionInfo, TopicDescription, connect
+from arrowlog.log.topics import TopicDeletion
 from arrowlog.partition import AppendResult, PartitionLog, Removal
 from arrowlog.producer import Producer, ProducerState
-from arrowlog.segment import SegmentHeader, WriterIdentity
-from arrowlog.topic import Topic
-from arrowlog.topic_changes import TopicDeletion
+from arrowlog.read.consumer import Consumer
+from arrowlog.txn.coordinator import TxnState
+from arrowlog.txn.groups import ConsumerGroupMetadata
 
 __version__ = "0.1.0"
 

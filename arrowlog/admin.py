@@ -4,18 +4,17 @@ operators after users got stuck with hanging transactions)."""
 
 from __future__ import annotations
 
-import contextlib
-import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from arrowlog._clock import CLOCK_GRAIN_MS
-from arrowlog._logview import LogView, incarnation_of
-from arrowlog.checkpoint import Decision, ProducerEntry
-from arrowlog.consumer import last_stable_offset
-from arrowlog.coordinator import (
+from arrowlog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from arrowlog.format.checkpoint import Decision, ProducerEntry
+from arrowlog.format.topic import log_start_key
+from arrowlog.partition import PartitionLog
+from arrowlog.read.visibility import last_stable_offset
+from arrowlog.txn.coordinator import (
     EXPIRE,
     OPERATOR_ABORT,
     TXN_IDS_PREFIX,
@@ -24,11 +23,9 @@ from arrowlog.coordinator import (
     TxnState,
     describe,
 )
-from arrowlog.errors import ArrowLogError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
-from arrowlog.groups import GroupOffsets
-from arrowlog.partition import PartitionLog
-from arrowlog.topic import log_start_key
-from arrowlog.txn import fence_and_recover
+from arrowlog.txn.finish import fence_and_recover
+from arrowlog.txn.groups import GroupOffsets
+from arrowlog.txn.view import LogView, incarnation_of, store_now_ms
 
 
 @dataclass(frozen=True)
@@ -147,28 +144,6 @@ def expire_transactions(
         if entry is not None:
             done.append(TransactionInfo.of(entry))
     return done
-
-
-CLOCK_PREFIX = "_arrowlog/clock/"
-
-
-def store_now_ms(log: LogView) -> int:
-    """The store's current time: write a probe object, read its time, remove
-    it. Falls back to this client's clock where the store keeps no times."""
-    key = f"{CLOCK_PREFIX}{uuid.uuid4().hex}"
-    retry = log.config.retry
-    retry.call(lambda: _put_probe(log, key))
-    try:
-        modified = retry.call(lambda: log.store.head(key)).modified_ms
-    finally:
-        with contextlib.suppress(ArrowLogError, FileNotFoundError):
-            log.store.delete(key)
-    return int(time.time() * 1000) if modified is None else modified
-
-
-def _put_probe(log: LogView, key: str) -> None:
-    with contextlib.suppress(FileExistsError):  # our own earlier attempt landed
-        log.store.put_if_absent(key, b"")
 
 
 def _not_running(txn_epoch: int) -> Callable[[TxnEntry], bool]:

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 import arrowlog
 from arrowlog.config import Compression
-from arrowlog.segment import SegmentHeader, encode_segment
+from arrowlog.format.segment import SegmentHeader, encode_segment
 
 
 @dataclass
@@ -299,8 +299,8 @@ def bench_projection(backend: Backend, segments: int = 12, repeat: int = 3) -> d
 
 def _column_span(store: Any, key: str, column: int) -> tuple[int, int]:
     """Where column ``column`` of a segment lies, from its column table."""
-    from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
-    from arrowlog.segment.header import HEAD_BYTES, head_schema
+    from arrowlog.format.segment.column_table import COLUMNS_KEY, ColumnTable
+    from arrowlog.format.segment.header import HEAD_BYTES, head_schema
 
     schema = head_schema(bytes(obstore.get_range(store, key, start=0, length=HEAD_BYTES)), key)
     assert isinstance(schema, pa.Schema) and schema.metadata is not None

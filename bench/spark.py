@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import arrowlog
-from arrowlog.bulkload import bulk_load
 from arrowlog.jobs._spark import local_session
+from arrowlog.producer.bulkload import bulk_load
 
 ROWS = 6_000_000
 PARTITIONS = 4

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowlog
-from arrowlog.bulkload import LoadMismatchError, bulk_load, rechunk
+from arrowlog.producer.bulkload import LoadMismatchError, bulk_load, rechunk
 from tests.conftest import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """A third attack on the Spark write path's casts (arrowlog/spark/conform.py:
 ``cast_column``, ``_nullable``, ``_retyped``, ``_changed``; arrowlog/spark/sink.py:
 ``within_bytes``, ``segment_budget``) and on ``not_null_violations`` / ``map_entries``
-(arrowlog/topic.py).
+(arrowlog/format/topic.py).
 
 Each bug it found (untyped Arrow errors; int->bool, timestamp->time,
 double->decimal, int/decimal->float and dictionary casts changing values; the
@@ -25,7 +25,7 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-from arrowlog.topic import not_null_violations
+from arrowlog.format.topic import not_null_violations
 
 pytest.importorskip("pyspark")
 

@@ -17,12 +17,12 @@ import pytest
 
 import arrowlog
 from arrowlog import OffsetOutOfRangeError, TopicConfig
-from arrowlog._retain import DAY_MS, DEFAULT_RETAIN_MS
-from arrowlog.admin import CLOCK_PREFIX
-from arrowlog.compaction import MIN_TARGET_BYTES
+from arrowlog.config import DAY_MS, DEFAULT_RETAIN_MS
+from arrowlog.format.topic import checkpoint_key, log_start_key, segment_key
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.topic import checkpoint_key, log_start_key, segment_key
+from arrowlog.txn.view import CLOCK_PREFIX
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.clocks import Clocks, ClockStore
 

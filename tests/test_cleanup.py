@@ -14,10 +14,12 @@ import pytest
 
 import arrowlog
 from arrowlog import TopicConfig
-from arrowlog._retain import DEFAULT_RETAIN_MS, MIN_RETAIN_MS
-from arrowlog.cleanup import STAGING_PREFIX
-from arrowlog.compaction import MIN_TARGET_BYTES
-from arrowlog.coordinator import (
+from arrowlog.config import DEFAULT_RETAIN_MS, MIN_RETAIN_MS
+from arrowlog.errors import InvalidConfigError, ProducerFencedError
+from arrowlog.maintenance.cleanup import STAGING_PREFIX
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
+from arrowlog.storage import Blob, Store
+from arrowlog.txn.coordinator import (
     COORDINATOR_PREFIX,
     EXPIRE_ID,
     PRODUCER_IDS_PREFIX,
@@ -25,9 +27,7 @@ from arrowlog.coordinator import (
     CoordinatorLog,
     entry_key,
 )
-from arrowlog.errors import InvalidConfigError, ProducerFencedError
-from arrowlog.groups import GROUPS_PREFIX
-from arrowlog.storage import Blob, Store
+from arrowlog.txn.groups import GROUPS_PREFIX
 from tests.attack._util import FAST
 from tests.clocks import Clocks, ClockStore
 

@@ -1,4 +1,4 @@
-"""The index a compacted object carries (arrowlog.compacted_index): what it
+"""The index a compacted object carries (arrowlog.format.compacted_index): what it
 holds reads back as written; a flipped byte, a lie about offsets or windows,
 or a disagreement with the object's compaction table is a typed error, never
 an index believed."""
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from arrowlog import _checked_json
-from arrowlog.checkpoint import SegmentSummary
-from arrowlog.compacted_index import CompactedIndex
 from arrowlog.errors import CorruptSegmentError
-from arrowlog.segment import Compaction
+from arrowlog.format.checkpoint import SegmentSummary
+from arrowlog.format.compacted_index import CompactedIndex
+from arrowlog.format.segment import Compaction
 
 KEY = "t/0/compacted/00000000000000000009-00000000000000000002.arrow"
 

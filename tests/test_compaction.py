@@ -26,25 +26,26 @@ import pyarrow.compute
 import pytest
 
 import arrowlog
+import arrowlog.format.segment
 from arrowlog import InvalidConfigError, TopicConfig
-from arrowlog.checkpoint import SegmentSummary
-from arrowlog.compacted_index import INDEX_KEY, CompactedIndex
-from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.errors import CorruptSegmentError, SegmentNotFoundError
-from arrowlog.partition import fetch_compacted
-from arrowlog.scan import output_schema, plan_scan, read_task
-from arrowlog.segment import encode
-from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.storage.url import open_store
-from arrowlog.storage.wrappers import CountingStore
-from arrowlog.topic import (
+from arrowlog.format.checkpoint import SegmentSummary
+from arrowlog.format.compacted_index import INDEX_KEY, CompactedIndex
+from arrowlog.format.segment import encode
+from arrowlog.format.topic import (
     checkpoint_key,
     checkpoint_prefix,
     compacted_prefix,
     segment_key,
     segment_prefix,
 )
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
+from arrowlog.partition import fetch_compacted
+from arrowlog.read.scan import output_schema, plan_scan, read_task
+from arrowlog.storage import Store
+from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.storage.url import open_store
+from arrowlog.storage.wrappers import CountingStore
 from tests.attack._util import FAST, SCHEMA, Background, die_after_writes, rows
 from tests.conftest import StoreSpec
 
@@ -465,9 +466,9 @@ def test_a_scan_planned_before_never_reads_a_stray_at_a_freed_key(store: Store) 
         log.append("t", rows(v))
     plan = plan_scan(log, ["t"])
     key = segment_key("t", 0, 1)
-    stray = arrowlog.segment.encode_segment(
+    stray = arrowlog.format.segment.encode_segment(
         rows(100),
-        arrowlog.segment.SegmentHeader(
+        arrowlog.format.segment.SegmentHeader(
             base_offset=1, record_count=1, timestamp_ms=1, append_id="stray"
         ),
     )

@@ -11,9 +11,9 @@ import pytest
 
 import arrowlog
 from arrowlog import Compression, TopicConfig, _checked_json
-from arrowlog.segment import DICTIONARY_KEY, SegmentHeader, decode_segment, encode_segment
+from arrowlog.format.segment import DICTIONARY_KEY, SegmentHeader, decode_segment, encode_segment
+from arrowlog.format.topic import Topic, segment_key
 from arrowlog.storage import Store
-from arrowlog.topic import Topic, segment_key
 
 FIELDS: list[pa.Field[pa.DataType]] = [
     pa.field("id", pa.int64()),

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from arrowlog import TopicConfig, TxnState
-from arrowlog.coordinator import CoordinatorLog
+from arrowlog.txn.coordinator import CoordinatorLog
 from tests.conftest import StoreSpec
 from tests.workers import COPY_SCHEMA
 

@@ -1,4 +1,4 @@
-"""One transaction written by many processes (arrowlog.distributed), on every
+"""One transaction written by many processes (arrowlog.txn.distributed), on every
 backend: beginning never fences a running transaction, a pool of transactional
 ids stays as small as the busiest moment, members register only the partitions
 they write to, and only those get a marker."""
@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-import arrowlog.admin
+import arrowlog.txn.view
 from arrowlog import ArrowLog, TxnState
-from arrowlog.coordinator import CoordinatorLog
-from arrowlog.distributed import begin_if_idle, begin_pooled, join_partitions
-from arrowlog.producer_ids import allocate_producer_id
-from arrowlog.segment import WriterIdentity
+from arrowlog.format.segment import WriterIdentity
+from arrowlog.txn.coordinator import CoordinatorLog
+from arrowlog.txn.distributed import begin_if_idle, begin_pooled, join_partitions
+from arrowlog.txn.producer_ids import allocate_producer_id
 
 SCHEMA = pa.schema([("v", pa.int64())])
 
@@ -51,7 +51,7 @@ def commit(log: ArrowLog, tid: str, epoch: int, members: list[int], **metadata: 
         producer.commit_transaction(members=members, metadata=metadata or None)
 
 
-def latest(log: ArrowLog, tid: str) -> arrowlog.coordinator.TxnEntry:
+def latest(log: ArrowLog, tid: str) -> arrowlog.txn.coordinator.TxnEntry:
     entry = CoordinatorLog(log.store, tid, log.config.retry).latest()
     assert entry is not None
     return entry
@@ -90,8 +90,8 @@ def test_an_expired_pooled_id_is_finished_and_reused(
     stuck = begin_pooled(log, "jobs", timeout_ms=1_000)
     member_writes(log, stuck.transactional_id, stuck.producer_epoch, 2, 1)  # its driver died
     # the store's clock an hour later (the probe object would say so then)
-    now = arrowlog.admin.store_now_ms(log) + 3_600_000
-    monkeypatch.setattr("arrowlog.distributed.store_now_ms", lambda _log: now)
+    now = arrowlog.txn.view.store_now_ms(log) + 3_600_000
+    monkeypatch.setattr("arrowlog.txn.distributed.store_now_ms", lambda _log: now)
     reused = begin_pooled(log, "jobs", timeout_ms=60_000)
     assert reused.transactional_id == "jobs.0"
     assert log.stable_offsets("t") == log.end_offsets("t")  # the abort marker released it

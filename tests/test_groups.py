@@ -12,10 +12,10 @@ import pytest
 
 import arrowlog
 from arrowlog import ArrowLog, LogConfig, TopicRecreatedError
-from arrowlog.groups import GROUPS_PREFIX, ConsumerGroupMetadata, GroupOffsets
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.txn.groups import GROUPS_PREFIX, ConsumerGroupMetadata, GroupOffsets
 from tests.attack._util import Background
 
 SCHEMA = pa.schema([("v", pa.int64())])

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-import arrowlog.checkpoint
+import arrowlog.format.checkpoint
 from arrowlog import ArrowLog, Compression, TopicConfig
-from arrowlog.segment import WriterIdentity, segment_size_floor
+from arrowlog.format.segment import WriterIdentity, segment_size_floor
+from arrowlog.format.topic import Topic, topic_key
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.topic import Topic, topic_key
 
 FIELDS: list[pa.Field[Any]] = [
     pa.field("id", pa.int64(), nullable=False),
@@ -624,7 +624,7 @@ def test_streaming_a_long_range_keeps_memory_flat(tmp_path: Path) -> None:
 def test_a_checkpoint_that_cannot_be_written_never_fails_an_append(log: ArrowLog) -> None:
     topic = log.create_topic("cp", SCHEMA, config=TopicConfig(checkpoint_interval=2))
 
-    def coordinator_down(txn: object) -> arrowlog.checkpoint.Decision:
+    def coordinator_down(txn: object) -> arrowlog.format.checkpoint.Decision:
         raise arrowlog.TransientStoreError("coordinator unreachable", maybe_applied=False)
 
     part = arrowlog.PartitionLog(log.store, topic, 0, log.config, decide=coordinator_down)
@@ -633,7 +633,7 @@ def test_a_checkpoint_that_cannot_be_written_never_fails_an_append(log: ArrowLog
     part.append(batch(0, 1), identity=txn)  # an open transaction: the checkpoint asks about it
     assert part.append(batch(1, 1)).base_offset == 1  # the window is complete, the append stands
     assert list(log.store.list("cp/0/checkpoints/")) == []
-    part._decide = lambda t: arrowlog.checkpoint.Decision.UNDECIDED
+    part._decide = lambda t: arrowlog.format.checkpoint.Decision.UNDECIDED
     part.append(batch(2, 1))
     assert len(list(log.store.list("cp/0/checkpoints/"))) == 1
 

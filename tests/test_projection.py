@@ -23,9 +23,7 @@ from arrowlog import (
     TopicConfig,
     UnknownColumnError,
 )
-from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES, fetch_segment
-from arrowlog.partition.heads import HEADS, HeadCache
-from arrowlog.segment import (
+from arrowlog.format.segment import (
     HEAD_BYTES,
     SegmentHeader,
     column_table,
@@ -33,7 +31,9 @@ from arrowlog.segment import (
     decode_segment,
     encode_segment,
 )
-from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
+from arrowlog.format.segment.column_table import COLUMNS_KEY, ColumnTable
+from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES, fetch_segment
+from arrowlog.partition.heads import HEADS, HeadCache
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore

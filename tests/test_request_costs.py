@@ -123,8 +123,8 @@ def test_a_sync_that_completes_a_window_costs_one_get_of_its_checkpoint(store: S
     written yet (here: its writer cannot ask the coordinator about an open
     transaction), each sync that grows the tail asks again, and a sync that
     finds nothing new asks nothing."""
-    from arrowlog.checkpoint import Decision
-    from arrowlog.segment import WriterIdentity
+    from arrowlog.format.checkpoint import Decision
+    from arrowlog.format.segment import WriterIdentity
 
     writer = arrowlog.connect(store)
     topic = writer.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=10))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 import arrowlog
-from arrowlog.scan import ScanPlan, plan_scan
+from arrowlog.read.scan import ScanPlan, plan_scan
 
 
 def test_partitions_left_out_of_the_json_start_at_earliest_and_end_at_latest() -> None:

@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import arrowlog
-from arrowlog.coordinator import CoordinatorLog, TxnState, entry_key
 from arrowlog.errors import AppendOutcomeUnknownError
-from arrowlog.groups import GroupOffsets
+from arrowlog.format.topic import segment_key
 from arrowlog.producer import ProducerState
-from arrowlog.scan import ScanPlan, plan_scan
+from arrowlog.read.scan import ScanPlan, plan_scan
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.topic import segment_key
+from arrowlog.txn.coordinator import CoordinatorLog, TxnState, entry_key
+from arrowlog.txn.groups import GroupOffsets
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.conftest import StoreSpec
 
@@ -576,7 +576,7 @@ def test_an_epoch_no_transaction_can_begin_under_is_aborted_at_once(store: Store
     """A record under an epoch ahead of anything the log grants (no producer
     writes one; a forged or corrupt header could) is aborted at once: it does
     not hold the LSO waiting for an entry that may never come."""
-    from arrowlog.segment import WriterIdentity
+    from arrowlog.format.segment import WriterIdentity
 
     log = arrowlog.connect(store)
     log.create_topic("t", SCHEMA)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from arrowlog.config import Compression
 from arrowlog.errors import CorruptSegmentError
-from arrowlog.segment import (
+from arrowlog.format.segment import (
     HEAD_BYTES,
     SegmentHeader,
     WriterIdentity,
@@ -193,7 +193,7 @@ def test_a_large_schema_needs_a_longer_head() -> None:
 
 def _sealed(data: bytes) -> bytes:
     """``data`` with its whole-file CRC filled in, as the writer would."""
-    from arrowlog.segment.framing import CRC_PLACEHOLDER, crc_slots, file_crc
+    from arrowlog.format.segment.framing import CRC_PLACEHOLDER, crc_slots, file_crc
 
     out = bytearray(data)
     slots = crc_slots(out, "k")

@@ -20,9 +20,15 @@ from hypothesis import strategies as st
 
 import arrowlog
 from arrowlog import InvalidConfigError, TopicConfig, UnknownColumnError
-from arrowlog.checkpoint import Checkpoint, PartitionState, SegmentSummary
-from arrowlog.segment import SegmentHeader, codec, decode_segment, encode_segment, read_header
-from arrowlog.stats import MAX_BOUND_BYTES, column_stats, expression, may_match, row_filter
+from arrowlog.format.checkpoint import Checkpoint, PartitionState, SegmentSummary
+from arrowlog.format.segment import (
+    SegmentHeader,
+    codec,
+    decode_segment,
+    encode_segment,
+    read_header,
+)
+from arrowlog.format.stats import MAX_BOUND_BYTES, column_stats, expression, may_match, row_filter
 from arrowlog.storage import Store
 from arrowlog.storage.wrappers import CountingStore
 
@@ -289,7 +295,7 @@ def test_an_empty_where_reads_everything(store: Store) -> None:
 
 
 def test_scan_plans_leave_out_segments_that_cannot_match(store: Store) -> None:
-    from arrowlog.scan import plan_scan
+    from arrowlog.read.scan import plan_scan
 
     tiered(store)
     log = arrowlog.connect(store)

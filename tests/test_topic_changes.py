@@ -30,12 +30,12 @@ from arrowlog import (
     TopicConfig,
     UnknownTopicOrPartitionError,
 )
+from arrowlog.format.topic import announcement_key, parse_announcement_key
 from arrowlog.producer import key_partitions
-from arrowlog.scan import plan_scan
+from arrowlog.read.scan import plan_scan
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
-from arrowlog.topic import announcement_key, parse_announcement_key
 from tests.attack._util import Background
 from tests.clocks import Clocks, ClockStore
 from tests.conftest import StoreSpec

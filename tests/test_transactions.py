@@ -11,12 +11,12 @@ import pytest
 
 import arrowlog
 import arrowlog.admin
-import arrowlog.checkpoint
-import arrowlog.groups
+import arrowlog.format.checkpoint
+import arrowlog.txn.groups
 from arrowlog import ArrowLog, TopicConfig, TxnState
-from arrowlog.coordinator import Outcome, is_transition_valid
 from arrowlog.storage import Store
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.txn.coordinator import Outcome, is_transition_valid
 
 SCHEMA = pa.schema([("v", pa.int64())])
 
@@ -223,7 +223,7 @@ def test_a_topic_created_again_between_the_send_and_the_commit_keeps_the_offsets
     p.flush()
     assert committed(client, "out", 0) == [0, 1, 2, 3, 4]
     assert client.consumer(group_id="etl").committed("in", 0) is None
-    offsets = arrowlog.groups.GroupOffsets(client.store, "etl", client.config.retry)
+    offsets = arrowlog.txn.groups.GroupOffsets(client.store, "etl", client.config.retry)
     assert offsets.latest().offsets == {"in/0": 5}
 
 
@@ -350,7 +350,7 @@ def test_a_read_over_several_partitions_is_atomic(log: ArrowLog) -> None:
     # The transaction commits right after the reader first asks the coordinator
     # about it, i.e. between its decisions for the two partitions.
     real_outcome = log.resolver.outcome
-    asked: list[arrowlog.checkpoint.Decision] = []
+    asked: list[arrowlog.format.checkpoint.Decision] = []
 
     def ask_then_commit(tid: str, epoch: int) -> Outcome:
         answer = real_outcome(tid, epoch)
@@ -361,7 +361,7 @@ def test_a_read_over_several_partitions_is_atomic(log: ArrowLog) -> None:
 
     log.resolver.outcome = ask_then_commit  # type: ignore[method-assign,assignment]
     during = log.consumer().read_many({("a", 0): (0, None), ("a", 1): (0, None)})
-    assert asked == [arrowlog.checkpoint.Decision.UNDECIDED]
+    assert asked == [arrowlog.format.checkpoint.Decision.UNDECIDED]
     assert [t.num_rows for t in during.values()] == [0, 0]  # neither part, not one of them
     log.resolver.outcome = real_outcome  # type: ignore[method-assign]
     after = log.consumer().read_many({("a", 0): (0, None), ("a", 1): (0, None)})

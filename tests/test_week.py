@@ -19,9 +19,9 @@ import pytest
 
 import arrowlog
 from arrowlog import TopicConfig
-from arrowlog.cleanup import STAGING_PREFIX
-from arrowlog.compaction import MIN_TARGET_BYTES
-from arrowlog.scan import output_schema, plan_scan, read_task
+from arrowlog.maintenance.cleanup import STAGING_PREFIX
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
+from arrowlog.read.scan import output_schema, plan_scan, read_task
 from arrowlog.storage import Store
 from arrowlog.storage.wrappers import CountingStore
 from tests.attack._util import FAST

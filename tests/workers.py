@@ -214,10 +214,10 @@ CRASH_STEPS = ["after_begin", "after_data", "after_prepare", "after_some_markers
 def txn_crash(args: argparse.Namespace) -> None:
     """Run one transaction over the three partitions of ``out`` and SIGKILL
     ourselves at the protocol step ``--step``."""
-    from arrowlog.coordinator import CoordinatorLog, TxnState
     from arrowlog.partition import PartitionLog
     from arrowlog.producer import Producer
     from arrowlog.producer import _transactions as transactions_module
+    from arrowlog.txn.coordinator import CoordinatorLog, TxnState
 
     def die() -> None:
         os.kill(os.getpid(), signal.SIGKILL)

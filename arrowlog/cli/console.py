@@ -14,9 +14,9 @@ import pyarrow as pa
 
 import arrowlog
 from arrowlog.cli._common import EXIT_INTERRUPTED, Session, isolation_option, leaf, with_examples
-from arrowlog.consumer import Records
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
-from arrowlog.topic import Topic
+from arrowlog.format.topic import Topic
+from arrowlog.read.consumer import Records
 
 # --- produce ------------------------------------------------------------------------
 

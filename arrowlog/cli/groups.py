@@ -9,7 +9,6 @@ import click
 
 import arrowlog
 from arrowlog import admin
-from arrowlog._logview import incarnation_of
 from arrowlog.cli._common import Session, leaf, with_examples
 from arrowlog.cli.console import parse_time
 from arrowlog.errors import (
@@ -17,7 +16,8 @@ from arrowlog.errors import (
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
 )
-from arrowlog.groups import GroupOffsets, list_groups
+from arrowlog.txn.groups import GroupOffsets, list_groups
+from arrowlog.txn.view import incarnation_of
 
 
 @click.group("groups")

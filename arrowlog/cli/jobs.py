@@ -21,9 +21,9 @@ from rich.progress import (
 )
 
 import arrowlog
-from arrowlog.bulkload import LoadProgress, bulk_load
 from arrowlog.cli._common import EXIT_INTERRUPTED, Session, console, leaf, with_examples
 from arrowlog.cli._inputs import open_input, row_count
+from arrowlog.producer.bulkload import LoadProgress, bulk_load
 
 
 @contextlib.contextmanager

@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 import arrowlog
-from arrowlog.checkpoint import Checkpoint
 from arrowlog.cli._common import (
     EXIT_CORRUPT,
     Session,
@@ -22,8 +21,9 @@ from arrowlog.cli._common import (
 )
 from arrowlog.cli.console import iso, parse_time
 from arrowlog.errors import CorruptObjectError, CorruptSegmentError, InvalidConfigError
-from arrowlog.segment import SegmentHeader, decode_segment, read_header
-from arrowlog.topic import parse_checkpoint_key, parse_segment_key
+from arrowlog.format.checkpoint import Checkpoint
+from arrowlog.format.segment import SegmentHeader, decode_segment, read_header
+from arrowlog.format.topic import parse_checkpoint_key, parse_segment_key
 
 
 @click.command("get-offsets")

@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import click
 
-from arrowlog._retain import DAY_MS, DEFAULT_RETAIN_MS
 from arrowlog.cli._common import Session, leaf, with_examples
-from arrowlog.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_TARGET_BYTES
+from arrowlog.config import DAY_MS, DEFAULT_RETAIN_MS
+from arrowlog.maintenance.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_TARGET_BYTES
 
 
 @click.command("delete-records")

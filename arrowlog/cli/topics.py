@@ -13,7 +13,7 @@ from arrowlog.cli._inputs import parse_schema, schema_of_file
 from arrowlog.cli._store import coerce_option
 from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, TopicExistsError
-from arrowlog.topic_changes import ALTERABLE
+from arrowlog.log.topics import ALTERABLE
 
 
 @click.group()

@@ -13,7 +13,7 @@ import arrowlog
 from arrowlog import admin
 from arrowlog.cli._common import Session, leaf, partitions_option, with_examples
 from arrowlog.cli.console import iso
-from arrowlog.coordinator import check_id
+from arrowlog.txn.coordinator import check_id
 
 
 def human_age(ms: int | None) -> str:

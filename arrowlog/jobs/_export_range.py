@@ -5,7 +5,7 @@ An export records, in the same table commit as its rows, the offsets where it
 ended and the incarnation of the topic they belong to (a topic deleted and
 created again under its name is a new log, whose offsets name other records).
 The next export starts there and ends at the ends of one read_committed
-snapshot of the topic (:func:`arrowlog.consumer.snapshot_ends`): a transaction
+snapshot of the topic (:func:`arrowlog.read.visibility.snapshot_ends`): a transaction
 committing meanwhile is in that export whole, or in the next one whole; asking
 each partition's LSO in turn could cut it in two. The table commit is the only
 point at which a range counts as exported, and it is conditional on the table
@@ -23,7 +23,6 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from arrowlog.consumer import snapshot_ends
 from arrowlog.errors import (
     CorruptObjectError,
     InvalidConfigError,
@@ -33,8 +32,9 @@ from arrowlog.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedTypeError,
 )
-from arrowlog.log import ArrowLog
-from arrowlog.scan import EARLIEST, ScanSegment, ScanTask, output_schema, plan_scan, read_task
+from arrowlog.log.client import ArrowLog
+from arrowlog.read.scan import EARLIEST, ScanSegment, ScanTask, output_schema, plan_scan, read_task
+from arrowlog.read.visibility import snapshot_ends
 
 #: The key under which an export records where it ended, as JSON:
 #: ``{"<partition>": <next offset>}`` in incarnation 0 of the topic,
@@ -42,7 +42,7 @@ from arrowlog.scan import EARLIEST, ScanSegment, ScanTask, output_schema, plan_s
 #: (:func:`format_recorded`).
 OFFSETS_KEY = "arrowlog.offsets"
 #: the topic an export's commit belongs to
-TOPIC_KEY = "arrowlog.topic"
+TOPIC_KEY = "arrowlog.format.topic"
 #: where an export's range started (-2: the log start)
 STARTING_KEY = "arrowlog.starting-offsets"
 
@@ -279,7 +279,7 @@ def read_range_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``span`` under read_committed, with the ``topic``,
     ``partition``, ``offset`` and ``timestamp`` columns the Spark source gives,
-    as batches of ``schema`` (default: :func:`arrowlog.scan.output_schema`).
+    as batches of ``schema`` (default: :func:`arrowlog.read.scan.output_schema`).
     Planned by the planner the Spark source uses, read here without Spark.
     ``progress`` is called with the offsets of each task read.
 

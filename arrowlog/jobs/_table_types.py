@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from arrowlog.errors import UnsupportedTypeError
-from arrowlog.scan import output_schema
+from arrowlog.read.scan import output_schema
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class TableTypes:
 
     def schema(self, topic_schema: pa.Schema) -> pa.Schema:
         """The schema an export writes: the topic's columns and the metadata
-        columns (:func:`arrowlog.scan.output_schema`), each type mapped.
+        columns (:func:`arrowlog.read.scan.output_schema`), each type mapped.
 
         Raises:
             UnsupportedTypeError: a column has no type of the format that

@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import arrowlog
-from arrowlog.bulkload import bulk_load
 from arrowlog.jobs._spark import local_session
 from arrowlog.jobs.export_delta import export, read_delta
+from arrowlog.producer.bulkload import bulk_load
 from arrowlog.spark.sink import committed_version, is_done, save
 
 PARTITIONS = 4

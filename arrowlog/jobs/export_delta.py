@@ -14,7 +14,7 @@ progress, kept in its snapshots and checkpoints):
   ``<topic>=<incarnation>`` after (as the topic's objects are keyed); only
   partitions whose offset moved are written again.
 
-The commit's metadata says the same for people (``arrowlog.topic``,
+The commit's metadata says the same for people (``arrowlog.format.topic``,
 ``arrowlog.offsets``, ``arrowlog.starting-offsets``), and names the commit
 (``arrowlog.export-run``, an id of its own): a run whose commit landed behind a
 lost reply (delta-rs then finds the version taken, by itself) finds its commit
@@ -80,6 +80,7 @@ from arrowlog.errors import (
     SchemaMismatchError,
     UnknownTopicOrPartitionError,
 )
+from arrowlog.format.topic import topic_prefix
 from arrowlog.jobs._export_range import (
     OFFSETS_KEY,
     STARTING_KEY,
@@ -99,8 +100,7 @@ from arrowlog.jobs._export_range import (
     tracker,
 )
 from arrowlog.jobs._table_types import TableTypes
-from arrowlog.log import ArrowLog
-from arrowlog.topic import topic_prefix
+from arrowlog.log.client import ArrowLog
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -194,7 +194,7 @@ _DELTA = TableTypes("Delta", (pa.int16(), pa.int32(), pa.int64()), nanoseconds=T
 
 def delta_schema(topic_schema: pa.Schema) -> pa.Schema:
     """The Arrow schema an export writes: the topic's columns and the metadata
-    columns (:func:`arrowlog.scan.output_schema`), each type mapped onto one
+    columns (:func:`arrowlog.read.scan.output_schema`), each type mapped onto one
     Delta holds without loss: uint8 -> short, uint16 -> int, uint32 -> long,
     uint64 -> decimal(20, 0) (as Spark reads Parquet's UINT_64), float16 ->
     float, date64 -> date, timestamps -> microseconds (a zone -> UTC, the

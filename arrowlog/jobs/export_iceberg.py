@@ -2,7 +2,7 @@
 
 Each run appends what was committed since the previous run, in ONE Iceberg
 snapshot whose summary records the offsets where the run ended
-(``arrowlog.topic``, ``arrowlog.offsets`` as JSON ``{"<partition>": <next
+(``arrowlog.format.topic``, ``arrowlog.offsets`` as JSON ``{"<partition>": <next
 offset>}``, or ``{"incarnation": N, "offsets": {...}}`` once the topic was
 deleted and created again, and ``arrowlog.starting-offsets``). The next run
 walks the main branch back from its current snapshot, takes the newest summary
@@ -91,7 +91,7 @@ from arrowlog.jobs._export_range import (
     tracker,
 )
 from arrowlog.jobs._table_types import TableTypes
-from arrowlog.log import ArrowLog
+from arrowlog.log.client import ArrowLog
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -279,7 +279,7 @@ _ICEBERG = TableTypes(
 
 def iceberg_schema(topic_schema: pa.Schema) -> pa.Schema:
     """The Arrow schema an export writes: the topic's columns and the metadata
-    columns (:func:`arrowlog.scan.output_schema`), each type mapped onto one
+    columns (:func:`arrowlog.read.scan.output_schema`), each type mapped onto one
     Iceberg holds without loss: int8/int16/uint8/uint16 -> int, uint32 -> long,
     uint64 -> decimal(20, 0) (as Spark reads Parquet's UINT_64), float16 ->
     float, date64 -> date, time32 -> time (us), timestamps in seconds or

@@ -8,7 +8,9 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from arrowlog.checkpoint import (
+from arrowlog.config import LogConfig
+from arrowlog.errors import UnknownTopicOrPartitionError
+from arrowlog.format.checkpoint import (
     Checkpoint,
     Decision,
     OpenTxn,
@@ -16,10 +18,8 @@ from arrowlog.checkpoint import (
     ProducerEntry,
     SegmentSummary,
 )
-from arrowlog.config import LogConfig
-from arrowlog.errors import UnknownTopicOrPartitionError
+from arrowlog.format.topic import Topic, segment_key
 from arrowlog.storage import Store
-from arrowlog.topic import Topic, segment_key
 
 T = TypeVar("T")
 

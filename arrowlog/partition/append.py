@@ -14,9 +14,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from arrowlog import _clock
-from arrowlog.checkpoint import ProducerEntry, SegmentSummary, advance
 from arrowlog.config import MAX_OFFSET, Compression
-from arrowlog.control import ControlType, marker_batch
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
     ArrowLogError,
@@ -31,9 +29,9 @@ from arrowlog.errors import (
     TransientStoreError,
     UnknownTopicOrPartitionError,
 )
-from arrowlog.partition.checkpoints import _warn_skipped
-from arrowlog.partition.reads import Reads
-from arrowlog.segment import (
+from arrowlog.format.checkpoint import ProducerEntry, SegmentSummary, advance
+from arrowlog.format.control import ControlType, marker_batch
+from arrowlog.format.segment import (
     HEADER_SLACK,
     PLAIN_APPEND,
     SegmentHeader,
@@ -46,7 +44,7 @@ from arrowlog.segment import (
     one_batch,
     segment_size_floor,
 )
-from arrowlog.topic import (
+from arrowlog.format.topic import (
     MARKS_AFTER,
     checkpoint_key,
     checkpoint_prefix,
@@ -55,6 +53,8 @@ from arrowlog.topic import (
     parse_checkpoint_key,
     segment_prefix,
 )
+from arrowlog.partition.checkpoints import _warn_skipped
+from arrowlog.partition.reads import Reads
 
 
 @dataclass(frozen=True, slots=True)
@@ -492,7 +492,7 @@ class Appends(Reads):
         while its segments were all there, to decide who held ``offset``
         (below the floor): its checkpoint, or if that is corrupt, the index of
         the compacted object holding the window (see
-        :mod:`arrowlog.compacted_index`). Never the segments listed now: below
+        :mod:`arrowlog.format.compacted_index`). Never the segments listed now: below
         the floor a key may hold a stray such as ours.
 
         Raises:

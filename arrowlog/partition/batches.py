@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from arrowlog.format.segment import PLAIN_APPEND
 from arrowlog.partition.append import AppendResult, Appends, Encoded
-from arrowlog.segment import PLAIN_APPEND
 
 
 @dataclass
@@ -53,7 +53,7 @@ class BatchAppends(Appends):
 
         With ``expected_offset``, the first batch lands exactly there and each
         next exactly where the one before ended, or not at all (a bulk load:
-        see :func:`arrowlog.bulkload.bulk_load`); without, each lands at the log
+        see :func:`arrowlog.producer.bulkload.bulk_load`); without, each lands at the log
         end, after whatever other writers appended meanwhile.
 
         Nothing is written before the first result is asked for. An error stops

@@ -13,16 +13,6 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from arrowlog._clock import CLOCK_GRAIN_MS
-from arrowlog.checkpoint import (
-    Checkpoint,
-    Decision,
-    OpenTxn,
-    PartitionState,
-    SegmentSummary,
-    advance,
-    chained,
-)
-from arrowlog.compacted_index import INDEX_KEY, CompactedIndex
 from arrowlog.errors import (
     ArrowLogError,
     CorruptCheckpointError,
@@ -31,12 +21,19 @@ from arrowlog.errors import (
     SegmentNotFoundError,
     TransientStoreError,
 )
-from arrowlog.partition._base import _Reincarnated, _Stale
-from arrowlog.partition.listing import Listing
-from arrowlog.segment import HEAD_BYTES, Compaction, head_length
-from arrowlog.segment.header import head_schema, header_from_metadata
-from arrowlog.storage import ObjectInfo
-from arrowlog.topic import (
+from arrowlog.format.checkpoint import (
+    Checkpoint,
+    Decision,
+    OpenTxn,
+    PartitionState,
+    SegmentSummary,
+    advance,
+    chained,
+)
+from arrowlog.format.compacted_index import INDEX_KEY, CompactedIndex
+from arrowlog.format.segment import HEAD_BYTES, Compaction, head_length
+from arrowlog.format.segment.header import head_schema, header_from_metadata
+from arrowlog.format.topic import (
     Topic,
     checkpoint_key,
     checkpoint_prefix,
@@ -47,6 +44,9 @@ from arrowlog.topic import (
     parse_segment_key,
     segment_prefix,
 )
+from arrowlog.partition._base import _Reincarnated, _Stale
+from arrowlog.partition.listing import Listing
+from arrowlog.storage import ObjectInfo
 
 #: How long a producer's latest batch is remembered after it was written, on the
 #: store's clock (Kafka's producer.id.expiration.ms is a day; transactional ids
@@ -282,7 +282,7 @@ class Checkpoints(Listing):
     def _indexed_window(self, start: int) -> tuple[int, tuple[SegmentSummary, ...]] | None:
         """The end of the window at ``start`` and its segments, from the index
         of the first compacted object listed that holds it (see
-        :mod:`arrowlog.compacted_index`); None if none does. An object whose
+        :mod:`arrowlog.format.compacted_index`); None if none does. An object whose
         index cannot be read is passed over, with a warning."""
         for _, index in self._indexes_from(start, until=start):
             found = index.window(start) if index is not None else None

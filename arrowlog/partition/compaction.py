@@ -15,13 +15,10 @@ from typing import Literal
 
 import pyarrow as pa
 
-from arrowlog.compacted_index import CompactedIndex, index_metadata
 from arrowlog.errors import CorruptCheckpointError, CorruptSegmentError
-from arrowlog.partition.fetch import fetch_compacted
-from arrowlog.partition.reads import CompactedRef
-from arrowlog.partition.retention import Removal, Retention
-from arrowlog.segment import Compaction, SegmentHeader, encode
-from arrowlog.topic import (
+from arrowlog.format.compacted_index import CompactedIndex, index_metadata
+from arrowlog.format.segment import Compaction, SegmentHeader, encode
+from arrowlog.format.topic import (
     checkpoint_key,
     checkpoint_prefix,
     compacted_key,
@@ -29,6 +26,9 @@ from arrowlog.topic import (
     parse_checkpoint_key,
     parse_segment_key,
 )
+from arrowlog.partition.fetch import fetch_compacted
+from arrowlog.partition.reads import CompactedRef
+from arrowlog.partition.retention import Removal, Retention
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +117,7 @@ class Compactions(Retention):
         """Write the compacted object of ``[start, end)``: ``batch`` holds the
         records of ``runs`` (``(base, count, timestamp_ms)`` of each segment
         kept, in order), ``index`` describes every segment of the range (see
-        :mod:`arrowlog.compacted_index`); then the compaction mark at ``end``.
+        :mod:`arrowlog.format.compacted_index`); then the compaction mark at ``end``.
         Both with put-if-absent: a compactor that wrote the same range first
         wins, and what it wrote holds the same records. Returns the object's
         key.

@@ -12,8 +12,7 @@ import pyarrow as pa
 
 from arrowlog.config import RetryPolicy
 from arrowlog.errors import CorruptSegmentError, SegmentNotFoundError
-from arrowlog.partition.heads import HEADS
-from arrowlog.segment import (
+from arrowlog.format.segment import (
     HEAD_BYTES,
     RangeFetch,
     SegmentHeader,
@@ -22,6 +21,7 @@ from arrowlog.segment import (
     decode_segment,
     head_length,
 )
+from arrowlog.partition.heads import HEADS
 from arrowlog.storage import Blob, Store, get_range_tagged
 
 #: segments at least this large are read column by column when a read names

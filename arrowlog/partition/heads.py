@@ -27,8 +27,8 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 from arrowlog.errors import CorruptSegmentError
-from arrowlog.segment import HEAD_BYTES
-from arrowlog.segment.projection import frame_end
+from arrowlog.format.segment import HEAD_BYTES
+from arrowlog.format.segment.projection import frame_end
 
 #: frames kept per process, in bytes (a frame is a few KiB: tens of thousands
 #: of large segments)

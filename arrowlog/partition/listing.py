@@ -14,14 +14,10 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from arrowlog import _clock
-from arrowlog.checkpoint import SegmentSummary
 from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
-from arrowlog.partition._base import PartitionBase, _Stale
-from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
-from arrowlog.partition.heads import HEADS
-from arrowlog.segment import HEAD_BYTES, SegmentHeader, read_header
-from arrowlog.storage import ObjectInfo, get_range_tagged
-from arrowlog.topic import (
+from arrowlog.format.checkpoint import SegmentSummary
+from arrowlog.format.segment import HEAD_BYTES, SegmentHeader, read_header
+from arrowlog.format.topic import (
     MARKS_AFTER,
     parse_announcement_key,
     parse_compacted_mark_key,
@@ -29,6 +25,10 @@ from arrowlog.topic import (
     parse_segment_key,
     segment_prefix,
 )
+from arrowlog.partition._base import PartitionBase, _Stale
+from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
+from arrowlog.partition.heads import HEADS
+from arrowlog.storage import ObjectInfo, get_range_tagged
 
 #: Segment headers a sync reads at once (in parallel).
 _HEADER_READS = 8

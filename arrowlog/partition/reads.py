@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from arrowlog.checkpoint import Checkpoint, PartitionState, SegmentSummary, advance
 from arrowlog.config import Compression
 from arrowlog.errors import (
     ArrowLogError,
@@ -22,6 +21,15 @@ from arrowlog.errors import (
     CorruptSegmentError,
     OffsetOutOfRangeError,
     SegmentNotFoundError,
+)
+from arrowlog.format.checkpoint import Checkpoint, PartitionState, SegmentSummary, advance
+from arrowlog.format.segment import SegmentHeader, column_indices, decode_segment
+from arrowlog.format.stats import Predicate, check_predicates, may_match, row_filter
+from arrowlog.format.topic import (
+    compacted_after,
+    compacted_prefix,
+    parse_compacted_key,
+    segment_key,
 )
 from arrowlog.partition.checkpoints import Checkpoints
 from arrowlog.partition.fetch import (
@@ -31,10 +39,7 @@ from arrowlog.partition.fetch import (
     get_segment,
     projected,
 )
-from arrowlog.segment import SegmentHeader, column_indices, decode_segment
-from arrowlog.stats import Predicate, check_predicates, may_match, row_filter
 from arrowlog.storage import Blob
-from arrowlog.topic import compacted_after, compacted_prefix, parse_compacted_key, segment_key
 
 #: Segments that decode to less than this are decoded by the thread that reads
 #: them, not by the read-ahead threads that fetch them: a small segment's check
@@ -262,7 +267,7 @@ class Reads(Checkpoints):
         Segments for which ``skip`` is true are not fetched at all. With
         ``columns``, data batches hold only those columns, in that order (see
         :func:`fetch_segment`); control records keep theirs. With ``where``
-        (predicates, see :mod:`arrowlog.stats`), segments whose statistics
+        (predicates, see :mod:`arrowlog.format.stats`), segments whose statistics
         prove no row matches are not fetched, and data batches keep only the
         matching rows (their offsets then have gaps); ``summaries`` of the range,
         if the caller has them, spare reading them again.

@@ -12,13 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from arrowlog._clock import CLOCK_GRAIN_MS
-from arrowlog._retain import DEFAULT_RETAIN_MS
-from arrowlog.checkpoint import Checkpoint, SegmentSummary
-from arrowlog.config import TopicConfig
+from arrowlog.config import DEFAULT_RETAIN_MS, TopicConfig
 from arrowlog.errors import OffsetOutOfRangeError
-from arrowlog.partition.batches import BatchAppends
-from arrowlog.storage import ObjectInfo
-from arrowlog.topic import (
+from arrowlog.format.checkpoint import Checkpoint, SegmentSummary
+from arrowlog.format.topic import (
     checkpoint_prefix,
     compacted_prefix,
     log_start_key,
@@ -30,6 +27,8 @@ from arrowlog.topic import (
     parse_segment_key,
     segment_prefix,
 )
+from arrowlog.partition.batches import BatchAppends
+from arrowlog.storage import ObjectInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +92,7 @@ class Retention(BatchAppends):
                 self._sync_tail()
             prefix = segment_prefix(self._topic.prefix, self._partition)
             found = self._retry(lambda: list(self._store.list(prefix)))
-            self._learn_stored(found)  # dates producer state (arrowlog.cleanup)
+            self._learn_stored(found)  # dates producer state (arrowlog.maintenance.cleanup)
             compacted = compacted_prefix(self._topic.prefix, self._partition)
             objects: list[ObjectInfo] | None = None
 

@@ -16,8 +16,8 @@ offsets, then COMPLETE_COMMIT.
 
 from arrowlog.producer._base import ProducerState, key_partitions
 from arrowlog.producer._producer import Producer
-from arrowlog.producer_ids import allocate_producer_id
-from arrowlog.txn import fence_and_recover, finish
+from arrowlog.txn.finish import fence_and_recover, finish
+from arrowlog.txn.producer_ids import allocate_producer_id
 
 __all__ = [
     "Producer",

@@ -13,20 +13,20 @@ from typing import TYPE_CHECKING
 import crc32c
 import pyarrow as pa
 
-from arrowlog._logview import LogView
-from arrowlog.coordinator import (
-    CoordinatorLog,
-    TxnEntry,
-    TxnState,
-    check_id,
-)
 from arrowlog.errors import (
     InvalidConfigError,
     InvalidTxnStateError,
     ProducerFencedError,
 )
+from arrowlog.format.segment import WriterIdentity
 from arrowlog.partition import PartitionLog
-from arrowlog.segment import WriterIdentity
+from arrowlog.txn.coordinator import (
+    CoordinatorLog,
+    TxnEntry,
+    TxnState,
+    check_id,
+)
+from arrowlog.txn.view import LogView
 
 if TYPE_CHECKING:
     from arrowlog.producer._transactions import _Unfinished

@@ -19,11 +19,11 @@ from arrowlog.errors import (
     ProducerFencedError,
     UnknownColumnError,
 )
+from arrowlog.format.segment import WriterIdentity
 from arrowlog.partition import AppendResult
 from arrowlog.producer._base import _FINAL, ProducerState, _InDoubt, key_partitions
 from arrowlog.producer._transactions import _Transactions
-from arrowlog.producer_ids import MAX_PRODUCER_ID, allocate_producer_id
-from arrowlog.segment import WriterIdentity
+from arrowlog.txn.producer_ids import MAX_PRODUCER_ID, allocate_producer_id
 
 
 class Producer(_Transactions):

@@ -18,15 +18,6 @@ from dataclasses import dataclass, replace
 from typing import Self
 
 from arrowlog import _clock
-from arrowlog.coordinator import (
-    EXPIRE,
-    EXPIRE_ID,
-    OPERATOR_ABORT,
-    EntryConflictError,
-    TxnEntry,
-    TxnState,
-    check_id,
-)
 from arrowlog.errors import (
     ArrowLogError,
     InvalidTransactionTimeoutError,
@@ -35,10 +26,19 @@ from arrowlog.errors import (
     TransactionTimeoutError,
     UnknownTopicOrPartitionError,
 )
-from arrowlog.groups import ConsumerGroupMetadata, GroupOffsets, keyed_offsets, tp_key
+from arrowlog.format.topic import Topic
 from arrowlog.producer._base import ProducerState, _ProducerBase
-from arrowlog.topic import Topic
-from arrowlog.txn import fence_and_recover, finish, next_epoch
+from arrowlog.txn.coordinator import (
+    EXPIRE,
+    EXPIRE_ID,
+    OPERATOR_ABORT,
+    EntryConflictError,
+    TxnEntry,
+    TxnState,
+    check_id,
+)
+from arrowlog.txn.finish import fence_and_recover, finish, next_epoch
+from arrowlog.txn.groups import ConsumerGroupMetadata, GroupOffsets, keyed_offsets, tp_key
 
 
 @dataclass(frozen=True, slots=True)

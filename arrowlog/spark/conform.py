@@ -20,8 +20,8 @@ import pyarrow.compute as pc
 
 import arrowlog
 from arrowlog.errors import InvalidConfigError
-from arrowlog.scan import metadata_names
-from arrowlog.topic import map_entries, not_null_violations
+from arrowlog.format.topic import map_entries, not_null_violations
+from arrowlog.read.scan import metadata_names
 
 #: what each metadata column of a DataFrame read from arrowlog holds: a column
 #: of that name and kind that the topic lacks is one, and is dropped; of another

@@ -22,11 +22,11 @@ import pyarrow as pa
 
 import arrowlog
 from arrowlog.errors import ArrowLogError, InvalidConfigError
-from arrowlog.log import ArrowLog
-from arrowlog.scan import ScanTask
+from arrowlog.format.topic import Topic
+from arrowlog.log.client import ArrowLog
+from arrowlog.log.topics import TopicVersions
+from arrowlog.read.scan import ScanTask
 from arrowlog.storage import Store
-from arrowlog.topic import Topic
-from arrowlog.topic_changes import TopicVersions
 
 if TYPE_CHECKING:
     from arrowlog.spark.options import ReadOptions
@@ -194,9 +194,13 @@ def relocate(request: dict[str, Any]) -> dict[str, Any]:
     ``{"segment": {...}}``, the compacted object holding its records, as a task
     segment (as the Python reader's ``read_task`` falls back), or ``{"segment":
     null}`` when no compacted object holds it."""
+    from arrowlog.format.topic import (
+        compacted_prefix_of,
+        compacted_start_after,
+        parse_compacted_key,
+    )
     from arrowlog.spark.options import ReadOptions
     from arrowlog.storage.url import open_store
-    from arrowlog.topic import compacted_prefix_of, compacted_start_after, parse_compacted_key
 
     read = ReadOptions.parse({str(k): str(v) for k, v in request["options"].items()})
     wanted = request["relocate"]

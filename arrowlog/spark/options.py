@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from arrowlog.consumer import IsolationLevel
-from arrowlog.coordinator import check_id
 from arrowlog.errors import InvalidConfigError, InvalidNameError
-from arrowlog.scan import DEFAULT_TARGET_BYTES, OffsetSpec, TopicPartition, parse_offsets
+from arrowlog.read.scan import DEFAULT_TARGET_BYTES, OffsetSpec, TopicPartition, parse_offsets
+from arrowlog.read.visibility import IsolationLevel
+from arrowlog.txn.coordinator import check_id
 
 STORAGE_PREFIX = "storage."
 #: Delta's session-level idempotence keys, arrowlog's names; as options they come

@@ -10,9 +10,9 @@ import re
 from collections.abc import Mapping, Sequence
 
 import arrowlog
-from arrowlog.consumer import IsolationLevel
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
-from arrowlog.scan import LATEST, OffsetSpec, ScanSegment, ScanTask, TopicPartition
+from arrowlog.read.scan import LATEST, OffsetSpec, ScanSegment, ScanTask, TopicPartition
+from arrowlog.read.visibility import IsolationLevel
 from arrowlog.spark.options import ReadOptions
 
 

@@ -1,6 +1,6 @@
 """The write side of the ``arrowlog`` Spark data source: atomic batch writes.
 
-A write is one transaction for the whole job (:mod:`arrowlog.distributed`). The
+A write is one transaction for the whole job (:mod:`arrowlog.txn.distributed`). The
 driver begins it, with no partition yet; each task attempt registers the
 partitions it is about to write to, then writes its rows as a *member* producer
 of that transaction (its own producer id and sequences, the job's transactional
@@ -33,24 +33,21 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructType
 
 import arrowlog
-from arrowlog.coordinator import CoordinatorLog, TxnEntry, TxnState
-from arrowlog.distributed import begin_after, begin_pooled, join_partitions
 from arrowlog.errors import (
     ConcurrentTransactionsError,
     InvalidConfigError,
     InvalidTransactionTimeoutError,
     ProducerFencedError,
 )
-from arrowlog.producer import key_partitions
-from arrowlog.producer_ids import allocate_producer_id
-from arrowlog.scan import metadata_names
-from arrowlog.segment import (
+from arrowlog.format.segment import (
     HEADER_SLACK,
     WriterIdentity,
     empty_batch,
     metadata_slack,
     segment_size_floor,
 )
+from arrowlog.producer import key_partitions
+from arrowlog.read.scan import metadata_names
 from arrowlog.spark.conform import cast_column, conform, session_time_zone
 from arrowlog.spark.options import (
     SESSION_APP_ID,
@@ -59,7 +56,10 @@ from arrowlog.spark.options import (
     app_transactional_id,
 )
 from arrowlog.spark.source import arrow_schema
-from arrowlog.txn import fence_and_recover, finish
+from arrowlog.txn.coordinator import CoordinatorLog, TxnEntry, TxnState
+from arrowlog.txn.distributed import begin_after, begin_pooled, join_partitions
+from arrowlog.txn.finish import fence_and_recover, finish
+from arrowlog.txn.producer_ids import allocate_producer_id
 
 #: transactional ids of writes without idempotence keys: ``spark-jobs.0``, ...
 #: (``spark-`` so that no keyed job's ``spark.write...`` can be one of them)

@@ -1,6 +1,6 @@
 """The ``arrowlog`` Spark data source: batch reads and atomic batch writes.
 
-Reads plan on the driver (:func:`arrowlog.scan.plan_scan`: a consistent snapshot
+Reads plan on the driver (:func:`arrowlog.read.scan.plan_scan`: a consistent snapshot
 of every partition, each transaction decided once) and read on the executors,
 which fetch the planned segments by key and yield Arrow record batches.
 
@@ -43,8 +43,9 @@ from pyspark.sql.types import StructType
 
 import arrowlog
 from arrowlog.errors import ArrowLogError, InvalidConfigError, SchemaMismatchError
+from arrowlog.format.stats import Predicate, check_predicates
 from arrowlog.partition import projected
-from arrowlog.scan import (
+from arrowlog.read.scan import (
     METADATA_COLUMNS,
     ScanTask,
     metadata_names,
@@ -60,7 +61,6 @@ from arrowlog.spark.planning import (
     subscribed_partitions,
     subscribed_topics,
 )
-from arrowlog.stats import Predicate, check_predicates
 from arrowlog.storage.url import open_store
 
 

@@ -47,10 +47,11 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 import arrowlog
-from arrowlog.cleanup import STAGING_PREFIX
-from arrowlog.consumer import plan_snapshot, untorn_ends
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
-from arrowlog.scan import LATEST, TopicPartition, plan_scan
+from arrowlog.format.topic import parse_topic_prefix, topic_prefix
+from arrowlog.maintenance.cleanup import STAGING_PREFIX
+from arrowlog.read.scan import LATEST, TopicPartition, plan_scan
+from arrowlog.read.visibility import plan_snapshot, untorn_ends
 from arrowlog.spark.options import ReadOptions, WriteOptions, app_transactional_id
 from arrowlog.spark.planning import split_tasks, starting_offsets, subscribed_partitions
 from arrowlog.spark.sink import (
@@ -63,7 +64,6 @@ from arrowlog.spark.sink import (
     within_bytes,
 )
 from arrowlog.spark.source import _Partition, read_partition
-from arrowlog.topic import parse_topic_prefix, topic_prefix
 
 #: offsets a micro-batch may end at, and the incarnation of each topic there
 _Latest = tuple[dict[TopicPartition, int], dict[str, int]]

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 
 import arrowlog
-from arrowlog.coordinator import CoordinatorLog, TxnState, entry_key
+from arrowlog.format.topic import segment_key
 from arrowlog.storage import Store
 from arrowlog.storage.local import LocalStore
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.topic import segment_key
+from arrowlog.txn.coordinator import CoordinatorLog, TxnState, entry_key
 from tests.attack._util import FAST, FOREVER, SCHEMA, Background, everything, rows, visible
 
 
@@ -527,7 +527,7 @@ def test_a_held_marker_in_one_partition_while_the_next_transaction_sends_in_anot
     is held. T2 sends to t/0 under the next epoch. Every kind of read shows T1
     whole and T2 not at all: Consumer.read of each partition, read_many, and a
     scan plan. Released, T2 commits: both whole."""
-    from arrowlog.scan import plan_scan
+    from arrowlog.read.scan import plan_scan
 
     arrowlog.connect(store).create_topic("t", SCHEMA, partitions=2)
     p = arrowlog.connect(scripted).producer(transactional_id="tx")
@@ -822,7 +822,7 @@ def test_a_scan_plan_never_holds_part_of_a_transaction_into_a_new_partition(
     first view of t/0; meanwhile t grows to 2 partitions and T writes t/0 and
     t/1 and commits. Held: the plan's ends come from its first views (t/0
     empty then), so T is in it nowhere; a later plan has it whole."""
-    from arrowlog.scan import ScanPlan, plan_scan
+    from arrowlog.read.scan import ScanPlan, plan_scan
 
     _REAL_CONNECT(store).create_topic("t", SCHEMA)
     log = _REAL_CONNECT(scripted)

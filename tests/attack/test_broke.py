@@ -18,14 +18,14 @@ import pytest
 
 import arrowlog
 from arrowlog import TopicConfig
-from arrowlog.coordinator import entry_key
 from arrowlog.errors import ArrowLogError
-from arrowlog.scan import plan_scan
+from arrowlog.format.topic import checkpoint_key, segment_key
+from arrowlog.read.scan import plan_scan
 from arrowlog.storage import Store
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore
-from arrowlog.topic import checkpoint_key, segment_key
+from arrowlog.txn.coordinator import entry_key
 from tests.attack._util import FAST, FOREVER, SCHEMA, Background, everything, rows, visible
 
 

@@ -35,13 +35,13 @@ import pytest
 
 import arrowlog
 from arrowlog import Compression
-from arrowlog.compacted_index import CompactedIndex, index_metadata
-from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.errors import AppendOutcomeUnknownError, CorruptSegmentError, SegmentNotFoundError
-from arrowlog.segment import WriterIdentity, encode, head_length
+from arrowlog.format.compacted_index import CompactedIndex, index_metadata
+from arrowlog.format.segment import WriterIdentity, encode, head_length
+from arrowlog.format.topic import checkpoint_key, checkpoint_prefix, compacted_prefix, segment_key
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.topic import checkpoint_key, checkpoint_prefix, compacted_prefix, segment_key
 from tests.attack._util import FOREVER, Background
 from tests.attack.test_compaction_attack import (
     CONFIG,
@@ -732,8 +732,8 @@ def test_forgotten_epochs_read_through_windows_rebuilt_from_the_index(
     Guarantee: every view (read_committed reads, records with offsets, a
     cut read, a scan, LSO, ends, read_uncommitted) unchanged: 1 visible, -1
     never, with no checkpoint and no coordinator entry left to say so."""
-    from arrowlog.checkpoint import Decision
-    from arrowlog.coordinator import CoordinatorLog
+    from arrowlog.format.checkpoint import Decision
+    from arrowlog.txn.coordinator import CoordinatorLog
 
     def instance(tid: str) -> arrowlog.Producer:
         p = connect(clock).producer(transactional_id=tid)

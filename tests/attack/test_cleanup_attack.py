@@ -1,5 +1,5 @@
 """Adversarial schedules against the cleanup of bookkeeping by ``vacuum()``
-(arrowlog/cleanup.py): producer-id claims, coordinator entries, expired
+(arrowlog/maintenance/cleanup.py): producer-id claims, coordinator entries, expired
 transactional ids, consumer-group entries and staged files, and the writers'
 check of a late outcome for a freed key (``LATE_OUTCOME_MS``).
 
@@ -27,7 +27,7 @@ regression test. The findings, in short, and what closed them:
 - an expired id's producer-id claim is released, and the id keeps using it.
 
 Fixes: cleanup puts a start object before it removes entries, and an entry
-below the start is a stray (``arrowlog._entrylog``), checked for every first
+below the start is a stray (``arrowlog.txn.entrylog``), checked for every first
 entry, every late outcome and every doubtful write adopted; ``outcome()``
 searches from the start, again if cleanup moves it meanwhile; an epoch whose
 entries cleanup removed is FORGOTTEN, decided below the compaction mark by
@@ -46,10 +46,10 @@ import pytest
 
 import arrowlog
 from arrowlog import InvalidConfigError, ProducerFencedError, TopicConfig
-from arrowlog.checkpoint import Decision
-from arrowlog.coordinator import COORDINATOR_PREFIX, PRODUCER_IDS_PREFIX, CoordinatorLog
-from arrowlog.groups import GROUPS_PREFIX
+from arrowlog.format.checkpoint import Decision
 from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.txn.coordinator import COORDINATOR_PREFIX, PRODUCER_IDS_PREFIX, CoordinatorLog
+from arrowlog.txn.groups import GROUPS_PREFIX
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.clocks import Clocks, ClockStore
 
@@ -83,7 +83,7 @@ def keys(store: Any, prefix: str) -> set[str]:
 
 
 def entry_numbers(store: Any, tid: str) -> list[int]:
-    from arrowlog.coordinator import parse_entry_key
+    from arrowlog.txn.coordinator import parse_entry_key
 
     found = [parse_entry_key(k) for k in keys(store, f"{COORDINATOR_PREFIX}{tid}/")]
     return sorted(n for n in found if n is not None)
@@ -285,7 +285,7 @@ def test_outcome_binary_search_racing_a_second_prune_does_not_raise(
     connect(scripted).vacuum()
     assert entry_numbers(scripted, "x") == list(range(15, 24))
     clocks.advance(WEEK_AND_A_DAY)
-    from arrowlog.coordinator import entry_key
+    from arrowlog.txn.coordinator import entry_key
 
     gate = scripted.hold("get", entry_key("x", 19))
     coordinator = CoordinatorLog(scripted, "x", FAST.retry)
@@ -369,7 +369,7 @@ def test_pending_offsets_of_an_unsettled_commit_survive_cleanup(
     p.send_offsets_to_transaction({("in", 0): 5}, group_id="g")
     # every later write to the group (settling) and the COMPLETE fail
     scripted.fail("put_if_absent", f"{GROUPS_PREFIX}g/*", times=10**6, maybe_applied=False)
-    from arrowlog.coordinator import entry_key
+    from arrowlog.txn.coordinator import entry_key
 
     latest = CoordinatorLog(scripted, "x", FAST.retry).latest()
     assert latest is not None
@@ -690,7 +690,7 @@ def test_background_complete_finished_after_idle_week(
     p = reinit(scripted, "x", 2)
     latest = CoordinatorLog(scripted, "x", FAST.retry).latest()
     assert latest is not None
-    from arrowlog.coordinator import entry_key
+    from arrowlog.txn.coordinator import entry_key
 
     rule = scripted.fail(
         "put_if_absent", entry_key("x", latest.n + 2), times=10**6, maybe_applied=False
@@ -782,7 +782,7 @@ def test_zombie_prepare_in_doubt_landing_late_in_freed_key_commits_nothing(
     a = reinit(scripted, "x", 1)
     a.begin_transaction()
     a.send("t", rows(1), partition=0)
-    from arrowlog.coordinator import entry_key
+    from arrowlog.txn.coordinator import entry_key
 
     armed = [True]
     late = scripted.late_put(lambda k: armed[0] and k == entry_key("x", 1), times=10**6)
@@ -818,7 +818,7 @@ def test_zombie_retrying_its_prepare_in_doubt_after_it_landed_in_freed_key(
     a = reinit(scripted, "x", 1)
     a.begin_transaction()
     a.send("t", rows(1), partition=0)
-    from arrowlog.coordinator import entry_key
+    from arrowlog.txn.coordinator import entry_key
 
     armed = [True]
     late = scripted.late_put(lambda k: armed[0] and k == entry_key("x", 1), times=10**6)
@@ -855,7 +855,7 @@ def test_three_weeks_of_daily_compaction_and_vacuum_read_the_same(
     Guarantee: every committed record visible once, no aborted or fenced one,
     each partition's LSO at its high watermark, the groups' positions the
     last committed. (Reading offsets alone: see the next test.)"""
-    from arrowlog.compaction import MIN_TARGET_BYTES
+    from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 
     log = make_topic(clock, partitions=2)
     log.create_topic("in", SCHEMA)
@@ -908,7 +908,7 @@ def test_compacted_commit_read_without_its_marker_after_cleanup(
     stored segment has. A reader reads offset 0 alone (the marker outside its
     range), as a consumer reading in small chunks or a micro-batch cut there
     does. Guarantee: record 1 is visible, as it is in a read of [0, 2)."""
-    from arrowlog.compaction import MIN_TARGET_BYTES
+    from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 
     log = make_topic(clock, partitions=2)
     x = reinit(clock, "x", 1)
@@ -945,7 +945,7 @@ def test_expiry_tombstone_racing_a_new_instance_init(
     clocks.advance(WEEK_AND_A_DAY)
     latest = CoordinatorLog(scripted, "x", FAST.retry).latest()
     assert latest is not None
-    from arrowlog.coordinator import entry_key
+    from arrowlog.txn.coordinator import entry_key
 
     gate = scripted.hold("put_if_absent", entry_key("x", latest.n + 1))
     vac = Background(lambda: connect(scripted).vacuum())
@@ -1018,9 +1018,9 @@ def _job(store: Any, tid: str, values: list[int], *, commit: bool = True) -> Non
     driver resumes and commits naming the members (or aborts)."""
     import pyarrow as pa
 
-    from arrowlog.distributed import begin_if_idle, join_partitions
-    from arrowlog.producer_ids import allocate_producer_id
-    from arrowlog.segment import WriterIdentity
+    from arrowlog.format.segment import WriterIdentity
+    from arrowlog.txn.distributed import begin_if_idle, join_partitions
+    from arrowlog.txn.producer_ids import allocate_producer_id
 
     log = connect(store)
     begun = begin_if_idle(log, tid, timeout_ms=600_000)

@@ -53,13 +53,13 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-from arrowlog._entrylog import entry_name, parse_entry_name
-from arrowlog.checkpoint import Decision
-from arrowlog.compaction import MIN_TARGET_BYTES
-from arrowlog.coordinator import COORDINATOR_PREFIX, CoordinatorLog, entry_key
-from arrowlog.groups import GROUPS_PREFIX
-from arrowlog.scan import output_schema, plan_scan, read_task
+from arrowlog.format.checkpoint import Decision
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
+from arrowlog.read.scan import output_schema, plan_scan, read_task
 from arrowlog.storage.scripted import LatePut, ScriptedStore
+from arrowlog.txn.coordinator import COORDINATOR_PREFIX, CoordinatorLog, entry_key
+from arrowlog.txn.entrylog import entry_name, parse_entry_name
+from arrowlog.txn.groups import GROUPS_PREFIX
 from tests.attack._util import FAST, Background, everything, rows
 from tests.attack.test_cleanup_attack import (
     DAY,
@@ -244,7 +244,7 @@ def test_stale_compactor_deciding_a_forgotten_commit_hides_it(
     initialises again, vacuum prunes the entries of the epoch of record 1.
     K's request goes on; K writes its compacted object. Guarantee: record 1,
     committed, stays visible to a read_committed reader."""
-    from arrowlog.compaction import compact_partition
+    from arrowlog.maintenance.compaction import compact_partition
 
     log = make_topic(scripted, partitions=2)
     x = reinit(scripted, "x", 1)

@@ -31,23 +31,23 @@ import pytest
 
 import arrowlog
 from arrowlog import Compression, InvalidConfigError, TopicConfig
-from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.errors import (
     ArrowLogError,
     CorruptSegmentError,
     OffsetMismatchError,
 )
-from arrowlog.scan import output_schema, plan_scan, read_task
-from arrowlog.segment import Compaction, SegmentHeader, encode, head_length
-from arrowlog.storage import Blob, Store
-from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.topic import (
+from arrowlog.format.segment import Compaction, SegmentHeader, encode, head_length
+from arrowlog.format.topic import (
     checkpoint_key,
     checkpoint_prefix,
     compacted_prefix,
     segment_key,
     segment_prefix,
 )
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
+from arrowlog.read.scan import output_schema, plan_scan, read_task
+from arrowlog.storage import Blob, Store
+from arrowlog.storage.scripted import ScriptedStore
 from tests.attack._util import FAST, Background
 from tests.clocks import Clocks, ClockStore
 
@@ -398,8 +398,8 @@ def _forge(log: arrowlog.ArrowLog, start: int, end: int, batch: pa.RecordBatch,
 def _honest(
     log: arrowlog.ArrowLog, key: str | None
 ) -> tuple[SegmentHeader, pa.RecordBatch, Compaction]:
+    from arrowlog.format.topic import parse_compacted_key
     from arrowlog.partition import fetch_compacted
-    from arrowlog.topic import parse_compacted_key
 
     assert key is not None
     span = parse_compacted_key(key)
@@ -625,7 +625,7 @@ def test_two_corrupt_checkpoints_after_compaction_and_vacuum_open_with_the_produ
     written below 22. Observed (before): every opening raised
     SegmentNotFoundError ("the chain from the newest usable checkpoint ends
     at 12")."""
-    from arrowlog.segment import WriterIdentity
+    from arrowlog.format.segment import WriterIdentity
 
     log = connect(clock)
     log.create_topic("t", SCHEMA, config=CONFIG)
@@ -773,7 +773,7 @@ def test_an_index_that_disagrees_with_its_table_is_not_used(
     found corrupt. Guarantee: the index is not believed (a warning names
     the object): reads of the window raise CorruptSegmentError, never rows
     arranged by the lie; reads elsewhere return their rows."""
-    from arrowlog.compacted_index import CompactedIndex, index_metadata
+    from arrowlog.format.compacted_index import CompactedIndex, index_metadata
 
     log = connect(clock)
     log.create_topic("t", SCHEMA, config=CONFIG)
@@ -980,7 +980,7 @@ def test_an_in_doubt_idempotent_batch_retried_after_its_segment_was_compacted_aw
     log = connect(scripted)
     log.create_topic("t", SCHEMA, config=CONFIG)
     part = log.partition("t", 0)
-    from arrowlog.segment import WriterIdentity
+    from arrowlog.format.segment import WriterIdentity
 
     who = WriterIdentity(producer_id=7, producer_epoch=0, base_sequence=0)
     # the PUT lands but its reply is lost, and its read-back fails too

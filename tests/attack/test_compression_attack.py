@@ -11,7 +11,7 @@ import pytest
 
 import arrowlog
 from arrowlog import Compression, TopicConfig
-from arrowlog.segment import (
+from arrowlog.format.segment import (
     DICTIONARY_KEY,
     HEADER_SLACK,
     SegmentHeader,
@@ -21,7 +21,7 @@ from arrowlog.segment import (
     has_dictionaries,
     segment_size_floor,
 )
-from arrowlog.topic import segment_key
+from arrowlog.format.topic import segment_key
 
 CODECS = list(Compression)
 

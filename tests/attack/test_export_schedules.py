@@ -670,7 +670,7 @@ def test_compaction_and_vacuum_at_each_step_of_an_export_change_no_row(
     records below its offsets (a reader that finds its segments removed
     reads them from the compacted object), no aborted record; a last export
     completes the ledger."""
-    from arrowlog.compaction import compact
+    from arrowlog.maintenance.compaction import compact
 
     def build(log: Timed, table: Table) -> Ledger:
         ledger = Ledger()
@@ -884,7 +884,7 @@ def _legacy_commit(log: arrowlog.ArrowLog, uri: str, start: int, end: int, run: 
     write_deltalake(
         uri, old.cast(delta_schema(SCHEMA)), mode="append",
         commit_properties=CommitProperties(
-            custom_metadata={"arrowlog.offsets": f'{{"0": {end}}}', "arrowlog.topic": "t"},
+            custom_metadata={"arrowlog.offsets": f'{{"0": {end}}}', "arrowlog.format.topic": "t"},
             app_transactions=[Transaction("arrowlog-export.t", run)],
         ),
     )  # fmt: skip

@@ -33,9 +33,9 @@ import pytest
 
 import arrowlog
 from arrowlog import OffsetOutOfRangeError, TopicConfig, _clock
+from arrowlog.format.topic import checkpoint_key, log_start_key, segment_key
 from arrowlog.storage import Blob, ObjectInfo, Store
 from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.topic import checkpoint_key, log_start_key, segment_key
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.clocks import Clocks, ClockStore
 
@@ -407,7 +407,7 @@ def test_two_alters_racing_keep_both_changes(clock: ClockStore) -> None:
     Client B alters retention_bytes and claims version 1. A's claim is released
     (it loses). Guarantee: no lost update: the latest version has both
     settings, and every client (and vacuum) sees both."""
-    from arrowlog.topic import topic_version_key
+    from arrowlog.format.topic import topic_version_key
 
     make_topic(clock, 3)
     scripted = ScriptedStore(clock)
@@ -425,7 +425,7 @@ def test_two_alters_of_the_same_key_racing_end_with_one_of_them(clock: ClockStor
     """Schedule: A sets retention_ms=1 h, held at its claim; B sets 2 h and wins
     version 1; A released re-reads and claims version 2. Guarantee: the final
     value is one of the two (A's, as the later claim), and the chain has no gap."""
-    from arrowlog.topic import topic_version_key
+    from arrowlog.format.topic import topic_version_key
 
     make_topic(clock, 3)
     scripted = ScriptedStore(clock)
@@ -1352,7 +1352,7 @@ def test_alter_racing_create_partitions_keeps_both_and_retention_reaches_the_new
     1; B raises the partition count to 2 (claims version 1). A is released,
     claims version 2. Guarantee: 2 partitions and the retention; a vacuum
     applies it to the new partition 1 too."""
-    from arrowlog.topic import topic_version_key
+    from arrowlog.format.topic import topic_version_key
 
     make_topic(clock, 3)
     scripted = ScriptedStore(clock)
@@ -1375,7 +1375,7 @@ def test_alter_racing_delete_topic_raises_unknown_topic(clock: ClockStore) -> No
     """Schedule: A's alter held at its claim; the topic is deleted (tombstone at
     version 1). A released. Guarantee: UnknownTopicOrPartitionError, the topic
     stays deleted (no version after the tombstone)."""
-    from arrowlog.topic import topic_version_key
+    from arrowlog.format.topic import topic_version_key
 
     make_topic(clock, 3)
     scripted = ScriptedStore(clock)
@@ -1494,7 +1494,7 @@ def test_two_processes_altering_different_settings_lose_no_update(tmp_path: Path
     15 times each, started together. Guarantee: the chain of versions has no gap
     and ends with both last values (15 * 60000 each); every version between
     holds a value each process set (no update lost, none invented)."""
-    from arrowlog.topic import topic_version_key
+    from arrowlog.format.topic import topic_version_key
 
     root = tmp_path / "log"
     make_topic(str(root), 1)

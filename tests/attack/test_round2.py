@@ -281,7 +281,7 @@ def test_a_streaming_micro_batch_shows_half_a_transaction_committed_between_its_
     """
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from arrowlog.scan import output_schema, read_task
+    from arrowlog.read.scan import output_schema, read_task
     from arrowlog.spark.options import ReadOptions
     from arrowlog.spark.streaming import ArrowLogStreamReader
 
@@ -349,7 +349,7 @@ def test_a_micro_batch_with_a_known_end_raises_when_a_listing_misses_a_segment(
     covers [0, 3) and reads [1, 2). Observed: OffsetOutOfRangeError "ending
     offset 3 is past the latest offset 1": the streaming query fails.
     """
-    from arrowlog.scan import plan_scan
+    from arrowlog.read.scan import plan_scan
 
     _two_committed_records(store)
     assert arrowlog.connect(store).stable_offsets("t") == {0: 3}
@@ -436,8 +436,8 @@ def test_held_spark_members_failed_attempts_and_late_puts_stay_out(
 
     Held: visible == [4]; the LSO reaches the high watermark.
     """
+    from arrowlog.format.segment import WriterIdentity
     from arrowlog.producer import allocate_producer_id
-    from arrowlog.segment import WriterIdentity
 
     arrowlog.connect(store).create_topic("t", SCHEMA)
     driver = arrowlog.connect(store).producer(transactional_id="spark.job")
@@ -489,7 +489,7 @@ def test_a_rerun_bulk_load_fails_when_its_listing_misses_the_last_chunk(
     "another writer appended to t/0 during the load": no other writer exists;
     the load stops (a further rerun is needed).
     """
-    from arrowlog.bulkload import bulk_load
+    from arrowlog.producer.bulkload import bulk_load
 
     arrowlog.connect(store).create_topic("t", SCHEMA)
     data = [rows(0, 1, 2, 3, 4, 5)]

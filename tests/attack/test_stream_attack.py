@@ -29,10 +29,10 @@ from arrowlog import (
     RetryPolicy,
     TopicConfig,
 )
-from arrowlog.bulkload import bulk_load
 from arrowlog.partition import projected
 from arrowlog.partition.heads import HEADS, HeadCache
-from arrowlog.scan import output_schema, plan_scan, read_task
+from arrowlog.producer.bulkload import bulk_load
+from arrowlog.read.scan import output_schema, plan_scan, read_task
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import Gate, ScriptedStore
 from arrowlog.storage.url import open_store

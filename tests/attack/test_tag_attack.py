@@ -36,11 +36,11 @@ import pytest
 import arrowlog
 from arrowlog import Compression, CorruptSegmentError, TopicConfig
 from arrowlog.errors import SegmentNotFoundError, TransientStoreError
+from arrowlog.format.segment import decode_segment, encode
+from arrowlog.format.segment.column_table import COLUMNS_KEY, ColumnTable
 from arrowlog.partition import SegmentRef
 from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES, fetch_segment
 from arrowlog.partition.heads import HEADS
-from arrowlog.segment import decode_segment, encode
-from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
 from arrowlog.storage import Blob, ObjectInfo, Store
 from arrowlog.storage import local as local_store
 from arrowlog.storage.local import LocalStore
@@ -688,7 +688,7 @@ def test_columns_as_an_iterator_read_or_get_a_typed_error() -> None:
 def test_a_column_table_that_misplaces_a_column_never_yields_unchecked_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from arrowlog.segment import column_table
+    from arrowlog.format.segment import column_table
 
     inner = MemoryStore()
     log = arrowlog.connect(inner)

@@ -43,18 +43,18 @@ from arrowlog import (
     UnknownTopicOrPartitionError,
     _clock,
 )
-from arrowlog.checkpoint import Checkpoint, ProducerEntry
-from arrowlog.compaction import MIN_TARGET_BYTES
-from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.storage.url import open_store
-from arrowlog.storage.wrappers import CountingStore
-from arrowlog.topic import (
+from arrowlog.format.checkpoint import Checkpoint, ProducerEntry
+from arrowlog.format.topic import (
     checkpoint_key,
     log_start_key,
     parse_announcement_key,
     segment_key,
 )
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
+from arrowlog.storage import Store
+from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.storage.url import open_store
+from arrowlog.storage.wrappers import CountingStore
 from tests.attack._util import FAST, FOREVER, SCHEMA, Background, rows
 from tests.clocks import ClockStore
 

@@ -45,14 +45,14 @@ import pyarrow as pa
 
 import arrowlog
 from arrowlog import LogConfig, ProducerState, RetryPolicy
-from arrowlog._logview import incarnation_of
 from arrowlog.admin import expire_transactions
-from arrowlog.checkpoint import PartitionState
-from arrowlog.coordinator import Outcome, Snapshot
 from arrowlog.errors import AppendOutcomeUnknownError, ArrowLogError
-from arrowlog.groups import GroupOffsets
+from arrowlog.format.checkpoint import PartitionState
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
+from arrowlog.txn.coordinator import Outcome, Snapshot
+from arrowlog.txn.groups import GroupOffsets
+from arrowlog.txn.view import incarnation_of
 from tests.soak import chaos, exports
 from tests.soak.chaos import COORDINATOR, GROUPS, SEGMENTS_IN, SEGMENTS_OUT, Chaos, KillPoint
 from tests.soak.history import History, new_instance, now
@@ -465,7 +465,7 @@ class Views:
         def recording(*args: Any, **kwargs: Any) -> tuple[int, PartitionState]:
             hw, st = state(*args, **kwargs)
             # the last view of a read is the one its plan used (read_many fixes
-            # views twice: see arrowlog.consumer.plan_snapshot)
+            # views twice: see arrowlog.read.visibility.plan_snapshot)
             if self.views is not None:
                 self.views[key] = {
                     "hw": hw,

@@ -164,7 +164,7 @@ def _transaction(c: Client, p: arrowlog.Producer, inst: str, tag: str) -> bool:
 
 
 def compactor(c: Client) -> None:
-    from arrowlog.compaction import MIN_TARGET_BYTES
+    from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 
     log = c.connect()
     while not c.stopping():

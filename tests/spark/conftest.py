@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import arrowlog
-from arrowlog.consumer import IsolationLevel
-from arrowlog.scan import TopicPartition, metadata_names
+from arrowlog.read.scan import TopicPartition, metadata_names
+from arrowlog.read.visibility import IsolationLevel
 from arrowlog.spark.options import spark_storage_options
 from tests.conftest import StoreSpec
 

@@ -350,8 +350,8 @@ def test_a_column_table_that_misplaces_a_column_fails_both_readers(
     naming the object; a whole read is right."""
     import numpy as np
 
+    from arrowlog.format.segment import column_table
     from arrowlog.partition.heads import HEADS
-    from arrowlog.segment import column_table
 
     spec = local(tmp_path)
     log = spec.connect()
@@ -389,8 +389,8 @@ def test_a_few_columns_of_a_large_segment_are_read_by_range_and_each_checked(
     or the frame, fails the read naming the object."""
     import numpy as np
 
+    from arrowlog.format.segment.column_table import COLUMNS_KEY, ColumnTable
     from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
-    from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
 
     spec = _spec(kind, tmp_path, request)
     log = spec.connect()
@@ -488,8 +488,8 @@ def test_compacted_segments_read_the_same_through_both_readers(
     a dictionary column decoded once) and return exactly the rows, offsets and
     timestamps they returned from the segments; cut ranges and tasks split by
     minPartitions too."""
-    from arrowlog.compaction import MIN_TARGET_BYTES
-    from arrowlog.scan import plan_scan
+    from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
+    from arrowlog.read.scan import plan_scan
 
     spec = _spec(kind, tmp_path, request)
     log = spec.connect()
@@ -555,7 +555,7 @@ def test_a_stray_at_a_segments_key_fails_both_readers(spark: Any, tmp_path: Path
     """An object at a segment's key that is not the segment the index names (a
     late PUT into a key freed by vacuum) has the segment's offsets but another
     append time: both readers refuse it, naming it, instead of reading its rows."""
-    from arrowlog.segment import SegmentHeader, encode_segment
+    from arrowlog.format.segment import SegmentHeader, encode_segment
 
     spec = local(tmp_path)
     log = spec.connect()

@@ -264,7 +264,7 @@ def test_tasks_of_a_columns_read_hold_more_segments(tmp_path: Any) -> None:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     import arrowlog
-    from arrowlog.scan import output_schema
+    from arrowlog.read.scan import output_schema
     from arrowlog.spark.source import ArrowLogReader
 
     log = arrowlog.connect(str(tmp_path))

@@ -30,8 +30,8 @@ import pytest
 
 import arrowlog
 from arrowlog import Compression, TopicConfig
-from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.errors import UnknownTopicOrPartitionError
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.spark.jvm_planner import Clients, plan
 from tests.conftest import StoreSpec
 from tests.spark.conftest import MASTER, with_options

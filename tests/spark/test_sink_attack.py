@@ -497,9 +497,9 @@ def test_an_abort_that_loses_its_entry_to_a_late_task_still_releases_the_lso(
     registers a partition just as the driver's abort resumes the transaction."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from arrowlog.distributed import join_partitions
     from arrowlog.spark.options import WriteOptions
     from arrowlog.spark.sink import ArrowLogWriter
+    from arrowlog.txn.distributed import join_partitions
 
     spec = local(tmp_path)
     log = spec.connect()

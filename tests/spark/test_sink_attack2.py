@@ -1,6 +1,6 @@
 """A second attack on the Spark write path (arrowlog/spark/sink.py, the byte budget
 of segments, ``conform``/``cast_column``, ``route``) and on ``not_null_violations``'s
-check of map entries (arrowlog/topic.py). Each bug it found (segments past
+check of map entries (arrowlog/format/topic.py). Each bug it found (segments past
 max_batch_bytes, null structs with a not-null field refused, value-changing
 casts at depth, the session time zone of dates, a read topic's ``_partition``)
 is a test that now holds; the others document what held from the start.
@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-from arrowlog.topic import not_null_violations
+from arrowlog.format.topic import not_null_violations
 from tests.conftest import StoreSpec
 
 pytest.importorskip("pyspark")

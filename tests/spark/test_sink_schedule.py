@@ -10,10 +10,10 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import arrowlog
-from arrowlog.coordinator import CoordinatorLog, TxnEntry
-from arrowlog.distributed import join_partitions
 from arrowlog.spark.options import WriteOptions
 from arrowlog.spark.sink import ArrowLogWriter, TaskCommit
+from arrowlog.txn.coordinator import CoordinatorLog, TxnEntry
+from arrowlog.txn.distributed import join_partitions
 from tests.spark.test_spark_write import SCHEMA
 
 SPARK_SCHEMA = StructType([StructField("id", LongType()), StructField("name", StringType())])

@@ -26,9 +26,9 @@ import pytest
 
 import arrowlog
 from arrowlog import TopicConfig
-from arrowlog.compaction import MIN_TARGET_BYTES
-from arrowlog.consumer import IsolationLevel
-from arrowlog.scan import TopicPartition
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
+from arrowlog.read.scan import TopicPartition
+from arrowlog.read.visibility import IsolationLevel
 from tests.conftest import StoreSpec
 from tests.spark.conftest import READERS, python_pushdown, snapshot_rows, sorted_rows, with_options
 

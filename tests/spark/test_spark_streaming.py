@@ -218,7 +218,7 @@ def test_a_streaming_sink_compacts_after_each_micro_batch(spark: Any, tmp_path: 
     """Option compactAfterCommit on a streaming write: each micro-batch commits
     a transaction (segments and markers), then the topic's complete windows are
     compacted; every record is there once."""
-    from arrowlog.topic import compacted_prefix
+    from arrowlog.format.topic import compacted_prefix
 
     spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
     log = spec.connect()

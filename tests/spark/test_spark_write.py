@@ -14,8 +14,8 @@ import pytest
 
 import arrowlog
 from arrowlog import TopicConfig
-from arrowlog.compaction import MIN_TARGET_BYTES
-from arrowlog.coordinator import PRODUCER_IDS_PREFIX
+from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
+from arrowlog.txn.coordinator import PRODUCER_IDS_PREFIX
 from tests.clocks import Clocks, ClockStore
 from tests.conftest import StoreSpec
 from tests.spark.conftest import with_options
@@ -274,7 +274,7 @@ def test_compact_after_commit_compacts_what_the_jobs_wrote(spark: Any, tmp_path:
     """Option compactAfterCommit: after each job commits, the topic's complete
     checkpoint windows are compacted; the rows read the same, and a bad value is
     refused before anything is written."""
-    from arrowlog.topic import compacted_prefix
+    from arrowlog.format.topic import compacted_prefix
 
     spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
     log = spec.connect()

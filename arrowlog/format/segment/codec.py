@@ -14,17 +14,17 @@ import pyarrow as pa
 
 from arrowlog.config import Compression
 from arrowlog.errors import CorruptSegmentError, InvalidConfigError, RecordBatchTooLargeError
-from arrowlog.segment import column_table
-from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
-from arrowlog.segment.dictionary import dictionary_candidate, dictionary_encode
-from arrowlog.segment.framing import (
+from arrowlog.format.segment import column_table
+from arrowlog.format.segment.column_table import COLUMNS_KEY, ColumnTable
+from arrowlog.format.segment.dictionary import dictionary_candidate, dictionary_encode
+from arrowlog.format.segment.framing import (
     CRC_PLACEHOLDER,
     CRC_TAG,
     crc_slots,
     file_crc,
     regions,
 )
-from arrowlog.segment.header import (
+from arrowlog.format.segment.header import (
     CRC_KEY,
     DICTIONARY_KEY,
     HEADER_CRC_KEY,
@@ -36,8 +36,8 @@ from arrowlog.segment.header import (
     hex8,
     stats_metadata,
 )
-from arrowlog.segment.projection import checked, column_indices, project
-from arrowlog.stats import column_stats, json_bound
+from arrowlog.format.segment.projection import checked, column_indices, project
+from arrowlog.format.stats import column_stats, json_bound
 
 #: pyarrow's name of each topic compression
 _IPC_CODECS: dict[Compression, Literal["lz4", "zstd"] | None] = {
@@ -67,9 +67,9 @@ def encode(
     schema message, and so the header, stay plain), and top-level string and
     binary columns with repeated values are stored dictionary-encoded (see
     :func:`dictionary_encode`); the checksum covers the stored bytes. A batch
-    of at least :data:`~arrowlog.segment.column_table.TABLE_MIN_BYTES` gets a column
+    of at least :data:`~arrowlog.format.segment.column_table.TABLE_MIN_BYTES` gets a column
     table, for reads of some of its columns. With ``stats``, the header gets
-    the batch's column statistics (:func:`arrowlog.stats.column_stats`, string
+    the batch's column statistics (:func:`arrowlog.format.stats.column_stats`, string
     bounds from the dictionaries just built); returns the header written."""
     header_json = header.to_json()
     tabled = batch.num_columns > 0 and batch.nbytes >= column_table.TABLE_MIN_BYTES

@@ -14,8 +14,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from arrowlog._clock import CLOCK_GRAIN_MS
-from arrowlog._entrylog import parse_entry_name, parse_start_name, start_name
-from arrowlog.coordinator import (
+from arrowlog.format.topic import parse_segment_key, segment_prefix
+from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
+from arrowlog.partition.retention import Removal
+from arrowlog.storage import ObjectInfo
+from arrowlog.txn.coordinator import (
     COORDINATOR_PREFIX,
     EXPIRE_ID,
     PRODUCER_IDS_PREFIX,
@@ -23,15 +26,12 @@ from arrowlog.coordinator import (
     EntryConflictError,
     entry_key,
 )
-from arrowlog.groups import GROUPS_PREFIX, GroupOffsets
-from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
-from arrowlog.partition.retention import Removal
-from arrowlog.storage import ObjectInfo
-from arrowlog.topic import parse_segment_key, segment_prefix
+from arrowlog.txn.entrylog import parse_entry_name, parse_start_name, start_name
+from arrowlog.txn.groups import GROUPS_PREFIX, GroupOffsets
 
 if TYPE_CHECKING:
-    from arrowlog.log import ArrowLog
     from arrowlog.partition import PartitionLog
+    from arrowlog.txn.view import LogView
 
 #: where the streaming sink's tasks stage their rows (arrowlog.spark.streaming)
 STAGING_PREFIX = "_arrowlog/staging/"
@@ -61,7 +61,7 @@ class InUse:
             self._scans.pop()()
         return self._epochs.get(transactional_id)
 
-    def note_partition(self, log: ArrowLog, part: PartitionLog, now_ms: int) -> None:
+    def note_partition(self, log: LogView, part: PartitionLog, now_ms: int) -> None:
         """One LIST (the lowest segment still stored) and the summaries from
         there: with compaction, only the tail not compacted yet. Producers
         idle for PRODUCER_STATE_RETENTION_MS on the store's clock count as
@@ -89,7 +89,7 @@ class InUse:
 
 
 def clean_up(
-    log: ArrowLog, now_ms: int, retain_ms: int, in_use: InUse, *, dry_run: bool
+    log: LogView, now_ms: int, retain_ms: int, in_use: InUse, *, dry_run: bool
 ) -> list[Removal]:
     """Remove the bookkeeping idle for longer than ``retain_ms`` (on the store's
     clock, ``now_ms``) that nothing in ``in_use`` (every partition) refers to:
@@ -110,7 +110,7 @@ def _older(info: ObjectInfo | None, old: int) -> bool:
 @dataclass
 class _EntryLog:
     """One coordinator or group log as listed: its entries and the start
-    objects cleanup put (:mod:`arrowlog._entrylog`), by number."""
+    objects cleanup put (:mod:`arrowlog.txn.entrylog`), by number."""
 
     prefix: str
     entries: dict[int, ObjectInfo] = field(default_factory=dict)
@@ -133,7 +133,7 @@ class _EntryLog:
         return out
 
 
-def _entry_logs(log: ArrowLog, prefix: str) -> dict[str, _EntryLog]:
+def _entry_logs(log: LogView, prefix: str) -> dict[str, _EntryLog]:
     """Every entry log under ``prefix`` (coordinator or group logs), by id."""
     logs: dict[str, _EntryLog] = {}
     for info in log.config.retry.call(lambda: list(log.store.list(prefix))):
@@ -146,7 +146,7 @@ def _entry_logs(log: ArrowLog, prefix: str) -> dict[str, _EntryLog]:
     return {name: found for name, found in logs.items() if found.entries}
 
 
-def _prune(log: ArrowLog, logged: _EntryLog, cut: int, why: str, *, dry_run: bool) -> list[Removal]:
+def _prune(log: LogView, logged: _EntryLog, cut: int, why: str, *, dry_run: bool) -> list[Removal]:
     """Move the start of ``logged`` to entry ``cut`` (a start object first,
     so that any write landing below it from then on is known for a stray),
     then remove the entries below it, strays included, and the start objects
@@ -170,7 +170,7 @@ def _prune(log: ArrowLog, logged: _EntryLog, cut: int, why: str, *, dry_run: boo
     return remove(log, removals, dry_run=dry_run)
 
 
-def remove(log: ArrowLog, removals: list[Removal], *, dry_run: bool) -> list[Removal]:
+def remove(log: LogView, removals: list[Removal], *, dry_run: bool) -> list[Removal]:
     """Remove ``removals`` (unless ``dry_run``), and return them."""
     if not dry_run:
         for removal in removals:  # in order: a killed run leaves a prefix removed
@@ -179,7 +179,7 @@ def remove(log: ArrowLog, removals: list[Removal], *, dry_run: bool) -> list[Rem
     return removals
 
 
-def _group_logs(log: ArrowLog, old: int, in_use: InUse, *, dry_run: bool) -> list[Removal]:
+def _group_logs(log: LogView, old: int, in_use: InUse, *, dry_run: bool) -> list[Removal]:
     """Group entries below the newest whose successor is older than the horizon
     (every entry holds the group's whole position: the newest is the group);
     notes the transactions each group still has pending offsets of."""
@@ -197,7 +197,7 @@ def _group_logs(log: ArrowLog, old: int, in_use: InUse, *, dry_run: bool) -> lis
 
 
 def _coordinator_logs(
-    log: ArrowLog, old: int, in_use: InUse, *, dry_run: bool
+    log: LogView, old: int, in_use: InUse, *, dry_run: bool
 ) -> tuple[list[Removal], set[int]]:
     """Coordinator entries no reader can need any more, and expired ids; returns
     them and the producer ids the remaining transactional ids hold.
@@ -258,7 +258,7 @@ def _coordinator_logs(
     return removed, named
 
 
-def _producer_ids(log: ArrowLog, old: int, keep: set[int], *, dry_run: bool) -> list[Removal]:
+def _producer_ids(log: LogView, old: int, keep: set[int], *, dry_run: bool) -> list[Removal]:
     """Claims of producer ids older than the horizon that no partition's
     producer state and no transactional id holds. A claim only keeps two
     producers from drawing the same random id while both are in use; a
@@ -273,7 +273,7 @@ def _producer_ids(log: ArrowLog, old: int, keep: set[int], *, dry_run: bool) -> 
     return remove(log, removals, dry_run=dry_run)
 
 
-def _staging(log: ArrowLog, old: int, *, dry_run: bool) -> list[Removal]:
+def _staging(log: LogView, old: int, *, dry_run: bool) -> list[Removal]:
     """Files a streaming sink's task staged more than the horizon ago: the
     micro-batch they were for committed, or failed and was replayed (which
     stages anew), long since; the sink sweeps its own after every commit."""
@@ -282,7 +282,7 @@ def _staging(log: ArrowLog, old: int, *, dry_run: bool) -> list[Removal]:
     return remove(log, removals, dry_run=dry_run)
 
 
-def older_under(log: ArrowLog, prefix: str, old: int) -> list[str]:
+def older_under(log: LogView, prefix: str, old: int) -> list[str]:
     """The keys under ``prefix`` of objects written at or before ``old`` (ms,
     on the store's clock)."""
     infos = log.config.retry.call(lambda: list(log.store.list(prefix)))

@@ -15,7 +15,7 @@ was not understood (a type whose buffer count depends on the data): readers
 fetch such a segment whole.
 
 The frame's CRC is taken with both copies of the column table and of the
-whole-file checksum (see :mod:`arrowlog.segment`) blanked, since both are filled
+whole-file checksum (see :mod:`arrowlog.format.segment`) blanked, since both are filled
 in after it.
 
 Only what the writer produced itself is parsed here (the flatbuffers of its own

@@ -25,7 +25,7 @@ from typing import Any
 
 from arrowlog import _checked_json
 from arrowlog.errors import CorruptCheckpointError
-from arrowlog.segment import SegmentHeader
+from arrowlog.format.segment import SegmentHeader
 
 CHECKPOINT_VERSION = 3
 
@@ -57,7 +57,7 @@ class SegmentSummary:
     control_type: str | None = None
     transactional_id: str | None = None
     txn_bound: int = -1
-    #: the header's column statistics (see :mod:`arrowlog.stats`); None in
+    #: the header's column statistics (see :mod:`arrowlog.format.stats`); None in
     #: checkpoints and segments written before them
     stats: dict[str, list[Any]] | None = None
     #: the append id the header holds: which object is this segment (a late PUT

@@ -13,9 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 
-from arrowlog._logview import LogView
-from arrowlog.control import ControlType
-from arrowlog.coordinator import (
+from arrowlog.errors import ConcurrentTransactionsError, UnknownTopicOrPartitionError
+from arrowlog.format.control import ControlType
+from arrowlog.format.segment import WriterIdentity
+from arrowlog.txn.coordinator import (
     EXPIRE,
     OPERATOR_ABORT,
     CoordinatorLog,
@@ -23,10 +24,9 @@ from arrowlog.coordinator import (
     TxnEntry,
     TxnState,
 )
-from arrowlog.errors import ConcurrentTransactionsError, UnknownTopicOrPartitionError
-from arrowlog.groups import GroupOffsets, tp_key
-from arrowlog.producer_ids import allocate_producer_id
-from arrowlog.segment import WriterIdentity
+from arrowlog.txn.groups import GroupOffsets, tp_key
+from arrowlog.txn.producer_ids import allocate_producer_id
+from arrowlog.txn.view import LogView
 
 
 def fence_and_recover(

@@ -33,8 +33,6 @@ from typing import Any, TypeVar
 
 from arrowlog import _checked_json, _clock
 from arrowlog._clock import CLOCK_GRAIN_MS
-from arrowlog._entrylog import entry_name, landed, log_start, parse_entry_name, remove_entry
-from arrowlog.checkpoint import Decision, OpenTxn
 from arrowlog.config import RetryPolicy
 from arrowlog.errors import (
     ConcurrentTransactionsError,
@@ -43,14 +41,16 @@ from arrowlog.errors import (
     InvalidTxnStateError,
     TransientStoreError,
 )
+from arrowlog.format.checkpoint import Decision, OpenTxn
 from arrowlog.storage import Store
+from arrowlog.txn.entrylog import entry_name, landed, log_start, parse_entry_name, remove_entry
 
 T = TypeVar("T")
 COORDINATOR_PREFIX = "_arrowlog/coordinator/"
 TXN_IDS_PREFIX = "_arrowlog/transactional-ids/"
 #: reasons of the entries that clients other than the producer write
 EXPIRE = "expire"  # the transaction outlived its timeout
-EXPIRE_ID = "expire-id"  # the id was idle past the cleanup horizon (arrowlog.cleanup)
+EXPIRE_ID = "expire-id"  # the id was idle past the cleanup horizon (arrowlog.maintenance.cleanup)
 OPERATOR_ABORT = "operator-abort"  # arrowlog abort-transaction
 PRODUCER_IDS_PREFIX = "_arrowlog/producer-ids/"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")

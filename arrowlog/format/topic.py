@@ -39,7 +39,7 @@ from arrowlog.errors import (
     InvalidNameError,
     UnknownTopicOrPartitionError,
 )
-from arrowlog.segment import check_schema, empty_batch, segment_size_floor
+from arrowlog.format.segment import check_schema, empty_batch, segment_size_floor
 
 INTERNAL_PREFIX = "_arrowlog"
 TOPICS_PREFIX = f"{INTERNAL_PREFIX}/topics/"

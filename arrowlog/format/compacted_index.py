@@ -9,7 +9,7 @@ checkpoint had it (column statistics aside), and a partition whose newest
 checkpoints are corrupt opens through it (docs/protocol.md, "A corrupt
 checkpoint after compaction").
 
-It sits in the object's schema metadata under ``arrowlog.compacted_index``
+It sits in the object's schema metadata under ``arrowlog.format.compacted_index``
 (JSON carrying its own CRC32C, as checkpoints do), beside the compaction
 table: the object's first bytes give it, without its records. Objects written
 before it have none.
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from arrowlog import _checked_json
-from arrowlog.checkpoint import SegmentSummary, chained, summaries_of, summary_columns
-from arrowlog.control import ControlType
 from arrowlog.errors import CorruptObjectError, CorruptSegmentError
-from arrowlog.segment import Compaction
+from arrowlog.format.checkpoint import SegmentSummary, chained, summaries_of, summary_columns
+from arrowlog.format.control import ControlType
+from arrowlog.format.segment import Compaction
 
-INDEX_KEY = b"arrowlog.compacted_index"
+INDEX_KEY = b"arrowlog.format.compacted_index"
 INDEX_VERSION = 1
 
 

@@ -2,7 +2,7 @@
 the Spark source and the Delta export, free of Spark itself.
 
 Planning (on one machine) resolves the offsets, then plans the read_committed
-scan as one snapshot (:func:`arrowlog.consumer.plan_snapshot`), so the scan is
+scan as one snapshot (:func:`arrowlog.read.visibility.plan_snapshot`), so the scan is
 atomic across partitions: a transaction is in it everywhere or nowhere. It
 returns tasks: runs of consecutive visible segments of one partition, sized by
 bytes. Reading a task (anywhere) needs only the store and the task: every segment
@@ -20,8 +20,6 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from arrowlog.checkpoint import SegmentSummary
-from arrowlog.consumer import IsolationLevel, last_stable_offset, plan_snapshot
 from arrowlog.errors import (
     CorruptSegmentError,
     InvalidConfigError,
@@ -29,18 +27,20 @@ from arrowlog.errors import (
     SegmentNotFoundError,
     UnknownTopicOrPartitionError,
 )
-from arrowlog.log import ArrowLog
-from arrowlog.partition import CompactedRef, PartitionLog, fetch_compacted, fetch_segment
-from arrowlog.segment import Compaction, SegmentHeader
-from arrowlog.stats import Predicate, check_predicates, may_match
-from arrowlog.storage import Store
-from arrowlog.topic import (
+from arrowlog.format.checkpoint import SegmentSummary
+from arrowlog.format.segment import Compaction, SegmentHeader
+from arrowlog.format.stats import Predicate, check_predicates, may_match
+from arrowlog.format.topic import (
     Topic,
     compacted_prefix_of,
     compacted_start_after,
     parse_compacted_key,
     segment_key,
 )
+from arrowlog.partition import CompactedRef, PartitionLog, fetch_compacted, fetch_segment
+from arrowlog.read.visibility import IsolationLevel, last_stable_offset, plan_snapshot
+from arrowlog.storage import Store
+from arrowlog.txn.view import LogView
 
 EARLIEST = -2
 LATEST = -1
@@ -152,7 +152,7 @@ class ScanPlan:
 
 
 def plan_scan(
-    log: ArrowLog,
+    log: LogView,
     topics: Sequence[str],
     *,
     starting: OffsetSpec = "earliest",
@@ -185,7 +185,7 @@ def plan_scan(
     unfiltered, filtered after (whichever engine filters them). Timestamp
     bounds are exact because every record of a segment has the segment's
     append timestamp. ``where`` (predicates on data columns, see
-    :mod:`arrowlog.stats`) leaves out the segments whose column statistics
+    :mod:`arrowlog.format.stats`) leaves out the segments whose column statistics
     prove that no row matches; rows of the others are not filtered (the engine
     applies the filter).
 

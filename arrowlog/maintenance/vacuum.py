@@ -10,23 +10,22 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from arrowlog._retain import DEFAULT_RETAIN_MS, check_retain
-from arrowlog.admin import CLOCK_PREFIX, store_now_ms
-from arrowlog.cleanup import InUse, clean_up, older_under, remove
-from arrowlog.config import TopicConfig
+from arrowlog.config import DEFAULT_RETAIN_MS, TopicConfig, check_retain
 from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from arrowlog.format.topic import check_topic_name, log_start_key
+from arrowlog.maintenance.cleanup import InUse, clean_up, older_under, remove
 from arrowlog.partition import Removal
-from arrowlog.topic import check_topic_name, log_start_key
+from arrowlog.txn.view import CLOCK_PREFIX, store_now_ms
 
 if TYPE_CHECKING:
-    from arrowlog.log import ArrowLog
+    from arrowlog.txn.view import LogView
 
 #: a clock object older than this was left by a vacuum that died
 STALE_CLOCK_MS = 60_000
 
 
 def vacuum(
-    log: ArrowLog,
+    log: LogView,
     topics: Iterable[str] | None = None,
     *,
     dry_run: bool = False,
@@ -38,7 +37,7 @@ def vacuum(
     removed, and the delay is measured on this machine's clock instead of the
     store's (reading the store's clock writes an object). A vacuum of every
     topic (``topics`` None) also removes the bookkeeping idle for longer than
-    ``retain_ms`` that nothing refers to (:mod:`arrowlog.cleanup`).
+    ``retain_ms`` that nothing refers to (:mod:`arrowlog.maintenance.cleanup`).
     """
     if not isinstance(dry_run, bool):
         raise InvalidConfigError(f"dry_run must be True or False, got {dry_run!r}")
@@ -83,7 +82,7 @@ def vacuum(
     return removed
 
 
-def named_topics(log: ArrowLog, topics: Iterable[str] | None) -> list[str]:
+def named_topics(log: LogView, topics: Iterable[str] | None) -> list[str]:
     """The topics a maintenance run covers: every topic for None, else those
     named, each checked to exist before anything is written.
 

@@ -9,11 +9,11 @@ import crc32c
 import pyarrow as pa
 
 from arrowlog.errors import CorruptSegmentError, UnknownColumnError
-from arrowlog.segment import column_table
-from arrowlog.segment.column_table import COLUMNS_KEY, ColumnTable
-from arrowlog.segment.dictionary import dictionary_decode
-from arrowlog.segment.framing import CRC_PLACEHOLDER, CRC_VALUE, schema_region
-from arrowlog.segment.header import (
+from arrowlog.format.segment import column_table
+from arrowlog.format.segment.column_table import COLUMNS_KEY, ColumnTable
+from arrowlog.format.segment.dictionary import dictionary_decode
+from arrowlog.format.segment.framing import CRC_PLACEHOLDER, CRC_VALUE, schema_region
+from arrowlog.format.segment.header import (
     SegmentHeader,
     head_schema,
     header_from_metadata,

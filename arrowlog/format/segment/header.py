@@ -13,15 +13,15 @@ import crc32c
 import pyarrow as pa
 
 from arrowlog.errors import CorruptSegmentError
-from arrowlog.segment.framing import CONTINUATION, MAGIC
+from arrowlog.format.segment.framing import CONTINUATION, MAGIC
 
 FORMAT_VERSION = 1
 HEADER_KEY = b"arrowlog.header"
 HEADER_CRC_KEY = b"arrowlog.header_crc32c"
 CRC_KEY = b"arrowlog.crc32c"
-#: the column statistics (JSON; see :mod:`arrowlog.stats`) and their CRC32C: a
+#: the column statistics (JSON; see :mod:`arrowlog.format.stats`) and their CRC32C: a
 #: key of their own, which readers of the header alone parse only when asked
-STATS_KEY = b"arrowlog.stats"
+STATS_KEY = b"arrowlog.format.stats"
 STATS_CRC_KEY = b"arrowlog.stats_crc32c"
 #: in a compacted object only: what it holds (JSON, see :class:`Compaction`)
 COMPACTED_KEY = b"arrowlog.compacted"

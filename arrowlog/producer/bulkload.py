@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from arrowlog.errors import ArrowLogError, InvalidConfigError, OffsetMismatchError
+from arrowlog.format.segment import one_batch
 from arrowlog.partition import PartitionLog
-from arrowlog.segment import one_batch
 
 
 class LoadMismatchError(ArrowLogError):

@@ -29,8 +29,7 @@ from arrowlog.errors import (
     TransientStoreError,
     UnknownTopicOrPartitionError,
 )
-from arrowlog.storage import Store
-from arrowlog.topic import (
+from arrowlog.format.topic import (
     MAX_PARTITIONS,
     Topic,
     TopicEntry,
@@ -41,6 +40,7 @@ from arrowlog.topic import (
     topic_version_key,
     topic_versions_prefix,
 )
+from arrowlog.storage import Store
 
 T = TypeVar("T")
 

@@ -6,8 +6,8 @@ import random
 import time
 
 from arrowlog import _checked_json
-from arrowlog._logview import LogView
-from arrowlog.coordinator import PRODUCER_IDS_PREFIX
+from arrowlog.txn.coordinator import PRODUCER_IDS_PREFIX
+from arrowlog.txn.view import LogView
 
 MAX_PRODUCER_ID = 2**62
 

@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow as pa
 
 from arrowlog.errors import CorruptSegmentError
-from arrowlog.segment.header import DICTIONARY_KEY
-from arrowlog.stats import is_stringy
+from arrowlog.format.segment.header import DICTIONARY_KEY
+from arrowlog.format.stats import is_stringy
 
 
 def has_dictionaries(schema: pa.Schema) -> bool:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import contextlib
 
 from arrowlog import _clock
-from arrowlog._retain import LATE_OUTCOME_MS
-from arrowlog.config import RetryPolicy
+from arrowlog.config import LATE_OUTCOME_MS, RetryPolicy
 from arrowlog.storage import Store
 
 _INVERT = 10**20 - 1

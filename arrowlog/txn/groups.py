@@ -36,10 +36,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from arrowlog import _checked_json, _clock
-from arrowlog._entrylog import entry_name, landed, parse_entry_name
-from arrowlog.checkpoint import Decision
 from arrowlog.config import RetryPolicy
-from arrowlog.coordinator import check_id
 from arrowlog.errors import (
     ConcurrentTransactionsError,
     CorruptObjectError,
@@ -48,12 +45,15 @@ from arrowlog.errors import (
     TransientStoreError,
     UnstableOffsetCommitError,
 )
+from arrowlog.format.checkpoint import Decision
+from arrowlog.txn.coordinator import check_id
+from arrowlog.txn.entrylog import entry_name, landed, parse_entry_name
 
 if TYPE_CHECKING:
-    from arrowlog._logview import LogView
-    from arrowlog.coordinator import TxnResolver
+    from arrowlog.txn.coordinator import TxnResolver
+    from arrowlog.txn.view import LogView
+from arrowlog.format.topic import parse_topic_prefix, topic_prefix
 from arrowlog.storage import Store
-from arrowlog.topic import parse_topic_prefix, topic_prefix
 
 GROUPS_PREFIX = "_arrowlog/groups/"
 

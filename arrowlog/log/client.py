@@ -15,23 +15,16 @@ from typing import Any
 import pyarrow as pa
 
 from arrowlog import _clock, admin
-from arrowlog.checkpoint import ProducerEntry
-from arrowlog.compaction import DEFAULT_TARGET_BYTES, Compacted, compact
 from arrowlog.config import LogConfig, TopicConfig
-from arrowlog.consumer import Consumer, IsolationLevel, last_stable_offset
-from arrowlog.coordinator import TxnResolver
 from arrowlog.errors import (
     InvalidConfigError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
     UnsupportedStoreError,
 )
-from arrowlog.partition import AppendResult, PartitionLog, Removal
-from arrowlog.producer import Producer
-from arrowlog.stats import Predicate
-from arrowlog.storage import Store
-from arrowlog.storage.url import open_store
-from arrowlog.topic import (
+from arrowlog.format.checkpoint import ProducerEntry
+from arrowlog.format.stats import Predicate
+from arrowlog.format.topic import (
     TOPICS_PREFIX,
     Topic,
     TopicEntry,
@@ -39,7 +32,15 @@ from arrowlog.topic import (
     check_topic_name,
     parse_topic_listing,
 )
-from arrowlog.topic_changes import TopicDeletion, TopicVersions
+from arrowlog.log.topics import TopicDeletion, TopicVersions
+from arrowlog.maintenance.compaction import DEFAULT_TARGET_BYTES, Compacted, compact
+from arrowlog.partition import AppendResult, PartitionLog, Removal
+from arrowlog.producer import Producer
+from arrowlog.read.consumer import Consumer
+from arrowlog.read.visibility import IsolationLevel, last_stable_offset
+from arrowlog.storage import Store
+from arrowlog.storage.url import open_store
+from arrowlog.txn.coordinator import TxnResolver
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,9 +400,9 @@ class ArrowLog:
     ) -> list[Removal]:
         """Remove the segments of deleted records whose delay has passed, in
         ``topics`` (default: every topic), and bookkeeping idle for longer than
-        ``retain_ms`` (default 7 days); see :func:`arrowlog.vacuum.vacuum`."""
-        from arrowlog._retain import DEFAULT_RETAIN_MS
-        from arrowlog.vacuum import vacuum
+        ``retain_ms`` (default 7 days); see :func:`arrowlog.maintenance.vacuum.vacuum`."""
+        from arrowlog.config import DEFAULT_RETAIN_MS
+        from arrowlog.maintenance.vacuum import vacuum
 
         retain = DEFAULT_RETAIN_MS if retain_ms is None else retain_ms
         return vacuum(self, topics, dry_run=dry_run, retain_ms=retain)
@@ -416,7 +417,8 @@ class ArrowLog:
         """Rewrite the committed records of decided ranges of small segments
         into compacted objects of about ``target_bytes`` (default 64 MiB), in
         ``topics`` (default: every topic); ``vacuum`` removes the segments
-        after the topic's ``delete_delay_ms``. See :func:`arrowlog.compaction.compact`."""
+        after the topic's ``delete_delay_ms``. See
+        :func:`arrowlog.maintenance.compaction.compact`."""
         target = DEFAULT_TARGET_BYTES if target_bytes is None else target_bytes
         return compact(self, topics, target_bytes=target, dry_run=dry_run)
 
@@ -514,7 +516,7 @@ class ArrowLog:
         """Offsets ``[start, end)`` of one partition as a table; with ``columns``,
         only those (large segments are then read column by column); with
         ``where``, only the matching rows (segments that cannot match are not
-        read; see :mod:`arrowlog.stats`)."""
+        read; see :mod:`arrowlog.format.stats`)."""
         return self.partition(topic, partition).read(start, end, columns=columns, where=where)
 
     def iter_batches(

@@ -19,18 +19,18 @@ arrowlog's header in the schema's custom metadata:
     truncation is detected, padding and footer included.
 ``arrowlog.compacted``
     in compacted objects only: the offsets they cover and the runs of records
-    they hold (see :class:`~arrowlog.segment.header.Compaction`), with its CRC32C
+    they hold (see :class:`~arrowlog.format.segment.header.Compaction`), with its CRC32C
     in ``arrowlog.compacted_crc32c``.
 ``arrowlog.columns``
     in segments of large batches only: where each column lies and its CRC32C
-    (see :mod:`arrowlog.segment.column_table`), so that a reader of a few columns
+    (see :mod:`arrowlog.format.segment.column_table`), so that a reader of a few columns
     fetches and checks only those.
 
 The CRC is checked before pyarrow parses the body, so corrupt bytes never reach
 the IPC reader.
 """
 
-from arrowlog.segment.codec import (
+from arrowlog.format.segment.codec import (
     HEADER_SLACK,
     check_schema,
     compression_slack,
@@ -42,9 +42,9 @@ from arrowlog.segment.codec import (
     one_batch,
     segment_size_floor,
 )
-from arrowlog.segment.column_table import COLUMNS_KEY
-from arrowlog.segment.dictionary import has_dictionaries
-from arrowlog.segment.header import (
+from arrowlog.format.segment.column_table import COLUMNS_KEY
+from arrowlog.format.segment.dictionary import has_dictionaries
+from arrowlog.format.segment.header import (
     CRC_KEY,
     DICTIONARY_KEY,
     FORMAT_VERSION,
@@ -58,7 +58,7 @@ from arrowlog.segment.header import (
     head_length,
     read_header,
 )
-from arrowlog.segment.projection import RangeFetch, column_indices, decode_columns
+from arrowlog.format.segment.projection import RangeFetch, column_indices, decode_columns
 
 __all__ = [
     "HEADER_SLACK",

@@ -19,12 +19,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
-from arrowlog._logview import LogView
-from arrowlog.admin import store_now_ms
-from arrowlog.coordinator import EXPIRE, CoordinatorLog, EntryConflictError, TxnEntry, TxnState
 from arrowlog.errors import ProducerFencedError, UnknownTopicOrPartitionError
-from arrowlog.producer_ids import allocate_producer_id
-from arrowlog.txn import back_off, fence_and_recover
+from arrowlog.txn.coordinator import EXPIRE, CoordinatorLog, EntryConflictError, TxnEntry, TxnState
+from arrowlog.txn.finish import back_off, fence_and_recover
+from arrowlog.txn.producer_ids import allocate_producer_id
+from arrowlog.txn.view import LogView, store_now_ms
 
 
 def begin_if_idle(

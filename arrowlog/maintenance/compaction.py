@@ -10,7 +10,7 @@ What a read_committed reader sees of it is what the compacted object holds:
 aborted records and transaction markers are left out, and each kept segment's
 records keep their offsets and timestamp (a run of the object's table). Its
 index holds every segment's summary and the windows they fall in (see
-:mod:`arrowlog.compacted_index`).
+:mod:`arrowlog.format.compacted_index`).
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from arrowlog.compacted_index import CompactedIndex
-from arrowlog.consumer import last_stable_offset, plan_committed
 from arrowlog.errors import CorruptSegmentError, InvalidConfigError, UnknownTopicOrPartitionError
-from arrowlog.vacuum import named_topics
+from arrowlog.format.compacted_index import CompactedIndex
+from arrowlog.maintenance.vacuum import named_topics
+from arrowlog.read.visibility import last_stable_offset, plan_committed
 
 if TYPE_CHECKING:
-    from arrowlog.checkpoint import PartitionState, SegmentSummary
-    from arrowlog.coordinator import Snapshot
-    from arrowlog.log import ArrowLog
+    from arrowlog.format.checkpoint import PartitionState, SegmentSummary
     from arrowlog.partition import CompactionRange, PartitionLog
+    from arrowlog.txn.coordinator import Snapshot
+    from arrowlog.txn.view import LogView
 
 #: the stored size a compacted object aims at
 DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
@@ -57,7 +57,7 @@ class Compacted:
 
 
 def compact(
-    log: ArrowLog,
+    log: LogView,
     topics: Iterable[str] | None = None,
     *,
     target_bytes: int = DEFAULT_TARGET_BYTES,
@@ -98,7 +98,7 @@ def compact(
 
 
 def compact_partition(
-    log: ArrowLog, part: PartitionLog, target_bytes: int, *, dry_run: bool = False
+    log: LogView, part: PartitionLog, target_bytes: int, *, dry_run: bool = False
 ) -> list[Compacted]:
     """Compact one partition's next ranges (see :func:`compact`)."""
     view = part.state()
