@@ -53,6 +53,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Two workers, each test file on one of them (module fixtures stay whole): the
 # main suite took 26 min on 2 cores alone and 16 with two workers.
