@@ -35,9 +35,9 @@ from arrowlog.partition import fetch_compacted
 from arrowlog.scan import output_schema, plan_scan, read_task
 from arrowlog.segment import encode
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.topic import (
     checkpoint_key,
     checkpoint_prefix,

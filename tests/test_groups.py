@@ -14,8 +14,8 @@ import arrowlog
 from arrowlog import ArrowLog, LogConfig, TopicRecreatedError
 from arrowlog.groups import GROUPS_PREFIX, ConsumerGroupMetadata, GroupOffsets
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.attack._util import Background
 
 SCHEMA = pa.schema([("v", pa.int64())])

@@ -20,7 +20,7 @@ import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.segment import SegmentHeader, encode_segment
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.topic import checkpoint_key, checkpoint_prefix, segment_key
 from tests.conftest import StoreSpec
 from tests.workers import RACE_SCHEMA

@@ -20,7 +20,7 @@ import arrowlog.checkpoint
 from arrowlog import ArrowLog, Compression, TopicConfig
 from arrowlog.segment import WriterIdentity, segment_size_floor
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.topic import Topic, topic_key
 
 FIELDS: list[pa.Field[Any]] = [

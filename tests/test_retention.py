@@ -17,7 +17,7 @@ import arrowlog
 from arrowlog import OffsetOutOfRangeError, TopicConfig
 from arrowlog.errors import SegmentNotFoundError
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import Gate, ScriptedStore
+from arrowlog.testing.scripted import Gate, ScriptedStore
 from arrowlog.topic import checkpoint_key, segment_key
 from tests.attack._util import FAST, SCHEMA, Background, rows
 

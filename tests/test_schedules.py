@@ -19,7 +19,7 @@ from arrowlog.groups import GroupOffsets
 from arrowlog.producer import ProducerState
 from arrowlog.scan import ScanPlan, plan_scan
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.topic import segment_key
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.conftest import StoreSpec

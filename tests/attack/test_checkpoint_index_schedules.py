@@ -40,7 +40,7 @@ from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.errors import AppendOutcomeUnknownError, CorruptSegmentError, SegmentNotFoundError
 from arrowlog.segment import WriterIdentity, encode, head_length
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.topic import checkpoint_key, checkpoint_prefix, compacted_prefix, segment_key
 from tests.attack._util import FOREVER, Background
 from tests.attack.test_compaction_attack import (

@@ -49,7 +49,7 @@ from arrowlog import InvalidConfigError, ProducerFencedError, TopicConfig
 from arrowlog.checkpoint import Decision
 from arrowlog.coordinator import COORDINATOR_PREFIX, PRODUCER_IDS_PREFIX, CoordinatorLog
 from arrowlog.groups import GROUPS_PREFIX
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.clocks import Clocks, ClockStore
 

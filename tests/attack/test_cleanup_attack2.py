@@ -59,7 +59,7 @@ from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.coordinator import COORDINATOR_PREFIX, CoordinatorLog, entry_key
 from arrowlog.groups import GROUPS_PREFIX
 from arrowlog.scan import output_schema, plan_scan, read_task
-from arrowlog.storage.scripted import LatePut, ScriptedStore
+from arrowlog.testing.scripted import LatePut, ScriptedStore
 from tests.attack._util import FAST, Background, everything, rows
 from tests.attack.test_cleanup_attack import (
     DAY,

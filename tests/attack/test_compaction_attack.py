@@ -40,7 +40,7 @@ from arrowlog.errors import (
 from arrowlog.scan import output_schema, plan_scan, read_task
 from arrowlog.segment import Compaction, SegmentHeader, encode, head_length
 from arrowlog.storage import Blob, Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.topic import (
     checkpoint_key,
     checkpoint_prefix,

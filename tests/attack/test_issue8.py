@@ -16,7 +16,7 @@ from arrowlog.cli import main
 from arrowlog.errors import TransientStoreError, UnknownTopicOrPartitionError
 from arrowlog.storage import Store
 from arrowlog.storage.memory import MemoryStore
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.topic import topic_version_key
 
 from ._util import FAST, FOREVER, SCHEMA, Background, everything, rows

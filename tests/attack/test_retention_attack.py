@@ -34,7 +34,7 @@ import pytest
 import arrowlog
 from arrowlog import OffsetOutOfRangeError, TopicConfig, _clock
 from arrowlog.storage import Blob, ObjectInfo, Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.topic import checkpoint_key, log_start_key, segment_key
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.clocks import Clocks, ClockStore

@@ -46,9 +46,9 @@ from arrowlog import (
 from arrowlog.checkpoint import Checkpoint, ProducerEntry
 from arrowlog.compaction import MIN_TARGET_BYTES
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.topic import (
     checkpoint_key,
     log_start_key,
