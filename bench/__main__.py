@@ -28,6 +28,7 @@ from typing import Any
 from obstore.store import LocalStore, S3Store
 
 from arrowlog.config import Compression
+from arrowlog.testing import seaweedfs
 from bench.compaction import bench_compaction, print_compaction
 from bench.core import (
     Backend,
@@ -40,7 +41,6 @@ from bench.core import (
 )
 from bench.spark import bench_spark, print_spark
 from bench.txn import bench_commit, bench_small_transactions
-from infra import seaweedfs
 
 RESULTS = Path(__file__).parent / "results"
 

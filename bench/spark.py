@@ -70,7 +70,7 @@ def _load(
 
 
 def bench_spark(rows: int = ROWS, repeat: int = 3, s3: Any = None) -> dict[str, float]:
-    """``s3``: a running SeaweedFS (:class:`infra.seaweedfs.S3Server`) for the
+    """``s3``: a running SeaweedFS (:class:`arrowlog.testing.seaweedfs.S3Server`) for the
     JVM-against-Python read there, or None to leave it out."""
     spark = local_session("arrowlog-bench")
     out: dict[str, float] = {"rows": float(rows)}

@@ -1,5 +1,5 @@
-"""The throwaway SeaweedFS server now lives in the package (``arrowlog s3-server``
-runs it); tests and benchmarks keep importing it from here.
+"""Start a throwaway SeaweedFS S3 server by hand (``infra/start-s3.sh`` runs this);
+the server itself is :mod:`arrowlog.testing.seaweedfs`.
 
     python -m infra.seaweedfs            # same as: arrowlog s3-server
 """
@@ -7,26 +7,6 @@ runs it); tests and benchmarks keep importing it from here.
 from __future__ import annotations
 
 import sys
-
-from arrowlog._seaweedfs import (
-    ACCESS_KEY,
-    SECRET_KEY,
-    S3Server,
-    WeedMissingError,
-    running,
-    start,
-    weed_binary,
-)
-
-__all__ = [
-    "ACCESS_KEY",
-    "SECRET_KEY",
-    "S3Server",
-    "WeedMissingError",
-    "running",
-    "start",
-    "weed_binary",
-]
 
 if __name__ == "__main__":
     from arrowlog.cli import main

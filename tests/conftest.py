@@ -22,7 +22,7 @@ import arrowlog
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
-from infra import seaweedfs
+from arrowlog.testing import seaweedfs
 
 
 @dataclass(frozen=True)

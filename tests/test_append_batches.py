@@ -15,7 +15,7 @@ import arrowlog
 from arrowlog import InvalidBatchError, OffsetMismatchError, SchemaMismatchError
 from arrowlog.partition.append import Appends
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 
 FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64()), pa.field("name", pa.string())]
 SCHEMA = pa.schema(FIELDS)

@@ -21,7 +21,7 @@ from arrowlog.config import DAY_MS, DEFAULT_RETAIN_MS
 from arrowlog.format.topic import checkpoint_key, log_start_key, segment_key
 from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.view import CLOCK_PREFIX
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.clocks import Clocks, ClockStore

@@ -43,9 +43,9 @@ from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.partition import fetch_compacted
 from arrowlog.read.scan import output_schema, plan_scan, read_task
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.attack._util import FAST, SCHEMA, Background, die_after_writes, rows
 from tests.conftest import StoreSpec
 

@@ -11,7 +11,7 @@ import pytest
 import arrowlog
 from arrowlog import LogConfig, PartitionLog, RetryPolicy, TopicConfig
 from arrowlog.storage import Store
-from arrowlog.storage.wrappers import Faults, FaultyStore
+from arrowlog.testing.faulty import Faults, FaultyStore
 
 SCHEMA = pa.schema([("seq", pa.int64())])
 

@@ -13,8 +13,8 @@ import pytest
 import arrowlog
 from arrowlog import ArrowLog, LogConfig, TopicRecreatedError
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.groups import GROUPS_PREFIX, ConsumerGroupMetadata, GroupOffsets
 from tests.attack._util import Background
 

@@ -21,7 +21,7 @@ from arrowlog import TopicConfig
 from arrowlog.format.segment import SegmentHeader, encode_segment
 from arrowlog.format.topic import checkpoint_key, checkpoint_prefix, segment_key
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.conftest import StoreSpec
 from tests.workers import RACE_SCHEMA
 

@@ -21,7 +21,7 @@ from arrowlog import ArrowLog, Compression, TopicConfig
 from arrowlog.format.segment import WriterIdentity, segment_size_floor
 from arrowlog.format.topic import Topic, topic_key
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 
 FIELDS: list[pa.Field[Any]] = [
     pa.field("id", pa.int64(), nullable=False),

@@ -35,8 +35,8 @@ from arrowlog.format.segment.column_table import COLUMNS_KEY, ColumnTable
 from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES, fetch_segment
 from arrowlog.partition.heads import HEADS, HeadCache
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.conftest import Untagged
 from tests.strategies import record_batches
 

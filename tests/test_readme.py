@@ -24,8 +24,8 @@ from pathlib import Path
 import click
 import pytest
 
-from arrowlog._seaweedfs import S3Server
 from arrowlog.cli import cli
+from arrowlog.testing.seaweedfs import S3Server
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -18,7 +18,7 @@ from arrowlog import OffsetOutOfRangeError, TopicConfig
 from arrowlog.errors import SegmentNotFoundError
 from arrowlog.format.topic import checkpoint_key, segment_key
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import Gate, ScriptedStore
+from arrowlog.testing.scripted import Gate, ScriptedStore
 from tests.attack._util import FAST, SCHEMA, Background, rows
 
 #: short enough for a test to wait it out; the store's clock (S3's

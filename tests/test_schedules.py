@@ -18,7 +18,7 @@ from arrowlog.format.topic import segment_key
 from arrowlog.producer import ProducerState
 from arrowlog.read.scan import ScanPlan, plan_scan
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.coordinator import CoordinatorLog, TxnState, entry_key
 from arrowlog.txn.groups import GroupOffsets
 from tests.attack._util import FAST, SCHEMA, Background, rows

@@ -17,11 +17,10 @@ import pytest
 
 import arrowlog
 from arrowlog.storage.local import LocalStore
-from arrowlog.storage.objectstore import ObjectStore
-from arrowlog.storage.options import OBSTORE_S3_OPTIONS, S3_OPTIONS
-from arrowlog.storage.s3 import S3Store
+from arrowlog.storage.objectstore import OBSTORE_S3_OPTIONS, ObjectStore
+from arrowlog.storage.s3 import S3_OPTIONS, S3Store
 from arrowlog.storage.url import open_store
-from infra import seaweedfs
+from arrowlog.testing import seaweedfs
 
 TRUE_STRINGS = ["true", "True", " TRUE ", "1", "yes", "on"]
 FALSE_STRINGS = ["false", "False", "0", "no", "off", " off"]

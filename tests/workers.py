@@ -18,7 +18,7 @@ import pyarrow as pa
 import arrowlog
 from arrowlog.partition import PartitionLog
 from arrowlog.storage.url import open_store
-from arrowlog.storage.wrappers import Faults, FaultyStore
+from arrowlog.testing.faulty import Faults, FaultyStore
 
 RACE_SCHEMA = pa.schema([("writer", pa.int32()), ("seq", pa.int32()), ("row", pa.int32())])
 

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 
 from arrowlog.errors import ArrowLogError, InvalidConfigError
 from arrowlog.storage import Blob, Store
-from arrowlog.storage.local import LocalStore
-from arrowlog.storage.options import LOCAL_OPTIONS, coerce_options
+from arrowlog.storage.local import LOCAL_OPTIONS, LocalStore
+from arrowlog.storage.options import coerce_options
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
 

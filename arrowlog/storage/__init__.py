@@ -4,8 +4,10 @@ A store is deliberately narrow: get, ranged get (with the object's entity tag
 or without), head, put-if-absent, list (by prefix, after a key, with a limit)
 and delete. Every authoritative object arrowlog
 writes is written exactly once with put-if-absent, so compare-and-swap is never
-needed. Backends (memory, local directory, S3 through s3fs, and opt-in unsafe
-fsspec filesystems) all pass one shared test suite (``tests/storage``).
+needed. Backends (memory, local directory, S3, GCS and Azure through obstore, S3
+through s3fs, and opt-in unsafe fsspec filesystems) all pass one shared test
+suite (``tests/storage``). :mod:`arrowlog.storage.registry` names the backend of
+each URL scheme; :func:`arrowlog.storage.url.open_store` opens a URL.
 
 Error contract, the same for every backend:
 
@@ -54,7 +56,17 @@ class ObjectInfo:
 @runtime_checkable
 class Store(Protocol):
     """What arrowlog needs from an object store. Keys are ``/``-separated paths
-    relative to the store's root; :func:`check_key` says which are allowed."""
+    relative to the store's root; :func:`check_key` says which are allowed.
+
+    A store must pickle, and the unpickled copy must work: Spark's executors and
+    Python workers, and process pools, receive stores (and the objects holding
+    them) pickled. A copy reconnects to the same objects (pickle the settings,
+    never a live client: rebuild it on the other side), except a
+    ``memory://`` store, whose copy holds the objects of the original at the time
+    it was pickled and is a store of its own from then on
+    (:mod:`arrowlog.storage.memory`). The shared suite checks this for every
+    backend.
+    """
 
     @property
     def url(self) -> str:

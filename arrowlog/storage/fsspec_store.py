@@ -11,13 +11,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Iterator
+import inspect
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import fsspec
 
-from arrowlog.errors import StoreError
+from arrowlog.errors import MissingDependencyError, StoreError, UnsupportedStoreError
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+from arrowlog.storage.options import Kind, coerce_options
+from arrowlog.storage.registry import registered_schemes
+from arrowlog.storage.url import StoreURL, refuse_unsafe
+
+# Arguments of an fsspec filesystem that arrowlog sets itself or that cannot be
+# given as an option.
+_FSSPEC_RESERVED = frozenset({"self", "skip_instance_cache", "asynchronous", "loop"})
 
 
 class FsspecStore:
@@ -28,6 +36,45 @@ class FsspecStore:
         self._root = root.rstrip("/")
         self._options = dict(storage_options)
         self._fs = fsspec.filesystem(protocol, skip_instance_cache=True, **self._options)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: StoreURL,
+        storage_options: Mapping[str, Any] | None,
+        *,
+        allow_unsafe_store: bool,
+    ) -> FsspecStore:
+        """The store for a URL whose scheme no registered backend serves, if
+        fsspec knows the protocol and the caller opted in; refused before the
+        filesystem is made (making it may connect).
+
+        Raises:
+            UnsupportedStoreError: fsspec does not know the protocol (the message
+                lists the registered schemes), or ``allow_unsafe_store`` is False.
+            MissingDependencyError: the protocol's package is not installed.
+            InvalidConfigError: an option the filesystem does not take, or a
+                value of the wrong kind.
+        """
+        scheme = url.scheme
+        if scheme not in fsspec.available_protocols():
+            raise UnsupportedStoreError(
+                f"unknown store protocol {scheme!r} in {url.url!r}; known: "
+                f"{', '.join(f'{s}://' for s in registered_schemes())} and plain paths, "
+                "or any other fsspec protocol with allow_unsafe_store=True"
+            )
+        try:
+            filesystem = fsspec.get_filesystem_class(scheme)
+        except ImportError as e:
+            raise MissingDependencyError(f"{scheme}:// needs a package: {e}") from e
+        options = coerce_options(f"{scheme}://", storage_options, fsspec_options(filesystem))
+        refuse_unsafe(
+            f"the {scheme!r} filesystem",
+            f"{scheme}://",
+            allow_unsafe_store=allow_unsafe_store,
+            stacklevel=4,
+        )
+        return cls(scheme, url.netloc + url.path, options)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FsspecStore, (self._protocol, self._root, self._options))
@@ -114,6 +161,34 @@ class FsspecStore:
 
     def close(self) -> None:
         pass
+
+
+def fsspec_options(filesystem: type[Any]) -> dict[str, Kind]:
+    """The keys an fsspec filesystem class takes: the named arguments of every
+    ``__init__`` along its MRO, each of the kind its default value has."""
+    known: dict[str, Kind] = {}
+    for cls in filesystem.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        for param in inspect.signature(init).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if param.name not in _FSSPEC_RESERVED:
+                known.setdefault(param.name, _kind_of_default(param.name, param.default))
+    return known
+
+
+def _kind_of_default(name: str, default: object) -> Kind:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, float):
+        return "float"
+    if isinstance(default, dict) or name.endswith("_kwargs"):
+        return "object"
+    return "text"
 
 
 def _modified_ms(info: dict[str, Any]) -> int | None:

@@ -13,13 +13,17 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
-from arrowlog.errors import StoreError
+from arrowlog.errors import StoreError, UnsupportedStoreError
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+from arrowlog.storage.options import Kind, coerce_options
+from arrowlog.storage.url import StoreURL
 
 try:
     import fcntl
@@ -29,6 +33,9 @@ except ImportError:  # Windows
 # Temporary files live here, inside the root (so ``link`` stays on one
 # filesystem) but outside the key space: keys never start with a dot.
 _TMP_DIR = ".arrowlog-tmp"
+
+#: ``file://`` and plain paths: the arguments of :class:`LocalStore`.
+LOCAL_OPTIONS: Mapping[str, Kind] = {"fsync": "bool"}
 
 
 class LocalStore:
@@ -40,6 +47,20 @@ class LocalStore:
         self._fsync = fsync
         # made by the first write: reading a mistyped root must create nothing
         self._tmp_ready = False
+
+    @classmethod
+    def from_url(cls, url: StoreURL, storage_options: Mapping[str, Any] | None) -> LocalStore:
+        """The directory of a plain path or a ``file://`` URL (percent-encoded, as
+        :attr:`url` writes it; a path is taken as written).
+
+        Raises:
+            UnsupportedStoreError: a ``file://`` URL that names another host.
+            InvalidConfigError: as :func:`~arrowlog.storage.options.coerce_options`.
+        """
+        if not url.is_path and url.netloc not in ("", "localhost"):
+            raise UnsupportedStoreError(f"file:// URLs must name a local path, got {url.url!r}")
+        local = coerce_options("a local directory", storage_options, LOCAL_OPTIONS)
+        return cls(Path(url.path if url.is_path else unquote(url.path)), **local)
 
     def _tmp_dir(self) -> Path:
         tmp = self._root / _TMP_DIR

@@ -1,6 +1,12 @@
 """An in-process store: a real backend (it passes the shared suite), not a mock.
 Each ``memory://`` connection gets a fresh, empty store; share one by passing the
-store object itself to :func:`arrowlog.connect`."""
+store object itself to :func:`arrowlog.connect`.
+
+A memory store pickles as a copy: the unpickled store holds the objects the
+original held when it was pickled (same keys, bytes and write times, entity tags
+new in the receiving process) and is a store of its own from then on, since
+another process cannot share this one's memory: writes to either are not seen by
+the other. Use a local directory or S3 where processes must share a log."""
 
 from __future__ import annotations
 
@@ -8,13 +14,19 @@ import bisect
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+from arrowlog.storage.options import Kind, coerce_options
+from arrowlog.storage.url import StoreURL
 
 #: numbers the puts of every memory store of the process: a tag stands for one
 #: object however many stores there are (frames are kept per process)
 _PUTS = itertools.count()
+
+#: ``memory://`` takes no storage options.
+MEMORY_OPTIONS: Mapping[str, Kind] = {}
 
 
 class MemoryStore:
@@ -27,6 +39,22 @@ class MemoryStore:
         self._tags: dict[str, str] = {}  # entity tags: the put's number in this process
         self._keys: list[str] = []
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: StoreURL, storage_options: Mapping[str, Any] | None) -> MemoryStore:
+        """A fresh, empty store for ``memory://name``.
+
+        Raises:
+            InvalidConfigError: any storage option.
+        """
+        coerce_options("memory://", storage_options, MEMORY_OPTIONS)
+        return cls(url.netloc + url.path)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a copy (see the module's docstring): the lock and the tags stay here
+        with self._lock:
+            objects = {key: (self._objects[key], self._modified[key]) for key in self._keys}
+        return (_copy, (self._name, objects))
 
     @property
     def url(self) -> str:
@@ -97,3 +125,14 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+
+def _copy(name: str, objects: dict[str, tuple[bytes, int]]) -> MemoryStore:
+    """A memory store holding ``objects`` (key -> bytes, write time), each with a
+    tag new in this process: tags count puts per process, so one carried over
+    from another could name a different object here."""
+    store = MemoryStore(name)
+    for key, (data, modified) in objects.items():
+        store.put_if_absent(key, data)
+        store._modified[key] = modified
+    return store

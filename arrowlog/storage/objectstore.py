@@ -33,8 +33,15 @@ from typing import Any
 import obstore
 from obstore import exceptions as obx
 
-from arrowlog.errors import InvalidConfigError, StoreError, TransientStoreError
-from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix, epoch_ms
+from arrowlog.errors import (
+    InvalidConfigError,
+    StoreError,
+    TransientStoreError,
+    UnsupportedStoreError,
+)
+from arrowlog.storage import Blob, ObjectInfo, Store, check_key, check_prefix, epoch_ms
+from arrowlog.storage.options import Kind, coerce_options, coerce_value, one_setting
+from arrowlog.storage.url import StoreURL
 
 #: Retries inside object_store: a few quick ones for a lost connection or a 5xx;
 #: longer waits are arrowlog's retry policy's to decide (its deadline, its errors).
@@ -49,6 +56,69 @@ _RETRY: dict[str, Any] = {
 }
 #: Above every character a key may hold (``check_key``'s alphabet): see _listing
 _ABOVE_KEYS = "~"
+
+#: ``s3://`` through obstore (the default client): the s3fs names users already
+#: pass, mapped onto obstore's settings by :func:`obstore_s3_options`, plus
+#: ``client`` (``obstore`` or ``s3fs``) and two settings only obstore has.
+OBSTORE_S3_OPTIONS: Mapping[str, Kind] = {
+    "client": "text",
+    "endpoint_url": "text",
+    "key": "text",
+    "secret": "text",
+    "token": "text",
+    "region_name": "text",
+    "anon": "bool",
+    "use_ssl": "bool",
+    "requester_pays": "bool",
+    "profile": "text",
+    "client_kwargs": "object",
+    "allow_http": "bool",
+    "virtual_hosted_style_request": "bool",
+}
+#: what ``client_kwargs`` may hold with obstore (botocore's names)
+_OBSTORE_CLIENT_KWARGS = frozenset({"region_name", "endpoint_url", "verify"})
+S3_CLIENTS = ("obstore", "s3fs")
+
+#: ``gs://`` and ``az://`` (obstore only): obstore's own setting names
+#: (``GCSConfig``, ``AzureConfig``); the rest comes from the environment.
+GCS_OPTIONS: Mapping[str, Kind] = {
+    "service_account": "text",
+    "service_account_key": "text",
+    "application_credentials": "text",
+    "bearer_token": "text",
+    "base_url": "text",
+    "skip_signature": "bool",
+    "allow_http": "bool",
+}
+AZURE_OPTIONS: Mapping[str, Kind] = {
+    "account_name": "text",
+    "account_key": "text",
+    "sas_key": "text",
+    "bearer_token": "text",
+    "client_id": "text",
+    "client_secret": "text",
+    "tenant_id": "text",
+    "endpoint": "text",
+    "use_emulator": "bool",
+    "use_azure_cli": "bool",
+    "skip_signature": "bool",
+    "allow_http": "bool",
+}
+
+
+def s3_client(options: Mapping[str, Any] | None) -> str:
+    """Which client serves an ``s3://`` store: option ``client``, else obstore.
+
+    Raises:
+        InvalidConfigError: a client that is neither.
+    """
+    client = (options or {}).get("client") or "obstore"
+    if client not in S3_CLIENTS:
+        raise InvalidConfigError(
+            f"storage option client for s3:// must be one of {', '.join(S3_CLIENTS)}, "
+            f"got {client!r}"
+        )
+    return str(client)
 
 
 class ObjectStore:
@@ -81,6 +151,32 @@ class ObjectStore:
             self._store = _open(scheme, bucket, self._prefix, self._config, self._client)
         except obx.BaseError as e:  # settings object_store cannot use
             raise InvalidConfigError(f"storage options for {self.url}: {_first_line(e)}") from None
+
+    @classmethod
+    def from_url(cls, url: StoreURL, storage_options: Mapping[str, Any] | None) -> Store:
+        """``s3://``, ``s3a://``, ``gs://`` or ``az://`` ``bucket/prefix``; with
+        ``client=s3fs``, an ``s3://`` URL opens :class:`~arrowlog.storage.s3.S3Store`.
+
+        Raises:
+            InvalidConfigError: an unknown client, as :func:`obstore_s3_options`
+                or :func:`obstore_cloud_options`, or settings obstore refuses.
+            UnsupportedStoreError: no bucket.
+        """
+        kind = "s3" if url.scheme == "s3a" else url.scheme
+        if kind == "s3" and s3_client(storage_options) == "s3fs":
+            from arrowlog.storage.s3 import S3Store  # the s3 extra brings s3fs too
+
+            return S3Store.from_url(url, storage_options)
+        if not url.netloc:
+            raise UnsupportedStoreError(
+                f"a {url.scheme}:// URL needs a bucket: {url.scheme}://bucket/prefix, "
+                f"got {url.url!r}"
+            )
+        if kind == "s3":
+            config, client = obstore_s3_options(storage_options, os.environ)
+        else:
+            config, client = obstore_cloud_options(kind, storage_options)
+        return cls(kind, url.netloc, url.path, config, client)
 
     # Picklable, so that a store can travel to a Spark worker: rebuilt there.
     def __reduce__(self) -> tuple[Any, ...]:
@@ -212,6 +308,87 @@ class ObjectStore:
 
     def close(self) -> None:
         """Nothing to release: connections close with the store object."""
+
+
+def obstore_s3_options(
+    options: Mapping[str, Any] | None, environ: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Storage options of ``s3://`` as obstore's ``(S3Config, ClientConfig)``.
+
+    Raises:
+        InvalidConfigError: an unknown key (an s3fs-only one says so), a value of
+            the wrong kind, a region given twice.
+    """
+    given = dict(options or {})
+    s3fs_only: list[str] = []
+    if any(k not in OBSTORE_S3_OPTIONS for k in given):
+        # s3fs's names: the s3 extra that brought obstore brought s3fs too
+        from arrowlog.storage.s3 import S3_OPTIONS
+
+        s3fs_only = sorted(k for k in given if k in S3_OPTIONS and k not in OBSTORE_S3_OPTIONS)
+    if s3fs_only:
+        raise InvalidConfigError(
+            f"storage option {s3fs_only[0]!r} is a setting of the s3fs client: add "
+            "client=s3fs to use it (the default client, obstore, has no such setting)"
+        )
+    out = coerce_options("s3://", given, OBSTORE_S3_OPTIONS)
+    out.pop("client", None)
+    extra = dict(out.pop("client_kwargs", {}))
+    unknown = sorted(set(extra) - _OBSTORE_CLIENT_KWARGS)
+    if unknown:
+        raise InvalidConfigError(
+            f"storage option client_kwargs.{unknown[0]} is not known to the obstore client "
+            f"(known: {', '.join(sorted(_OBSTORE_CLIENT_KWARGS))}); add client=s3fs to pass "
+            "botocore's client arguments"
+        )
+    config: dict[str, Any] = {}
+    client: dict[str, Any] = {}
+    for name, theirs in (("region_name", "region"), ("endpoint_url", "endpoint")):
+        chosen = one_setting(name, out.pop(name, None), extra)
+        if chosen is not None:
+            config[theirs] = str(chosen)
+    for ours, theirs in (("key", "access_key_id"), ("secret", "secret_access_key"),
+                         ("token", "session_token")):  # fmt: skip
+        if ours in out:
+            config[theirs] = out.pop(ours)
+    if out.pop("anon", False):
+        config["skip_signature"] = True
+    if "profile" in out:  # a botocore profile: arrowlog.storage.objectstore reads it
+        config["profile"] = out.pop("profile")
+    if out.pop("requester_pays", False):
+        config["request_payer"] = True
+    if "virtual_hosted_style_request" in out:
+        config["virtual_hosted_style_request"] = out.pop("virtual_hosted_style_request")
+    if "verify" in extra:
+        client["allow_invalid_certificates"] = not coerce_value(
+            "s3://", "verify", extra["verify"], "bool"
+        )
+    endpoint = (
+        config.get("endpoint") or environ.get("AWS_ENDPOINT_URL") or environ.get("AWS_ENDPOINT")
+    )
+    # s3fs speaks plain HTTP to an http:// endpoint; object_store must be told
+    plain = bool(endpoint) and str(endpoint).lower().startswith("http://")
+    allow_http = out.pop("allow_http", None)
+    use_ssl = out.pop("use_ssl", True)
+    if allow_http or plain or not use_ssl:
+        client["allow_http"] = True
+    return config, client
+
+
+def obstore_cloud_options(
+    scheme: str, options: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Storage options of ``gs://`` or ``az://`` as obstore's (config, ClientConfig).
+
+    Raises:
+        InvalidConfigError: as :func:`coerce_options`.
+    """
+    known = GCS_OPTIONS if scheme == "gs" else AZURE_OPTIONS
+    config = coerce_options(f"{scheme}://", options, known)
+    client: dict[str, Any] = {}
+    if config.pop("allow_http", False):
+        client["allow_http"] = True
+    return config, client
 
 
 def _open(

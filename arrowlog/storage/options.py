@@ -1,10 +1,14 @@
-"""Storage options: which keys each backend takes, and coercing their values.
+"""Storage options: checking their keys and coercing their values.
 
 Options reach :func:`arrowlog.connect` from Python (real booleans and dicts), from
 the command line (``--option anon=false``) and from Spark (``storage.anon`` =
 ``"false"``): the last two only ever carry strings. Every value is therefore
 coerced here, once, by the kind its backend declares, and every key is checked
-against the backend's known keys. Passing the strings through unchanged is how
+against the backend's known keys. Each backend declares its keys (name -> kind)
+beside its class: ``LOCAL_OPTIONS`` in :mod:`arrowlog.storage.local`,
+``S3_OPTIONS`` (s3fs) in :mod:`arrowlog.storage.s3`, obstore's in
+:mod:`arrowlog.storage.objectstore`, any fsspec filesystem's read from its
+signature in :mod:`arrowlog.storage.fsspec_store`. Passing the strings through unchanged is how
 ``anon=false`` used to mean *true* (a non-empty string) and how a
 ``client_kwargs`` given as JSON failed deep inside s3fs.
 
@@ -15,7 +19,6 @@ before anything is opened or written.
 from __future__ import annotations
 
 import difflib
-import inspect
 import json
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -29,169 +32,8 @@ Kind = Literal["bool", "int", "float", "text", "object"]
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 
-#: A local directory (:class:`arrowlog.storage.local.LocalStore`).
-LOCAL_OPTIONS: Mapping[str, Kind] = {"fsync": "bool"}
 
-#: The in-process store takes no options.
-MEMORY_OPTIONS: Mapping[str, Kind] = {}
-
-#: ``s3://``: the arguments of ``s3fs.S3FileSystem.__init__`` (s3fs 2026.9) that
-#: make sense for arrowlog, plus ``profile`` (s3fs hands unnamed arguments to the
-#: botocore session, and a profile is the only one users set) and arrowlog's own
-#: ``region_name`` (moved into ``client_kwargs``, where botocore wants it).
-#: Left out on purpose: ``session``, ``loop`` and ``asynchronous`` (live objects
-#: that cannot travel to a Spark worker; arrowlog runs its own loop) and the
-#: listing-cache switches (arrowlog never uses s3fs's listings).
-S3_OPTIONS: Mapping[str, Kind] = {
-    "endpoint_url": "text",
-    "key": "text",
-    "secret": "text",
-    "token": "text",
-    "username": "text",
-    "password": "text",
-    "profile": "text",
-    "region_name": "text",
-    "anon": "bool",
-    "use_ssl": "bool",
-    "requester_pays": "bool",
-    "version_aware": "bool",
-    "cache_regions": "bool",
-    "default_fill_cache": "bool",
-    "fixed_upload_size": "bool",
-    "local_expiry_check": "bool",
-    "default_block_size": "int",
-    "max_concurrency": "int",
-    "default_cache_type": "text",
-    "client_kwargs": "object",
-    "config_kwargs": "object",
-    "s3_additional_kwargs": "object",
-}
-
-#: ``s3://`` through obstore (the default client): the s3fs names users already
-#: pass, mapped onto obstore's settings by :func:`obstore_s3_options`, plus
-#: ``client`` (``obstore`` or ``s3fs``) and two settings only obstore has.
-OBSTORE_S3_OPTIONS: Mapping[str, Kind] = {
-    "client": "text",
-    "endpoint_url": "text",
-    "key": "text",
-    "secret": "text",
-    "token": "text",
-    "region_name": "text",
-    "anon": "bool",
-    "use_ssl": "bool",
-    "requester_pays": "bool",
-    "profile": "text",
-    "client_kwargs": "object",
-    "allow_http": "bool",
-    "virtual_hosted_style_request": "bool",
-}
-#: what ``client_kwargs`` may hold with obstore (botocore's names)
-_OBSTORE_CLIENT_KWARGS = frozenset({"region_name", "endpoint_url", "verify"})
-S3_CLIENTS = ("obstore", "s3fs")
-
-#: ``gs://`` and ``az://`` (obstore only): obstore's own setting names
-#: (``GCSConfig``, ``AzureConfig``); the rest comes from the environment.
-GCS_OPTIONS: Mapping[str, Kind] = {
-    "service_account": "text",
-    "service_account_key": "text",
-    "application_credentials": "text",
-    "bearer_token": "text",
-    "base_url": "text",
-    "skip_signature": "bool",
-    "allow_http": "bool",
-}
-AZURE_OPTIONS: Mapping[str, Kind] = {
-    "account_name": "text",
-    "account_key": "text",
-    "sas_key": "text",
-    "bearer_token": "text",
-    "client_id": "text",
-    "client_secret": "text",
-    "tenant_id": "text",
-    "endpoint": "text",
-    "use_emulator": "bool",
-    "use_azure_cli": "bool",
-    "skip_signature": "bool",
-    "allow_http": "bool",
-}
-
-
-def s3_client(options: Mapping[str, Any] | None) -> str:
-    """Which client serves an ``s3://`` store: option ``client``, else obstore.
-
-    Raises:
-        InvalidConfigError: a client that is neither.
-    """
-    client = (options or {}).get("client") or "obstore"
-    if client not in S3_CLIENTS:
-        raise InvalidConfigError(
-            f"storage option client for s3:// must be one of {', '.join(S3_CLIENTS)}, "
-            f"got {client!r}"
-        )
-    return str(client)
-
-
-def obstore_s3_options(
-    options: Mapping[str, Any] | None, environ: Mapping[str, str]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Storage options of ``s3://`` as obstore's ``(S3Config, ClientConfig)``.
-
-    Raises:
-        InvalidConfigError: an unknown key (an s3fs-only one says so), a value of
-            the wrong kind, a region given twice.
-    """
-    given = dict(options or {})
-    s3fs_only = sorted(k for k in given if k in S3_OPTIONS and k not in OBSTORE_S3_OPTIONS)
-    if s3fs_only:
-        raise InvalidConfigError(
-            f"storage option {s3fs_only[0]!r} is a setting of the s3fs client: add "
-            "client=s3fs to use it (the default client, obstore, has no such setting)"
-        )
-    out = coerce_options("s3://", given, OBSTORE_S3_OPTIONS)
-    out.pop("client", None)
-    extra = dict(out.pop("client_kwargs", {}))
-    unknown = sorted(set(extra) - _OBSTORE_CLIENT_KWARGS)
-    if unknown:
-        raise InvalidConfigError(
-            f"storage option client_kwargs.{unknown[0]} is not known to the obstore client "
-            f"(known: {', '.join(sorted(_OBSTORE_CLIENT_KWARGS))}); add client=s3fs to pass "
-            "botocore's client arguments"
-        )
-    config: dict[str, Any] = {}
-    client: dict[str, Any] = {}
-    for name, theirs in (("region_name", "region"), ("endpoint_url", "endpoint")):
-        chosen = _one_of(name, out.pop(name, None), extra)
-        if chosen is not None:
-            config[theirs] = str(chosen)
-    for ours, theirs in (("key", "access_key_id"), ("secret", "secret_access_key"),
-                         ("token", "session_token")):  # fmt: skip
-        if ours in out:
-            config[theirs] = out.pop(ours)
-    if out.pop("anon", False):
-        config["skip_signature"] = True
-    if "profile" in out:  # a botocore profile: arrowlog.storage.objectstore reads it
-        config["profile"] = out.pop("profile")
-    if out.pop("requester_pays", False):
-        config["request_payer"] = True
-    if "virtual_hosted_style_request" in out:
-        config["virtual_hosted_style_request"] = out.pop("virtual_hosted_style_request")
-    if "verify" in extra:
-        client["allow_invalid_certificates"] = not _coerce(
-            "s3://", "verify", extra["verify"], "bool"
-        )
-    endpoint = (
-        config.get("endpoint") or environ.get("AWS_ENDPOINT_URL") or environ.get("AWS_ENDPOINT")
-    )
-    # s3fs speaks plain HTTP to an http:// endpoint; object_store must be told
-    plain = bool(endpoint) and str(endpoint).lower().startswith("http://")
-    allow_http = out.pop("allow_http", None)
-    use_ssl = out.pop("use_ssl", True)
-    if allow_http or plain or not use_ssl:
-        client["allow_http"] = True
-    return config, client
-
-
-def _one_of(name: str, option: object, client_kwargs: Mapping[str, Any]) -> object:
+def one_setting(name: str, option: object, client_kwargs: Mapping[str, Any]) -> object:
     """A setting given as a storage option, in ``client_kwargs``, or both alike.
 
     Raises:
@@ -203,27 +45,6 @@ def _one_of(name: str, option: object, client_kwargs: Mapping[str, Any]) -> obje
             f"storage options {name} and client_kwargs.{name} disagree: {option!r} vs {other!r}"
         )
     return option if option is not None else other
-
-
-def obstore_cloud_options(
-    scheme: str, options: Mapping[str, Any] | None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Storage options of ``gs://`` or ``az://`` as obstore's (config, ClientConfig).
-
-    Raises:
-        InvalidConfigError: as :func:`coerce_options`.
-    """
-    known = GCS_OPTIONS if scheme == "gs" else AZURE_OPTIONS
-    config = coerce_options(f"{scheme}://", options, known)
-    client: dict[str, Any] = {}
-    if config.pop("allow_http", False):
-        client["allow_http"] = True
-    return config, client
-
-
-# Arguments of an fsspec filesystem that arrowlog sets itself or that cannot be
-# given as an option.
-_FSSPEC_RESERVED = frozenset({"self", "skip_instance_cache", "asynchronous", "loop"})
 
 
 def coerce_options(
@@ -252,55 +73,16 @@ def coerce_options(
         if kind is None:
             raise InvalidConfigError(_unknown(backend, name, known))
         if value is not None:
-            out[name] = _coerce(backend, name, value, kind)
+            out[name] = coerce_value(backend, name, value, kind)
     return out
 
 
-def s3_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """:data:`S3_OPTIONS`, coerced, with ``region_name`` moved into
-    ``client_kwargs`` for botocore.
+def coerce_value(backend: str, name: str, value: object, kind: Kind) -> object:
+    """One option's value as its ``kind`` (see :func:`coerce_options`).
 
     Raises:
-        InvalidConfigError: as :func:`coerce_options`, or a region given twice.
+        InvalidConfigError: the value is not of that kind.
     """
-    out = coerce_options("s3://", options, {**S3_OPTIONS, "client": "text"})
-    out.pop("client", None)
-    client_kwargs = dict(out.get("client_kwargs", {}))
-    region = _one_of("region_name", out.pop("region_name", None), client_kwargs)
-    if region is not None:
-        out["client_kwargs"] = {**client_kwargs, "region_name": region}
-    return out
-
-
-def fsspec_options(filesystem: type[Any]) -> dict[str, Kind]:
-    """The keys an fsspec filesystem class takes: the named arguments of every
-    ``__init__`` along its MRO, each of the kind its default value has."""
-    known: dict[str, Kind] = {}
-    for cls in filesystem.__mro__:
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            continue
-        for param in inspect.signature(init).parameters.values():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                continue
-            if param.name not in _FSSPEC_RESERVED:
-                known.setdefault(param.name, _kind_of_default(param.name, param.default))
-    return known
-
-
-def _kind_of_default(name: str, default: object) -> Kind:
-    if isinstance(default, bool):
-        return "bool"
-    if isinstance(default, int):
-        return "int"
-    if isinstance(default, float):
-        return "float"
-    if isinstance(default, dict) or name.endswith("_kwargs"):
-        return "object"
-    return "text"
-
-
-def _coerce(backend: str, name: str, value: object, kind: Kind) -> object:
     where = f"storage option {name} for {backend}"
     if kind == "bool":
         if isinstance(value, bool):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Mapping
 from typing import Any, TypeVar
 
 import fsspec.asyn
@@ -31,8 +31,42 @@ from botocore.exceptions import (
 
 from arrowlog.errors import StoreError, TransientStoreError, UnsupportedStoreError
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix, epoch_ms
+from arrowlog.storage.options import Kind, coerce_options, one_setting
+from arrowlog.storage.url import StoreURL
 
 T = TypeVar("T")
+
+#: ``s3://``: the arguments of ``s3fs.S3FileSystem.__init__`` (s3fs 2026.9) that
+#: make sense for arrowlog, plus ``profile`` (s3fs hands unnamed arguments to the
+#: botocore session, and a profile is the only one users set) and arrowlog's own
+#: ``region_name`` (moved into ``client_kwargs``, where botocore wants it).
+#: Left out on purpose: ``session``, ``loop`` and ``asynchronous`` (live objects
+#: that cannot travel to a Spark worker; arrowlog runs its own loop) and the
+#: listing-cache switches (arrowlog never uses s3fs's listings).
+S3_OPTIONS: Mapping[str, Kind] = {
+    "endpoint_url": "text",
+    "key": "text",
+    "secret": "text",
+    "token": "text",
+    "username": "text",
+    "password": "text",
+    "profile": "text",
+    "region_name": "text",
+    "anon": "bool",
+    "use_ssl": "bool",
+    "requester_pays": "bool",
+    "version_aware": "bool",
+    "cache_regions": "bool",
+    "default_fill_cache": "bool",
+    "fixed_upload_size": "bool",
+    "local_expiry_check": "bool",
+    "default_block_size": "int",
+    "max_concurrency": "int",
+    "default_cache_type": "text",
+    "client_kwargs": "object",
+    "config_kwargs": "object",
+    "s3_additional_kwargs": "object",
+}
 
 # Codes after which the request certainly did not happen: the server refused it.
 _REFUSED_RETRIABLE = {
@@ -72,6 +106,18 @@ class S3Store:
         self._fs = s3fs.S3FileSystem(skip_instance_cache=True, **self._options)
         self._client: Any = None
         self._client_lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: StoreURL, storage_options: Mapping[str, Any] | None) -> S3Store:
+        """``s3://bucket/prefix`` (or ``s3a://``) with ``client=s3fs``; the
+        registry sends ``s3://`` to :class:`~arrowlog.storage.objectstore.ObjectStore`,
+        which hands this client's URLs on to here.
+
+        Raises:
+            InvalidConfigError: as :func:`s3_options`.
+            UnsupportedStoreError: no bucket.
+        """
+        return cls(url.netloc, url.path, s3_options(storage_options))
 
     # Picklable, so that a store can be shipped to a Spark worker or a process pool;
     # the client is rebuilt on the other side.
@@ -225,6 +271,22 @@ class S3Store:
         if client is not None:
             with contextlib.suppress(Exception):  # closing is best effort
                 _sync(self._fs.loop, client.close())
+
+
+def s3_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:data:`S3_OPTIONS`, coerced, with ``region_name`` moved into
+    ``client_kwargs`` for botocore.
+
+    Raises:
+        InvalidConfigError: as :func:`coerce_options`, or a region given twice.
+    """
+    out = coerce_options("s3://", options, {**S3_OPTIONS, "client": "text"})
+    out.pop("client", None)
+    client_kwargs = dict(out.get("client_kwargs", {}))
+    region = one_setting("region_name", out.pop("region_name", None), client_kwargs)
+    if region is not None:
+        out["client_kwargs"] = {**client_kwargs, "region_name": region}
+    return out
 
 
 def _sync(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:

@@ -1,26 +1,56 @@
-"""Choosing a backend from a URL."""
+"""Opening a store from a URL: the registry (:mod:`arrowlog.storage.registry`)
+names the backend of each scheme, and the backend opens the store."""
 
 from __future__ import annotations
 
-import os
 import warnings
-from pathlib import Path
-from typing import Any
-from urllib.parse import unquote, urlsplit
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+from urllib.parse import urlsplit
 
-from arrowlog._extras import require_extra
-from arrowlog.errors import MissingDependencyError, UnsupportedStoreError
+from arrowlog.errors import UnsupportedStoreError
 from arrowlog.storage import Store
-from arrowlog.storage.options import (
-    LOCAL_OPTIONS,
-    MEMORY_OPTIONS,
-    coerce_options,
-    fsspec_options,
-    obstore_cloud_options,
-    obstore_s3_options,
-    s3_client,
-    s3_options,
-)
+from arrowlog.storage.registry import backend_class
+
+__all__ = ["StoreClass", "StoreURL", "open_store"]
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    """A store's URL, split for its backend.
+
+    Attributes:
+        url: as the user wrote it (for messages).
+        scheme: lower case; ``file`` for a plain path.
+        netloc: the bucket, container or memory store's name; empty for a path.
+        path: as written: percent-encoded in a ``file://`` URL, not in a plain path.
+        is_path: a plain path (``/dir``, ``dir``, ``C:\\dir``), not a URL.
+    """
+
+    url: str
+    scheme: str
+    netloc: str
+    path: str
+    is_path: bool = False
+
+    @classmethod
+    def parse(cls, url: str) -> StoreURL:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        # a Windows drive letter parses as a one-letter scheme
+        if not scheme or (len(scheme) == 1 and url[1:3] in (":\\", ":/")):
+            return cls(url, "file", "", url, is_path=True)
+        return cls(url, scheme, parts.netloc, parts.path)
+
+
+class StoreClass(Protocol):
+    """What the registry needs of a backend's class: a way to open a store from
+    its URL. ``from_url`` checks and coerces ``storage_options`` by the keys the
+    backend declares (:func:`arrowlog.storage.options.coerce_options`) before it
+    opens or creates anything."""
+
+    def from_url(self, url: StoreURL, storage_options: Mapping[str, Any] | None) -> Store: ...
 
 
 def open_store(
@@ -29,9 +59,11 @@ def open_store(
     """Open the store named by ``url``.
 
     ``memory://name`` (a fresh in-process store), ``file:///dir`` or a plain path
-    (a local directory), ``s3://bucket/prefix`` (S3, MinIO, SeaweedFS, ...). Any
+    (a local directory), ``s3://bucket/prefix`` (S3, MinIO, SeaweedFS, ...),
+    ``gs://`` and ``az://``: the schemes of :mod:`arrowlog.storage.registry`. Any
     other fsspec protocol is refused unless ``allow_unsafe_store`` is True, because
-    its put-if-absent is not known to be atomic.
+    its put-if-absent is not known to be atomic; so is a registered backend whose
+    store says its put-if-absent is not atomic.
 
     ``storage_options`` are checked against the backend's known keys and coerced
     (see :mod:`arrowlog.storage.options`) before anything is opened or created.
@@ -43,64 +75,37 @@ def open_store(
         MissingDependencyError: the backend's package is not installed (for
             ``s3://``: the ``s3`` extra).
     """
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme == "memory":
-        from arrowlog.storage.memory import MemoryStore
+    where = StoreURL.parse(url)
+    found = backend_class(where.scheme)
+    if found is None:
+        from arrowlog.storage.fsspec_store import FsspecStore
 
-        coerce_options("memory://", storage_options, MEMORY_OPTIONS)
-        return MemoryStore(parts.netloc + parts.path)
-    if scheme in ("", "file") or (len(scheme) == 1 and url[1:3] in (":\\", ":/")):
-        from arrowlog.storage.local import LocalStore
+        return FsspecStore.from_url(where, storage_options, allow_unsafe_store=allow_unsafe_store)
+    store = cast(StoreClass, found).from_url(where, storage_options)
+    if not store.atomic_put_if_absent:
+        refuse_unsafe(
+            store.url, f"{where.scheme}://", allow_unsafe_store=allow_unsafe_store, stacklevel=3
+        )
+    return store
 
-        # a file:// URL is percent-encoded (as LocalStore.url writes it); a path is not
-        path = unquote(parts.path) if scheme == "file" else url
-        if scheme == "file" and parts.netloc not in ("", "localhost"):
-            raise UnsupportedStoreError(f"file:// URLs must name a local path, got {url!r}")
-        local = coerce_options("a local directory", storage_options, LOCAL_OPTIONS)
-        return LocalStore(Path(path), **local)
-    if scheme in ("s3", "s3a") and s3_client(storage_options) == "s3fs":
-        s3 = s3_options(storage_options)
-        require_extra("s3")
-        from arrowlog.storage.s3 import S3Store
 
-        return S3Store(parts.netloc, parts.path, s3)
-    if scheme in ("s3", "s3a", "gs", "az"):
-        kind = "s3" if scheme == "s3a" else scheme
-        if not parts.netloc:
-            raise UnsupportedStoreError(
-                f"a {scheme}:// URL needs a bucket: {scheme}://bucket/prefix, got {url!r}"
-            )
-        if kind == "s3":
-            config, client = obstore_s3_options(storage_options, os.environ)
-        else:
-            config, client = obstore_cloud_options(kind, storage_options)
-        require_extra({"s3": "s3", "gs": "gcs", "az": "azure"}[kind])
-        from arrowlog.storage.objectstore import ObjectStore
+def refuse_unsafe(what: str, where: str, *, allow_unsafe_store: bool, stacklevel: int) -> None:
+    """Refuse a store without atomic put-if-absent (``what`` in the message), or
+    warn about it (``where``) if the caller opted in; ``stacklevel`` as the
+    caller would pass to :func:`warnings.warn` itself.
 
-        return ObjectStore(kind, parts.netloc, parts.path, config, client)
-
-    import fsspec
-
-    if scheme not in fsspec.available_protocols():
-        raise UnsupportedStoreError(f"unknown store protocol {scheme!r} in {url!r}")
-    try:
-        filesystem = fsspec.get_filesystem_class(scheme)
-    except ImportError as e:
-        raise MissingDependencyError(f"{scheme}:// needs a package: {e}") from e
-    options = coerce_options(f"{scheme}://", storage_options, fsspec_options(filesystem))
+    Raises:
+        UnsupportedStoreError: ``allow_unsafe_store`` is False.
+    """
     if not allow_unsafe_store:
         raise UnsupportedStoreError(
-            f"the {scheme!r} filesystem has no atomic put-if-absent that arrowlog can "
+            f"{what} has no atomic put-if-absent that arrowlog can "
             "rely on, so two writers could claim the same offset. Use memory://, a "
             "local directory or s3://; or pass allow_unsafe_store=True if you are "
             "certain only one process writes at a time."
         )
     warnings.warn(
-        f"arrowlog on {scheme}:// without atomic put-if-absent: concurrent writers "
+        f"arrowlog on {where} without atomic put-if-absent: concurrent writers "
         "can corrupt the log (allow_unsafe_store=True)",
-        stacklevel=3,
+        stacklevel=stacklevel + 1,
     )
-    from arrowlog.storage.fsspec_store import FsspecStore
-
-    return FsspecStore(scheme, parts.netloc + parts.path, options)

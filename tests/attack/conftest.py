@@ -10,7 +10,7 @@ import time
 import pytest
 
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.clocks import Clocks, ClockStore
 
 

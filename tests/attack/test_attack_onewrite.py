@@ -27,7 +27,7 @@ from arrowlog.format.topic import segment_key
 from arrowlog.storage import Store
 from arrowlog.storage.local import LocalStore
 from arrowlog.storage.memory import MemoryStore
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.coordinator import CoordinatorLog, TxnState, entry_key
 from tests.attack._util import FAST, FOREVER, SCHEMA, Background, everything, rows, visible
 

@@ -23,8 +23,8 @@ from arrowlog.format.topic import checkpoint_key, segment_key
 from arrowlog.read.scan import plan_scan
 from arrowlog.storage import Store
 from arrowlog.storage.memory import MemoryStore
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.coordinator import entry_key
 from tests.attack._util import FAST, FOREVER, SCHEMA, Background, everything, rows, visible
 

@@ -41,7 +41,7 @@ from arrowlog.format.segment import WriterIdentity, encode, head_length
 from arrowlog.format.topic import checkpoint_key, checkpoint_prefix, compacted_prefix, segment_key
 from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.attack._util import FOREVER, Background
 from tests.attack.test_compaction_attack import (
     CONFIG,

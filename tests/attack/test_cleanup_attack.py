@@ -47,7 +47,7 @@ import pytest
 import arrowlog
 from arrowlog import InvalidConfigError, ProducerFencedError, TopicConfig
 from arrowlog.format.checkpoint import Decision
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.coordinator import COORDINATOR_PREFIX, PRODUCER_IDS_PREFIX, CoordinatorLog
 from arrowlog.txn.groups import GROUPS_PREFIX
 from tests.attack._util import FAST, SCHEMA, Background, rows

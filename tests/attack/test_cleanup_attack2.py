@@ -56,7 +56,7 @@ import arrowlog
 from arrowlog.format.checkpoint import Decision
 from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.read.scan import output_schema, plan_scan, read_task
-from arrowlog.storage.scripted import LatePut, ScriptedStore
+from arrowlog.testing.scripted import LatePut, ScriptedStore
 from arrowlog.txn.coordinator import COORDINATOR_PREFIX, CoordinatorLog, entry_key
 from arrowlog.txn.entrylog import entry_name, parse_entry_name
 from arrowlog.txn.groups import GROUPS_PREFIX

@@ -47,7 +47,7 @@ from arrowlog.format.topic import (
 from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.read.scan import output_schema, plan_scan, read_task
 from arrowlog.storage import Blob, Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.attack._util import FAST, Background
 from tests.clocks import Clocks, ClockStore
 

@@ -42,8 +42,8 @@ from arrowlog.jobs.export_delta import read_delta, run_export
 from arrowlog.jobs.export_iceberg import CatalogConfig, read_iceberg
 from arrowlog.jobs.export_iceberg import export as export_iceberg
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.url import open_store
+from arrowlog.testing.scripted import ScriptedStore
 from tests.clocks import Clocks, ClockStore
 from tests.jobs import conftest as jobs
 from tests.jobs.conftest import Gate, Place, Run

@@ -17,8 +17,8 @@ from arrowlog.format.topic import segment_key
 from arrowlog.producer import ProducerState
 from arrowlog.storage import Store
 from arrowlog.storage.memory import MemoryStore
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.coordinator import CoordinatorLog, TxnState, entry_key
 from tests.attack._util import FAST, FOREVER, SCHEMA, Background, everything, rows, visible
 

@@ -17,7 +17,7 @@ from arrowlog.errors import TransientStoreError, UnknownTopicOrPartitionError
 from arrowlog.format.topic import topic_version_key
 from arrowlog.storage import Store
 from arrowlog.storage.memory import MemoryStore
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 
 from ._util import FAST, FOREVER, SCHEMA, Background, everything, rows
 

@@ -22,7 +22,7 @@ from arrowlog.errors import StoreError, TransientStoreError
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.storage.objectstore import ObjectStore
 from arrowlog.storage.url import open_store
-from infra import seaweedfs
+from arrowlog.testing import seaweedfs
 from tests.storage.test_obstore_http import Answer, Front, xml
 
 pytestmark = pytest.mark.s3

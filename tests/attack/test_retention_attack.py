@@ -35,7 +35,7 @@ import arrowlog
 from arrowlog import OffsetOutOfRangeError, TopicConfig, _clock
 from arrowlog.format.topic import checkpoint_key, log_start_key, segment_key
 from arrowlog.storage import Blob, ObjectInfo, Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.attack._util import FAST, SCHEMA, Background, rows
 from tests.clocks import Clocks, ClockStore
 

@@ -15,7 +15,7 @@ import pytest
 import arrowlog
 from arrowlog.errors import ArrowLogError
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.attack._util import FAST, FOREVER, SCHEMA, Background, everything, rows, visible
 
 

@@ -34,9 +34,9 @@ from arrowlog.partition.heads import HEADS, HeadCache
 from arrowlog.producer.bulkload import bulk_load
 from arrowlog.read.scan import output_schema, plan_scan, read_task
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import Gate, ScriptedStore
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import Gate, ScriptedStore
 from tests.conftest import Untagged
 
 FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64()), pa.field("name", pa.string())]

@@ -45,8 +45,8 @@ from arrowlog.storage import Blob, ObjectInfo, Store
 from arrowlog.storage import local as local_store
 from arrowlog.storage.local import LocalStore
 from arrowlog.storage.memory import MemoryStore
-from arrowlog.storage.scripted import ScriptedStore, _Rule
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore, _Rule
 from tests.conftest import Untagged
 
 ROWS = 70_000

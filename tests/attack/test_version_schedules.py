@@ -52,9 +52,9 @@ from arrowlog.format.topic import (
 )
 from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.attack._util import FAST, FOREVER, SCHEMA, Background, rows
 from tests.clocks import ClockStore
 

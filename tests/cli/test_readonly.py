@@ -13,7 +13,7 @@ import pytest
 from arrowlog.cli import cli, main
 from arrowlog.cli._store import coerce_option, parse_options
 from arrowlog.errors import InvalidConfigError
-from arrowlog.storage.options import s3_options
+from arrowlog.storage.s3 import s3_options
 from tests.cli.conftest import build_mixed_log, files, rows, run
 
 READ_ONLY = [

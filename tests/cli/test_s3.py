@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from arrowlog._seaweedfs import S3Server
 from arrowlog.jobs.export_iceberg import CatalogConfig, read_iceberg
+from arrowlog.testing.seaweedfs import S3Server
 from tests.cli.conftest import build_mixed_log, fails, load_then_backfill, run
 
 pytestmark = pytest.mark.s3

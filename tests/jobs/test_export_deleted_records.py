@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import arrowlog
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.jobs.conftest import Place, Run, Target, ids
 from tests.test_export_iceberg import SCHEMA, rows
 

@@ -38,7 +38,7 @@ from arrowlog.jobs.export_delta import (
     read_delta,
     run_export,
 )
-from arrowlog.storage.scripted import ScriptedStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.jobs.conftest import DeltaHolds, Place, Run
 from tests.test_export_iceberg import SCHEMA, Ledger, rows
 

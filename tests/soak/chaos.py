@@ -27,8 +27,8 @@ from typing import Any
 from arrowlog.errors import TransientStoreError
 from arrowlog.storage import Blob, ObjectInfo, Store
 from arrowlog.storage.local import LocalStore
-from arrowlog.storage.scripted import Gate, LatePut, ScriptedStore
-from arrowlog.storage.wrappers import Faults, FaultyStore
+from arrowlog.testing.faulty import Faults, FaultyStore
+from arrowlog.testing.scripted import Gate, LatePut, ScriptedStore
 from tests.soak.history import History, now
 
 SEGMENTS_IN = "in/*/segments/*"

@@ -29,7 +29,7 @@ from typing import Any
 import arrowlog
 from arrowlog import TopicConfig, admin
 from arrowlog.errors import ArrowLogError
-from infra import seaweedfs
+from arrowlog.testing import seaweedfs
 from tests.conftest import StoreSpec
 from tests.soak import exports
 from tests.soak.chaos import KillPoint

@@ -439,8 +439,8 @@ def test_a_commit_whose_marker_is_held_back_is_read_by_its_decision(
     p1, taking the offset the marker was headed for. Queries now, and after the
     marker lands (at the next offset): every reader shows C in both partitions,
     and 11, as the library does."""
-    from arrowlog.storage.scripted import ScriptedStore
     from arrowlog.storage.url import open_store
+    from arrowlog.testing.scripted import ScriptedStore
 
     spec = local(tmp_path)
     scripted = ScriptedStore(open_store(spec.url, spec.options))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -15,8 +16,9 @@ import pytest
 
 from arrowlog.errors import InvalidNameError
 from arrowlog.storage import Store
-from arrowlog.storage.scripted import ScriptedStore
-from arrowlog.storage.wrappers import CountingStore, Faults, FaultyStore
+from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.faulty import Faults, FaultyStore
+from arrowlog.testing.scripted import ScriptedStore
 from tests.conftest import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,6 +172,30 @@ def test_unsafe_keys_are_refused_and_nothing_is_written(store: Store, key: str) 
     with pytest.raises(InvalidNameError):
         store.get(key)
     assert list(store.list("")) == []
+
+
+def test_a_store_pickles_and_its_copy_works(store: Store) -> None:
+    """Spark's workers and process pools receive stores pickled (the Store
+    protocol's rule). A copy reaches the same objects; a memory store's copy holds
+    the objects it had when pickled and is a store of its own from then on."""
+    store.put_if_absent("before", b"1")
+    copy = pickle.loads(pickle.dumps(store))
+    assert type(copy) is type(store) and copy.url == store.url
+    assert copy.get("before") == b"1"
+    assert copy.head("before").modified_ms == store.head("before").modified_ms
+    copy.put_if_absent("after", b"2")
+    assert copy.get("after") == b"2"
+    assert [o.key for o in copy.list("")] == ["after", "before"]
+    with pytest.raises(FileExistsError):
+        copy.put_if_absent("before", b"again")
+    copy.delete("before")
+    if store.url.startswith("memory://"):
+        assert [o.key for o in store.list("")] == ["before"]  # the original: unchanged
+    else:
+        assert store.get("after") == b"2"
+        with pytest.raises(FileNotFoundError):
+            store.get("before")
+    copy.close()
 
 
 def test_threads_racing_on_one_key_have_exactly_one_winner(store: Store) -> None:

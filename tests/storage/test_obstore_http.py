@@ -20,7 +20,7 @@ import arrowlog
 from arrowlog.errors import StoreError, TransientStoreError
 from arrowlog.storage.objectstore import ObjectStore
 from arrowlog.storage.url import open_store
-from infra import seaweedfs
+from arrowlog.testing import seaweedfs
 
 pytestmark = pytest.mark.s3
 

@@ -15,7 +15,7 @@ from arrowlog.storage.local import LocalStore
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.storage.objectstore import ObjectStore
 from arrowlog.storage.url import open_store
-from infra import seaweedfs
+from arrowlog.testing import seaweedfs
 
 
 def test_urls_pick_their_backends(tmp_path: Path) -> None:

