@@ -52,8 +52,8 @@ def test_a_store_that_never_answers_gives_an_unknown_outcome_not_a_success(store
     # Every request fails as if its reply were lost: writes may have happened,
     # and reading back cannot tell.
     part = PartitionLog(FaultyStore(store, Faults(fail_before=1.0)), topic, 0, config)
-    part._opened = True  # an empty partition known to end at 0, just now
-    part._end_known_at = time.monotonic()
+    part._checkpoints.opened = True  # an empty partition known to end at 0, just now
+    part._known.end_seen(time.monotonic())
     with pytest.raises(arrowlog.AppendOutcomeUnknownError) as info:
         part.append(rows(1, 1))
     assert info.value.offset == 0 and info.value.retriable
@@ -65,7 +65,7 @@ def test_throttling_until_the_deadline_is_a_retriable_error_that_wrote_nothing(
     topic = arrowlog.connect(store).create_topic("t", SCHEMA)
     config = LogConfig(retry=RetryPolicy(initial_backoff=0.001, max_backoff=0.005, deadline=0.2))
     part = PartitionLog(FaultyStore(store, Faults(slowdown=1.0)), topic, 0, config)
-    part._opened = True
+    part._checkpoints.opened = True
     with pytest.raises(arrowlog.TransientStoreError) as info:
         part.append(rows(1, 1))
     assert info.value.retriable and not info.value.maybe_applied

@@ -111,14 +111,14 @@ def test_an_unknown_outcome_is_settled_by_resending_with_the_same_sequence(
     producer = log.producer()
     producer.send("t", rows(1), partition=0)
     part = log.partition("t", 0)
-    real_store, real_config = part._store, part._config
-    part._store = WriteThenPartition(real_store)
-    part._config = LogConfig(
+    real_store, real_config = part._shared.store, part._shared.config
+    part._shared.store = WriteThenPartition(real_store)
+    part._shared.config = LogConfig(
         retry=RetryPolicy(initial_backoff=0.001, max_backoff=0.002, deadline=0.05)
     )
     with pytest.raises(arrowlog.AppendOutcomeUnknownError):
         producer.send("t", rows(2), partition=0)  # it landed, but nobody could tell
-    part._store, part._config = real_store, real_config
+    part._shared.store, part._shared.config = real_store, real_config
     producer.flush()  # resends with the same sequence: recognised, not written again
     producer.send("t", rows(3), partition=0)
     assert log.read("t", 0)["v"].to_pylist() == [1, 2, 3]

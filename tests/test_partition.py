@@ -633,7 +633,7 @@ def test_a_checkpoint_that_cannot_be_written_never_fails_an_append(log: ArrowLog
     part.append(batch(0, 1), identity=txn)  # an open transaction: the checkpoint asks about it
     assert part.append(batch(1, 1)).base_offset == 1  # the window is complete, the append stands
     assert list(log.store.list("cp/0/checkpoints/")) == []
-    part._decide = lambda t: arrowlog.format.checkpoint.Decision.UNDECIDED
+    part._shared.decide = lambda t: arrowlog.format.checkpoint.Decision.UNDECIDED
     part.append(batch(2, 1))
     assert len(list(log.store.list("cp/0/checkpoints/"))) == 1
 

@@ -1,23 +1,15 @@
 """What every part of a :class:`~arrowlog.partition.PartitionLog` shares: the
-store, the topic, and what is known of the log so far."""
+store, the topic, the partition's lock."""
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import TypeVar
 
 from arrowlog.config import LogConfig
-from arrowlog.errors import UnknownTopicOrPartitionError
-from arrowlog.format.checkpoint import (
-    Checkpoint,
-    Decision,
-    OpenTxn,
-    PartitionState,
-    ProducerEntry,
-    SegmentSummary,
-)
+from arrowlog.format.checkpoint import Decision, OpenTxn
 from arrowlog.format.topic import Topic, segment_key
 from arrowlog.storage import Store
 
@@ -44,9 +36,15 @@ class _Stale(Exception):
     checkpoint was unusable): open again."""
 
 
-class PartitionBase:
-    """The state of one partition's log, as this process knows it; the listing,
-    checkpoint, read and append layers above it all work on these fields."""
+class Shared:
+    """Where one partition's log lives and how to reach it, given to every
+    part: the store, the configuration, the partition's lock, and the topic as
+    last learnt.
+
+    ``topic`` and ``interval`` change only under ``lock``: :meth:`learn_version`
+    (a listing showed a later version of the same topic) and
+    :meth:`reincarnate` (an opening found the topic created anew).
+    """
 
     def __init__(
         self,
@@ -58,96 +56,43 @@ class PartitionBase:
         decide: Callable[[OpenTxn], Decision] | None = None,
         refresh_topic: RefreshTopic | None = None,
     ) -> None:
-        self._store = store
-        self._topic = topic
-        self._refresh_topic = refresh_topic
-        self._opening = False
-        self._partition = topic.check_partition(partition)
-        self._config = config
-        self._decide = decide
-        self._interval = topic.config.checkpoint_interval
-        self._lock = threading.RLock()
-        self._opened = False
-        self._log_start = 0
-        # the compaction mark: the records below it are in compacted objects,
-        # and their segments may be removed (docs/protocol.md, "Compaction")
-        self._compacted = 0
-        # Everything known about the log since the newest known checkpoint: the
-        # next checkpoint window starts at _window_start, where the partition state
-        # was _base_state; _tail holds (base, size) of every segment from there to
-        # _end, in order (a chain: each starts where the one before ends);
-        # _summaries the header of each of those segments, read or written.
-        self._window_start = 0
-        self._base_state = PartitionState()
-        self._tail: list[tuple[int, int]] = []
-        self._summaries: dict[int, SegmentSummary] = {}
-        self._end = 0
-        # when (_clock.elapsed(): time suspended counts) the request began that
-        # last showed _end to be the log end: a listing, or this object's own
-        # append there. A writer lists again before trusting it longer than
-        # half the topic's delete_delay_ms (docs/protocol.md, "Deleting records").
-        self._end_known_at = 0.0
-        # base -> when (on the store's clock: its LastModified) the object at
-        # that key of the tail was written, for the tail segments a listing or
-        # a HEAD showed: they date producer state (see Checkpoints._date_producers)
-        self._stored: dict[int, int] = {}
-        self._last_base: int | None = None
-        self._last_checkpoint: Checkpoint | None = None
-        self._checkpoint_cache: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()
-        # The latest batch of each producer that wrote through this object, and the
-        # producers whose last append ended with an unknown outcome.
-        self._own: dict[int, ProducerEntry] = {}
-        # producer id -> the lowest offset where a batch of it whose outcome was
-        # unknown may have landed: a retry looks for it there by its identity
-        self._in_doubt: dict[int, int] = {}
-        #: Counters since this object was made: appends, lost races (conflicts),
-        #: replies lost or failed writes resolved by reading back (ambiguous).
-        self.stats: collections.Counter[str] = collections.Counter()
+        self.store = store
+        self.config = config
+        self.partition = topic.check_partition(partition)
+        #: asks the coordinator log how a transaction ended
+        self.decide = decide
+        self.refresh_topic = refresh_topic
+        #: the one lock of the partition: see the package docstring for what
+        #: it guards
+        self.lock = threading.RLock()
+        self.topic = topic
+        #: the topic's checkpoint interval, as of the incarnation opened
+        self.interval = topic.config.checkpoint_interval
 
-    @property
-    def topic(self) -> Topic:
-        return self._topic
+    def learn_version(self, latest: Topic) -> None:
+        """A later version of the same topic (more partitions)."""
+        self.topic = latest
 
-    @property
-    def partition(self) -> int:
-        return self._partition
+    def reincarnate(self, topic: Topic) -> None:
+        """The topic created anew, opened instead of the deleted one."""
+        topic.check_partition(self.partition)
+        self.topic = topic
+        self.interval = topic.config.checkpoint_interval
 
-    def _topic_announced(self, version: int) -> None:
-        """A listing showed that version ``version`` of the topic is (being)
-        claimed: learn it. More partitions change nothing here; a delete makes
-        every call on this partition raise from now on."""
-        if self._refresh_topic is not None and version > self._topic.version:
-            self._adopt(self._refresh_topic(version))
-
-    def _check_alive(self) -> None:
-        """An object the log knew of is gone. Raises UnknownTopicOrPartitionError
-        if that is because the topic was deleted; returns if it was not (the
-        caller then reports the loss)."""
-        if self._refresh_topic is not None:
-            self._adopt(self._refresh_topic(self._topic.version + 1))
-
-    def _adopt(self, latest: Topic) -> None:
-        if latest.incarnation == self._topic.incarnation:
-            self._topic = latest  # a later version of the same topic: more partitions
-            return
-        if self._opening:
-            raise _Reincarnated(latest)
-        raise UnknownTopicOrPartitionError(
-            f"topic {self._topic.name!r} was deleted and created anew: partition "
-            f"{self._partition} of the old topic is gone (look the partition up again)"
-        )
-
-    def _retry(self, call: Callable[[], T]) -> T:
+    def retry(self, call: Callable[[], T]) -> T:
         """Run a read-only request, retrying transient failures until the deadline."""
-        return self._config.retry.call(call)
+        return self.config.retry.call(call)
 
-    def _key(self, offset: int) -> str:
-        return segment_key(self._topic.prefix, self._partition, offset)
+    def key(self, offset: int) -> str:
+        """The key of the segment that starts at ``offset``."""
+        return segment_key(self.topic.prefix, self.partition, offset)
 
-    def segment_key(self, base: int) -> str:
-        """The key of the segment that starts at offset ``base``."""
-        return self._key(base)
+    def put_once(self, key: str, data: bytes | memoryview) -> None:
+        """Put a marker (or a compacted object) that other calls may have put
+        first with the same meaning: theirs stands."""
+        with contextlib.suppress(FileExistsError):
+            self.config.retry.call(lambda: self.store.put_if_absent(key, data))
 
     @property
-    def _name(self) -> str:
-        return f"{self._topic.name}/{self._partition}"
+    def name(self) -> str:
+        return f"{self.topic.name}/{self.partition}"

@@ -6,6 +6,7 @@ docs/protocol.md, "Appending".
 
 from __future__ import annotations
 
+import collections
 import enum
 import time
 import uuid
@@ -25,7 +26,6 @@ from arrowlog.errors import (
     OutOfOrderSequenceError,
     ProducerFencedError,
     RecordBatchTooLargeError,
-    SchemaMismatchError,
     TransientStoreError,
     UnknownTopicOrPartitionError,
 )
@@ -37,23 +37,25 @@ from arrowlog.format.segment import (
     SegmentHeader,
     WriterIdentity,
     compression_slack,
-    empty_batch,
     encode,
     has_dictionaries,
     metadata_slack,
-    one_batch,
     segment_size_floor,
 )
 from arrowlog.format.topic import (
     MARKS_AFTER,
     checkpoint_key,
     checkpoint_prefix,
-    not_null_violations,
     parse_announcement_key,
     parse_checkpoint_key,
     segment_prefix,
 )
-from arrowlog.partition.checkpoints import _warn_skipped
+from arrowlog.partition._base import Shared
+from arrowlog.partition.checkpoints import Checkpoints, _warn_skipped
+from arrowlog.partition.checks import prepare_batch
+from arrowlog.partition.indexes import CompactedIndexes
+from arrowlog.partition.known import KnownLog
+from arrowlog.partition.listing import Listing
 from arrowlog.partition.reads import Reads
 
 
@@ -91,54 +93,41 @@ class _Owner(enum.Enum):
     NOBODY = "nobody"
 
 
-class Appends(Reads):
-    """Writing batches and transaction markers at the log end."""
+class Appends:
+    """The appender part: writing batches and transaction markers at the log
+    end. It owns what it knows of the producers that write through it, and
+    its counters; everything it changes, of its own or of the state part, it
+    changes under the partition's lock."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        known: KnownLog,
+        listing: Listing,
+        checkpoints: Checkpoints,
+        indexes: CompactedIndexes,
+        reads: Reads,
+    ) -> None:
+        self._shared = shared
+        self._known = known
+        self._listing = listing
+        self._checkpoints = checkpoints
+        self._indexes = indexes
+        self._reads = reads
+        # The latest batch of each producer that wrote through this object, and the
+        # producers whose last append ended with an unknown outcome.
+        self._own: dict[int, ProducerEntry] = {}
+        # producer id -> the lowest offset where a batch of it whose outcome was
+        # unknown may have landed: a retry looks for it there by its identity
+        self._in_doubt: dict[int, int] = {}
+        #: Counters since this object was made: appends, lost races (conflicts),
+        #: replies lost or failed writes resolved by reading back (ambiguous).
+        self.stats: collections.Counter[str] = collections.Counter()
 
     def prepare_batch(self, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
         """Check a batch against the topic and return it as one record batch with
-        the topic's exact schema.
-
-        Every check here is cheap (no data is copied or encoded), so a producer can
-        call this before it writes anything for the batch (a coordinator entry).
-
-        Raises:
-            InvalidBatchError: not Arrow data, or empty.
-            SchemaMismatchError: columns, types or nullability differ from the
-                topic, or a not-null column (or struct, list or map child) holds
-                nulls.
-            RecordBatchTooLargeError: the batch's segment would exceed the topic's
-                ``max_batch_bytes`` (checked again, exactly, when it is encoded),
-                or a table's columns do not fit one record batch.
-        """
-        if isinstance(batch, pa.Table):
-            batch = one_batch(batch)
-        if not isinstance(batch, pa.RecordBatch):
-            raise InvalidBatchError(
-                f"expected a pyarrow RecordBatch or Table, got {type(batch).__name__}"
-            )
-        schema = self._topic.schema
-        if not batch.schema.equals(schema, check_metadata=False):
-            raise SchemaMismatchError(_describe_mismatch(self._topic.name, schema, batch.schema))
-        if batch.num_rows == 0:
-            raise InvalidBatchError("empty batch: a segment holds at least one record")
-        # Equal schemas say nothing of the data: nulls can sit under a not-null field.
-        problems = not_null_violations(schema, batch)
-        if problems:
-            raise SchemaMismatchError(
-                f"batch for topic {self._topic.name!r}: " + "; ".join(problems)
-            )
-        batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
-        # compressed, the data may shrink to nearly nothing: only the segment's
-        # frame is certain before encoding (check_fits and _encode do the rest)
-        compressed = self._topic.config.compression is not Compression.NONE
-        size = segment_size_floor(empty_batch(schema) if compressed else batch)
-        limit = self._topic.config.max_batch_bytes
-        if size > limit:
-            raise RecordBatchTooLargeError(
-                f"batch encodes to at least {size} bytes, over the topic's max_batch_bytes "
-                f"({limit}); split it"
-            )
-        return batch
+        the topic's exact schema: see :func:`~arrowlog.partition.checks.prepare_batch`."""
+        return prepare_batch(self._shared.topic, batch)
 
     def check_fits(self, batch: pa.RecordBatch, identity: WriterIdentity) -> None:
         """Refuse a prepared batch whose segment would exceed ``max_batch_bytes``
@@ -151,11 +140,11 @@ class Appends(Reads):
             RecordBatchTooLargeError: the segment would be too large.
         """
         most = segment_size_floor(batch) + HEADER_SLACK + metadata_slack(batch)
-        if self._topic.config.compression is not Compression.NONE:
+        if self._shared.topic.config.compression is not Compression.NONE:
             most += compression_slack(batch)
         # dictionary values are outside the floor: no cheap bound, encode
         certain = not has_dictionaries(batch.schema)
-        if certain and most <= self._topic.config.max_batch_bytes:
+        if certain and most <= self._shared.topic.config.max_batch_bytes:
             return
         self._encode(batch, MAX_OFFSET, uuid.uuid4().hex, identity)
 
@@ -186,7 +175,7 @@ class Appends(Reads):
         """
         if identity.control:
             raise InvalidBatchError("control records are written by transactions only")
-        return self._append(self.prepare_batch(batch), expected_offset, identity)
+        return self.append_prepared(self.prepare_batch(batch), expected_offset, identity)
 
     def append_control(
         self, kind: ControlType, identity: WriterIdentity, entry: int, *, bound: int = -1
@@ -201,7 +190,7 @@ class Appends(Reads):
             transactional_id=identity.transactional_id,
             txn_bound=bound,
         )
-        return self._append(marker_batch(kind, entry), None, marker)
+        return self.append_prepared(marker_batch(kind, entry), None, marker)
 
     def check_expected_offset(self, expected_offset: int | None) -> None:
         """Refuse an expected offset that no log can end at.
@@ -217,7 +206,7 @@ class Appends(Reads):
             raise OffsetMismatchError(
                 f"invalid expected offset {expected_offset!r}",
                 expected_offset=-1,
-                log_end_offset=self.end_offset(refresh=False),
+                log_end_offset=self._reads.end_offset(refresh=False),
             )
 
     def encode_ahead(self, batch: pa.RecordBatch, offset: int) -> Encoded | None:
@@ -232,26 +221,28 @@ class Appends(Reads):
             return None
         return Encoded(offset, append_id, data, header)
 
-    def _append(
+    def append_prepared(
         self,
         batch: pa.RecordBatch,
         expected_offset: int | None,
         identity: WriterIdentity,
         ahead: Encoded | None = None,
     ) -> AppendResult:
+        """:meth:`append` of a batch :meth:`prepare_batch` returned; ``ahead``,
+        its segment encoded ahead of its turn (see :meth:`encode_ahead`)."""
         self.check_expected_offset(expected_offset)
         append_id = uuid.uuid4().hex if ahead is None else ahead.append_id
-        with self._lock:
-            if not self._ensure_open() and self._end_is_stale():
-                self._sync_tail()
+        with self._shared.lock:
+            if not self._checkpoints.ensure_open() and self._end_is_stale():
+                self._listing.sync_tail()
             if identity.producer_id >= 0 and not identity.control:
                 duplicate = self._check_sequence(identity, batch.num_rows)
                 if duplicate is not None:
                     return duplicate
-            if expected_offset is not None and expected_offset != self._end:
-                self._sync_tail()
+            if expected_offset is not None and expected_offset != self._known.end:
+                self._listing.sync_tail()
                 self._check_expected(expected_offset)
-            first_try = self._end  # where this batch may land, at the lowest
+            first_try = self._known.end  # where this batch may land, at the lowest
             try:
                 result = self._put_at_end(batch, expected_offset, identity, append_id, ahead)
             except AppendOutcomeUnknownError:
@@ -278,8 +269,9 @@ class Appends(Reads):
         pid = who.producer_id
         latest = self._own.get(pid)
         if pid in self._in_doubt or (latest is None and who.base_sequence != 0):
-            self._sync_tail()
-            latest = advance(self._base_state, self._tail_summaries()).producers.get(pid)
+            self._listing.sync_tail()
+            state = advance(self._known.base_state, self._known.tail_summaries())
+            latest = state.producers.get(pid)
         if pid in self._in_doubt:
             # A batch whose outcome was unknown may have landed, late, anywhere
             # from where it was first tried: find it by its identity. The
@@ -289,18 +281,20 @@ class Appends(Reads):
             if landed is not None:
                 self._own[pid] = landed
                 del self._in_doubt[pid]
-                return AppendResult(self._topic.name, self._partition, landed.base_offset, count)
+                return AppendResult(
+                    self._shared.topic.name, self._shared.partition, landed.base_offset, count
+                )
         if latest is None:
             if who.base_sequence != 0:
                 raise OutOfOrderSequenceError(
-                    f"producer {pid} has no batch in {self._name}; its first must have "
+                    f"producer {pid} has no batch in {self._shared.name}; its first must have "
                     f"sequence 0, not {who.base_sequence}"
                 )
             return None
         if who.producer_epoch < latest.producer_epoch:
             raise ProducerFencedError(
                 f"producer {pid} epoch {who.producer_epoch} is older than epoch "
-                f"{latest.producer_epoch} already in {self._name}"
+                f"{latest.producer_epoch} already in {self._shared.name}"
             )
         if who.producer_epoch > latest.producer_epoch:
             if who.base_sequence != 0:
@@ -314,21 +308,25 @@ class Appends(Reads):
         if who.base_sequence == latest.base_sequence and count == latest.record_count:
             self._own[pid] = latest
             self._in_doubt.pop(pid, None)
-            return AppendResult(self._topic.name, self._partition, latest.base_offset, count)
+            return AppendResult(
+                self._shared.topic.name, self._shared.partition, latest.base_offset, count
+            )
         if who.base_sequence <= latest.last_sequence:
             raise DuplicateSequenceError(
-                f"producer {pid} sequence {who.base_sequence} in {self._name} was written "
+                f"producer {pid} sequence {who.base_sequence} in {self._shared.name} was written "
                 f"before (latest batch: sequences {latest.base_sequence}..{latest.last_sequence})"
             )
         raise OutOfOrderSequenceError(
-            f"producer {pid} sequence {who.base_sequence} in {self._name} leaves a gap after "
-            f"{latest.last_sequence}"
+            f"producer {pid} sequence {who.base_sequence} in {self._shared.name} leaves a gap "
+            f"after {latest.last_sequence}"
         )
 
     def _find_batch(self, who: WriterIdentity, count: int, since: int) -> ProducerEntry | None:
         """The batch of ``who`` (producer, epoch, first sequence, size) in the
         log at or after offset ``since``, or None."""
-        for s in self.summaries(max(min(since, self._end), self._log_start), self._end):
+        for s in self._reads.summaries(
+            max(min(since, self._known.end), self._known.log_start), self._known.end
+        ):
             if (
                 not s.control
                 and s.producer_id == who.producer_id
@@ -349,16 +347,16 @@ class Appends(Reads):
         append_id: str,
         ahead: Encoded | None = None,
     ) -> AppendResult:
-        offset = self._end
+        offset = self._known.end
         if ahead is not None and ahead.offset == offset:
             data, header = ahead.data, ahead.header
         else:
             data, header = self._encode(batch, offset, append_id, identity)
-        sleeps = self._config.retry.sleeps()
+        sleeps = self._shared.config.retry.sleeps()
         uncertain = False
         while True:
-            if offset != self._end:  # lost a race: move to the new end
-                offset = self._end
+            if offset != self._known.end:  # lost a race: move to the new end
+                offset = self._known.end
                 data, header = self._encode(batch, offset, append_id, identity)
             began = _clock.elapsed()
             owner, maybe_applied = self._try_put(offset, data, append_id)
@@ -370,23 +368,25 @@ class Appends(Reads):
                 # our PUT took a key that records deleted since had freed: it is
                 # below the log start, in no one's log; write at the real end
                 self.stats["below_log_start"] += 1
-                self._reopen()
+                self._checkpoints.reopen()
                 if expected_offset is not None:
                     self._check_expected(expected_offset)
                 uncertain = False
                 continue
             if owner is _Owner.OURS:
                 self.stats["appends"] += 1
-                self._end_known_at = began
+                self._known.end_seen(began)
                 self._record_append(summary)
-                return AppendResult(self._topic.name, self._partition, offset, batch.num_rows)
+                return AppendResult(
+                    self._shared.topic.name, self._shared.partition, offset, batch.num_rows
+                )
             if owner is _Owner.THEIRS:
                 self.stats["conflicts"] += 1
-                self._sync_tail()
-                if self._end <= offset:
+                self._listing.sync_tail()
+                if self._known.end <= offset:
                     # the listing missed the segment that beat us (not a snapshot):
                     # follow the chain by HEAD instead of retrying the same key
-                    self._probe_tail()
+                    self._listing.probe_tail()
                 if identity.producer_id >= 0 and not identity.control:
                     # What won may be this very batch, written by an earlier send
                     # whose outcome was unknown and whose PUT landed late: decide by
@@ -403,12 +403,12 @@ class Appends(Reads):
             if pause is None:
                 if uncertain:
                     raise AppendOutcomeUnknownError(
-                        f"{self._key(offset)}: gave up after the deadline; the last "
+                        f"{self._shared.key(offset)}: gave up after the deadline; the last "
                         "attempt may still have landed",
                         offset=offset,
                     )
                 raise TransientStoreError(
-                    f"{self._key(offset)}: store unavailable until the deadline",
+                    f"{self._shared.key(offset)}: store unavailable until the deadline",
                     maybe_applied=False,
                 )
             time.sleep(pause)
@@ -418,8 +418,8 @@ class Appends(Reads):
         the topic's ``delete_delay_ms``: segments it does not know of may have
         been written, removed (records deleted before the log start, or
         compacted) and their keys freed since (docs/protocol.md, "Deleting records")."""
-        trusted = _clock.elapsed() - self._end_known_at
-        return trusted * 2000 > self._topic.config.delete_delay_ms
+        trusted = _clock.elapsed() - self._known.end_known_at
+        return trusted * 2000 > self._shared.topic.config.delete_delay_ms
 
     def _in_log(self, ours: SegmentSummary) -> bool:
         """Whether our segment, just put at ``ours.base`` on a stale view of the
@@ -438,22 +438,22 @@ class Appends(Reads):
                 read, or vacuum removed that checkpoint (its window is below the
                 log start): then no one can tell.
         """
-        checkpoints = checkpoint_prefix(self._topic.prefix, self._partition)
-        after = checkpoint_key(self._topic.prefix, self._partition, ours.base + 1)
+        checkpoints = checkpoint_prefix(self._shared.topic.prefix, self._shared.partition)
+        after = checkpoint_key(self._shared.topic.prefix, self._shared.partition, ours.base + 1)
         try:
             if ours.base >= self._list_markers():
                 return True
             # inverted keys: the first after `after` is the window with the
             # greatest start <= our offset
-            listed = self._retry(
-                lambda: list(self._store.list(checkpoints, start_after=after, limit=1))
+            listed = self._shared.retry(
+                lambda: list(self._shared.store.list(checkpoints, start_after=after, limit=1))
             )
             start = parse_checkpoint_key(listed[0].key) if listed else None
             window = None if start is None else self._window_below_floor(start, ours.base)
             if window is None or window[0] <= ours.base:
                 # none listed indexes the offset: none was written yet (no
                 # segment there was removed), or vacuum removed it
-                newest = self._newest_checkpoint()
+                newest = self._checkpoints.newest_checkpoint()
                 if newest is None or newest.end <= ours.base:
                     return True
                 raise FileNotFoundError(f"the checkpoint indexing offset {ours.base} was removed")
@@ -461,7 +461,8 @@ class Appends(Reads):
             raise
         except (ArrowLogError, FileNotFoundError) as e:
             raise AppendOutcomeUnknownError(
-                f"{self._key(ours.base)}: cannot tell whether this append is in the log: {e}",
+                f"{self._shared.key(ours.base)}: cannot tell whether this append is in the "
+                f"log: {e}",
                 offset=ours.base,
             ) from e
         theirs = [s for s in window[1] if s.base == ours.base]
@@ -476,14 +477,16 @@ class Appends(Reads):
             UnknownTopicOrPartitionError: the topic was deleted (its grave is
                 among the markers), and maybe created anew.
         """
-        prefix = segment_prefix(self._topic.prefix, self._partition)
+        prefix = segment_prefix(self._shared.topic.prefix, self._shared.partition)
         marks_after = prefix + MARKS_AFTER
-        found = self._retry(lambda: list(self._store.list(prefix, start_after=marks_after)))
+        found = self._shared.retry(
+            lambda: list(self._shared.store.list(prefix, start_after=marks_after))
+        )
         announced = [v for info in found if (v := parse_announcement_key(info.key)) is not None]
         if announced:
-            self._topic_announced(max(announced))
-        self._learn_marks(found)
-        return self._floor
+            self._listing.topic_announced(max(announced))
+        self._listing.learn_marks(found)
+        return self._known.floor
 
     def _window_below_floor(
         self, start: int, offset: int
@@ -501,26 +504,27 @@ class Appends(Reads):
             FileNotFoundError: the checkpoint is gone.
         """
         try:
-            window = self._load_checkpoint(start)
+            window = self._checkpoints.load_checkpoint(start)
         except CorruptCheckpointError as e:
-            indexed = self._indexed_window(start) if start < self._compacted else None
+            indexed = self._indexes.indexed_window(start) if start < self._known.compacted else None
             if indexed is None or not indexed[1] or indexed[1][0].base > offset:
                 raise
-            _warn_skipped(checkpoint_key(self._topic.prefix, self._partition, start), e,
-                          "deciding through the compacted object's index")  # fmt: skip
+            key = checkpoint_key(self._shared.topic.prefix, self._shared.partition, start)
+            _warn_skipped(key, e, "deciding through the compacted object's index")
             return indexed
         return window.end, window.segments
 
     def _check_expected(self, expected_offset: int) -> None:
-        if expected_offset > self._end:
+        if expected_offset > self._known.end:
             # the listing may have stopped short of the real end: the error must
             # carry the end the log really has (a loader resumes from it)
-            self._probe_tail()
-        if expected_offset != self._end:
+            self._listing.probe_tail()
+        if expected_offset != self._known.end:
             raise OffsetMismatchError(
-                f"{self._name}: expected offset {expected_offset} but the log ends at {self._end}",
+                f"{self._shared.name}: expected offset {expected_offset} but the log ends at "
+                f"{self._known.end}",
                 expected_offset=expected_offset,
-                log_end_offset=self._end,
+                log_end_offset=self._known.end,
             )
 
     def _encode(
@@ -537,9 +541,9 @@ class Appends(Reads):
             append_id=append_id,
             identity=identity,
         )
-        compression = self._topic.config.compression
+        compression = self._shared.topic.config.compression
         data, header = encode(batch, header, compression, stats=not identity.control)
-        limit = self._topic.config.max_batch_bytes
+        limit = self._shared.topic.config.max_batch_bytes
         if len(data) > limit:
             raise RecordBatchTooLargeError(
                 f"batch encodes to {len(data)} bytes, over the topic's max_batch_bytes "
@@ -553,9 +557,9 @@ class Appends(Reads):
         Returns the owner (NOBODY means: try again) and whether this attempt
         may have been applied without our knowing.
         """
-        key = self._key(offset)
+        key = self._shared.key(offset)
         try:
-            self._store.put_if_absent(key, data)
+            self._shared.store.put_if_absent(key, data)
         except FileExistsError:
             # Ours if an earlier attempt of this very append landed unseen (the S3
             # client retries internally too, so always read back).
@@ -573,35 +577,16 @@ class Appends(Reads):
             AppendOutcomeUnknownError: the store stayed unavailable until the deadline.
         """
         try:
-            header = self._read_header(offset)
+            header = self._listing.read_header(offset)
         except FileNotFoundError:
             return _Owner.NOBODY
         except TransientStoreError as e:
             raise AppendOutcomeUnknownError(
-                f"{self._key(offset)}: cannot read back the outcome of an append: {e}",
+                f"{self._shared.key(offset)}: cannot read back the outcome of an append: {e}",
                 offset=offset,
             ) from e
         return _Owner.OURS if header.append_id == append_id else _Owner.THEIRS
 
     def _record_append(self, summary: SegmentSummary) -> None:
-        self._extend_tail(summary)
-        self._write_due_checkpoints()
-
-
-def _describe_mismatch(topic: str, want: pa.Schema, got: pa.Schema) -> str:
-    problems = [
-        f"duplicate column {n!r}" for n in dict.fromkeys(got.names) if got.names.count(n) > 1
-    ]
-    want_fields = {f.name: f for f in want}
-    got_fields = {f.name: f for f in got}
-    for name in want.names:
-        if name not in got_fields:
-            problems.append(f"missing column {name!r}")
-        elif not got_fields[name].equals(want_fields[name]):
-            problems.append(f"column {name!r} is {got_fields[name]}, topic has {want_fields[name]}")
-    problems += [
-        f"unexpected column {n!r}" for n in dict.fromkeys(got.names) if n not in want_fields
-    ]
-    if not problems and want.names != got.names:
-        problems.append(f"column order {got.names} differs from the topic's {want.names}")
-    return f"batch does not match the schema of topic {topic!r}: " + "; ".join(problems)
+        self._known.extend_tail(summary)
+        self._checkpoints.write_due_checkpoints()

@@ -10,7 +10,7 @@ in order, straight one after the other, while the caller's thread checks and
 encodes the next for the offset it will likely take (the store's client
 releases the GIL while a request is in flight). Nothing about where a batch
 lands changes: a batch encoded for an offset the log no longer ends at is
-encoded again (:meth:`Appends._append`).
+encoded again (:meth:`Appends.append_prepared`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from arrowlog.format.segment import PLAIN_APPEND
 from arrowlog.partition.append import AppendResult, Appends, Encoded
+from arrowlog.partition.known import KnownLog
 
 
 @dataclass
@@ -36,8 +37,14 @@ class _Writer:
     stop: threading.Event
 
 
-class BatchAppends(Appends):
-    """:meth:`append_batches`."""
+class BatchAppends:
+    """The part that appends a stream of batches (:meth:`append_batches`)
+    through the appender, one at a time, from a thread of its own. It owns
+    no fields."""
+
+    def __init__(self, appends: Appends, known: KnownLog) -> None:
+        self._appends = appends
+        self._known = known
 
     def append_batches(
         self,
@@ -45,7 +52,7 @@ class BatchAppends(Appends):
         *,
         expected_offset: int | None = None,
     ) -> Generator[AppendResult, None, None]:
-        """Append ``batches`` in order, one segment each, as :meth:`append`
+        """Append ``batches`` in order, one segment each, as :meth:`Appends.append`
         would one after the other, and yield each result once its batch landed.
         While one batch is written, the next is checked and encoded (module
         docstring): for a stream of batches, the store's round trips come close
@@ -57,16 +64,16 @@ class BatchAppends(Appends):
         end, after whatever other writers appended meanwhile.
 
         Nothing is written before the first result is asked for. An error stops
-        the stream where it occurs, as in a loop of :meth:`append`: the batches
+        the stream where it occurs, as in a loop of :meth:`Appends.append`: the batches
         before it are written and their results yielded first, none after it
         is. Closing the iterator early waits for the batch being written, if
         any (it lands unreported, as a batch whose reply was lost), and writes
         no other.
 
         Raises:
-            as :meth:`append`, for the batch that failed.
+            as :meth:`Appends.append`, for the batch that failed.
         """
-        self.check_expected_offset(expected_offset)
+        self._appends.check_expected_offset(expected_offset)
         iterator = iter(batches)
         writer = _Writer(queue.Queue(maxsize=1), queue.Queue(), threading.Event())
         thread = threading.Thread(
@@ -77,15 +84,17 @@ class BatchAppends(Appends):
         )
         thread.start()
         flying: collections.deque[int] = collections.deque()  # rows handed on, not landed
-        likely = self._end if expected_offset is None else expected_offset
+        likely = self._known.end if expected_offset is None else expected_offset
         failed: BaseException | None = None
         try:
             while True:
                 try:
                     # the caller's iterator may fail too, or be interrupted
                     given_batch = next(iterator, None)
-                    batch = None if given_batch is None else self.prepare_batch(given_batch)
-                    ahead = None if batch is None else self.encode_ahead(batch, likely)
+                    batch = (
+                        None if given_batch is None else self._appends.prepare_batch(given_batch)
+                    )
+                    ahead = None if batch is None else self._appends.encode_ahead(batch, likely)
                 except BaseException as e:  # noqa: BLE001 - raised below, after the batches before it
                     failed, batch = e, None
                 if batch is None:
@@ -117,7 +126,7 @@ class BatchAppends(Appends):
                 continue
             batch, ahead = item
             try:
-                landed = self._append(batch, at, PLAIN_APPEND, ahead)
+                landed = self._appends.append_prepared(batch, at, PLAIN_APPEND, ahead)
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
                 writer.done.put(e)
                 writer.stop.set()

@@ -1,7 +1,7 @@
 """Compaction: rewriting committed, decided ranges of small segments into
 large compacted objects, and marking how far that went. See docs/protocol.md,
 "Compacting small segments"; the reading of compacted objects is in
-:mod:`arrowlog.partition.reads`, their removal in :mod:`arrowlog.partition.retention`.
+:mod:`arrowlog.partition.units`, their removal in :mod:`arrowlog.partition.retention`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,15 @@ from arrowlog.format.topic import (
     parse_checkpoint_key,
     parse_segment_key,
 )
+from arrowlog.partition._base import Shared
+from arrowlog.partition.checkpoints import Checkpoints
 from arrowlog.partition.fetch import fetch_compacted
-from arrowlog.partition.reads import CompactedRef
-from arrowlog.partition.retention import Removal, Retention
+from arrowlog.partition.indexes import CompactedIndexes
+from arrowlog.partition.known import KnownLog
+from arrowlog.partition.listing import Listing
+from arrowlog.partition.reads import Reads
+from arrowlog.partition.retention import Removal
+from arrowlog.partition.units import CompactedRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +50,33 @@ class CompactionRange:
     windows: tuple[tuple[int, int], ...] = ()
 
 
-class Compactions(Retention):
-    """Planning compaction, and writing a compacted object and its mark."""
+class Compactions:
+    """The compaction part: planning compaction, writing a compacted object
+    and its mark, and keeping the segments whose compacted copy does not
+    read back. It owns no fields; it raises the compaction mark of the state
+    part under the partition's lock."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        known: KnownLog,
+        listing: Listing,
+        checkpoints: Checkpoints,
+        indexes: CompactedIndexes,
+        reads: Reads,
+    ) -> None:
+        self._shared = shared
+        self._known = known
+        self._listing = listing
+        self._checkpoints = checkpoints
+        self._indexes = indexes
+        self._reads = reads
 
     @property
     def compacted_through(self) -> int:
         """The compaction mark as of this object's last listing: the records
         below it are in compacted objects."""
-        return self._compacted
+        return self._known.compacted
 
     def plan_compaction(self, target_bytes: int, stable: int) -> list[CompactionRange]:
         """The next ranges to compact, in order: from the compaction mark (or
@@ -63,22 +88,22 @@ class Compactions(Retention):
         each window's checkpoint not already parsed. The windows reach as far
         as a fresh client's however long this object lives: its syncs start
         its tail after the windows others checkpointed (see
-        ``Reads._adopt_written_windows``)."""
-        with self._lock:
-            if not self._ensure_open():
-                self._sync_tail()
-            newest = self._newest_checkpoint()
+        ``Checkpoints.adopt_written_windows``)."""
+        with self._shared.lock:
+            if not self._checkpoints.ensure_open():
+                self._listing.sync_tail()
+            newest = self._checkpoints.newest_checkpoint()
             if newest is None:
                 return []
-            if newest.start >= self._window_start:
+            if newest.start >= self._known.window_start:
                 # written since the sync looked (or then not yet): the windows
                 # are walked up to this object's window start
-                self._adopt_written_windows()
+                self._checkpoints.adopt_written_windows()
             # The newest window stays as it is: vacuum removes only segments
             # ending at or before the newest checkpoint's last one, and writers
             # reopen from it.
             horizon = min(newest.start, stable)
-            start = max(self._compacted, self._log_start)
+            start = max(self._known.compacted, self._known.log_start)
             ranges: list[CompactionRange] = []
             if start >= horizon:
                 return ranges
@@ -86,7 +111,7 @@ class Compactions(Retention):
             count = size = 0
             end = start  # where the last window taken ends
             windows: list[tuple[int, int]] = []
-            for cp in self._checkpoints_from(start):
+            for cp in self._checkpoints.checkpoints_from(start):
                 if cp.end > horizon:
                     break
                 end = cp.end
@@ -126,7 +151,7 @@ class Compactions(Retention):
             CorruptSegmentError: ``index`` does not describe ``[start, end)`` or
                 disagrees with ``runs`` (nothing is written).
         """
-        key = compacted_key(self._topic.prefix, self._partition, start, end)
+        key = compacted_key(self._shared.topic.prefix, self._shared.partition, start, end)
         table = Compaction(start, end, tuple(runs))
         index.check(key=key, start=start, end=end)
         index.check_runs(table, key=key)
@@ -142,17 +167,17 @@ class Compactions(Retention):
         batch = batch.replace_schema_metadata(
             {**(batch.schema.metadata or {}), **index_metadata(index)}
         )
-        data, _ = encode(batch, header, self._topic.config.compression, stats=True)
-        mark = compacted_mark_key(self._topic.prefix, self._partition, end)
+        data, _ = encode(batch, header, self._shared.topic.config.compression, stats=True)
+        mark = compacted_mark_key(self._shared.topic.prefix, self._shared.partition, end)
         body = json.dumps({"compacted_through": end}).encode()
-        self._put_once(key, data)  # or by another compactor, the same records
-        self._put_once(mark, body)
-        with self._lock:
-            self._compacted = max(self._compacted, end)
+        self._shared.put_once(key, data)  # or by another compactor, the same records
+        self._shared.put_once(mark, body)
+        with self._shared.lock:
+            self._known.learn_marks([], [end])
         return key
 
     def keep_unreadable_copies(self, removals: list[Removal]) -> list[Removal]:
-        """``removals`` (as :meth:`plan_vacuum` orders them) without the
+        """``removals`` (as :meth:`Retention.plan_vacuum` orders them) without the
         segments at or past the log start from the first one that is the only
         readable copy of its records or of its window: its compacted object
         does not read back whole (its checksum, its table, its index), or the
@@ -164,14 +189,14 @@ class Compactions(Retention):
         the removal there is nothing left to check); for an object without an
         index, one LIST and a GET of each window's checkpoint not already read.
         """
-        with self._lock:
-            log_start, mark = self._log_start, self._compacted
+        with self._shared.lock:
+            log_start, mark = self._known.log_start, self._known.compacted
         bases = [
             b for r in removals if (b := parse_segment_key(r.key)) is not None and b >= log_start
         ]
         if not bases:
             return removals
-        cover = self.compacted_objects(min(bases), mark)
+        cover = self._reads.compacted_objects(min(bases), mark)
         held = {obj.key: [b for b in bases if obj.start <= b < obj.end] for obj in cover}
         stay_from: dict[str, int | None] = {}
         out: list[Removal] = []
@@ -204,18 +229,20 @@ class Compactions(Retention):
         if every one reads. ``obj``, which holds their records, has no index:
         without its segments such a window could not be rebuilt, so they stay,
         with a warning naming it."""
-        prefix = checkpoint_prefix(self._topic.prefix, self._partition)
+        prefix = checkpoint_prefix(self._shared.topic.prefix, self._shared.partition)
         # keys are inverted: the first at or after lo's is the window holding lo
-        after = checkpoint_key(self._topic.prefix, self._partition, lo + 1)
-        found = self._retry(lambda: list(self._store.list(prefix, start_after=after, limit=1)))
+        after = checkpoint_key(self._shared.topic.prefix, self._shared.partition, lo + 1)
+        found = self._shared.retry(
+            lambda: list(self._shared.store.list(prefix, start_after=after, limit=1))
+        )
         start = parse_checkpoint_key(found[0].key) if found else None
         if start is None:
             _warn_kept(obj, lo, "no checkpoint listed holds it")
             return lo
         while start <= hi:
             try:
-                with self._lock:
-                    start = self._load_checkpoint(start).end
+                with self._shared.lock:
+                    start = self._checkpoints.load_checkpoint(start).end
             except (CorruptCheckpointError, FileNotFoundError) as e:
                 _warn_kept(obj, start, "gone" if isinstance(e, FileNotFoundError) else str(e))
                 return start
@@ -225,9 +252,10 @@ class Compactions(Retention):
         """Whether a compacted object reads back whole, with a readable index
         if it has one (objects written before indexes have none)."""
         try:
-            fetch_compacted(self._store, obj.key, obj.start, obj.end, self._config.retry,
-                            self._topic.schema)  # fmt: skip
-            index = self._compacted_index(obj.key, obj.start, obj.end)
+            shared = self._shared
+            fetch_compacted(shared.store, obj.key, obj.start, obj.end, shared.config.retry,
+                            shared.topic.schema)  # fmt: skip
+            index = self._indexes.compacted_index(obj.key, obj.start, obj.end)
         except (CorruptSegmentError, FileNotFoundError) as e:
             warnings.warn(
                 f"{obj.key}: compacted object unreadable, its segments stay: {e}",

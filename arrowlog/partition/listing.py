@@ -12,32 +12,72 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 from arrowlog import _clock
-from arrowlog.errors import ArrowLogError, CorruptSegmentError, SegmentNotFoundError
+from arrowlog.errors import (
+    ArrowLogError,
+    CorruptSegmentError,
+    SegmentNotFoundError,
+    UnknownTopicOrPartitionError,
+)
 from arrowlog.format.checkpoint import SegmentSummary
 from arrowlog.format.segment import HEAD_BYTES, SegmentHeader, read_header
 from arrowlog.format.topic import (
     MARKS_AFTER,
+    Topic,
     parse_announcement_key,
     parse_compacted_mark_key,
     parse_log_start_key,
     parse_segment_key,
     segment_prefix,
 )
-from arrowlog.partition._base import PartitionBase, _Stale
+from arrowlog.partition._base import Shared, _Reincarnated
 from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
 from arrowlog.partition.heads import HEADS
+from arrowlog.partition.known import KnownLog
 from arrowlog.storage import ObjectInfo, get_range_tagged
 
 #: Segment headers a sync reads at once (in parallel).
 _HEADER_READS = 8
 
 
-class Listing(PartitionBase):
-    """Listing the tail, the contiguous-chain rule, probing by HEAD."""
+class Opener(Protocol):
+    """What the listing asks of the part that opens the partition
+    (:class:`~arrowlog.partition.checkpoints.Checkpoints`)."""
 
-    def _sync_tail(self) -> bool:
+    @property
+    def opening(self) -> bool:
+        """Whether an opening is under way."""
+        ...
+
+    def below_log_start(self) -> bool:
+        """The known chain ends at or below the floor: open again (True)."""
+        ...
+
+    def adopt_written_windows(self) -> None:
+        """The tail holds a complete window: start it after the windows
+        whose checkpoints are written."""
+        ...
+
+
+class Listing:
+    """The listing part: listing the tail, the contiguous-chain rule, probing
+    by HEAD, and learning the topic's changes from what a listing shows. It
+    owns no fields: it extends the state part (:class:`KnownLog`), under the
+    partition's lock, taken by the caller (:meth:`learn_marks` takes it
+    itself: read-ahead threads call it too)."""
+
+    def __init__(self, shared: Shared, known: KnownLog) -> None:
+        self._shared = shared
+        self._known = known
+        self._opener: Opener
+
+    def bind(self, opener: Opener) -> None:
+        """Given once, by the PartitionLog: the part that opens the partition."""
+        self._opener = opener
+
+    def sync_tail(self) -> bool:
         """List the segments from the last known one on; True if the log grew.
 
         A listing is not a snapshot: racing appends, it can show segment N+1
@@ -51,10 +91,10 @@ class Listing(PartitionBase):
         their offsets; unless vacuum removed it below the floor (the log start
         or the compaction mark). If it ended below the floor, the key at its
         end may be freed too: the chain is not trusted (see
-        :meth:`_below_log_start`). If it ended at the floor, the segment there
-        was never removed (vacuum removes only segments wholly below a floor
-        at least ``delete_delay_ms`` old, which this listing shows): the
-        chain goes on.
+        :meth:`Checkpoints.below_log_start`). If it ended at the floor, the
+        segment there was never removed (vacuum removes only segments wholly
+        below a floor at least ``delete_delay_ms`` old, which this listing
+        shows): the chain goes on.
 
         Changes to the topic are announced in every partition before they are
         claimed, under keys that sort after every segment: the same LIST shows
@@ -67,19 +107,20 @@ class Listing(PartitionBase):
         writer reads each header at most once (it is kept for the checkpoint).
         A sync that grows a tail holding a complete window also GETs that
         window's checkpoint (one GET per window, see
-        :meth:`_adopt_written_windows`), so a client that only reads holds
-        about a window, however long it lives, as one opening now would.
+        :meth:`Checkpoints.adopt_written_windows`), so a client that only reads
+        holds about a window, however long it lives, as one opening now would.
         """
-        last = self._last_base
-        after = None if last is None or last == 0 else self._key(last - 1)
-        prefix = segment_prefix(self._topic.prefix, self._partition)
+        shared, known = self._shared, self._known
+        last = known.last_base
+        after = None if last is None or last == 0 else shared.key(last - 1)
+        prefix = segment_prefix(shared.topic.prefix, shared.partition)
         began = _clock.elapsed()
-        found = self._retry(lambda: list(self._store.list(prefix, start_after=after)))
+        found = shared.retry(lambda: list(shared.store.list(prefix, start_after=after)))
         announced = [v for info in found if (v := parse_announcement_key(info.key)) is not None]
         if announced:
-            self._topic_announced(max(announced))
-        self._learn_marks(found)
-        self._learn_stored(found)
+            self.topic_announced(max(announced))
+        self.learn_marks(found)
+        known.learn_stored(found)
         listed = [
             (b, info.size) for info in found if (b := parse_segment_key(info.key)) is not None
         ]
@@ -87,133 +128,112 @@ class Listing(PartitionBase):
             if listed and listed[0][0] == last:
                 self._check_same_size(last, listed[0][1])
                 del listed[0]
-            elif not self._exists(self._key(last)):
+            elif not self.exists(shared.key(last)):
                 # the listing may just have missed it (not a snapshot): only a
                 # HEAD that finds nothing says it is gone; a deleted topic says
                 # so instead
-                self._check_alive()
-                if self._end < self._floor:
+                self.check_alive()
+                if known.end < known.floor:
                     # removed with the records before the log start, or once
                     # they were compacted, and the next key may be freed too
-                    return self._below_log_start()
-                if self._end > self._floor:
+                    return self._opener.below_log_start()
+                if known.end > known.floor:
                     raise SegmentNotFoundError(
-                        f"segment missing: the log was known to reach offset {self._end} "
+                        f"segment missing: the log was known to reach offset {known.end} "
                         "through it; its records are lost",
-                        key=self._key(last),
+                        key=shared.key(last),
                     )
                 # removed, and it ended at the floor: only segments wholly below
                 # a floor are removed, so the one at the floor is still there
                 # and its key was never freed; the chain goes on from it
-        chain = self._chain_from(self._end, listed)
+        chain = self.chain_from(known.end, listed)
         for summary in chain:
-            self._extend_tail(summary)
-        if self._floor > self._end:
+            known.extend_tail(summary)
+        if known.floor > known.end:
             # the listing says the log starts (or was compacted) past where
             # this chain ends: its next key may be one a removed segment freed
-            return self._below_log_start()
-        self._end_known_at = began
-        if chain and not self._opening and len(self._tail) >= self._interval:
-            self._adopt_written_windows()
+            return self._opener.below_log_start()
+        known.end_seen(began)
+        if chain and not self._opener.opening and len(known.tail) >= shared.interval:
+            self._opener.adopt_written_windows()
         return bool(chain)
 
     def _check_same_size(self, base: int, size: int) -> None:
         """The last known segment, listed again, must be the one known. Its key
         holds another object only if it was freed (below the floor: see
-        :meth:`_below_log_start`), or if the root was restored or rewritten
-        under this client: another size says so (another object of the same
-        size goes unseen here; readers check append ids).
+        :meth:`Checkpoints.below_log_start`), or if the root was restored or
+        rewritten under this client: another size says so (another object of
+        the same size goes unseen here; readers check append ids).
 
         Raises:
             SegmentNotFoundError: the key holds an object of another size.
         """
-        known = self._summaries.get(base)
-        if known is None or known.size == size or self._end <= self._floor:
+        known = self._known
+        summary = known.summaries.get(base)
+        if summary is None or summary.size == size or known.end <= known.floor:
             return
         raise SegmentNotFoundError(
-            f"segment replaced: the log was known to reach offset {self._end} through a "
-            f"segment of {known.size} bytes, and its key now holds one of {size} bytes (the "
+            f"segment replaced: the log was known to reach offset {known.end} through a "
+            f"segment of {summary.size} bytes, and its key now holds one of {size} bytes (the "
             "root was restored or rewritten under this client); connect again",
-            key=self._key(base),
+            key=self._shared.key(base),
         )
 
-    @property
-    def _floor(self) -> int:
-        """Below this offset, segments may have been removed and their keys
-        freed: the log start, or the compaction mark if higher."""
-        return max(self._log_start, self._compacted)
+    def topic_announced(self, version: int) -> None:
+        """A listing showed that version ``version`` of the topic is (being)
+        claimed: learn it. More partitions change nothing here; a delete makes
+        every call on this partition raise from now on."""
+        shared = self._shared
+        if shared.refresh_topic is not None and version > shared.topic.version:
+            self._adopt(shared.refresh_topic(version))
 
-    def _learn_marks(self, found: Iterable[ObjectInfo]) -> None:
+    def check_alive(self) -> None:
+        """An object the log knew of is gone. Raises UnknownTopicOrPartitionError
+        if that is because the topic was deleted; returns if it was not (the
+        caller then reports the loss)."""
+        shared = self._shared
+        if shared.refresh_topic is not None:
+            self._adopt(shared.refresh_topic(shared.topic.version + 1))
+
+    def _adopt(self, latest: Topic) -> None:
+        shared = self._shared
+        if latest.incarnation == shared.topic.incarnation:
+            shared.learn_version(latest)  # a later version of the same topic: more partitions
+            return
+        if self._opener.opening:
+            raise _Reincarnated(latest)
+        raise UnknownTopicOrPartitionError(
+            f"topic {shared.topic.name!r} was deleted and created anew: partition "
+            f"{shared.partition} of the old topic is gone (look the partition up again)"
+        )
+
+    def learn_marks(self, found: Iterable[ObjectInfo]) -> None:
         """The log start and the compaction mark, raised to the newest marker
         of each among listed objects."""
         starts = [s for info in found if (s := parse_log_start_key(info.key)) is not None]
         marks = [m for info in found if (m := parse_compacted_mark_key(info.key)) is not None]
-        with self._lock:  # read-ahead threads learn them too
-            self._log_start = max([self._log_start, *starts])
-            self._compacted = max([self._compacted, *marks])
+        with self._shared.lock:  # read-ahead threads learn them too
+            self._known.learn_marks(starts, marks)
 
-    def _learn_stored(self, found: Iterable[ObjectInfo]) -> None:
-        """When, on the store's clock, the listed segments of the tail were
-        written. A segment at a later offset was written after every one
-        before it (its writer saw them), so each time is also an upper bound
-        for the batches below it."""
-        for info in found:
-            base = parse_segment_key(info.key)
-            if base is not None and base >= self._window_start and info.modified_ms is not None:
-                self._stored[base] = info.modified_ms
-
-    def _stored_by(self, offset: int) -> int | None:
-        """A time on the store's clock by which the batch at ``offset`` had
-        been written (that of the first segment at or after it whose time is
-        known), or None."""
-        later = [base for base in self._stored if base >= offset]
-        return self._stored[min(later)] if later else None
-
-    def _list_marks(self) -> int:
-        """The floor (see :attr:`_floor`), listing only the partition's markers
-        (every key after the segments': they all start with a digit)."""
-        prefix = segment_prefix(self._topic.prefix, self._partition)
-        self._learn_marks(
-            self._retry(lambda: list(self._store.list(prefix, start_after=prefix + MARKS_AFTER)))
+    def list_marks(self) -> int:
+        """The floor (see :attr:`KnownLog.floor`), listing only the partition's
+        markers (every key after the segments': they all start with a digit)."""
+        shared = self._shared
+        prefix = segment_prefix(shared.topic.prefix, shared.partition)
+        self.learn_marks(
+            shared.retry(lambda: list(shared.store.list(prefix, start_after=prefix + MARKS_AFTER)))
         )
-        return self._floor
+        return self._known.floor
 
-    def _below_log_start(self) -> bool:
-        """The chain this object knows ends at or below the log start, and the
-        segments it holds may have been removed, their keys free to be claimed
-        again: only the newest checkpoint's chain is sure to be whole (vacuum
-        never removes its segments). Open again from it; while opening, let
-        the opening start over (see Checkpoints._open)."""
-        if self._opening:
-            raise _Stale
-        self._reopen()
-        return True
-
-    def _reopen(self) -> None:
-        """Open again from the newest checkpoint (see Checkpoints._open)."""
-        raise NotImplementedError
-
-    def _adopt_written_windows(self) -> None:
-        """The tail holds a complete window: start the tail after the windows
-        whose checkpoints are written (see Reads._adopt_written_windows)."""
-        raise NotImplementedError
-
-    def _extend_tail(self, summary: SegmentSummary) -> None:
-        """The segment ``summary`` describes now ends the known log."""
-        self._tail.append((summary.base, summary.size))
-        self._summaries[summary.base] = summary
-        self._end = summary.end
-        self._last_base = summary.base
-
-    def _exists(self, key: str) -> bool:
+    def exists(self, key: str) -> bool:
         """Whether an object is there, by HEAD (a listing may miss it)."""
         try:
-            self._retry(lambda: self._store.head(key))
+            self._shared.retry(lambda: self._shared.store.head(key))
         except FileNotFoundError:
             return False
         return True
 
-    def _chain_from(self, end: int, listed: list[tuple[int, int]]) -> list[SegmentSummary]:
+    def chain_from(self, end: int, listed: list[tuple[int, int]]) -> list[SegmentSummary]:
         """The listed ``(base, size)`` segments that continue the chain from
         ``end``, up to the first gap; headers read a few at a time in parallel."""
         chain: list[SegmentSummary] = []
@@ -237,7 +257,7 @@ class Listing(PartitionBase):
 
         def read(segment: tuple[int, int]) -> SegmentHeader | BaseException:
             try:
-                return self._read_header(*segment)
+                return self.read_header(*segment)
             except (ArrowLogError, FileNotFoundError) as e:
                 return e
 
@@ -248,15 +268,16 @@ class Listing(PartitionBase):
         ) as pool:
             return list(pool.map(read, listed))
 
-    def _read_header(self, base: int, size: int | None = None) -> SegmentHeader:
+    def read_header(self, base: int, size: int | None = None) -> SegmentHeader:
         """The header of the segment at ``base``; given its ``size``, a segment
         large enough to be read by columns leaves its frame kept."""
-        key = self._key(base)
-        head, tag = self._retry(lambda: get_range_tagged(self._store, key, 0, HEAD_BYTES))
+        shared = self._shared
+        key = shared.key(base)
+        head, tag = shared.retry(lambda: get_range_tagged(shared.store, key, 0, HEAD_BYTES))
         header = read_header(head, key=key)
         if isinstance(header, int):
             need = header
-            head, tag = self._retry(lambda: get_range_tagged(self._store, key, 0, need))
+            head, tag = shared.retry(lambda: get_range_tagged(shared.store, key, 0, need))
             header = read_header(head, key=key)
             if isinstance(header, int):
                 raise CorruptSegmentError("segment truncated inside its schema", key=key)
@@ -266,13 +287,7 @@ class Listing(PartitionBase):
             HEADS.offer(key, header.append_id, head, tag)  # a column read needs no head read
         return header
 
-    def _tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:
-        """Summaries of the tail segments (the first ``upto``). All are known: a
-        sync reads the header of every segment it adds to the chain."""
-        wanted = self._tail if upto is None else self._tail[:upto]
-        return [self._summaries[base] for base, _ in wanted]
-
-    def _probe_tail(self) -> None:
+    def probe_tail(self) -> None:
         """Follow the chain past the listing, object by object: a listing racing
         appends may stop short of segments already written (a gap is "not
         visible yet" to it), but a HEAD of the key at the known end sees any
@@ -280,14 +295,15 @@ class Listing(PartitionBase):
         per segment the listing missed. Where the end must cover everything
         acknowledged before (a transaction's bound, a snapshot's views), not
         just what a listing showed."""
+        shared, known = self._shared, self._known
         while True:
-            key = self._key(self._end)
+            key = shared.key(known.end)
             began = _clock.elapsed()
             try:
-                info = self._retry(functools.partial(self._store.head, key))
+                info = shared.retry(functools.partial(shared.store.head, key))
             except FileNotFoundError:
-                self._end_known_at = began
+                known.end_seen(began)
                 return
-            header = self._read_header(self._end, info.size)
-            self._learn_stored([info])
-            self._extend_tail(SegmentSummary.of(header, info.size))
+            header = self.read_header(known.end, info.size)
+            known.learn_stored([info])
+            known.extend_tail(SegmentSummary.of(header, info.size))

@@ -5,7 +5,6 @@ See docs/protocol.md, "Deleting records".
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 from collections.abc import Callable
@@ -27,7 +26,11 @@ from arrowlog.format.topic import (
     parse_segment_key,
     segment_prefix,
 )
-from arrowlog.partition.batches import BatchAppends
+from arrowlog.partition._base import Shared
+from arrowlog.partition.checkpoints import Checkpoints
+from arrowlog.partition.known import KnownLog
+from arrowlog.partition.listing import Listing
+from arrowlog.partition.reads import Reads
 from arrowlog.storage import ObjectInfo
 
 
@@ -39,8 +42,24 @@ class Removal:
     reason: str
 
 
-class Retention(BatchAppends):
-    """The log start, and removing what lies below it."""
+class Retention:
+    """The retention part: the log start, and removing what lies below it.
+    It owns no fields; it moves the log start of the state part under the
+    partition's lock."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        known: KnownLog,
+        listing: Listing,
+        checkpoints: Checkpoints,
+        reads: Reads,
+    ) -> None:
+        self._shared = shared
+        self._known = known
+        self._listing = listing
+        self._checkpoints = checkpoints
+        self._reads = reads
 
     def delete_records(self, before_offset: int) -> int:
         """Delete the records below ``before_offset``: the log starts there from
@@ -55,27 +74,21 @@ class Retention(BatchAppends):
         """
         if isinstance(before_offset, bool) or not isinstance(before_offset, int):
             raise OffsetOutOfRangeError(f"before_offset must be an int, got {before_offset!r}")
-        with self._lock:
-            if not self._ensure_open():
-                self._sync_tail()
-            self._probe_tail()  # the end must cover every acknowledged append
-            if not 0 <= before_offset <= self._end:
+        with self._shared.lock:
+            if not self._checkpoints.ensure_open():
+                self._listing.sync_tail()
+            self._listing.probe_tail()  # the end must cover every acknowledged append
+            if not 0 <= before_offset <= self._known.end:
                 raise OffsetOutOfRangeError(
-                    f"{self._name}: cannot delete records before {before_offset}: the log "
-                    f"holds [{self._log_start}, {self._end})"
+                    f"{self._shared.name}: cannot delete records before {before_offset}: the log "
+                    f"holds [{self._known.log_start}, {self._known.end})"
                 )
-            if before_offset <= self._log_start:
-                return self._log_start
-            key = log_start_key(self._topic.prefix, self._partition, before_offset)
-            self._put_once(key, json.dumps({"log_start": before_offset}).encode())
-            self._log_start = before_offset
+            if before_offset <= self._known.log_start:
+                return self._known.log_start
+            key = log_start_key(self._shared.topic.prefix, self._shared.partition, before_offset)
+            self._shared.put_once(key, json.dumps({"log_start": before_offset}).encode())
+            self._known.learn_marks([before_offset], [])
             return before_offset
-
-    def _put_once(self, key: str, data: bytes | memoryview) -> None:
-        """Put a marker (or a compacted object) that other calls may have put
-        first with the same meaning: theirs stands."""
-        with contextlib.suppress(FileExistsError):
-            self._config.retry.call(lambda: self._store.put_if_absent(key, data))
 
     def plan_vacuum(
         self, now_ms: int, config: TopicConfig, retain_ms: int = DEFAULT_RETAIN_MS
@@ -87,36 +100,38 @@ class Retention(BatchAppends):
         the log start). Cost: one LIST, one more of the checkpoints if
         anything is ripe, one of them all once a log start is older than
         ``retain_ms`` (and a sync, unless the partition opens just now)."""
-        with self._lock:
-            if not self._ensure_open():
-                self._sync_tail()
-            prefix = segment_prefix(self._topic.prefix, self._partition)
-            found = self._retry(lambda: list(self._store.list(prefix)))
-            self._learn_stored(found)  # dates producer state (arrowlog.maintenance.cleanup)
-            compacted = compacted_prefix(self._topic.prefix, self._partition)
+        with self._shared.lock:
+            if not self._checkpoints.ensure_open():
+                self._listing.sync_tail()
+            prefix = segment_prefix(self._shared.topic.prefix, self._shared.partition)
+            found = self._shared.retry(lambda: list(self._shared.store.list(prefix)))
+            self._known.learn_stored(found)  # dates producer state (arrowlog.maintenance.cleanup)
+            compacted = compacted_prefix(self._shared.topic.prefix, self._shared.partition)
             objects: list[ObjectInfo] | None = None
 
             def list_compacted() -> list[ObjectInfo]:
                 nonlocal objects
                 if objects is None:
-                    objects = self._retry(lambda: list(self._store.list(compacted)))
+                    objects = self._shared.retry(lambda: list(self._shared.store.list(compacted)))
                 return objects
 
             start = None
             if config.retention_ms is not None or config.retention_bytes is not None:
-                live = self.summaries(self._log_start, self._end)
+                live = self._reads.summaries(self._known.log_start, self._known.end)
                 if live:
-                    ages = _Ages.of(found, list_compacted() if self._compacted else [], now_ms)
-                    start = _retention_start(live, ages, config, self._log_start)
-            checkpoints = checkpoint_prefix(self._topic.prefix, self._partition)
+                    ages = _Ages.of(
+                        found, list_compacted() if self._known.compacted else [], now_ms
+                    )
+                    start = _retention_start(live, ages, config, self._known.log_start)
+            checkpoints = checkpoint_prefix(self._shared.topic.prefix, self._shared.partition)
             removable = _removable(
                 found,
                 now_ms,
-                self._topic.config.delete_delay_ms,
+                self._shared.topic.config.delete_delay_ms,
                 retain_ms,
-                self._newest_checkpoint,
+                self._checkpoints.newest_checkpoint,
                 list_compacted,
-                lambda: self._retry(lambda: list(self._store.list(checkpoints))),
+                lambda: self._shared.retry(lambda: list(self._shared.store.list(checkpoints))),
             )
             return start, removable
 

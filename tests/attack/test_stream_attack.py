@@ -307,7 +307,7 @@ def test_lost_reply_whose_write_lands_before_the_readback_is_ours() -> None:
     log = arrowlog.connect(scripted)
     part = log.partition("t", 0)
     part.end_offset()
-    key1 = part._key(10)
+    key1 = part.segment_key(10)
     gate = scripted.hold("get_range", key1, nth=1)
     run = Run(lambda: log.append_batches("t", batches(4)))
     assert late.reached.wait(10)
@@ -410,7 +410,7 @@ def test_expected_offset_lost_reply_then_other_writer_takes_the_next_offset() ->
     log = arrowlog.connect(scripted)
     part = log.partition("t", 0)
     part.end_offset()
-    gate1 = scripted.hold("get_range", part._key(10), nth=1)
+    gate1 = scripted.hold("get_range", part.segment_key(10), nth=1)
     gate2 = scripted.hold("put_if_absent", seg, nth=3)  # batch 2 (batch 1 needed no retry)
     run = Run(lambda: log.append_batches("t", batches(5), expected_offset=0))
     assert late.reached.wait(10)
@@ -541,7 +541,7 @@ def stray_bytes(data: pa.RecordBatch, compression: str, before: int = 0) -> byte
         log.append("big", pa.Table.from_batches([data]).slice(0, before))
     log.append("big", data)
     part = log.partition("big", 0)
-    return bytes(other.get(part._key(before)))
+    return bytes(other.get(part.segment_key(before)))
 
 
 @pytest.fixture(autouse=True)
@@ -578,7 +578,7 @@ def test_a_stray_with_identical_column_bytes_is_refused(kept: bool, tags: bool) 
     writer.append("big", data)
     reader = reader_of(store, tags)
     part = reader.partition("big", 0)
-    key = part._key(0)
+    key = part.segment_key(0)
     assert reader.read("big", columns=["a"]).column("a").equals(pa.chunked_array([data["a"]]))
     original = bytes(store.get(key))
     stray = stray_bytes(data, "none")
@@ -601,7 +601,7 @@ def test_a_stray_never_gets_the_kept_frames_dictionary(kept: bool, tags: bool) -
     writer.append("big", big_batch(2, ("alpha", "beta")))
     reader = reader_of(store, tags)
     part = reader.partition("big", 0)
-    key = part._key(0)
+    key = part.segment_key(0)
     assert part.segments()[0].size >= 1024 * 1024
     reader.read("big", columns=["kind"])
     swap(store, key, stray_bytes(big_batch(2, ("gamma", "delta")), "zstd"))  # same a, b
@@ -617,7 +617,7 @@ def test_kept_frame_with_different_column_bytes_is_refused(tags: bool) -> None:
     writer = big_topic(store)
     writer.append("big", big_batch(1))
     reader = reader_of(store, tags)
-    key = reader.partition("big", 0)._key(0)
+    key = reader.partition("big", 0).segment_key(0)
     reader.read("big", columns=["b"])
     swap(store, key, stray_bytes(big_batch(9), "none"))
     with pytest.raises(CorruptSegmentError):
@@ -651,7 +651,7 @@ def test_flipped_column_byte_is_detected_with_a_kept_frame() -> None:
     writer.append("big", big_batch(4))
     reader = arrowlog.connect(store)
     part = reader.partition("big", 0)
-    key = part._key(0)
+    key = part.segment_key(0)
     reader.read("big", columns=["a"])
     raw = bytearray(store.get(key))
     raw[len(raw) // 2] ^= 0x01  # in a column, past the frame
@@ -676,7 +676,7 @@ def test_frame_corrupted_in_the_store_after_it_was_kept(tags: bool) -> None:
     data = big_batch(5)
     writer.append("big", data)
     reader = reader_of(store, tags)
-    key = reader.partition("big", 0)._key(0)
+    key = reader.partition("big", 0).segment_key(0)
     reader.read("big", columns=["a"])
     raw = bytearray(store.get(key))
     raw[200] ^= 0x10
@@ -792,7 +792,7 @@ def _scan_after_swap(clear: bool) -> None:
     schema = output_schema(projected(BIG_SCHEMA, ["a"]))
     first = [b for t in plan.tasks for b in read_task(store, t, schema, ["a"])]
     assert sum(b.num_rows for b in first) == BIG_ROWS
-    key = writer.partition("big", 0)._key(0)
+    key = writer.partition("big", 0).segment_key(0)
     swap(store, key, stray_bytes(data, "none"))
     if clear:
         HEADS.clear()
