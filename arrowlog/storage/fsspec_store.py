@@ -19,9 +19,9 @@ import fsspec
 
 from arrowlog.errors import MissingDependencyError, StoreError, UnsupportedStoreError
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+from arrowlog.storage.location import StoreURL, refuse_unsafe
 from arrowlog.storage.options import Kind, coerce_options
 from arrowlog.storage.registry import registered_schemes
-from arrowlog.storage.url import StoreURL, refuse_unsafe
 
 # Arguments of an fsspec filesystem that arrowlog sets itself or that cannot be
 # given as an option.

@@ -22,8 +22,8 @@ import pyarrow as pa
 
 from arrowlog.errors import StoreError, UnsupportedStoreError
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+from arrowlog.storage.location import StoreURL
 from arrowlog.storage.options import Kind, coerce_options
-from arrowlog.storage.url import StoreURL
 
 try:
     import fcntl

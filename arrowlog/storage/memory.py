@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+from arrowlog.storage.location import StoreURL
 from arrowlog.storage.options import Kind, coerce_options
-from arrowlog.storage.url import StoreURL
 
 #: numbers the puts of every memory store of the process: a tag stands for one
 #: object however many stores there are (frames are kept per process)

@@ -40,8 +40,8 @@ from arrowlog.errors import (
     UnsupportedStoreError,
 )
 from arrowlog.storage import Blob, ObjectInfo, Store, check_key, check_prefix, epoch_ms
+from arrowlog.storage.location import StoreURL
 from arrowlog.storage.options import Kind, coerce_options, coerce_value, one_setting
-from arrowlog.storage.url import StoreURL
 
 #: Retries inside object_store: a few quick ones for a lost connection or a 5xx;
 #: longer waits are arrowlog's retry policy's to decide (its deadline, its errors).

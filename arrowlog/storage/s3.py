@@ -31,8 +31,8 @@ from botocore.exceptions import (
 
 from arrowlog.errors import StoreError, TransientStoreError, UnsupportedStoreError
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix, epoch_ms
+from arrowlog.storage.location import StoreURL
 from arrowlog.storage.options import Kind, coerce_options, one_setting
-from arrowlog.storage.url import StoreURL
 
 T = TypeVar("T")
 

@@ -13,9 +13,10 @@ import pytest
 
 import arrowlog
 from arrowlog.storage import Blob, ObjectInfo, check_key, check_prefix
+from arrowlog.storage.location import StoreURL
 from arrowlog.storage.options import Kind, coerce_options
 from arrowlog.storage.registry import register_store, registered_schemes, unregister_store
-from arrowlog.storage.url import StoreURL, open_store
+from arrowlog.storage.url import open_store
 
 
 class DictStore:
