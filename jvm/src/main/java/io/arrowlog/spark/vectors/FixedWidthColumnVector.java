@@ -1,4 +1,4 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.vectors;
 
 import java.nio.ByteOrder;
 import org.apache.arrow.vector.BaseFixedWidthVector;
@@ -43,7 +43,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * stays open until this column is closed, which closes it as {@code ArrowColumnVector}
  * does.
  */
-final class FixedWidthColumnVector extends ColumnVector {
+public final class FixedWidthColumnVector extends ColumnVector {
   private final ValueVector vector;
   /** Where the values start. */
   private final long data;
@@ -64,7 +64,7 @@ final class FixedWidthColumnVector extends ColumnVector {
    * {@code v} read by address as Spark's {@code type}, or null where this class does not
    * read it (another pair of types: {@code ArrowColumnVector} reads those).
    */
-  static ColumnVector of(ValueVector v, DataType type) {
+  public static ColumnVector of(ValueVector v, DataType type) {
     if (ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN || !matches(v, type)) {
       return null; // Arrow's buffers are little-endian
     }

@@ -1,5 +1,6 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.vectors;
 
+import io.arrowlog.spark.errors.ArrowLogException;
 import java.util.List;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.TimeStampMicroTZVector;
@@ -13,7 +14,7 @@ import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
 
 /** Arrow vectors as Spark reads them: the few types it takes in another form, converted. */
-final class Vectors {
+public final class Vectors {
   private Vectors() {}
 
   /**
@@ -21,7 +22,7 @@ final class Vectors {
    * itself, or (timestamps of another unit than microseconds) a converted copy, added to
    * {@code owned}.
    */
-  static ValueVector forSpark(
+  public static ValueVector forSpark(
       ValueVector v, StructField field, BufferAllocator allocator, List<ValueVector> owned) {
     boolean tz = field.dataType() instanceof TimestampType;
     boolean ntz = field.dataType() instanceof TimestampNTZType;

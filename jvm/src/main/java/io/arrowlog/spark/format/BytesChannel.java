@@ -1,4 +1,4 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.format;
 
 import java.nio.ByteBuffer;
 import java.nio.channels.ReadableByteChannel;

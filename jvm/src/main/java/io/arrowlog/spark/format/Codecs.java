@@ -1,4 +1,4 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.format;
 
 import org.apache.arrow.compression.ZstdCompressionCodec;
 import org.apache.arrow.memory.ArrowBuf;

@@ -1,4 +1,4 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.errors;
 
 /**
  * An arrowlog error raised on the JVM, named as the Python library names it (the

@@ -1,4 +1,4 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.format;
 
 import java.io.IOException;
 import java.util.ArrayList;

@@ -1,5 +1,6 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.format;
 
+import io.arrowlog.spark.errors.ArrowLogException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -30,7 +31,7 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * the column table's CRCs before Arrow parses it. The Python library reads the same way
  * (arrowlog/segment/column_table.py and projection.py hold the format).
  */
-final class ColumnRanges {
+public final class ColumnRanges {
   /** Smaller segments are read whole: two round trips cost more than their bytes. */
   static final long MIN_BYTES = 1024 * 1024;
 
@@ -59,14 +60,14 @@ final class ColumnRanges {
    * {@code wanted} columns filled in and checked (the rest left zero); null when the
    * segment is better read whole (small, every column wanted, no usable column table).
    */
-  static byte[] fetch(SegmentTask.Segment segment, Set<String> wanted) {
+  public static byte[] fetch(Segment segment, Set<String> wanted) {
     if (segment.size() < MIN_BYTES) {
       return null;
     }
     String key = segment.key();
     byte[] head = Fetch.range(segment, 0, Math.min(segment.size(), HEAD_BYTES));
-    int schemaLength = head.length >= 16 ? SegmentFile.le32(head, 12) : 0;
-    if (head.length < 16 || SegmentFile.le32(head, 8) != -1 || schemaLength <= 0) {
+    int schemaLength = head.length >= 16 ? Framing.le32(head, 12) : 0;
+    if (head.length < 16 || Framing.le32(head, 8) != -1 || schemaLength <= 0) {
       throw SegmentFile.corrupt("not a segment's head (bad IPC framing)", key);
     }
     if (16L + schemaLength > head.length) {
@@ -124,7 +125,7 @@ final class ColumnRanges {
   }
 
   /** GETs the ranges in parallel into {@code data}. */
-  private static void fill(SegmentTask.Segment segment, byte[] data, List<long[]> ranges) {
+  private static void fill(Segment segment, byte[] data, List<long[]> ranges) {
     List<Future<byte[]>> pending = new ArrayList<>();
     for (long[] r : ranges) {
       pending.add(POOL.submit(() -> Fetch.range(segment, r[0], r[1])));
@@ -156,13 +157,13 @@ final class ColumnRanges {
    */
   private static void checkFrame(byte[] data, int schemaLength, Table table, int n, String key) {
     int schemaEnd = 16 + schemaLength;
-    int crc = SegmentFile.slot(data, 16, schemaEnd, key);
+    int crc = Framing.slot(data, 16, schemaEnd, key);
     int slot = tableSlot(data, 16, schemaEnd);
     int width = width(n);
     if (slot < 0 || slot + width > schemaEnd) {
       throw SegmentFile.corrupt("checksum or column table missing", key);
     }
-    System.arraycopy(SegmentFile.PLACEHOLDER, 0, data, crc, 8);
+    System.arraycopy(Framing.PLACEHOLDER, 0, data, crc, 8);
     Arrays.fill(data, slot, slot + width, (byte) '-');
     CRC32C frame = new CRC32C();
     frame.update(data, 0, (int) table.bodyStart());
@@ -212,9 +213,9 @@ final class ColumnRanges {
   private static RecordBatch lastBatch(byte[] data, long bodyStart) {
     long at = 8; // past the file's magic: the stream's messages
     while (at + 8 <= bodyStart) {
-      int length = SegmentFile.le32(data, (int) at + 4);
+      int length = Framing.le32(data, (int) at + 4);
       long end = at + 8 + length;
-      if (SegmentFile.le32(data, (int) at) != -1 || length <= 0 || end > bodyStart) {
+      if (Framing.le32(data, (int) at) != -1 || length <= 0 || end > bodyStart) {
         return null;
       }
       ByteBuffer meta = ByteBuffer.wrap(data, (int) at + 8, length).slice();

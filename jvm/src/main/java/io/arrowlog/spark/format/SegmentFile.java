@@ -1,10 +1,10 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.format;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.arrowlog.spark.errors.ArrowLogException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
@@ -12,24 +12,30 @@ import java.util.zip.CRC32C;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.dictionary.Dictionary;
 import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
- * One segment checked and opened: an Arrow IPC file of one record batch whose whole-file
- * CRC32C sits, as 8 hex digits after a tag, in the schema message and in the footer
- * (arrowlog/segment/framing.py; the CRC is computed with both written as dashes).
+ * One segment checked and opened: an Arrow IPC file of one record batch (its framing and
+ * CRC: {@link Framing}) with arrowlog's header in the schema's metadata
+ * (arrowlog/segment/__init__.py describes the keys named here).
  */
-final class SegmentFile implements AutoCloseable {
-  private static final byte[] MAGIC = "ARROW1".getBytes(StandardCharsets.US_ASCII);
-  private static final byte[] TAG = "arrowlog-crc32c:".getBytes(StandardCharsets.US_ASCII);
-  static final byte[] PLACEHOLDER = "--------".getBytes(StandardCharsets.US_ASCII);
+public final class SegmentFile implements AutoCloseable {
+  /** The header's JSON (format version {@link #FORMAT_VERSION}). */
+  static final String HEADER_KEY = "arrowlog.header";
+  /** A compacted object's table of runs, and its CRC32C. */
+  static final String COMPACTED_KEY = "arrowlog.compacted";
+  static final String COMPACTED_CRC_KEY = "arrowlog.compacted_crc32c";
+  /** The segment format version this reader reads (the header's {@code v}). */
+  static final int FORMAT_VERSION = 1;
+
   private static final ObjectMapper JSON = new ObjectMapper();
 
-  final String key;
-  final ColumnReader reader;
+  private final String key;
+  private final ColumnReader reader;
   /** The columns read (those wanted). */
-  final VectorSchemaRoot root;
-  final long timestampMs;
+  private final VectorSchemaRoot root;
+  private final long timestampMs;
   /**
    * In a compacted object: each run's base offset to {first row, records, timestamp ms};
    * null in a segment.
@@ -54,7 +60,7 @@ final class SegmentFile implements AutoCloseable {
    * are all of it; a compacted object's are one run of its table (null: left out, and the
    * plan allows it).
    */
-  long[] rows(SegmentTask.Segment segment) {
+  public long[] rows(Segment segment) {
     if (runs == null) {
       return new long[] {0, timestampMs};
     }
@@ -71,6 +77,21 @@ final class SegmentFile implements AutoCloseable {
     return new long[] {run[0], run[2]};
   }
 
+  /** The object's key. */
+  public String key() {
+    return key;
+  }
+
+  /** The columns read (those wanted), loaded. */
+  public VectorSchemaRoot root() {
+    return root;
+  }
+
+  /** The dictionary of a dictionary-encoded column ({@code id}: its encoding's), or null. */
+  public Dictionary dictionary(long id) throws IOException {
+    return reader.getDictionaryVectors().get(id);
+  }
+
   @Override
   public void close() throws IOException {
     reader.close();
@@ -82,10 +103,10 @@ final class SegmentFile implements AutoCloseable {
    * fetched and checked (the object up to the end of its record batch). Takes {@code
    * data}'s reference: the columns read are slices of it, or decompressed from it.
    */
-  static SegmentFile open(
+  public static SegmentFile open(
       ArrowBuf data,
       boolean whole,
-      SegmentTask.Segment segment,
+      Segment segment,
       BufferAllocator allocator,
       Set<String> wanted,
       Schema topic) {
@@ -93,7 +114,7 @@ final class SegmentFile implements AutoCloseable {
     ColumnReader reader;
     try {
       if (whole) {
-        verify(data, key);
+        Framing.verify(data, key);
       }
       if (data.capacity() < 8) {
         throw corrupt("not an Arrow IPC file (" + data.capacity() + " bytes; truncated?)", key);
@@ -157,10 +178,10 @@ final class SegmentFile implements AutoCloseable {
 
   /** A compacted object's table, checked by its CRC32C and against the plan. */
   private static Map<Long, long[]> runs(
-      Map<String, String> metadata, SegmentTask.Segment segment, long count, String key)
+      Map<String, String> metadata, Segment segment, long count, String key)
       throws IOException {
-    String raw = metadata == null ? null : metadata.get("arrowlog.compacted");
-    String stored = metadata == null ? null : metadata.get("arrowlog.compacted_crc32c");
+    String raw = metadata == null ? null : metadata.get(COMPACTED_KEY);
+    String stored = metadata == null ? null : metadata.get(COMPACTED_CRC_KEY);
     if (raw == null || stored == null) {
       throw corrupt("no compaction table: not a compacted object", key);
     }
@@ -195,105 +216,19 @@ final class SegmentFile implements AutoCloseable {
   }
 
   private static JsonNode header(Map<String, String> metadata, String key) throws IOException {
-    String raw = metadata == null ? null : metadata.get("arrowlog.header");
+    String raw = metadata == null ? null : metadata.get(HEADER_KEY);
     if (raw == null) {
       throw corrupt("no arrowlog header: not a segment", key);
     }
     JsonNode header = JSON.readTree(raw);
-    if (header.path("v").asInt() != 1) {
+    if (header.path("v").asInt() != FORMAT_VERSION) {
       throw corrupt("unsupported segment format version " + header.path("v"), key);
     }
     return header;
   }
 
-  /**
-   * The framing, and the CRC over the whole file (in Arrow memory: the CRC reads it
-   * there; only the schema message and the footer, where the checksum fields are, are
-   * copied out to be searched).
-   */
-  static void verify(ArrowBuf data, String key) {
-    long size = data.capacity();
-    if (size < 26 || size > Integer.MAX_VALUE) {
-      throw corrupt("not an Arrow IPC file (" + size + " bytes; truncated?)", key);
-    }
-    int n = (int) size;
-    byte[] head = bytes(data, 0, 16);
-    byte[] tail = bytes(data, n - 10, n);
-    if (!Arrays.equals(head, 0, 6, MAGIC, 0, 6) || !Arrays.equals(tail, 4, 10, MAGIC, 0, 6)) {
-      throw corrupt("not an Arrow IPC file (" + n + " bytes; truncated?)", key);
-    }
-    int continuation = le32(head, 8);
-    int schemaLength = le32(head, 12);
-    int footerLength = le32(tail, 0);
-    if (continuation != -1 || schemaLength <= 0 || footerLength <= 0) {
-      throw corrupt("bad IPC framing", key);
-    }
-    long schemaEnd = 16L + schemaLength;
-    long footerStart = (long) n - 10 - footerLength;
-    if (!(schemaEnd <= footerStart && footerStart < n - 10)) {
-      throw corrupt("bad IPC framing (overlapping regions)", key);
-    }
-    byte[] schema = bytes(data, 16, (int) schemaEnd);
-    byte[] footer = bytes(data, (int) footerStart, n - 10);
-    int a = 16 + slot(schema, 0, schema.length, key);
-    int b = (int) footerStart + slot(footer, 0, footer.length, key);
-    String stored = new String(schema, a - 16, 8, StandardCharsets.US_ASCII);
-    if (!stored.equals(new String(footer, b - (int) footerStart, 8, StandardCharsets.US_ASCII))) {
-      throw corrupt("checksum fields disagree", key);
-    }
-    CRC32C crc = new CRC32C();
-    crc.update(data.nioBuffer(0, a));
-    crc.update(PLACEHOLDER);
-    crc.update(data.nioBuffer(a + 8, b - a - 8));
-    crc.update(PLACEHOLDER);
-    crc.update(data.nioBuffer(b + 8, n - b - 8));
-    if (stored.equals("--------") || !stored.equals(String.format("%08x", crc.getValue()))) {
-      throw corrupt("checksum mismatch", key);
-    }
-  }
-
-  /** Bytes {@code [from, to)} of {@code data}, copied out. */
-  private static byte[] bytes(ArrowBuf data, int from, int to) {
-    byte[] out = new byte[to - from];
-    data.getBytes(from, out);
-    return out;
-  }
-
-  /** Where the CRC's 8 characters sit in {@code [lo, hi)}: exactly one tagged value. */
-  static int slot(byte[] data, int lo, int hi, String key) {
-    int found = -1;
-    int count = 0;
-    for (int i = lo; i + TAG.length + 8 <= hi; i++) {
-      if (data[i] == TAG[0]
-          && Arrays.equals(data, i, i + TAG.length, TAG, 0, TAG.length)
-          && value(data, i + TAG.length)) {
-        found = i + TAG.length;
-        count++;
-      }
-    }
-    if (count != 1) {
-      throw corrupt("checksum field missing or repeated", key);
-    }
-    return found;
-  }
-
-  private static boolean value(byte[] data, int at) {
-    boolean dashes = true;
-    boolean hex = true;
-    for (int i = at; i < at + 8; i++) {
-      byte c = data[i];
-      dashes &= c == '-';
-      hex &= (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-    }
-    return dashes || hex;
-  }
-
-  static int le32(byte[] b, int at) {
-    return (b[at] & 0xff) | (b[at + 1] & 0xff) << 8 | (b[at + 2] & 0xff) << 16
-        | (b[at + 3] & 0xff) << 24;
-  }
-
-  static ArrowLogException corrupt(String message, String key) {
-    return new ArrowLogException("CorruptSegmentError", key + ": " + message);
+  /** A {@code CorruptSegmentError} about the object at {@code key}. */
+  public static ArrowLogException corrupt(String message, String key) {
+    return Framing.corrupt(message, key);
   }
 }

@@ -1,5 +1,6 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.format;
 
+import io.arrowlog.spark.errors.ArrowLogException;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
@@ -17,10 +18,10 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * whose columns are not exactly these (names, types, nullability, nested fields) is
  * refused, as the Python reader refuses it, before any value is read.
  */
-final class TopicSchema {
+public final class TopicSchema {
   private TopicSchema() {}
 
-  static Schema parse(byte[] message) {
+  public static Schema parse(byte[] message) {
     try {
       return MessageSerializer.deserializeSchema(
           new ReadChannel(new BytesChannel(message, 0, message.length)));

@@ -1,5 +1,6 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.format;
 
+import io.arrowlog.spark.errors.ArrowLogException;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -19,7 +20,7 @@ import org.apache.arrow.memory.BufferAllocator;
  * The bytes of a segment, whole or a byte range of it, from a local path or a pre-signed
  * URL; a few retries.
  */
-final class Fetch {
+public final class Fetch {
   private static final HttpClient HTTP =
       HttpClient.newBuilder()
           .connectTimeout(Duration.ofSeconds(10))
@@ -33,7 +34,7 @@ final class Fetch {
    * The whole object, in Arrow memory of {@code allocator} (the caller's to close): a
    * local file is read into it with no copy on the heap.
    */
-  static ArrowBuf object(SegmentTask.Segment segment, BufferAllocator allocator) {
+  public static ArrowBuf object(Segment segment, BufferAllocator allocator) {
     if (isHttp(segment)) {
       return offHeap(retrying(segment, () -> get(segment, null)), allocator);
     }
@@ -41,7 +42,7 @@ final class Fetch {
   }
 
   /** {@code bytes} copied into Arrow memory of {@code allocator} (the caller's to close). */
-  static ArrowBuf offHeap(byte[] bytes, BufferAllocator allocator) {
+  public static ArrowBuf offHeap(byte[] bytes, BufferAllocator allocator) {
     ArrowBuf out = exact(allocator, bytes.length);
     out.setBytes(0, bytes);
     return out;
@@ -52,7 +53,7 @@ final class Fetch {
     return allocator.buffer(size).slice(0, size);
   }
 
-  private static ArrowBuf readFile(SegmentTask.Segment segment, BufferAllocator allocator)
+  private static ArrowBuf readFile(Segment segment, BufferAllocator allocator)
       throws IOException {
     Path path = Path.of(segment.location());
     try (FileChannel file = FileChannel.open(path, StandardOpenOption.READ)) {
@@ -78,7 +79,7 @@ final class Fetch {
   }
 
   /** The bytes {@code [lo, hi)} of the object; fewer where the object ends before hi. */
-  static byte[] range(SegmentTask.Segment segment, long lo, long hi) {
+  static byte[] range(Segment segment, long lo, long hi) {
     return retrying(
         segment,
         () -> isHttp(segment) ? get(segment, new long[] {lo, hi}) : read(segment, lo, hi));
@@ -88,7 +89,7 @@ final class Fetch {
     T run() throws IOException;
   }
 
-  private static <T> T retrying(SegmentTask.Segment segment, Request<T> request) {
+  private static <T> T retrying(Segment segment, Request<T> request) {
     IOException last = null;
     for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
       try {
@@ -103,12 +104,12 @@ final class Fetch {
     throw new ArrowLogException("StoreError", segment.key() + ": cannot read: " + last, last);
   }
 
-  private static boolean isHttp(SegmentTask.Segment segment) {
+  private static boolean isHttp(Segment segment) {
     String location = segment.location();
     return location.startsWith("http://") || location.startsWith("https://");
   }
 
-  private static byte[] read(SegmentTask.Segment segment, long lo, long hi) throws IOException {
+  private static byte[] read(Segment segment, long lo, long hi) throws IOException {
     try (FileChannel file = FileChannel.open(Path.of(segment.location()), StandardOpenOption.READ)) {
       ByteBuffer buffer = ByteBuffer.allocate(Math.toIntExact(hi - lo));
       long at = lo;
@@ -124,7 +125,7 @@ final class Fetch {
   }
 
   /** A GET of the URL, of {@code range} ({lo, hi}) only unless null. */
-  private static byte[] get(SegmentTask.Segment segment, long[] range) throws IOException {
+  private static byte[] get(Segment segment, long[] range) throws IOException {
     HttpRequest.Builder request =
         HttpRequest.newBuilder(URI.create(segment.location())).timeout(Duration.ofSeconds(120));
     if (range != null) {
@@ -162,7 +163,7 @@ final class Fetch {
     throw new IOException("GET " + segment.key() + ": HTTP " + status);
   }
 
-  private static ArrowLogException missing(SegmentTask.Segment segment) {
+  private static ArrowLogException missing(Segment segment) {
     return new ArrowLogException(
         "SegmentNotFoundError",
         segment.key() + ": segment missing: the log says it holds [" + segment.base() + ", "

@@ -1,4 +1,4 @@
-package io.arrowlog.spark;
+package io.arrowlog.spark.vectors;
 
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.Decimal;
@@ -8,10 +8,10 @@ import org.apache.spark.sql.vectorized.ColumnarMap;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /** The offset column of one segment: row {@code i} has offset {@code first + i}, no storage. */
-final class OffsetColumnVector extends ColumnVector {
+public final class OffsetColumnVector extends ColumnVector {
   private final long first;
 
-  OffsetColumnVector(long first) {
+  public OffsetColumnVector(long first) {
     super(DataTypes.LongType);
     this.first = first;
   }
