@@ -189,10 +189,11 @@ def read_request(line: str) -> Request:
     message = json.loads(line)
     version = message.get("version") if isinstance(message, dict) else None
     if version != VERSION:
+        sent = "none (a reader from before versions)" if version is None else repr(version)
         raise UnsupportedVersionError(
-            f"a plan request of wire version {version} (null: a reader from before versions); "
-            f"this planner speaks version {VERSION}: the JVM reader's jar and the arrowlog "
-            "package come from different builds (rebuild the jar: make setup)"
+            f"a plan request of wire version {sent}; this planner speaks version {VERSION}: "
+            "the JVM reader's jar and the arrowlog package come from different builds "
+            "(rebuild the jar: make setup)"
         )
     kind = message.get("kind")
     if kind not in KINDS:

@@ -27,7 +27,7 @@ public final class SegmentFile implements AutoCloseable {
   static final String COMPACTED_KEY = "arrowlog.compacted";
   static final String COMPACTED_CRC_KEY = "arrowlog.compacted_crc32c";
   /** The segment format version this reader reads (the header's {@code v}). */
-  static final int FORMAT_VERSION = 1;
+  public static final int FORMAT_VERSION = 1;
 
   private static final ObjectMapper JSON = new ObjectMapper();
 
