@@ -32,8 +32,10 @@ $(STAMP): pyproject.toml Makefile
 # The JVM reader (jvm/, Java 17): compiled against the jars inside the installed
 # pyspark wheel, no Maven and no network; the jar goes into the package, so a
 # wheel built after setup carries it (arrowlog.spark.configure adds it to a session).
+# Only jvm/src/main goes into the jar: jvm/src/test is the self-test that
+# tests/jvm/test_golden_contract.py compiles and runs against the golden files.
 JAR      := arrowlog/spark/jars/arrowlog-spark.jar
-JAVA_SRC := $(shell find jvm/src -type f 2>/dev/null)
+JAVA_SRC := $(shell find jvm/src/main -type f 2>/dev/null)
 $(JAR): $(STAMP) $(JAVA_SRC)
 	rm -rf build/jvm && mkdir -p build/jvm/classes $(dir $(JAR))
 	javac --release 17 -Xlint:all,-path,-serial,-classfile -Werror -encoding UTF-8 \

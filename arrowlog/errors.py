@@ -41,6 +41,13 @@ class MissingDependencyError(ArrowLogError, ImportError):
     code that probes for optional features with ``except ImportError`` works."""
 
 
+class UnsupportedVersionError(ArrowLogError):
+    """A message of a protocol version this side does not speak (Kafka's
+    UNSUPPORTED_VERSION): the JVM reader's jar and the Python package come from
+    different builds. The message names both versions; rebuild the jar with
+    ``make setup``."""
+
+
 class TopicExistsError(ArrowLogError):
     """``create_topic`` found a topic of that name already."""
 

@@ -129,7 +129,7 @@ def bench_spark(rows: int = ROWS, repeat: int = 3, s3: Any = None) -> dict[str, 
 
         # planning: what the driver waits for, and what of it is planning itself
         plans: list[tuple[float, float]] = []
-        planner = spark._jvm.io.arrowlog.spark.Planner
+        planner = spark._jvm.io.arrowlog.spark.planning.PlannerProcess.shared()
         for _ in range(5):
             arrowlog_df("jvm").rdd.getNumPartitions()
             plans.append((planner.lastMillis(), planner.lastPlannerMillis()))

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 #: where ``make setup`` puts the jar (inside the package, so a wheel carries it)
 JAR = Path(__file__).parent / "jars" / "arrowlog-spark.jar"
+#: the session setting naming the planner's interpreter (the JVM reads it:
+#: io/arrowlog/spark/OptionNames.java)
+PYTHON_CONF = "spark.arrowlog.python"
 
 
 def jar_path() -> Path:
@@ -67,7 +70,7 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
     conf = builder._options  # the options set so far
     jars = [j for j in str(conf.get("spark.jars", "")).split(",") if j]
     builder = builder.config("spark.jars", ",".join([*jars, jar])).config(
-        "spark.arrowlog.python", sys.executable
+        PYTHON_CONF, sys.executable
     )
     local = str(conf.get("spark.master", "local")).startswith("local")
     named = os.environ.get("PYSPARK_PYTHON") or conf.get("spark.pyspark.python")

@@ -4,18 +4,17 @@ The JVM driver runs it with the read's options, the columns Spark needs and the
 filters it offers as JSON on stdin, and takes the tasks from stdout: each
 segment's location (a local path, or a pre-signed GET URL), its offsets and the
 rows to keep. The rules are the Python source's own: this module only feeds
-them Spark's filters and writes their tasks as JSON.
+them Spark's filters and writes their tasks; the lines' format is
+:mod:`arrowlog.spark.plan_wire`'s.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime
-import decimal
 import json
 import sys
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -25,7 +24,9 @@ from arrowlog.errors import ArrowLogError, InvalidConfigError
 from arrowlog.format.topic import Topic
 from arrowlog.log.client import ArrowLog
 from arrowlog.log.topics import TopicVersions
-from arrowlog.read.scan import ScanTask
+from arrowlog.read.scan import metadata_names
+from arrowlog.spark import plan_wire
+from arrowlog.spark.plan_wire import CheckAnswer, PlanAnswer, RelocateAnswer
 from arrowlog.storage import Store
 
 if TYPE_CHECKING:
@@ -104,12 +105,12 @@ def _knows_current(log: ArrowLog, options: ReadOptions) -> bool:
     return True
 
 
-def plan(request: dict[str, Any], clients: Clients | None = None) -> dict[str, Any]:
+def plan(request: Mapping[str, Any], clients: Clients | None = None) -> PlanAnswer:
     """The tasks of a batch read, as the JVM reader takes them.
 
-    ``request``: ``options`` (the read's options, ``path`` included),
-    ``columns`` (the topic columns Spark needs, in order, or null for all) and
-    ``filters`` (Spark's filters, see :func:`_filter`); ``clients``: the
+    ``request``: a plan request (:class:`~arrowlog.spark.plan_wire.PlanRequest`:
+    the read's options, the topic columns Spark needs, Spark's filters), its
+    version already checked; ``clients``: the
     connections kept between plans (None: a new one). Raises what the Python
     source would raise for the same read: a kept connection whose view of the
     log fails (the root restored from an older copy under it, say) is dropped,
@@ -117,9 +118,7 @@ def plan(request: dict[str, Any], clients: Clients | None = None) -> dict[str, A
     """
     from arrowlog.spark.options import ReadOptions
 
-    read = ReadOptions.parse(
-        {str(k): str(v) for k, v in request["options"].items()}, streaming=None
-    )
+    read = ReadOptions.parse(plan_wire.options_of(request), streaming=None)
     if clients is None:
         log = arrowlog.connect(read.root, read.storage)
         try:
@@ -136,11 +135,11 @@ def plan(request: dict[str, Any], clients: Clients | None = None) -> dict[str, A
         return _plan(request, read, clients.log(read)[0])
 
 
-def _plan(request: dict[str, Any], read: ReadOptions, log: ArrowLog) -> dict[str, Any]:
+def _plan(request: Mapping[str, Any], read: ReadOptions, log: ArrowLog) -> PlanAnswer:
     from arrowlog.spark.options import ReadOptions
     from arrowlog.spark.source import ArrowLogFilteringReader, _Partition, read_schema
 
-    options = {str(k): str(v) for k, v in request["options"].items()}
+    options = plan_wire.options_of(request)
     # the schema Spark read (its metadata columns named as they are there: a
     # filter on `_offset` where the topic has a column `offset`)
     schema = read_schema(log, read)
@@ -148,47 +147,67 @@ def _plan(request: dict[str, Any], read: ReadOptions, log: ArrowLog) -> dict[str
     if columns:  # what Spark needs, as the columns option says it
         options["columns"] = ",".join(columns)
     reader = ArrowLogFilteringReader(ReadOptions.parse(options), schema)
-    filters = [_filter(f) for f in request.get("filters", [])]
+    filters = [plan_wire.spark_filter(f) for f in request.get("filters", [])]
     list(reader.pushFilters([f for f in filters if f is not None]))
     parts = reader.partitions_of(log)
     chosen = [p.task for p in parts if isinstance(p, _Partition) and p.task]
-    tasks = [_task(log.store, task) for task in chosen]
+    tasks = [plan_wire.task_wire(task, lambda key: location(log.store, key)) for task in chosen]
     # each topic's schema: the JVM refuses a segment holding other columns
     schemas = {
-        t.topic: base64.b64encode(t.schema.serialize().to_pybytes()).decode()
+        t.topic: plan_wire.encode_schema(t.schema.serialize().to_pybytes())
         for t in chosen
         if t.schema is not None
     }
-    return {"tasks": tasks, "columns": [f.name for f in schema.fields], "schemas": schemas}
+    return plan_wire.plan_answer(
+        tasks,
+        columns=[f.name for f in schema.fields],
+        schemas=schemas,
+        metadata_columns=_metadata_columns(log, read),
+    )
 
 
-def check(request: dict[str, Any], clients: Clients | None = None) -> dict[str, Any]:
-    """Whether the JVM reader can read the topic of a read (``options``):
-    ``{"unreadable": reason}`` for a column type it does not hand to Spark as
-    Spark's Python reader does (the read then goes to the Python reader), else
-    ``{"unreadable": None}``. A read the options make impossible is left to the
-    plan, whose error is the Python source's."""
+def _metadata_columns(log: ArrowLog, read: ReadOptions) -> dict[str, str]:
+    """The names of the read's metadata columns by role, as the schema Spark
+    reads has them (prefixed where a topic column of the columns read clashes)."""
+    from arrowlog.partition import projected
+    from arrowlog.spark.planning import subscribed_topics
+
+    first = log.topic(subscribed_topics(log, read)[0])
+    return metadata_names(projected(first.schema, read.columns))
+
+
+def check(request: Mapping[str, Any], clients: Clients | None = None) -> CheckAnswer:
+    """Whether the JVM reader can read the topic of a read (``options``), and
+    the names of its metadata columns: ``unreadable`` is the reason for a
+    column type it does not hand to Spark as Spark's Python reader does (the
+    read then goes to the Python reader), else None. A read the options make
+    impossible is left to the plan, whose error is the Python source's: both
+    fields are then None."""
     from arrowlog.spark.options import ReadOptions
     from arrowlog.spark.planning import subscribed_topics
 
     owned = None
     try:
-        options = ReadOptions.parse({str(k): str(v) for k, v in request["options"].items()})
+        options = ReadOptions.parse(plan_wire.options_of(request))
         if clients is None:
             log = owned = arrowlog.connect(options.root, options.storage)
         else:
             log = clients.log(options)[0]
         topics = subscribed_topics(log, options)
         reasons = [r for t in topics if (r := unreadable(log.topic(t).schema)) is not None]
+        try:
+            names: dict[str, str] | None = _metadata_columns(log, options)
+        except ArrowLogError:  # columns the topic lacks: the plan says so
+            names = None
     except ArrowLogError:
-        return {"unreadable": None}
+        return plan_wire.check_answer(None, None)
     finally:
         if owned is not None:
             owned.close()
-    return {"unreadable": reasons[0] if reasons else None}
+    return plan_wire.check_answer(reasons[0] if reasons else None, names)
 
 
-def relocate(request: dict[str, Any]) -> dict[str, Any]:
+def relocate(request: Mapping[str, Any]) -> RelocateAnswer:
     """Where an executor now finds a planned segment removed since the plan
     (``relocate``: its ``key``, ``base``, ``end``; ``options``: the read's):
     ``{"segment": {...}}``, the compacted object holding its records, as a task
@@ -202,7 +221,7 @@ def relocate(request: dict[str, Any]) -> dict[str, Any]:
     from arrowlog.spark.options import ReadOptions
     from arrowlog.storage.url import open_store
 
-    read = ReadOptions.parse({str(k): str(v) for k, v in request["options"].items()})
+    read = ReadOptions.parse(plan_wire.options_of(request))
     wanted = request["relocate"]
     key, base, end = str(wanted["key"]), int(wanted["base"]), int(wanted["end"])
     store = open_store(read.root, read.storage)
@@ -212,14 +231,14 @@ def relocate(request: dict[str, Any]) -> dict[str, Any]:
             span = parse_compacted_key(info.key)
             if span is None or span[0] > base or span[1] < end:
                 break
-            found = {
+            found: plan_wire.RelocatedSegment = {
                 "location": location(store, info.key),
                 "key": info.key,
                 "size": info.size,
                 "compacted": list(span),
             }
-            return {"segment": found}
-        return {"segment": None}
+            return plan_wire.relocate_answer(found)
+        return plan_wire.relocate_answer(None)
     finally:
         store.close()
 
@@ -263,30 +282,6 @@ def _jvm_type(t: pa.DataType, *, top: bool) -> bool:
     return any(test(t) for test in simple)
 
 
-def _task(store: Store, task: ScanTask) -> dict[str, Any]:
-    return {
-        "topic": task.topic,
-        "partition": task.partition,
-        "bytes": task.bytes,
-        "rows": task.rows,
-        "segments": [
-            {
-                "location": location(store, s.key),
-                "key": s.key,
-                "base": s.base,
-                "end": s.end,
-                "lo": s.lo,
-                "hi": s.hi,
-                "size": s.size,
-                **({} if s.append_id is None else {"append_id": s.append_id}),
-                **({} if s.compacted is None else {"compacted": list(s.compacted)}),
-                **({"droppable": True} if s.droppable else {}),
-            }
-            for s in task.segments
-        ],
-    }
-
-
 def location(store: Store, key: str) -> str:
     """Where an executor fetches ``key`` with nothing but the location: a local
     file's path, or a pre-signed GET URL.
@@ -308,69 +303,23 @@ def location(store: Store, key: str) -> str:
     return url
 
 
-def _filter(spec: dict[str, Any]) -> Any:
-    """A Spark filter from the JVM, as the pyspark object the Python source takes
-    (None for a kind it does not take)."""
-    from pyspark.sql import datasource as ds
-
-    kinds: dict[str, Any] = {
-        name: getattr(ds, name)
-        for name in (
-            "EqualTo",
-            "GreaterThan",
-            "GreaterThanOrEqual",
-            "LessThan",
-            "LessThanOrEqual",
-            "In",
-            "IsNull",
-            "IsNotNull",
-        )
-    }
-    kind = kinds.get(spec.get("op", ""))
-    if kind is None:
-        return None
-    attribute = tuple(spec["attribute"])
-    if spec["op"] in ("IsNull", "IsNotNull"):
-        return kind(attribute)
-    if spec["op"] == "In":
-        return kind(attribute, tuple(_value(v) for v in spec["value"]))
-    return kind(attribute, _value(spec["value"]))
-
-
-def _value(typed: dict[str, Any]) -> Any:
-    kind, v = typed["type"], typed["value"]
-    if kind == "date":
-        return datetime.date.fromordinal(datetime.date(1970, 1, 1).toordinal() + int(v))
-    if kind == "timestamp_us":
-        try:
-            return datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=int(v))
-        except OverflowError:  # beyond Python's years 1-9999: the source takes micros too
-            return int(v)
-    if kind == "decimal":
-        return decimal.Decimal(v)
-    if kind == "binary":
-        return base64.b64decode(v)
-    return v
-
-
 def answer(line: str, clients: Clients | None = None) -> str:
-    """One request (a JSON line) to one reply line: the plan, or ``{"error":
-    {"type", "message"}}`` with the Python error's class name."""
+    """One request line to one answer line (:mod:`arrowlog.spark.plan_wire`):
+    the plan, the check or the relocation asked for, or an error answer with
+    the Python error's class name (``UnsupportedVersionError`` for a request of
+    another wire version)."""
     started = time.perf_counter()
     try:
-        request = json.loads(line)
-        if request.get("check"):
-            return json.dumps(check(request, clients))
-        if request.get("relocate"):
-            return json.dumps(relocate(request))
+        request = plan_wire.read_request(line)
+        if request["kind"] == "check":
+            return plan_wire.encode(check(request, clients))
+        if request["kind"] == "relocate":
+            return plan_wire.encode(relocate(request))
         out = plan(request, clients)
         out["plan_ms"] = round((time.perf_counter() - started) * 1000, 1)
-        return json.dumps(out, separators=(",", ":"))
-    except ArrowLogError as e:
-        error = {"type": type(e).__name__, "message": str(e)}
+        return plan_wire.encode(out)
     except Exception as e:  # noqa: BLE001 - every failure reaches the JVM as such
-        error = {"type": type(e).__name__, "message": f"{e}"}
-    return json.dumps({"error": error})
+        return plan_wire.encode(plan_wire.error_answer(e))
 
 
 def main() -> int:

@@ -50,6 +50,9 @@ READ_OPTIONS = (
     "columns",
     "reader",
 )
+#: what option ``reader`` takes (a batch read in a session with the JVM reader's
+#: jar; io/arrowlog/spark/OptionNames.java names them too)
+READERS: tuple[Literal["jvm", "python"], ...] = ("jvm", "python")
 # Only a batch read has an end: a stream's end is Trigger.AvailableNow's.
 BATCH_READ_OPTIONS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 STREAM_READ_OPTIONS = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
@@ -420,10 +423,11 @@ class ReadOptions:
 
 
 def _reader(value: str | None) -> Literal["jvm", "python"]:
-    choice = (value or "jvm").strip().lower()
-    if choice not in ("jvm", "python"):
-        raise InvalidConfigError(f"option reader: expected jvm or python, got {value!r}")
-    return "python" if choice == "python" else "jvm"
+    choice = (value or READERS[0]).strip().lower()
+    for reader in READERS:
+        if choice == reader:
+            return reader
+    raise InvalidConfigError(f"option reader: expected {' or '.join(READERS)}, got {value!r}")
 
 
 def _columns(value: str | None) -> tuple[str, ...] | None:

@@ -115,7 +115,17 @@ def read_schema(log: arrowlog.ArrowLog, options: ReadOptions) -> StructType:
         SchemaMismatchError: a column type Spark cannot read in any form.
     """
     topics = subscribed_topics(log, options)
-    arrow = output_schema(projected(log.topic(topics[0]).schema, options.columns))
+    return spark_read_schema(projected(log.topic(topics[0]).schema, options.columns))
+
+
+def spark_read_schema(columns: pa.Schema) -> StructType:
+    """The schema Spark reads a topic's ``columns`` with: widened where Spark
+    has no type, followed by the metadata columns.
+
+    Raises:
+        SchemaMismatchError: a column type Spark cannot read in any form.
+    """
+    arrow = output_schema(columns)
     readable = pa.schema([f.with_type(spark_arrow_type(f.name, f.type)) for f in arrow])
     spark_schema: StructType = from_arrow_schema(readable)
     return spark_schema

@@ -6,6 +6,7 @@ filled anew is planned as a new connection plans it."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ def request(root: Path, **options: str) -> dict[str, Any]:
     }
 
 
-def rows(planned: dict[str, Any]) -> int:
+def rows(planned: Mapping[str, Any]) -> int:
     return sum(s["hi"] - s["lo"] for t in planned["tasks"] for s in t["segments"])
 
 

@@ -22,6 +22,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from arrowlog import Compression, TopicConfig
 from arrowlog.errors import UnknownTopicOrPartitionError
 from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.spark.jvm_planner import Clients, plan
+from arrowlog.spark.plan_wire import PlanAnswer
 from tests.conftest import StoreSpec
 from tests.spark.conftest import MASTER, with_options
 
@@ -53,7 +55,7 @@ def connect(root: Path) -> arrowlog.ArrowLog:
     return arrowlog.connect(str(root), {"fsync": False}, config=QUICK)
 
 
-def offsets(planned: dict[str, Any]) -> list[tuple[int, int]]:
+def offsets(planned: Mapping[str, Any]) -> list[tuple[int, int]]:
     """(partition, offset) of every row the plan reads, duplicates kept."""
     out: list[tuple[int, int]] = []
     for task in planned["tasks"]:
@@ -63,11 +65,11 @@ def offsets(planned: dict[str, Any]) -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def segments(planned: dict[str, Any]) -> list[dict[str, Any]]:
+def segments(planned: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [s for t in planned["tasks"] for s in t["segments"]]
 
 
-def same_as_new(root: Path | str, clients: Clients, **options: str) -> dict[str, Any]:
+def same_as_new(root: Path | str, clients: Clients, **options: str) -> PlanAnswer:
     """The plan of the kept connections, checked against a brand-new one's."""
     warm = plan(request(root, **options), clients)
     cold = plan(request(root, **options))
@@ -402,7 +404,7 @@ def test_other_credentials_for_the_same_root_on_s3(tmp_path: Path, s3_server: An
             "filters": [],
         }
 
-    def signer(planned: dict[str, Any]) -> str:
+    def signer(planned: Mapping[str, Any]) -> str:
         [seg] = segments(planned)
         query = parse_qs(urlsplit(seg["location"]).query)
         return str(query["X-Amz-Credential"][0].split("/")[0])
@@ -411,7 +413,7 @@ def test_other_credentials_for_the_same_root_on_s3(tmp_path: Path, s3_server: An
     assert signer(plan(s3_request(good), clients)) == good["key"]
     other = {**good, "key": "someone-else", "secret": "not-the-secret"}
     try:
-        cold: dict[str, Any] | None = plan(s3_request(other))
+        cold: PlanAnswer | None = plan(s3_request(other))
     except arrowlog.ArrowLogError:
         cold = None  # the server checks credentials: the kept one must fail too
     if cold is None:

@@ -1,7 +1,10 @@
 package io.arrowlog.spark;
 
+import io.arrowlog.spark.planning.Planner;
+import io.arrowlog.spark.planning.PlannerProcess;
 import java.util.Map;
 import java.util.function.Supplier;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.expressions.Transform;
@@ -23,6 +26,10 @@ import scala.Some;
  * {@code PythonDataSourceV2} keeps the first plan of a DataFrame (one instance serves every
  * query of it) for every later query, and under filter pushdown the last pushdown's plan
  * for every scan of it.
+ *
+ * <p>A JVM read is planned by the Python planner: this source's {@link Planner} runs the
+ * session's interpreter in the JVM's planner process ({@link PlannerProcess#shared()}),
+ * which outlives the source (one per DataFrame) and serves every query of the JVM.
  */
 public class ArrowLogProvider extends PythonDataSourceV2 implements DataSourceRegister {
   /** Where a pushdown on this thread puts the read info it planned. */
@@ -30,6 +37,9 @@ public class ArrowLogProvider extends PythonDataSourceV2 implements DataSourceRe
 
   /** The read info of the batch planning on this thread (null: plan anew). */
   private final ThreadLocal<PythonDataSourceReadInfo> planned = new ThreadLocal<>();
+
+  private final Planner planner =
+      new Planner(() -> plannerPython(SparkSession.active()), PlannerProcess.shared());
 
   @Override
   public String shortName() {
@@ -40,7 +50,7 @@ public class ArrowLogProvider extends PythonDataSourceV2 implements DataSourceRe
   public Table getTable(
       StructType schema, Transform[] partitioning, Map<String, String> properties) {
     Table python = super.getTable(schema, partitioning, properties);
-    return new ArrowLogTable((SupportsRead) python, schema, this);
+    return new ArrowLogTable((SupportsRead) python, schema, this, planner);
   }
 
   /** Runs a pushdown, the read info it plans put in {@code into[0]}. */
@@ -61,6 +71,27 @@ public class ArrowLogProvider extends PythonDataSourceV2 implements DataSourceRe
     } finally {
       planned.remove();
     }
+  }
+
+  /** The interpreter that plans: as PySpark picks its own, with arrowlog's setting first. */
+  static String plannerPython(SparkSession session) {
+    String own = session.conf().get(OptionNames.PYTHON_CONF, "");
+    if (!own.isEmpty()) {
+      return own;
+    }
+    for (String key : OptionNames.PYSPARK_PYTHON_CONFS) {
+      String value = session.conf().get(key, "");
+      if (!value.isEmpty()) {
+        return value;
+      }
+    }
+    for (String env : OptionNames.PYSPARK_PYTHON_ENV) {
+      String value = System.getenv(env);
+      if (value != null && !value.isEmpty()) {
+        return value;
+      }
+    }
+    return "python3";
   }
 
   @Override

@@ -1,5 +1,8 @@
 package io.arrowlog.spark;
 
+import io.arrowlog.spark.planning.Filters;
+import io.arrowlog.spark.planning.MetadataColumns;
+import io.arrowlog.spark.planning.Planner;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.connector.read.Scan;
@@ -28,13 +31,24 @@ final class ArrowLogScanBuilder
   private final ScanBuilder python;
   private final CaseInsensitiveStringMap options;
   private final StructType schema;
+  /** The names of the metadata columns (null: unknown, no filter is exact). */
+  private final MetadataColumns meta;
+
+  private final Planner planner;
   private StructType required;
   private Filter[] pushed = new Filter[0];
 
-  ArrowLogScanBuilder(ScanBuilder python, CaseInsensitiveStringMap options, StructType schema) {
+  ArrowLogScanBuilder(
+      ScanBuilder python,
+      CaseInsensitiveStringMap options,
+      StructType schema,
+      MetadataColumns meta,
+      Planner planner) {
     this.python = python;
     this.options = options;
     this.schema = schema;
+    this.meta = meta;
+    this.planner = planner;
     this.required = schema;
   }
 
@@ -54,7 +68,6 @@ final class ArrowLogScanBuilder
 
   @Override
   public Filter[] pushFilters(Filter[] filters) {
-    MetadataColumns meta = MetadataColumns.of(schema);
     List<Filter> after = new ArrayList<>();
     for (Filter f : filters) {
       if (!exact(f, meta)) {
@@ -75,7 +88,7 @@ final class ArrowLogScanBuilder
    * only a filter the planner is sent, on a metadata column.
    */
   private static boolean exact(Filter f, MetadataColumns meta) {
-    if (Planner.filter(f) == null) {
+    if (meta == null || Filters.spec(f) == null) {
       return false;
     }
     if (f instanceof EqualTo e && e.attribute().equals(meta.partition())) {
@@ -110,6 +123,7 @@ final class ArrowLogScanBuilder
 
   @Override
   public Scan build() {
-    return new ArrowLogScan(python, options, schema, required, pushed);
+    return new ArrowLogScan(
+        python, options, new ArrowLogBatch(options, schema, required, pushed, meta, planner));
   }
 }

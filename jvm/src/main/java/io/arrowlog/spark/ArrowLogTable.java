@@ -1,5 +1,9 @@
 package io.arrowlog.spark;
 
+import io.arrowlog.spark.errors.ArrowLogException;
+import io.arrowlog.spark.planning.MetadataColumns;
+import io.arrowlog.spark.planning.PlanWire;
+import io.arrowlog.spark.planning.Planner;
 import java.util.Set;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
@@ -12,18 +16,17 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /** The Python source's table, with batch scans read on the JVM. */
 final class ArrowLogTable implements SupportsRead, SupportsWrite {
-  /** {@code reader=python} reads through the Python source (for comparison, or a store
-   * whose objects have no URL). */
-  static final String READER_OPTION = "reader";
-
   private final SupportsRead python;
   private final StructType schema;
   private final ArrowLogProvider provider;
+  private final Planner planner;
 
-  ArrowLogTable(SupportsRead python, StructType schema, ArrowLogProvider provider) {
+  ArrowLogTable(
+      SupportsRead python, StructType schema, ArrowLogProvider provider, Planner planner) {
     this.python = python;
     this.schema = schema;
     this.provider = provider;
+    this.planner = planner;
   }
 
   @Override
@@ -42,22 +45,35 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
     return python.capabilities();
   }
 
+  /**
+   * A JVM read, unless option {@link OptionNames#READER} says {@code python} (for
+   * comparison, or a store whose objects have no URL) or the topic has a column type the
+   * JVM reader does not convert as Spark's Python reader does.
+   */
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
     ScanBuilder delegate = python.newScanBuilder(options);
-    String reader = options.getOrDefault(READER_OPTION, "jvm");
-    if (reader.equalsIgnoreCase("python")) {
+    String reader = options.getOrDefault(OptionNames.READER, OptionNames.READER_JVM);
+    if (reader.equalsIgnoreCase(OptionNames.READER_PYTHON)) {
       return new PythonRead(delegate, provider, options, schema);
     }
-    if (!reader.equalsIgnoreCase("jvm")) {
+    if (!reader.equalsIgnoreCase(OptionNames.READER_JVM)) {
       throw new ArrowLogException(
-          "InvalidConfigError", "option reader: expected jvm or python, got '" + reader + "'");
+          "InvalidConfigError",
+          "option " + OptionNames.READER + ": expected " + OptionNames.READER_JVM + " or "
+              + OptionNames.READER_PYTHON + ", got '" + reader + "'");
     }
-    if (Planner.unreadable(options.asCaseSensitiveMap()) != null) {
-      // a column type the JVM reader does not convert as Spark's does
+    PlanWire.Check check = planner.check(options.asCaseSensitiveMap());
+    if (check.unreadable() != null) {
       return new PythonRead(delegate, provider, options, schema);
     }
-    return new ArrowLogScanBuilder(delegate, options, schema);
+    // null (names unknown: the planner could not open the read, whose plan then fails):
+    // no filter is taken as applied exactly, and every topic column is planned
+    MetadataColumns meta = check.metadata();
+    if (meta != null && !meta.in(schema)) {
+      meta = null;
+    }
+    return new ArrowLogScanBuilder(delegate, options, schema, meta, planner);
   }
 
   @Override

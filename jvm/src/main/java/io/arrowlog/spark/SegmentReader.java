@@ -1,5 +1,16 @@
 package io.arrowlog.spark;
 
+import io.arrowlog.spark.errors.ArrowLogException;
+import io.arrowlog.spark.format.ColumnRanges;
+import io.arrowlog.spark.format.Fetch;
+import io.arrowlog.spark.format.Segment;
+import io.arrowlog.spark.format.SegmentFile;
+import io.arrowlog.spark.format.TopicSchema;
+import io.arrowlog.spark.planning.MetadataColumns;
+import io.arrowlog.spark.planning.SegmentTask;
+import io.arrowlog.spark.vectors.FixedWidthColumnVector;
+import io.arrowlog.spark.vectors.OffsetColumnVector;
+import io.arrowlog.spark.vectors.Vectors;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -73,7 +84,7 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
   @Override
   public boolean next() throws IOException {
     release();
-    SegmentTask.Segment segment;
+    Segment segment;
     long[] at;
     do {
       if (next >= task.segments().length) {
@@ -88,8 +99,7 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
         if (!e.type().equals("SegmentNotFoundError") || segment.compacted()) {
           throw e;
         }
-        SegmentTask.Segment moved =
-            Planner.relocate(relocation.python(), relocation.options(), segment);
+        Segment moved = relocation.find(segment);
         if (moved == null) {
           throw e;
         }
@@ -101,9 +111,9 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
   }
 
   /** Where the segment's records lie in its (open, or now opened) file; null: none. */
-  private long[] rowsOf(SegmentTask.Segment segment) throws IOException {
+  private long[] rowsOf(Segment segment) throws IOException {
     // the segments of one compacted object follow each other in a task: one fetch
-    if (file == null || !segment.compacted() || !file.key.equals(segment.key())) {
+    if (file == null || !segment.compacted() || !file.key().equals(segment.key())) {
       closeFile();
       // a few columns of a large segment: only their bytes; otherwise the whole object
       // (every column wanted: no head to read first)
@@ -116,10 +126,10 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     return file.rows(segment);
   }
 
-  private boolean read(SegmentTask.Segment segment, long[] at) throws IOException {
+  private boolean read(Segment segment, long[] at) throws IOException {
     int from = Math.toIntExact(at[0] + segment.lo() - segment.base());
     int rows = Math.toIntExact(segment.hi() - segment.lo());
-    boolean whole = from == 0 && rows == file.root.getRowCount();
+    boolean whole = from == 0 && rows == file.root().getRowCount();
     StructField[] fields = schema.fields();
     ColumnVector[] columns = new ColumnVector[fields.length];
     for (int i = 0; i < fields.length; i++) {
@@ -154,8 +164,8 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     return true;
   }
 
-  private ValueVector column(String name, SegmentTask.Segment segment) throws IOException {
-    FieldVector v = file.root.getVector(name);
+  private ValueVector column(String name, Segment segment) throws IOException {
+    FieldVector v = file.root().getVector(name);
     if (v == null) {
       throw SegmentFile.corrupt("no column " + name + " in the segment", segment.key());
     }
@@ -167,7 +177,7 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     if (done != null) {
       return done;
     }
-    Dictionary dictionary = file.reader.getDictionaryVectors().get(encoding.getId());
+    Dictionary dictionary = file.dictionary(encoding.getId());
     if (dictionary == null) {
       throw SegmentFile.corrupt("column " + name + " has no dictionary", segment.key());
     }

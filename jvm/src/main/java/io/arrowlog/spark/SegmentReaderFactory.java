@@ -1,5 +1,10 @@
 package io.arrowlog.spark;
 
+import io.arrowlog.spark.format.Segment;
+import io.arrowlog.spark.planning.MetadataColumns;
+import io.arrowlog.spark.planning.Planner;
+import io.arrowlog.spark.planning.PlannerProcess;
+import io.arrowlog.spark.planning.SegmentTask;
 import java.io.Serializable;
 import java.util.HashMap;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -25,7 +30,15 @@ final class SegmentReaderFactory implements PartitionReaderFactory {
    * What an executor needs to find a planned segment removed since the plan: the read's
    * options and the driver's planner interpreter.
    */
-  record Relocation(HashMap<String, String> options, String python) implements Serializable {}
+  record Relocation(HashMap<String, String> options, String python) implements Serializable {
+    /**
+     * Where the records of {@code segment} lie now, asked of this JVM's planner process;
+     * null if no compacted object holds them.
+     */
+    Segment find(Segment segment) {
+      return new Planner(this::python, PlannerProcess.shared()).relocate(options, segment);
+    }
+  }
 
   @Override
   public boolean supportColumnarReads(InputPartition partition) {
