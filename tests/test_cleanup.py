@@ -365,7 +365,7 @@ def test_a_zombie_prepare_landing_in_a_freed_key_never_commits(setup: tuple) -> 
     zombie.send("t", rows(0), partition=0)
     zombie.commit_transaction()
     zombie.flush()
-    own = zombie._entry
+    own = zombie._transactions.last_entry
     assert own is not None
     freed = entry_key("app", own.n + 1)
     # a new instance fences it and commits; then both stay idle past the horizon

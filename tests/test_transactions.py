@@ -256,7 +256,7 @@ def test_state_machine_errors_write_nothing(log: ArrowLog) -> None:
 def test_a_fatal_error_stops_the_producer(log: ArrowLog) -> None:
     p = log.producer()
     p.send("a", rows(1), partition=0)
-    p._sequences[("a", 0)] = 10
+    p._idempotence.sequences[("a", 0)] = 10
     with pytest.raises(arrowlog.OutOfOrderSequenceError):
         p.send("a", rows(2), partition=0)
     with pytest.raises(arrowlog.InvalidTxnStateError, match="fatal"):

@@ -215,8 +215,8 @@ def txn_crash(args: argparse.Namespace) -> None:
     """Run one transaction over the three partitions of ``out`` and SIGKILL
     ourselves at the protocol step ``--step``."""
     from arrowlog.partition import PartitionLog
-    from arrowlog.producer import Producer
-    from arrowlog.producer import _transactions as transactions_module
+    from arrowlog.producer import _coordinator_session as session_module
+    from arrowlog.producer._transactions import TransactionManager
     from arrowlog.txn.coordinator import CoordinatorLog, TxnState
 
     def die() -> None:
@@ -224,8 +224,8 @@ def txn_crash(args: argparse.Namespace) -> None:
 
     step = args.step
     markers = {"n": 0}
-    real_register = Producer._register
-    real_finish = getattr(transactions_module, "finish")  # noqa: B009
+    real_register = TransactionManager._register
+    real_finish = getattr(session_module, "finish")  # noqa: B009
     real_marker = PartitionLog.append_control
     real_write = CoordinatorLog.write
 
@@ -254,8 +254,8 @@ def txn_crash(args: argparse.Namespace) -> None:
             die()
         return real_write(self, prev, new, **kwargs)
 
-    Producer._register = register  # type: ignore[method-assign]
-    setattr(transactions_module, "finish", finish)  # noqa: B010 - where the producer looks it up
+    TransactionManager._register = register  # type: ignore[method-assign]
+    setattr(session_module, "finish", finish)  # noqa: B010 - where the producer looks it up
     PartitionLog.append_control = marker  # type: ignore[method-assign]
     CoordinatorLog.write = write  # type: ignore[method-assign]
 

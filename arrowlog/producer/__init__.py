@@ -14,8 +14,9 @@ return), the COMMIT markers into every partition in parallel and the consumer
 offsets, then COMPLETE_COMMIT.
 """
 
-from arrowlog.producer._base import ProducerState, key_partitions
+from arrowlog.producer._partitioning import key_partitions
 from arrowlog.producer._producer import Producer
+from arrowlog.producer._state import ProducerState
 from arrowlog.txn.finish import fence_and_recover, finish
 from arrowlog.txn.producer_ids import allocate_producer_id
 

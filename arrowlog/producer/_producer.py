@@ -1,11 +1,21 @@
-"""The producer: sending batches exactly once (sequences, in-doubt resends),
-with the transactional methods of :mod:`arrowlog.producer._transactions`."""
+"""The producer: the public face over its parts.
+
+A :class:`Producer` composes a :class:`~arrowlog.producer._state.Lifecycle`
+(its state), an :class:`~arrowlog.producer._idempotence.Idempotence` (producer
+id, epoch, sequences, batches in doubt), a
+:class:`~arrowlog.producer._transactions.TransactionManager` when it has a
+transactional id, and a round-robin partitioner. Each part owns its fields;
+the producer holds the lock, checks, and calls them in the order a send or a
+transaction needs.
+"""
 
 from __future__ import annotations
 
-import itertools
-import random
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from types import TracebackType
+from typing import Self
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,24 +23,101 @@ import pyarrow.compute as pc
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
     InvalidBatchError,
+    InvalidConfigError,
     InvalidTxnStateError,
-    OffsetMismatchError,
     OutOfOrderSequenceError,
     ProducerFencedError,
     UnknownColumnError,
 )
-from arrowlog.format.segment import WriterIdentity
 from arrowlog.partition import AppendResult
-from arrowlog.producer._base import _FINAL, ProducerState, _InDoubt, key_partitions
-from arrowlog.producer._transactions import _Transactions
-from arrowlog.txn.producer_ids import MAX_PRODUCER_ID, allocate_producer_id
+from arrowlog.producer._idempotence import Idempotence
+from arrowlog.producer._partitioning import RoundRobin, key_partitions
+from arrowlog.producer._state import FINAL, Lifecycle, ProducerState
+from arrowlog.producer._transactions import TransactionManager
+from arrowlog.txn.coordinator import check_id
+from arrowlog.txn.groups import ConsumerGroupMetadata
+from arrowlog.txn.view import LogView
 
 
-class Producer(_Transactions):
+class Producer:
     """Sends record batches to partitions, exactly once per batch.
 
     Made by :meth:`ArrowLog.producer`. Not safe to share between threads.
     """
+
+    def __init__(
+        self,
+        log: LogView,
+        *,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
+    ) -> None:
+        if transactional_id is not None:
+            check_id("transactional id", transactional_id)
+        if not 1_000 <= transaction_timeout_ms <= 24 * 3600 * 1000:
+            raise InvalidConfigError("transaction_timeout_ms must be between 1 s and 24 h")
+        self._log = log
+        self._lock = threading.Lock()
+        self._transactional_id = transactional_id
+        self._lifecycle = Lifecycle(transactional_id)
+        self._idempotence = Idempotence(log, transactional_id)
+        self._transactions = (
+            TransactionManager(
+                log,
+                transactional_id,
+                transaction_timeout_ms,
+                lifecycle=self._lifecycle,
+                idempotence=self._idempotence,
+            )
+            if transactional_id is not None
+            else None
+        )
+        # a producer without transactions keeps the setting only to show it
+        self._timeout_ms = transaction_timeout_ms
+        self._round_robin = RoundRobin(log)
+
+    # --- state --------------------------------------------------------------------
+
+    @property
+    def transactional_id(self) -> str | None:
+        return self._transactional_id
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        """The transaction timeout: as configured, or the resumed transaction's."""
+        if self._transactions is not None:
+            return self._transactions.timeout_ms
+        return self._timeout_ms
+
+    @transaction_timeout_ms.setter
+    def transaction_timeout_ms(self, value: int) -> None:
+        if self._transactions is not None:
+            self._transactions.timeout_ms = value
+        self._timeout_ms = value
+
+    @property
+    def state(self) -> ProducerState:
+        return self._lifecycle.state
+
+    @property
+    def producer_id(self) -> int:
+        return self._idempotence.producer_id
+
+    @property
+    def epoch(self) -> int:
+        return self._idempotence.epoch
+
+    @property
+    def last_committed_metadata(self) -> dict[str, str]:
+        """Metadata of the last transaction of this id that reached PREPARE_COMMIT
+        (known after ``init_transactions``)."""
+        entry = self._transactions.last_entry if self._transactions is not None else None
+        return dict(entry.metadata) if entry is not None else {}
+
+    def _require_transactional(self) -> TransactionManager:
+        if self._transactions is None:
+            raise InvalidTxnStateError("not a transactional producer: pass transactional_id")
+        return self._transactions
 
     # --- sending ------------------------------------------------------------------
 
@@ -54,60 +141,37 @@ class Producer(_Transactions):
                 next send or flush resolves it); a transaction must be aborted.
         """
         with self._lock:
-            self._check_usable()
-            if self._coordinator is not None:
-                self._check_in_transaction("send")
-                if self._resumed:
-                    raise InvalidTxnStateError(
-                        "a resumed transaction can only be committed or aborted: the "
-                        "instance that began it (or its members) send"
-                    )
+            self._lifecycle.check_usable()
+            txn = self._transactions
+            if txn is not None:
+                txn.check_sendable()
             if partition is None:
-                partition = self._next_partition(topic)
+                partition = self._round_robin.next_partition(topic)
             part = self._log.partition(topic, partition)
             prepared = part.prepare_batch(batch)
             part.check_expected_offset(expected_offset)
             tp = (topic, partition)
-            if self._sequence_logs.setdefault(tp, part) is not part:
-                self._sequences.pop(tp, None)
-                self._sequence_logs[tp] = part
+            self._idempotence.track_log(tp, part)
             # before anything is written: a producer id, a partition registered
-            part.check_fits(prepared, _widest(self.transactional_id))
-            if self._producer_id < 0:
-                self._producer_id = allocate_producer_id(self._log, None)
-            self._resolve_in_doubt(tp)
-            who = WriterIdentity(
-                producer_id=self._producer_id,
-                producer_epoch=self._epoch,
-                base_sequence=self._sequences.get(tp, 0),
-                transactional=self._coordinator is not None,
-                transactional_id=self.transactional_id,
-            )
-            if self._coordinator is not None:
-                self._check_joinable(part.opened_topic())
-                self._join(tp, part.opened_topic())
-                if self._registered():
-                    self._register()  # a resumable transaction names it first
+            part.check_fits(prepared, self._idempotence.widest_identity())
+            who = self._idempotence.next_identity(tp)
+            if txn is not None:
+                txn.join_for_send(tp, part.opened_topic())
             try:
                 result = part.append(prepared, expected_offset=expected_offset, identity=who)
             except AppendOutcomeUnknownError:
-                if self._coordinator is not None:
-                    self._set_state(ProducerState.ABORTABLE_ERROR)
+                if txn is not None:
+                    txn.send_in_doubt()
                 else:
-                    self._in_doubt[tp] = _InDoubt(prepared, who, expected_offset)
+                    self._idempotence.hold_in_doubt(tp, prepared, who, expected_offset)
                 raise
             except (OutOfOrderSequenceError, ProducerFencedError) as e:
-                self._state = (
-                    ProducerState.FENCED
-                    if isinstance(e, ProducerFencedError)
-                    else ProducerState.FATAL_ERROR
-                )
+                fenced = isinstance(e, ProducerFencedError)
+                self._lifecycle.end(ProducerState.FENCED if fenced else ProducerState.FATAL_ERROR)
                 raise
-            self._sequences[tp] = who.base_sequence + prepared.num_rows
-            if self._coordinator is not None:
-                self._txn_ends[tp] = max(self._txn_ends.get(tp, 0), result.next_offset)
-                if not self._txn_first_record:  # the transaction's age starts here
-                    self._txn_first_record = part.segment_key(result.base_offset)
+            self._idempotence.acknowledged(tp, who, prepared.num_rows)
+            if txn is not None:
+                txn.sent(tp, part, result)
             return result
 
     def send_keyed(
@@ -140,34 +204,6 @@ class Producer(_Transactions):
                 results.append(self.send(topic, part, partition=p))
         return results
 
-    def _next_partition(self, topic: str) -> int:
-        count = self._log.topic(topic).partitions
-        known, cycle = self._round_robin.get(topic, (0, None))
-        if cycle is None or known != count:  # first send, or partitions were added
-            start = random.randrange(count)
-            cycle = itertools.cycle([(start + i) % count for i in range(count)])
-            self._round_robin[topic] = (count, cycle)
-        return next(cycle)
-
-    def _resolve_in_doubt(self, tp: tuple[str, int]) -> None:
-        """Resend a batch whose outcome was unknown, with its original sequence:
-        the partition returns the original offset if it had landed."""
-        doubt = self._in_doubt.get(tp)
-        if doubt is None:
-            return
-        part = self._log.partition(*tp)
-        try:
-            result = part.append(
-                doubt.batch, expected_offset=doubt.expected_offset, identity=doubt.identity
-            )
-        except OffsetMismatchError:
-            # an expected-offset batch lands there or nowhere: it did not land
-            # (its sequence would have made it a duplicate), and now cannot
-            del self._in_doubt[tp]
-            raise
-        del self._in_doubt[tp]
-        self._sequences[tp] = doubt.identity.base_sequence + result.record_count
-
     def flush(self) -> None:
         """Settle every batch whose outcome was unknown (idempotent producers);
         wait until the last transaction is finished (markers, offsets, COMPLETE:
@@ -178,23 +214,23 @@ class Producer(_Transactions):
                 the last transaction finished (its outcome stands).
         """
         with self._lock:
-            self._check_usable()
-            for tp in list(self._in_doubt):
-                self._resolve_in_doubt(tp)
-            self._settle()
+            self._lifecycle.check_usable()
+            self._idempotence.resolve_all_in_doubt()
+            if self._transactions is not None:
+                self._transactions.settle()
 
     def close(self) -> None:
         """Flush and close. An open transaction is left to the next instance or to
         expiry (as in Kafka); abort it first to release its partitions at once.
         A committed one still finishing is waited for (failures are left to the
         next instance: the outcome is fixed)."""
-        if self._state not in _FINAL:
-            if self._coordinator is None:
+        if self._lifecycle.state not in FINAL:
+            if self._transactions is None:
                 self.flush()
             else:
                 with self._lock:
-                    self._settle_quietly()
-            self._state = ProducerState.CLOSED
+                    self._transactions.settle_quietly()
+            self._lifecycle.end(ProducerState.CLOSED)
 
     def __enter__(self) -> Producer:
         return self
@@ -208,16 +244,137 @@ class Producer(_Transactions):
         if exc_type is None:
             self.close()
         else:
-            self._state = ProducerState.CLOSED
+            self._lifecycle.end(ProducerState.CLOSED)
 
+    # --- transactions -------------------------------------------------------------
 
-def _widest(transactional_id: str | None) -> WriterIdentity:
-    """An identity whose header is as long as any this producer writes: for
-    size checks before the real producer id and sequence are known."""
-    return WriterIdentity(
-        producer_id=MAX_PRODUCER_ID,
-        producer_epoch=2**31,
-        base_sequence=2**31,
-        transactional=transactional_id is not None,
-        transactional_id=transactional_id,
-    )
+    def init_transactions(self) -> None:
+        """Become the one live instance of this transactional id: bump the epoch
+        (fencing every older instance) and finish the previous instance's
+        transaction (roll forward after PREPARE_COMMIT, roll back otherwise).
+
+        Raises:
+            ConcurrentTransactionsError: other clients kept changing the id's state.
+        """
+        txn = self._require_transactional()
+        with self._lock:
+            txn.init()
+
+    def resume_transaction(self, producer_epoch: int) -> None:
+        """Take over, in another process, the open transaction of epoch
+        ``producer_epoch`` that another instance of this id began (the driver of a
+        distributed job commits what its writer set up). No epoch bump: if anyone
+        fenced that epoch meanwhile, this raises ProducerFencedError.
+
+        Raises:
+            ProducerFencedError: the epoch is no longer current.
+            InvalidTxnStateError: no transaction of that epoch is open.
+        """
+        txn = self._require_transactional()
+        with self._lock:
+            txn.resume(producer_epoch)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction, locally: it runs under the epoch the latest entry
+        granted, and reaches the coordinator log at its commit (or with consumer
+        offsets). Records it sends stay undecided until then."""
+        txn = self._require_transactional()
+        with self._lock:
+            txn.begin()
+
+    def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Register partitions with the transaction in one coordinator write.
+
+        Only a transaction that another process will take over needs it
+        (:meth:`resume_transaction` finds the partitions there): from this
+        entry on, each partition the transaction sends to is registered before
+        its data, one write each. Any other transaction skips the call: a send
+        adds its partition without a request, and the coordinator log learns
+        the partitions at PREPARE."""
+        txn = self._require_transactional()
+        with self._lock:
+            txn.add_partitions(partitions)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        group_id: str | ConsumerGroupMetadata,
+        *,
+        incarnations: Mapping[str, int] | None = None,
+    ) -> None:
+        """Commit consumer offsets (next offset to read, per (topic, partition))
+        for a group as part of the transaction: they become the group's
+        position only if the transaction commits.
+
+        Give the group as the consuming consumer's ``group_metadata()`` (as
+        Kafka's ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())``):
+        each offset is then kept as a position in the incarnation of the topic
+        that consumer read the partition in (see :meth:`Consumer.commit`). With
+        a bare group id, offsets are taken as positions in their topics as they
+        are now, unless ``incarnations`` (topic -> incarnation) names theirs.
+
+        The offsets stay positions in the incarnation checked here: if the
+        topic is deleted and created again before the transaction commits, the
+        commit keeps them for the old topic, and the group's position in the
+        new one is untouched.
+
+        Raises:
+            TopicRecreatedError: an offset belongs to an incarnation that is no
+                longer its topic's (it was deleted and created again since the
+                read); nothing was written, and the transaction goes on (abort
+                it, or commit it without these offsets).
+            InvalidConfigError: a bad offset or incarnation.
+            InvalidTxnStateError: no transaction.
+            UnknownTopicOrPartitionError: no such topic or partition.
+        """
+        txn = self._require_transactional()
+        if isinstance(group_id, ConsumerGroupMetadata):
+            group, read_in = group_id.group_id, group_id.incarnations
+        else:
+            group, read_in = check_id("group id", group_id), {}
+        with self._lock:
+            txn.send_offsets(offsets, group, read_in=read_in, incarnations=incarnations)
+
+    def commit_transaction(
+        self, *, members: Iterable[int] = (), metadata: Mapping[str, str] | None = None
+    ) -> None:
+        """Commit: write PREPARE_COMMIT, the commit point, and return; markers,
+        consumer offsets and COMPLETE_COMMIT follow in the background (the next
+        coordinator write of this producer, ``flush`` and ``close`` wait for
+        them). The records are visible to read_committed readers from PREPARE on.
+
+        ``members`` names other producer ids whose batches of this transaction
+        commit with it (the tasks of a distributed job); ``metadata`` is kept in
+        the coordinator log as the last committed transaction's metadata.
+
+        Raises:
+            InvalidTxnStateError: no transaction, or it can only be aborted.
+            ProducerFencedError: a newer instance owns the transactional id.
+            TransactionTimeoutError: the transaction outlived its timeout; it was
+                aborted.
+        """
+        members = tuple(members)
+        txn = self._require_transactional()
+        with self._lock:
+            txn.end(commit=True, members=members, metadata=metadata)
+
+    def abort_transaction(self) -> None:
+        """Abort: write PREPARE_ABORT and return (ABORT markers and COMPLETE_ABORT
+        follow in the background). Nothing the transaction wrote is ever visible
+        under read_committed. A transaction that sent nothing ends locally."""
+        txn = self._require_transactional()
+        with self._lock:
+            txn.end(commit=False)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """``with producer.transaction(): ...`` begins a transaction, commits it on
+        a clean exit and aborts it on an exception (which propagates)."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            if self.state in (ProducerState.IN_TRANSACTION, ProducerState.ABORTABLE_ERROR):
+                self.abort_transaction()
+            raise
+        self.commit_transaction()

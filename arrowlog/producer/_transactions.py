@@ -1,25 +1,24 @@
-"""The transactional half of a producer: fencing older instances, running a
-transaction under the epoch the last entry granted, and ending it with one
-coordinator write on the caller's path (PREPARE, the commit point); markers,
-offsets and the COMPLETE entry, which grants the next epoch, follow in the
-background. docs/transactions.md argues why each guarantee still holds.
+"""The transaction manager a transactional producer holds (KIP-98).
+
+It drives the producer's lifecycle through its transactions: taking the id
+(fencing every older instance), running a transaction under the epoch the last
+entry granted, registering partitions and consumer offsets where a reader or a
+resuming process must find them, and ending it with one coordinator write on
+the caller's path (PREPARE, the commit point); markers, offsets and the
+COMPLETE entry, which grants the next epoch, follow in the background (see
+:mod:`arrowlog.producer._coordinator_session`). docs/transactions.md argues
+why each guarantee holds.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
-import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import Self
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 from arrowlog import _clock
 from arrowlog.errors import (
-    ArrowLogError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     ProducerFencedError,
@@ -27,201 +26,202 @@ from arrowlog.errors import (
     UnknownTopicOrPartitionError,
 )
 from arrowlog.format.topic import Topic
-from arrowlog.producer._base import ProducerState, _ProducerBase
-from arrowlog.txn.coordinator import (
-    EXPIRE,
-    EXPIRE_ID,
-    OPERATOR_ABORT,
-    EntryConflictError,
-    TxnEntry,
-    TxnState,
-    check_id,
-)
-from arrowlog.txn.finish import fence_and_recover, finish, next_epoch
-from arrowlog.txn.groups import ConsumerGroupMetadata, GroupOffsets, keyed_offsets, tp_key
+from arrowlog.partition import AppendResult, PartitionLog
+from arrowlog.producer._coordinator_session import CoordinatorSession
+from arrowlog.producer._idempotence import Idempotence, TopicPartition
+from arrowlog.producer._state import Lifecycle, ProducerState
+from arrowlog.txn.coordinator import TxnEntry, TxnState
+from arrowlog.txn.finish import next_epoch
+from arrowlog.txn.groups import GroupOffsets, keyed_offsets, tp_key
+from arrowlog.txn.view import LogView
 
 
-@dataclass(frozen=True, slots=True)
-class _Unfinished:
-    """A transaction past PREPARE whose COMPLETE entry is not known written."""
+@dataclass(slots=True)
+class _Transaction:
+    """The transaction in progress (or the last one), as this instance knows it."""
 
-    prepared: TxnEntry
+    partitions: set[TopicPartition] = field(default_factory=set)
+    #: topic -> the incarnation whose partitions the transaction registered
+    incarnations: dict[str, int] = field(default_factory=dict)
+    #: group -> the consumer offsets it commits, keyed as the group's log keeps them
+    offsets: dict[str, dict[str, int]] = field(default_factory=dict)
+    # where this instance's records of the transaction end, per partition; a
+    # resumed transaction knows none (another instance wrote them)
+    ends: dict[TopicPartition, int] = field(default_factory=dict)
+    marked: set[str] = field(default_factory=set)  # groups whose log marks us pending
+    # the segment of the transaction's first record (see TxnEntry.first_record)
+    first_record: str = ""
+    resumed: bool = False  # taken over from the instance that began it
+    started_ms: int = 0
+    began: float | None = None  # _clock.elapsed() at begin, in this instance
+
+
+@dataclass(slots=True)
+class _Ending:
+    """A transaction past ENDING: the PREPARE entry it writes (again, after a
+    failure whose outcome was unknown), and that entry once written."""
+
+    state: TxnState
     reason: str
-    #: the COMPLETE entry's write id: a retry recognises an earlier attempt
-    write_id: str
-    #: the background finishing, or None to finish again in the caller
-    future: Future[TxnEntry | None] | None
+    fields: dict[str, object]
+    #: the caller asked to commit, but the transaction ran past its timeout
+    expired: bool
+    prepared: TxnEntry | None = None
 
 
-class _Transactions(_ProducerBase):
-    """Transactions (KIP-98); mixed into :class:`~arrowlog.producer.Producer`."""
+class TransactionManager:
+    """Transactions of one transactional id: the state machine's transitions,
+    the transaction's partitions and offsets, begin, resume, commit, abort, and
+    the reactions to being fenced.
 
-    # --- transactions -------------------------------------------------------------
+    Made by the :class:`~arrowlog.producer.Producer`, which calls it under its
+    lock; it moves the producer's :class:`~arrowlog.producer._state.Lifecycle`
+    and tells its :class:`~arrowlog.producer._idempotence.Idempotence` which
+    producer id and epoch each entry grants.
+    """
 
-    def init_transactions(self) -> None:
-        """Become the one live instance of this transactional id: bump the epoch
-        (fencing every older instance) and finish the previous instance's
-        transaction (roll forward after PREPARE_COMMIT, roll back otherwise).
-
-        Raises:
-            ConcurrentTransactionsError: other clients kept changing the id's state.
-        """
-        coordinator = self._require_transactional()
-        with self._lock:
-            self._check_usable()
-            if self._state is not ProducerState.UNINITIALIZED:
-                raise InvalidTxnStateError("init_transactions was called already")
-            entry = fence_and_recover(
-                self._log, coordinator, reason="init", timeout_ms=self.transaction_timeout_ms
-            )
-            assert entry is not None
-            self._entry = entry
-            self._producer_id = entry.producer_id
-            self._epoch = entry.producer_epoch
-            self._set_state(ProducerState.READY)
-
-    def resume_transaction(self, producer_epoch: int) -> None:
-        """Take over, in another process, the open transaction of epoch
-        ``producer_epoch`` that another instance of this id began (the driver of a
-        distributed job commits what its writer set up). No epoch bump: if anyone
-        fenced that epoch meanwhile, this raises ProducerFencedError.
-
-        Raises:
-            ProducerFencedError: the epoch is no longer current.
-            InvalidTxnStateError: no transaction of that epoch is open.
-        """
-        coordinator = self._require_transactional()
-        with self._lock:
-            if self._state is not ProducerState.UNINITIALIZED:
-                raise InvalidTxnStateError("resume_transaction on a producer already in use")
-            latest = coordinator.latest()
-            if latest is None or latest.producer_epoch != producer_epoch:
-                self._state = ProducerState.FENCED
-                raise ProducerFencedError(
-                    f"{self.transactional_id!r}: epoch {producer_epoch} is no longer current"
-                )
-            if latest.state is not TxnState.ONGOING or latest.txn_epoch != producer_epoch:
-                raise InvalidTxnStateError(
-                    f"{self.transactional_id!r}: no registered transaction of epoch "
-                    f"{producer_epoch} (a transaction that another process resumes "
-                    "registers its partitions first: add_partitions)"
-                )
-            self._entry = latest
-            self._producer_id = latest.producer_id
-            self._epoch = producer_epoch
-            self._txn_partitions = set(latest.partitions)
-            self._txn_incarnations = dict(latest.incarnations)
-            self._txn_offsets = {g: dict(o) for g, o in latest.offsets.items()}
-            self._txn_ends = {}
-            self._txn_first_record = latest.first_record
-            self._txn_marked = set()  # marks only if it sends offsets of its own
-            self._resumed = True
-            self._txn_began = None
-            self._txn_started_ms = latest.txn_started_ms
-            self.transaction_timeout_ms = latest.timeout_ms
-            self._state = ProducerState.IN_TRANSACTION
-
-    def begin_transaction(self) -> None:
-        """Start a transaction, locally: it runs under the epoch the latest entry
-        granted, and reaches the coordinator log at its commit (or with consumer
-        offsets). Records it sends stay undecided until then."""
-        self._require_transactional()
-        with self._lock:
-            self._check_usable()
-            if self._state is not ProducerState.READY:
-                raise InvalidTxnStateError(
-                    f"begin_transaction in state {self._state.value}: "
-                    "init_transactions first, and finish the previous transaction"
-                )
-            self._set_state(ProducerState.IN_TRANSACTION)
-            self._txn_partitions = set()
-            self._txn_incarnations = {}
-            self._txn_offsets = {}
-            self._txn_ends = {}
-            self._txn_first_record = ""
-            self._txn_marked = set()
-            self._resumed = False
-            self._txn_started_ms = int(time.time() * 1000)
-            self._txn_began = _clock.elapsed()
-            self._sequences = {}
-
-    def add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Register partitions with the transaction in one coordinator write.
-
-        Only a transaction that another process will take over needs it
-        (:meth:`resume_transaction` finds the partitions there): from this
-        entry on, each partition the transaction sends to is registered before
-        its data, one write each. Any other transaction skips the call: a send
-        adds its partition without a request, and the coordinator log learns
-        the partitions at PREPARE."""
-        self._require_transactional()
-        with self._lock:
-            self._check_usable()
-            self._check_in_transaction("add_partitions")
-            # re-reads each topic if beyond its count; every check before any write
-            joining = [(tp, self._log.partition(*tp).opened_topic()) for tp in partitions]
-            for _, topic in joining:
-                self._check_joinable(topic)
-            for tp, topic in joining:
-                self._join(tp, topic)
-            self._register()
-
-    def send_offsets_to_transaction(
+    def __init__(
         self,
-        offsets: Mapping[tuple[str, int], int],
-        group_id: str | ConsumerGroupMetadata,
+        log: LogView,
+        transactional_id: str,
+        timeout_ms: int,
         *,
-        incarnations: Mapping[str, int] | None = None,
+        lifecycle: Lifecycle,
+        idempotence: Idempotence,
     ) -> None:
-        """Commit consumer offsets (next offset to read, per (topic, partition))
-        for a group as part of the transaction: they become the group's
-        position only if the transaction commits.
+        self._log = log
+        self._lifecycle = lifecycle
+        self._idempotence = idempotence
+        self._session = CoordinatorSession(log, transactional_id, lifecycle)
+        self.transactional_id = transactional_id
+        self.timeout_ms = timeout_ms
+        self._txn = _Transaction()
+        self._ending: _Ending | None = None  # while ENDING
 
-        Give the group as the consuming consumer's ``group_metadata()`` (as
-        Kafka's ``sendOffsetsToTransaction(offsets, consumer.groupMetadata())``):
-        each offset is then kept as a position in the incarnation of the topic
-        that consumer read the partition in (see :meth:`Consumer.commit`). With
-        a bare group id, offsets are taken as positions in their topics as they
-        are now, unless ``incarnations`` (topic -> incarnation) names theirs.
+    @property
+    def last_entry(self) -> TxnEntry | None:
+        """The latest coordinator entry this instance knows."""
+        return self._session.entry
 
-        The offsets stay positions in the incarnation checked here: if the
-        topic is deleted and created again before the transaction commits, the
-        commit keeps them for the old topic, and the group's position in the
-        new one is untouched.
+    # --- taking the id ------------------------------------------------------------
+
+    def init(self) -> None:
+        self._lifecycle.check_usable()
+        if self._lifecycle.state is not ProducerState.UNINITIALIZED:
+            raise InvalidTxnStateError("init_transactions was called already")
+        entry = self._session.fence_and_recover(self.timeout_ms)
+        self._idempotence.adopt(entry.producer_id, entry.producer_epoch)
+        self._lifecycle.move(ProducerState.READY)
+
+    def resume(self, producer_epoch: int) -> None:
+        if self._lifecycle.state is not ProducerState.UNINITIALIZED:
+            raise InvalidTxnStateError("resume_transaction on a producer already in use")
+        latest = self._session.latest()
+        if latest is None or latest.producer_epoch != producer_epoch:
+            self._lifecycle.end(ProducerState.FENCED)
+            raise ProducerFencedError(
+                f"{self.transactional_id!r}: epoch {producer_epoch} is no longer current"
+            )
+        if latest.state is not TxnState.ONGOING or latest.txn_epoch != producer_epoch:
+            raise InvalidTxnStateError(
+                f"{self.transactional_id!r}: no registered transaction of epoch "
+                f"{producer_epoch} (a transaction that another process resumes "
+                "registers its partitions first: add_partitions)"
+            )
+        self._session.hold(latest)
+        self._idempotence.adopt(latest.producer_id, producer_epoch)
+        self._txn = _Transaction(
+            partitions=set(latest.partitions),
+            incarnations=dict(latest.incarnations),
+            offsets={g: dict(o) for g, o in latest.offsets.items()},
+            first_record=latest.first_record,
+            resumed=True,  # marks groups only if it sends offsets of its own
+            started_ms=latest.txn_started_ms,
+        )
+        self.timeout_ms = latest.timeout_ms
+        self._lifecycle.move(ProducerState.IN_TRANSACTION)
+
+    # --- running a transaction ----------------------------------------------------
+
+    def begin(self) -> None:
+        self._lifecycle.check_usable()
+        if self._lifecycle.state is not ProducerState.READY:
+            raise InvalidTxnStateError(
+                f"begin_transaction in state {self._lifecycle.state.value}: "
+                "init_transactions first, and finish the previous transaction"
+            )
+        self._lifecycle.move(ProducerState.IN_TRANSACTION)
+        self._txn = _Transaction(started_ms=int(time.time() * 1000), began=_clock.elapsed())
+        self._idempotence.restart_sequences()
+
+    def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        self._lifecycle.check_usable()
+        self._lifecycle.check_in_transaction("add_partitions")
+        # re-reads each topic if beyond its count; every check before any write
+        joining = [(tp, self._log.partition(*tp).opened_topic()) for tp in partitions]
+        for _, topic in joining:
+            self._check_joinable(topic)
+        for tp, topic in joining:
+            self._join(tp, topic)
+        self._register()
+
+    def send_offsets(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        group: str,
+        *,
+        read_in: Mapping[TopicPartition, int],
+        incarnations: Mapping[str, int] | None,
+    ) -> None:
+        self._lifecycle.check_usable()
+        self._lifecycle.check_in_transaction("send_offsets_to_transaction")
+        keyed = keyed_offsets(
+            self._log, offsets, read_in=read_in, incarnations=incarnations, group_id=group
+        )
+        merged = {**self._txn.offsets.get(group, {}), **keyed}
+        self._register(offsets={**self._txn.offsets, group: merged})
+        self._mark_pending(group)
+
+    def check_sendable(self) -> None:
+        """Before a send: only the instance that began a transaction sends in it.
 
         Raises:
-            TopicRecreatedError: an offset belongs to an incarnation that is no
-                longer its topic's (it was deleted and created again since the
-                read); nothing was written, and the transaction goes on (abort
-                it, or commit it without these offsets).
-            InvalidConfigError: a bad offset or incarnation.
-            InvalidTxnStateError: no transaction.
-            UnknownTopicOrPartitionError: no such topic or partition.
+            InvalidTxnStateError: no transaction that takes data, or a resumed one.
         """
-        self._require_transactional()
-        if isinstance(group_id, ConsumerGroupMetadata):
-            group, read_in = group_id.group_id, group_id.incarnations
-        else:
-            group, read_in = check_id("group id", group_id), {}
-        with self._lock:
-            self._check_usable()
-            self._check_in_transaction("send_offsets_to_transaction")
-            keyed = keyed_offsets(
-                self._log, offsets, read_in=read_in, incarnations=incarnations, group_id=group
+        self._lifecycle.check_in_transaction("send")
+        if self._txn.resumed:
+            raise InvalidTxnStateError(
+                "a resumed transaction can only be committed or aborted: the "
+                "instance that began it (or its members) send"
             )
-            merged = {**self._txn_offsets.get(group, {}), **keyed}
-            self._register(offsets={**self._txn_offsets, group: merged})
-            self._mark_pending(group)
+
+    def join_for_send(self, tp: TopicPartition, topic: Topic) -> None:
+        """Before a send to ``tp``, after the producer id is known: the partition
+        joins the transaction (registered in its entry first, if it has one)."""
+        self._check_joinable(topic)
+        self._join(tp, topic)
+        if self._registered():
+            self._register()  # a resumable transaction names it first
+
+    def send_in_doubt(self) -> None:
+        """A send's outcome is unknown: the transaction can only abort."""
+        self._lifecycle.move(ProducerState.ABORTABLE_ERROR)
+
+    def sent(self, tp: TopicPartition, part: PartitionLog, result: AppendResult) -> None:
+        """A send landed: it bounds the transaction's records in ``tp``."""
+        self._txn.ends[tp] = max(self._txn.ends.get(tp, 0), result.next_offset)
+        if not self._txn.first_record:  # the transaction's age starts here
+            self._txn.first_record = part.segment_key(result.base_offset)
 
     def _mark_pending(self, group_id: str) -> None:
         """After the coordinator entry names the offsets, before anything can
         commit them: from here on readers of the group ask how we ended."""
-        if group_id not in self._txn_marked:
+        if group_id not in self._txn.marked:
             groups = GroupOffsets(
                 self._log.store, group_id, self._log.config.retry, resolver=self._log.resolver
             )
-            groups.mark_pending(self.transactional_id or "", self._epoch)
-            self._txn_marked.add(group_id)
+            groups.mark_pending(self.transactional_id, self._idempotence.epoch)
+            self._txn.marked.add(group_id)
 
     def _register(self, *, offsets: dict[str, dict[str, int]] | None = None) -> None:
         """Write an ONGOING entry naming the transaction's partitions and consumer
@@ -229,28 +229,30 @@ class _Transactions(_ProducerBase):
         registered before the group's log marks the transaction pending: a
         reader of the group that meets the mark learns from this entry which
         positions are unstable."""
-        self._settle()
-        assert self._entry is not None
-        offsets = self._txn_offsets if offsets is None else offsets
-        begins = self._entry.state is not TxnState.ONGOING
-        partitions = tuple(sorted(self._txn_partitions))
-        if not begins and (partitions, offsets) == (self._entry.partitions, self._entry.offsets):
+        self._session.settle()
+        entry = self._session.entry
+        assert entry is not None
+        offsets = self._txn.offsets if offsets is None else offsets
+        begins = entry.state is not TxnState.ONGOING
+        partitions = tuple(sorted(self._txn.partitions))
+        if not begins and (partitions, offsets) == (entry.partitions, entry.offsets):
             return
         self._write_entry(
             TxnState.ONGOING,
             reason="begin" if begins else "add",
             partitions=partitions,
-            incarnations=dict(self._txn_incarnations),
+            incarnations=dict(self._txn.incarnations),
             offsets=offsets,
             members=(),
             bounds={},
         )
-        self._txn_offsets = offsets
+        self._txn.offsets = offsets
 
     def _registered(self) -> bool:
         """Whether the transaction has an entry (ONGOING): then a partition is
         registered there before it gets data, for whoever resumes it."""
-        return self._entry is not None and self._entry.state is TxnState.ONGOING
+        entry = self._session.entry
+        return entry is not None and entry.state is TxnState.ONGOING
 
     def _check_joinable(self, topic: Topic) -> None:
         """Before a partition of ``topic`` joins the transaction (nothing written yet).
@@ -261,18 +263,18 @@ class _Transactions(_ProducerBase):
                 the one the transaction joined.
         """
         limit = topic.config.max_transaction_timeout_ms
-        if self.transaction_timeout_ms > limit:
+        if self.timeout_ms > limit:
             raise InvalidTransactionTimeoutError(
-                f"transaction_timeout_ms {self.transaction_timeout_ms} is above topic "
+                f"transaction_timeout_ms {self.timeout_ms} is above topic "
                 f"{topic.name!r}'s max_transaction_timeout_ms {limit}"
             )
         self._check_incarnation(topic)
 
-    def _join(self, tp: tuple[str, int], topic: Topic) -> None:
+    def _join(self, tp: TopicPartition, topic: Topic) -> None:
         """Add a partition to the transaction before anything may land there:
         its PREPARE (or an abort) must name every partition it may have data in."""
-        self._txn_partitions.add(tp)
-        self._txn_incarnations.setdefault(topic.name, topic.incarnation)
+        self._txn.partitions.add(tp)
+        self._txn.incarnations.setdefault(topic.name, topic.incarnation)
 
     def _check_incarnation(self, topic: Topic) -> None:
         """Refuse to go on with a transaction that registered partitions of a
@@ -283,283 +285,152 @@ class _Transactions(_ProducerBase):
         Raises:
             UnknownTopicOrPartitionError: the topic is another incarnation.
         """
-        registered = self._txn_incarnations.get(topic.name, topic.incarnation)
+        registered = self._txn.incarnations.get(topic.name, topic.incarnation)
         if registered != topic.incarnation:
-            self._set_state(ProducerState.ABORTABLE_ERROR)
+            self._lifecycle.move(ProducerState.ABORTABLE_ERROR)
             raise UnknownTopicOrPartitionError(
                 f"topic {topic.name!r} was deleted and created anew during this "
                 "transaction; abort it"
             )
 
     def _write_entry(self, state: TxnState, *, reason: str, **changes: object) -> TxnEntry:
-        coordinator = self._require_transactional()
-        self._settle()
-        prev = self._entry
-        assert prev is not None
-        fields: dict[str, object] = {
-            "n": prev.n + 1,
-            "state": state,
-            "reason": reason,
-            "producer_epoch": self._epoch,
-            "txn_epoch": self._epoch,
-            "timeout_ms": self.transaction_timeout_ms,
-            "txn_started_ms": self._txn_started_ms,
-            # the transaction's first entry: its time starts the timeout, or its
-            # first record's if that came before
-            "txn_begin_n": prev.txn_begin_n if prev.state is TxnState.ONGOING else prev.n + 1,
-            "first_record": (
-                prev.first_record if prev.state is TxnState.ONGOING else self._txn_first_record
-            ),
-            **changes,
-        }
-        write_id = uuid.uuid4().hex
-        try:
-            entry = coordinator.write(prev, replace(prev, **fields), write_id=write_id)  # type: ignore[arg-type]
-        except ArrowLogError as e:
-            if e.retriable:
-                # it may land later, after attempts of its own: each is ours
-                self._doubtful_writes.add((prev.n + 1, write_id))
-            raise
-        except EntryConflictError as conflict:
-            # The entry that took our place says why; later ones may be anything.
-            winner = coordinator.entry(prev.n + 1) or conflict.latest
-            doubtful = winner is not None and (winner.n, winner.write_id) in self._doubtful_writes
-            if doubtful and winner is not None and coordinator.is_stray(winner.n):
-                # our attempt landed, but in a key cleanup had freed, below
-                # the log: not the log's entry (docs/protocol.md, "Cleaning up")
-                coordinator.remove_stray(winner.n)
-                winner, doubtful = coordinator.latest(), False
-            if doubtful and winner is not None:
-                # our own earlier attempt, landed after we gave up on it: it is
-                # ours (only hold what you wrote: we wrote it). If it is this very
-                # change, it is done; else build this change on top of it.
-                self._entry = winner
-                self._doubtful_writes.clear()
-                intended = replace(prev, **fields)  # type: ignore[arg-type]
-                if (
-                    replace(intended, written_ms=winner.written_ms, write_id=winner.write_id)
-                    == winner
-                ):
-                    return winner
-                return self._write_entry(state, reason=reason, **changes)
-            self._state = ProducerState.FENCED
-            if winner is not None and winner.reason == EXPIRE_ID:
-                raise ProducerFencedError(
-                    f"transactional id {self.transactional_id!r} expired: it was idle "
-                    "longer than vacuum's retain_ms; a new producer with this id can "
-                    "init_transactions() and go on"
-                ) from None
-            ours = winner is not None and winner.txn_epoch == self._epoch
-            name = f"transaction of {self.transactional_id!r} (epoch {self._epoch})"
-            if ours and winner is not None and winner.reason == EXPIRE:
-                raise TransactionTimeoutError(
-                    f"{name} ran past its timeout and was aborted"
-                ) from None
-            if ours and winner is not None and winner.reason == OPERATOR_ABORT:
-                raise ProducerFencedError(
-                    f"{name} was aborted by an operator (abort-transaction)"
-                ) from None
-            epoch = winner.producer_epoch if winner else "?"
-            raise ProducerFencedError(
-                f"producer for {self.transactional_id!r} (epoch {self._epoch}) was fenced: "
-                f"a newer instance has epoch {epoch}"
-            ) from None
-        self._entry = entry
-        self._doubtful_writes.clear()
-        return entry
+        """Write the next coordinator entry of this transaction (see
+        :meth:`CoordinatorSession.write` for what a lost race means)."""
 
-    def commit_transaction(
-        self, *, members: Iterable[int] = (), metadata: Mapping[str, str] | None = None
-    ) -> None:
-        """Commit: write PREPARE_COMMIT, the commit point, and return; markers,
-        consumer offsets and COMPLETE_COMMIT follow in the background (the next
-        coordinator write of this producer, ``flush`` and ``close`` wait for
-        them). The records are visible to read_committed readers from PREPARE on.
+        def build(prev: TxnEntry) -> TxnEntry:
+            epoch = self._idempotence.epoch
+            fields: dict[str, object] = {
+                "n": prev.n + 1,
+                "state": state,
+                "reason": reason,
+                "producer_epoch": epoch,
+                "txn_epoch": epoch,
+                "timeout_ms": self.timeout_ms,
+                "txn_started_ms": self._txn.started_ms,
+                # the transaction's first entry: its time starts the timeout, or
+                # its first record's if that came before
+                "txn_begin_n": prev.txn_begin_n if prev.state is TxnState.ONGOING else prev.n + 1,
+                "first_record": (
+                    prev.first_record if prev.state is TxnState.ONGOING else self._txn.first_record
+                ),
+                **changes,
+            }
+            return replace(prev, **fields)  # type: ignore[arg-type]
 
-        ``members`` names other producer ids whose batches of this transaction
-        commit with it (the tasks of a distributed job); ``metadata`` is kept in
-        the coordinator log as the last committed transaction's metadata.
+        return self._session.write(build)
 
-        Raises:
-            InvalidTxnStateError: no transaction, or it can only be aborted.
-            ProducerFencedError: a newer instance owns the transactional id.
-            TransactionTimeoutError: the transaction outlived its timeout; it was
-                aborted.
-        """
-        self._end_transaction(commit=True, members=tuple(members), metadata=metadata)
+    # --- ending a transaction -----------------------------------------------------
 
-    def abort_transaction(self) -> None:
-        """Abort: write PREPARE_ABORT and return (ABORT markers and COMPLETE_ABORT
-        follow in the background). Nothing the transaction wrote is ever visible
-        under read_committed. A transaction that sent nothing ends locally."""
-        self._end_transaction(commit=False)
-
-    def _end_transaction(
+    def end(
         self,
         *,
         commit: bool,
         members: tuple[int, ...] = (),
         metadata: Mapping[str, str] | None = None,
     ) -> None:
-        self._require_transactional()
-        with self._lock:
-            self._check_usable()
-            verb = "commit" if commit else "abort"
-            if self._state is ProducerState.ENDING:
-                assert self._prepare_plan is not None
-                planned, reason, extra = self._prepare_plan
-                doing = "commit" if planned is TxnState.PREPARE_COMMIT else "abort"
-                # (a commit that ran past its timeout prepared an abort: retrying
-                # the commit finishes that abort)
-                if doing != verb and not (self._prepared_expired and commit):
-                    raise InvalidTxnStateError(
-                        f"the transaction is past its point of no return ({doing}): "
-                        f"call {doing}_transaction again to finish it"
-                    )
-                prepared = self._prepared
-                if prepared is None:  # the PREPARE write itself was in doubt
-                    prepared = self._prepared = self._write_entry(planned, reason=reason, **extra)
-            else:
-                if self._state is ProducerState.ABORTABLE_ERROR and commit:
-                    raise InvalidTxnStateError("the transaction failed and can only be aborted")
-                if self._state not in (
-                    ProducerState.IN_TRANSACTION,
-                    ProducerState.ABORTABLE_ERROR,
-                ):
-                    raise InvalidTxnStateError(f"{verb}_transaction without begin_transaction")
-                self._settle()
-                assert self._entry is not None
-                if not self._txn_partitions and self._entry.state is not TxnState.ONGOING:
-                    # nothing was sent and nothing reached the log (a resumed
-                    # transaction did, even with no partitions: a job that wrote
-                    # no row still ends it): no record has this epoch, which
-                    # the next transaction keeps
-                    self._set_state(ProducerState.READY)
-                    return
-                prepared = self._prepare(commit, members, metadata)
-            expired = self._prepared_expired
-            self._prepared = self._prepare_plan = None
-            self._hand_off(prepared, verb)
-            self._set_state(ProducerState.READY)
-            if expired:
-                raise TransactionTimeoutError(
-                    f"transaction of {self.transactional_id!r} ran past its timeout "
-                    f"({self.transaction_timeout_ms} ms) and was aborted"
-                )
+        """Commit or abort: write PREPARE, then hand the rest to the background.
+
+        Raises:
+            InvalidTxnStateError: no transaction, or not this way of ending it.
+            TransactionTimeoutError: a commit of a transaction past its timeout
+                (aborted instead).
+        """
+        self._lifecycle.check_usable()
+        verb = "commit" if commit else "abort"
+        if self._lifecycle.state is ProducerState.ENDING:
+            prepared = self._prepare_again(verb)
+        else:
+            if self._lifecycle.state is ProducerState.ABORTABLE_ERROR and commit:
+                raise InvalidTxnStateError("the transaction failed and can only be aborted")
+            if self._lifecycle.state not in (
+                ProducerState.IN_TRANSACTION,
+                ProducerState.ABORTABLE_ERROR,
+            ):
+                raise InvalidTxnStateError(f"{verb}_transaction without begin_transaction")
+            self._session.settle()
+            entry = self._session.entry
+            assert entry is not None
+            if not self._txn.partitions and entry.state is not TxnState.ONGOING:
+                # nothing was sent and nothing reached the log (a resumed
+                # transaction did, even with no partitions: a job that wrote
+                # no row still ends it): no record has this epoch, which
+                # the next transaction keeps
+                self._lifecycle.move(ProducerState.READY)
+                return
+            prepared = self._prepare(commit, members, metadata)
+        assert self._ending is not None
+        expired = self._ending.expired
+        self._ending = None
+        # the next transaction may send at once, under the epoch the COMPLETE
+        # entry grants (see CoordinatorSession.hand_off)
+        self._idempotence.move_to_epoch(next_epoch(prepared))
+        self._session.hand_off(prepared, verb, self.timeout_ms)
+        self._lifecycle.move(ProducerState.READY)
+        if expired:
+            raise TransactionTimeoutError(
+                f"transaction of {self.transactional_id!r} ran past its timeout "
+                f"({self.timeout_ms} ms) and was aborted"
+            )
+
+    def _prepare_again(self, verb: str) -> TxnEntry:
+        """A retry of the call whose PREPARE failed: write exactly that entry
+        (recognised if the first attempt landed), never a second with new bounds.
+
+        Raises:
+            InvalidTxnStateError: the retry asks for the other outcome.
+        """
+        ending = self._ending
+        assert ending is not None
+        doing = "commit" if ending.state is TxnState.PREPARE_COMMIT else "abort"
+        # (a commit that ran past its timeout prepared an abort: retrying the
+        # commit finishes that abort)
+        if doing != verb and not (ending.expired and verb == "commit"):
+            raise InvalidTxnStateError(
+                f"the transaction is past its point of no return ({doing}): "
+                f"call {doing}_transaction again to finish it"
+            )
+        if ending.prepared is None:  # the PREPARE write itself was in doubt
+            ending.prepared = self._write_entry(ending.state, reason=ending.reason, **ending.fields)
+        return ending.prepared
 
     def _prepare(
         self, commit: bool, members: tuple[int, ...], metadata: Mapping[str, str] | None
     ) -> TxnEntry:
         """Write PREPARE_COMMIT (or PREPARE_ABORT): the point of no return. From
         here the producer is ENDING: it sends nothing more, and a retry of the
-        call that failed finishes this very entry (never a second PREPARE with
-        new bounds)."""
+        call that failed finishes this very entry (:meth:`_prepare_again`)."""
         # this instance's own elapsed time, suspended time included (a resumed
         # transaction's age is the coordinator's to judge: an expirer's entry
         # makes PREPARE fail)
-        began = self._txn_began
-        expired = began is not None and _clock.elapsed() - began > self.transaction_timeout_ms / 1e3
+        began = self._txn.began
+        expired = began is not None and _clock.elapsed() - began > self.timeout_ms / 1e3
         commit = commit and not expired
-        extra: dict[str, object] = {}
+        fields: dict[str, object] = {}
         if commit:
             # every group's pending mark must be in place before the commit point
             # (a failed mark, or a resumed transaction that never saw them made)
-            for group_id in sorted(self._txn_offsets):
+            for group_id in sorted(self._txn.offsets):
                 self._mark_pending(group_id)
-            extra["members"] = members
-            extra["bounds"] = self._bounds(members)
+            fields["members"] = members
+            fields["bounds"] = self._bounds(members)
             if metadata is not None:
-                extra["metadata"] = dict(metadata)
+                fields["metadata"] = dict(metadata)
         else:
-            extra["members"] = ()
-            extra["bounds"] = {}
+            fields["members"] = ()
+            fields["bounds"] = {}
         # the entry names the whole transaction: the previous entry may be the
         # last transaction's COMPLETE
-        extra["partitions"] = tuple(sorted(self._txn_partitions))
-        extra["incarnations"] = dict(self._txn_incarnations)
-        extra["offsets"] = self._txn_offsets
+        fields["partitions"] = tuple(sorted(self._txn.partitions))
+        fields["incarnations"] = dict(self._txn.incarnations)
+        fields["offsets"] = self._txn.offsets
         planned = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         reason = "commit" if commit else "abort"
         # ENDING before the write: once it may have landed, nothing may be sent,
         # and a retry writes exactly this entry again (recognised if it landed)
-        self._prepare_plan = (planned, reason, extra)
-        self._prepared_expired = expired
-        self._set_state(ProducerState.ENDING)
-        self._prepared = self._write_entry(planned, reason=reason, **extra)
-        return self._prepared
-
-    def _hand_off(self, prepared: TxnEntry, reason: str) -> None:
-        """After PREPARE: finish the transaction in the background and hold, from
-        now on, the epoch its COMPLETE entry grants. The next transaction may
-        send under that epoch at once: until the COMPLETE lands, readers count
-        its records undecided (coordinator.may_begin), and if the COMPLETE loses
-        its place to another client's entry, that entry moves the log past the
-        epoch, which decides those records aborted. The next coordinator write
-        of this producer waits for the COMPLETE (:meth:`_settle`)."""
-        coordinator = self._require_transactional()
-        write_id = uuid.uuid4().hex
-        self._entry = prepared
-        self._epoch = next_epoch(prepared)
-        self._unfinished = _Unfinished(prepared, reason, write_id, None)
-        if self._finisher is None or self._finisher_pid != os.getpid():
-            # (a pool copied into a forked child has no thread: it would never run)
-            self._finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arrowlog-finish")
-            self._finisher_pid = os.getpid()
-        try:
-            future = self._finisher.submit(
-                finish, self._log, coordinator, prepared, reason=reason,
-                timeout_ms=self.transaction_timeout_ms, write_id=write_id,
-            )  # fmt: skip
-        except RuntimeError:  # the interpreter is exiting: finish here
-            with contextlib.suppress(ArrowLogError):
-                self._settle()
-            return
-        self._unfinished = _Unfinished(prepared, reason, write_id, future)
-
-    def _settle(self) -> None:
-        """Wait for the background end of the last transaction, and take the
-        COMPLETE entry it wrote as our latest. Finishing that failed (the store
-        unreachable until the retry deadline) is done again here.
-
-        Raises:
-            ProducerFencedError: another client wrote the entry our COMPLETE
-                meant to take; the transaction's outcome stands, but this
-                instance holds no epoch any more.
-            ArrowLogError: finishing failed again (retriable: call again).
-        """
-        unfinished = self._unfinished
-        if unfinished is None:
-            return
-        try:
-            if unfinished.future is not None:
-                complete = unfinished.future.result()
-            else:
-                complete = finish(
-                    self._log, self._require_transactional(), unfinished.prepared,
-                    reason=unfinished.reason, timeout_ms=self.transaction_timeout_ms,
-                    write_id=unfinished.write_id,
-                )  # fmt: skip
-        except ArrowLogError:
-            self._unfinished = replace(unfinished, future=None)
-            raise
-        self._unfinished = None
-        if complete is None:
-            self._state = ProducerState.FENCED
-            raise ProducerFencedError(
-                f"producer for {self.transactional_id!r} (epoch {self._epoch}) was fenced "
-                "while its last transaction finished (that transaction's outcome stands)"
-            )
-        assert complete.producer_epoch == self._epoch
-        self._entry = complete
-
-    def _settle_quietly(self) -> None:
-        """:meth:`_settle` for ``close``: the outcome is fixed either way, and a
-        transaction left prepared is finished by the next instance."""
-        with contextlib.suppress(ArrowLogError):
-            self._settle()
-        if self._finisher is not None:
-            self._finisher.shutdown(wait=True)
-            self._finisher = None
+        ending = self._ending = _Ending(planned, reason, fields, expired)
+        self._lifecycle.move(ProducerState.ENDING)
+        ending.prepared = self._write_entry(planned, reason=reason, **fields)
+        return ending.prepared
 
     def _bounds(self, members: tuple[int, ...]) -> dict[str, int]:
         """Where the transaction's records end in each of its partitions, fixed
@@ -571,26 +442,23 @@ class _Transactions(_ProducerBase):
         high watermark now, before the point of no return: complete, not just
         what a listing shows, or an acknowledged record could fall outside.
         """
-        own = not members and not self._resumed
-        unknown = [tp for tp in self._txn_partitions if not own or tp not in self._txn_ends]
-        ends = dict(self._txn_ends) if own else {}
+        own = not members and not self._txn.resumed
+        unknown = [tp for tp in self._txn.partitions if not own or tp not in self._txn.ends]
+        ends = dict(self._txn.ends) if own else {}
         if unknown:
             with ThreadPoolExecutor(max_workers=min(16, len(unknown))) as pool:
                 found = pool.map(
                     lambda tp: self._log.partition(*tp).end_offset(complete=True), unknown
                 )
                 ends.update(zip(unknown, found, strict=True))
-        return {tp_key(t, p): ends[(t, p)] for t, p in sorted(self._txn_partitions)}
+        return {tp_key(t, p): ends[(t, p)] for t, p in sorted(self._txn.partitions)}
 
-    @contextmanager
-    def transaction(self) -> Iterator[Self]:
-        """``with producer.transaction(): ...`` begins a transaction, commits it on
-        a clean exit and aborts it on an exception (which propagates)."""
-        self.begin_transaction()
-        try:
-            yield self
-        except BaseException:
-            if self._state in (ProducerState.IN_TRANSACTION, ProducerState.ABORTABLE_ERROR):
-                self.abort_transaction()
-            raise
-        self.commit_transaction()
+    # --- the last transaction's background end ------------------------------------
+
+    def settle(self) -> None:
+        """Wait until the last transaction is finished (see
+        :meth:`CoordinatorSession.settle`)."""
+        self._session.settle()
+
+    def settle_quietly(self) -> None:
+        self._session.settle_quietly()

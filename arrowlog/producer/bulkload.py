@@ -90,12 +90,7 @@ def bulk_load(
         SchemaMismatchError, InvalidBatchError: a chunk does not fit the topic;
             it is not written (the chunks before it are: rerun to resume).
     """
-    if (
-        isinstance(rows_per_batch, bool)
-        or not isinstance(rows_per_batch, int)
-        or rows_per_batch < 1
-    ):
-        raise InvalidConfigError(f"rows_per_batch must be >= 1, got {rows_per_batch!r}")
+    _check_rows_per_batch(rows_per_batch)
     end = log.end_offset(complete=True)  # a listing may stop short of the last chunk
     if end < start_offset:
         raise LoadMismatchError(
@@ -146,6 +141,20 @@ def bulk_load(
             f"{skipped}: this is not a rerun of the same load"
         )
     return LoadResult(start_offset, offset, written, skipped, batches_written)
+
+
+def _check_rows_per_batch(rows_per_batch: object) -> None:
+    """Refuse a chunk size that is not a positive int (a bool is not a count).
+
+    Raises:
+        InvalidConfigError: it is not.
+    """
+    if (
+        isinstance(rows_per_batch, bool)
+        or not isinstance(rows_per_batch, int)
+        or rows_per_batch < 1
+    ):
+        raise InvalidConfigError(f"rows_per_batch must be >= 1, got {rows_per_batch!r}")
 
 
 def _check_already_loaded(log: PartitionLog, rows: pa.RecordBatch, offset: int, end: int) -> None:

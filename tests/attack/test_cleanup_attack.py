@@ -279,7 +279,7 @@ def test_outcome_binary_search_racing_a_second_prune_does_not_raise(
     clocks.advance(WEEK_AND_A_DAY)
     p = reinit(scripted, "x", 4)
     commit_one(p, 1)
-    e = p._epoch - 1
+    e = p.epoch - 1
     commit_one(p, 2)
     assert entry_numbers(scripted, "x") == list(range(24))
     connect(scripted).vacuum()
@@ -557,11 +557,11 @@ def test_reinitialised_expired_id_keeps_its_producer_id_claimed(
     producers never share one (here: the transactional producer's records and
     the idempotent producer's appends both succeed)."""
     make_topic(clock)
-    pid = reinit(clock, "x", 1)._producer_id
+    pid = reinit(clock, "x", 1).producer_id
     clocks.advance(WEEK_AND_A_DAY)
     connect(clock).vacuum()
     x = reinit(clock, "x", 1)
-    assert x._producer_id == pid
+    assert x.producer_id == pid
     claimed = f"{PRODUCER_IDS_PREFIX}{pid:020d}" in keys(clock, PRODUCER_IDS_PREFIX)
     import random
 
@@ -645,7 +645,7 @@ def test_open_transaction_of_idle_id_is_not_expired_by_cleanup(
     p.begin_transaction()
     p.add_partitions([("t", 0)])
     p.send("t", rows(1), partition=0)
-    epoch = p._epoch
+    epoch = p.epoch
     clocks.advance(WEEK_AND_A_DAY)
     connect(clock).vacuum()
     d = connect(clock).producer(transactional_id="x")
@@ -802,7 +802,7 @@ def test_zombie_prepare_in_doubt_landing_late_in_freed_key_commits_nothing(
     assert 1 not in entry_numbers(scripted, "x")
     assert late.land()
     assert committed_values(connect(scripted)) == [2, 3, 4]
-    outcome = CoordinatorLog(scripted, "x", FAST.retry).outcome(a._epoch)
+    outcome = CoordinatorLog(scripted, "x", FAST.retry).outcome(a.epoch)
     assert outcome[0] is not Decision.COMMITTED
 
 
@@ -957,7 +957,7 @@ def test_expiry_tombstone_racing_a_new_instance_init(
     vac.result()
     commit_one(q, 2)
     assert committed_values(connect(scripted)) == [1, 2]
-    assert f"{PRODUCER_IDS_PREFIX}{q._producer_id:020d}" in keys(scripted, PRODUCER_IDS_PREFIX)
+    assert f"{PRODUCER_IDS_PREFIX}{q.producer_id:020d}" in keys(scripted, PRODUCER_IDS_PREFIX)
 
 
 def test_two_vacuums_at_once(scripted: ScriptedStore, clocks: Clocks) -> None:

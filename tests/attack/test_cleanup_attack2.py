@@ -182,7 +182,7 @@ def test_two_adjacent_strays_vouch_for_each_other(scripted: ScriptedStore, clock
     assert late_a.land()
     assert committed_values(connect(scripted)) == [3, 4, 5]
     coordinator = CoordinatorLog(scripted, "x", FAST.retry)
-    for epoch in (a._epoch, b._epoch):
+    for epoch in (a.epoch, b.epoch):
         assert coordinator.outcome(epoch)[0] is not Decision.COMMITTED
 
 
@@ -429,11 +429,11 @@ def test_request_cost_of_old_epoch_decisions(scripted: ScriptedStore, clocks: Cl
     epochs = []
     for v in range(20):
         commit_one(x, v)
-        epochs.append(x._epoch - 1)
+        epochs.append(x.epoch - 1)
     clocks.advance(WEEK_AND_A_DAY)
     for v in range(200):
         commit_one(x, v)
-        epochs.append(x._epoch - 1)
+        epochs.append(x.epoch - 1)
     log.delete_records("t", 0, log.partition("t", 0).end_offset() - 2)
     clocks.advance(DAY)
     connect(scripted).vacuum()

@@ -62,7 +62,7 @@ def test_rerun_after_commit_died_past_prepare(root: str, monkeypatch: pytest.Mon
     def die(*args: object, **kw: object) -> None:
         raise SystemExit("driver killed after PREPARE_COMMIT")
 
-    monkeypatch.setattr("arrowlog.producer._transactions.finish", die)
+    monkeypatch.setattr("arrowlog.producer._coordinator_session.finish", die)
     with pytest.raises(SystemExit):
         first.commit([message])
     monkeypatch.undo()
