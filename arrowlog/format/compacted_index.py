@@ -9,7 +9,7 @@ checkpoint had it (column statistics aside), and a partition whose newest
 checkpoints are corrupt opens through it (docs/protocol.md, "A corrupt
 checkpoint after compaction").
 
-It sits in the object's schema metadata under ``arrowlog.format.compacted_index``
+It sits in the object's schema metadata under ``arrowlog.compacted_index``
 (JSON carrying its own CRC32C, as checkpoints do), beside the compaction
 table: the object's first bytes give it, without its records. Objects written
 before it have none.
@@ -30,7 +30,7 @@ from arrowlog.format.checkpoint import SegmentSummary, chained, summaries_of, su
 from arrowlog.format.control import ControlType
 from arrowlog.format.segment import Compaction
 
-INDEX_KEY = b"arrowlog.format.compacted_index"
+INDEX_KEY = b"arrowlog.compacted_index"
 INDEX_VERSION = 1
 
 

@@ -42,7 +42,7 @@ from arrowlog.read.visibility import snapshot_ends
 #: (:func:`format_recorded`).
 OFFSETS_KEY = "arrowlog.offsets"
 #: the topic an export's commit belongs to
-TOPIC_KEY = "arrowlog.format.topic"
+TOPIC_KEY = "arrowlog.topic"
 #: where an export's range started (-2: the log start)
 STARTING_KEY = "arrowlog.starting-offsets"
 

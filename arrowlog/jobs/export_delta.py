@@ -14,7 +14,7 @@ progress, kept in its snapshots and checkpoints):
   ``<topic>=<incarnation>`` after (as the topic's objects are keyed); only
   partitions whose offset moved are written again.
 
-The commit's metadata says the same for people (``arrowlog.format.topic``,
+The commit's metadata says the same for people (``arrowlog.topic``,
 ``arrowlog.offsets``, ``arrowlog.starting-offsets``), and names the commit
 (``arrowlog.export-run``, an id of its own): a run whose commit landed behind a
 lost reply (delta-rs then finds the version taken, by itself) finds its commit

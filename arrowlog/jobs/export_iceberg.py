@@ -2,7 +2,7 @@
 
 Each run appends what was committed since the previous run, in ONE Iceberg
 snapshot whose summary records the offsets where the run ended
-(``arrowlog.format.topic``, ``arrowlog.offsets`` as JSON ``{"<partition>": <next
+(``arrowlog.topic``, ``arrowlog.offsets`` as JSON ``{"<partition>": <next
 offset>}``, or ``{"incarnation": N, "offsets": {...}}`` once the topic was
 deleted and created again, and ``arrowlog.starting-offsets``). The next run
 walks the main branch back from its current snapshot, takes the newest summary

@@ -884,7 +884,7 @@ def _legacy_commit(log: arrowlog.ArrowLog, uri: str, start: int, end: int, run: 
     write_deltalake(
         uri, old.cast(delta_schema(SCHEMA)), mode="append",
         commit_properties=CommitProperties(
-            custom_metadata={"arrowlog.offsets": f'{{"0": {end}}}', "arrowlog.format.topic": "t"},
+            custom_metadata={"arrowlog.offsets": f'{{"0": {end}}}', "arrowlog.topic": "t"},
             app_transactions=[Transaction("arrowlog-export.t", run)],
         ),
     )  # fmt: skip

@@ -21,7 +21,7 @@ HEADER_CRC_KEY = b"arrowlog.header_crc32c"
 CRC_KEY = b"arrowlog.crc32c"
 #: the column statistics (JSON; see :mod:`arrowlog.format.stats`) and their CRC32C: a
 #: key of their own, which readers of the header alone parse only when asked
-STATS_KEY = b"arrowlog.format.stats"
+STATS_KEY = b"arrowlog.stats"
 STATS_CRC_KEY = b"arrowlog.stats_crc32c"
 #: in a compacted object only: what it holds (JSON, see :class:`Compaction`)
 COMPACTED_KEY = b"arrowlog.compacted"
