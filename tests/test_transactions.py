@@ -15,7 +15,8 @@ import arrowlog.txn.groups
 from arrowlog import ArrowLog, TopicConfig, TxnState
 from arrowlog.storage import Store
 from arrowlog.storage.wrappers import CountingStore
-from arrowlog.txn.coordinator import Outcome, is_transition_valid
+from arrowlog.txn.coordinator import is_transition_valid
+from arrowlog.txn.resolver import Outcome
 
 SCHEMA = pa.schema([("v", pa.int64())])
 

@@ -40,7 +40,7 @@ from arrowlog.read.consumer import Consumer
 from arrowlog.read.visibility import IsolationLevel, last_stable_offset
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
-from arrowlog.txn.coordinator import TxnResolver
+from arrowlog.txn.resolver import TxnResolver
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from arrowlog.errors import ArrowLogError, UnknownTopicOrPartitionError
 from arrowlog.format.topic import Topic
 from arrowlog.partition import PartitionLog
 from arrowlog.storage import Store
-from arrowlog.txn.coordinator import TxnResolver
+from arrowlog.txn.resolver import TxnResolver
 
 
 class LogView(Protocol):

@@ -49,8 +49,8 @@ from arrowlog.errors import AppendOutcomeUnknownError, ArrowLogError
 from arrowlog.format.checkpoint import PartitionState
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
-from arrowlog.txn.coordinator import Outcome, Snapshot
 from arrowlog.txn.groups import GroupOffsets
+from arrowlog.txn.resolver import Outcome, Snapshot
 from arrowlog.txn.view import incarnation_of
 from tests.soak import chaos, exports
 from tests.soak.chaos import COORDINATOR, GROUPS, SEGMENTS_IN, SEGMENTS_OUT, Chaos, KillPoint
