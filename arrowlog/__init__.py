@@ -1,6 +1,6 @@
 """arrowlog: a transactional, columnar log that lives entirely in an object store."""
 
-from arrowlog.admin import TransactionInfo
+from arrowlog.admin import Admin, TransactionInfo
 from arrowlog.config import Compression, LogConfig, RetryPolicy, TopicConfig
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
@@ -40,6 +40,7 @@ from arrowlog.format.segment import SegmentHeader, WriterIdentity
 from arrowlog.format.topic import Topic
 from arrowlog.log.client import ArrowLog, PartitionInfo, TopicDescription, connect
 from arrowlog.log.topics import TopicDeletion
+from arrowlog.maintenance import Maintenance
 from arrowlog.partition import AppendResult, PartitionLog, Removal
 from arrowlog.producer import Producer, ProducerState
 from arrowlog.read.consumer import Consumer
@@ -49,6 +50,7 @@ from arrowlog.txn.groups import ConsumerGroupMetadata
 __version__ = "0.1.0"
 
 __all__ = [
+    "Admin",
     "AppendOutcomeUnknownError",
     "AppendResult",
     "ArrowLog",
@@ -70,6 +72,7 @@ __all__ = [
     "InvalidTransactionTimeoutError",
     "InvalidTxnStateError",
     "LogConfig",
+    "Maintenance",
     "OffsetMismatchError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",

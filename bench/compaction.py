@@ -3,7 +3,7 @@
 A partition of ``segments`` small appends (4 KiB batches, plain and
 committed-transaction segments mixed in the proportion a streaming job gives:
 one marker per transaction) is read whole, read_committed, by a new client;
-then compacted (``log.compact``), read again, and vacuumed after the delay.
+then compacted (``log.maintenance.compact``), read again, and vacuumed after the delay.
 The baseline is the same read before compaction, in the same run, through
 the same client: arrowlog's own small-segment read, already measured against
 obstore GETs + pyarrow by the core suite.
@@ -59,10 +59,10 @@ def bench_compaction(backend: Backend, segments: int = 10_000, repeat: int = 3) 
 
     before_objects, before_bytes = count_objects()
     before = statistics.median(timed(read) for _ in range(repeat))
-    compact_s = timed(lambda: _run(log.compact, [topic]))
+    compact_s = timed(lambda: _run(log.maintenance.compact, [topic]))
     after = statistics.median(timed(read) for _ in range(repeat))
     time.sleep(DELAY_MS / 1000 + 2.1)
-    vacuum_s = timed(lambda: _run(log.vacuum, [topic]))
+    vacuum_s = timed(lambda: _run(log.maintenance.vacuum, [topic]))
     vacuumed = statistics.median(timed(read) for _ in range(repeat))
     after_objects, after_bytes = count_objects()
     return {

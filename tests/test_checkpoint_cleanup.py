@@ -72,15 +72,17 @@ def test_checkpoints_below_the_log_start_go_after_the_delay_and_retain_ms(
     log = ten_records(clock)
     log.delete_records("t", 0, 7)  # the log start, inside window [6, 8)
     clocks.advance(RIPE_MS)
-    assert not removed_checkpoints(log.vacuum())  # the segments go, the checkpoints stay
+    assert not removed_checkpoints(
+        log.maintenance.vacuum()
+    )  # the segments go, the checkpoints stay
     assert segment_key("t", 0, 0) not in objects(clock)
     clocks.advance(DEFAULT_RETAIN_MS - RIPE_MS - DAY_MS)
-    assert not removed_checkpoints(log.vacuum())  # the log start is 6 days old
+    assert not removed_checkpoints(log.maintenance.vacuum())  # the log start is 6 days old
     assert checkpoints(clock) == {0, 2, 4, 6, 8}
     clocks.advance(DAY_MS + 2000)
     # a dry run lists them and writes nothing
     writes = list(clock.writes)
-    planned = log.vacuum(dry_run=True)
+    planned = log.maintenance.vacuum(dry_run=True)
     assert clock.writes == writes
     assert checkpoints(clock) == {0, 2, 4, 6, 8}
     gone = [checkpoint_key("t", 0, s) for s in (0, 2, 4)]
@@ -90,10 +92,10 @@ def test_checkpoints_below_the_log_start_go_after_the_delay_and_retain_ms(
         "checkpoint of offsets [0, 2), below the log start 7 since more than "
         f"retain_ms ({DEFAULT_RETAIN_MS} ms)"
     )
-    assert removed_checkpoints(log.vacuum()) == gone
+    assert removed_checkpoints(log.maintenance.vacuum()) == gone
     # the window holding the log start, and the newest, stay
     assert checkpoints(clock) == {6, 8}
-    assert log.vacuum() == []  # idempotent
+    assert log.maintenance.vacuum() == []  # idempotent
 
 
 def test_a_delay_longer_than_retain_ms_is_waited_for_too(
@@ -103,10 +105,10 @@ def test_a_delay_longer_than_retain_ms_is_waited_for_too(
     log = ten_records(clock, TopicConfig(checkpoint_interval=2, delete_delay_ms=2 * DAY_MS))
     log.delete_records("t", 0, 8)
     clocks.advance(DAY_MS)
-    assert log.vacuum(retain_ms=3600 * 1000) == []
+    assert log.maintenance.vacuum(retain_ms=3600 * 1000) == []
     assert checkpoints(clock) == {0, 2, 4, 6, 8}
     clocks.advance(DAY_MS + 2000)
-    removed = log.vacuum(retain_ms=3600 * 1000)
+    removed = log.maintenance.vacuum(retain_ms=3600 * 1000)
     assert removed_checkpoints(removed) == [checkpoint_key("t", 0, s) for s in (0, 2, 4, 6)]
     # after the segments they index
     keys = [r.key for r in removed]
@@ -121,9 +123,9 @@ def test_the_newest_checkpoint_stays_when_every_record_is_deleted(
     log = ten_records(clock)
     log.delete_records("t", 0, 10)
     clocks.advance(RIPE_MS)
-    log.vacuum()
+    log.maintenance.vacuum()
     clocks.advance(DEFAULT_RETAIN_MS)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert checkpoints(clock) == {8}
     fresh = arrowlog.connect(clock, config=FAST)
     assert fresh.start_offsets("t") == {0: 10} == fresh.end_offsets("t")
@@ -143,7 +145,7 @@ def test_superseded_log_starts_date_the_cleanup_under_continuous_retention(
         log.append("t", rows(11 + 2 * day))
         log.delete_records("t", 0, 2 * day + 2)
         clocks.advance(DAY_MS)
-        log.vacuum()
+        log.maintenance.vacuum()
     # the log start is 20, a day old; the newest older than 7 days is 6
     assert log.start_offsets("t") == {0: 20}
     assert checkpoints(clock) == set(range(6, 30, 2))
@@ -162,9 +164,9 @@ def test_every_client_works_after_the_cleanup(
     assert [o.end_offsets("t") for o in others] == [{0: 10}] * 2
     log.delete_records("t", 0, 7)
     clocks.advance(RIPE_MS)
-    log.vacuum()
+    log.maintenance.vacuum()
     clocks.advance(DEFAULT_RETAIN_MS + RIPE_MS)
-    assert removed_checkpoints(log.vacuum())
+    assert removed_checkpoints(log.maintenance.vacuum())
     # below the log start: out of range (not a missing checkpoint or segment)
     with pytest.raises(OffsetOutOfRangeError, match="below the log start 7"):
         others[0].read("t", 0, start=0, end=4)
@@ -181,24 +183,24 @@ def test_every_client_works_after_the_cleanup(
     # compaction plans from the log start's window
     for v in range(11, 16):
         log.append("t", rows(v))
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done and values(arrowlog.connect(clock, config=FAST)) == list(range(7, 16))
     clocks.advance(RIPE_MS)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert values(arrowlog.connect(clock, config=FAST)) == list(range(7, 16))
     # retention by size, then by time
     newest = log.partition("t", 0).summaries(13, 16)
     log.alter_topic_config("t", retention_bytes=sum(s.size for s in newest))
-    log.vacuum()
+    log.maintenance.vacuum()
     assert arrowlog.connect(clock, config=FAST).start_offsets("t") == {0: 13}
     assert values(arrowlog.connect(clock, config=FAST)) == [13, 14, 15]
     log.append("t", rows(16))
     log.alter_topic_config("t", retention_bytes=None, retention_ms=DAY_MS)
     clocks.advance(2 * DAY_MS)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert values(arrowlog.connect(clock, config=FAST)) == [16]
     clocks.advance(DEFAULT_RETAIN_MS + RIPE_MS)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert values(arrowlog.connect(clock, config=FAST)) == [16]
     assert values(stale) == [16]
 
@@ -221,7 +223,7 @@ def test_a_vacuum_that_fails_at_any_removal_is_finished_by_the_next(
     clocks.advance(RIPE_MS)
     log.delete_records("t", 0, 8)
     clocks.advance(DEFAULT_RETAIN_MS + 2000)
-    planned = log.vacuum(dry_run=True)
+    planned = log.maintenance.vacuum(dry_run=True)
     assert len(planned) == REMOVALS and len(removed_checkpoints(planned)) == 4
     removals = [0]
 
@@ -234,19 +236,19 @@ def test_a_vacuum_that_fails_at_any_removal_is_finished_by_the_next(
 
     monkeypatch.setattr(clock, "delete", crash)
     with pytest.raises(_Crash):
-        log.vacuum()
+        log.maintenance.vacuum()
     monkeypatch.delattr(clock, "delete")
     fresh = arrowlog.connect(clock, config=FAST)
     assert fresh.start_offsets("t") == {0: 8}
     assert values(fresh) == [8, 9]
-    assert [r.key for r in log.vacuum()] == [r.key for r in planned[n:]]
+    assert [r.key for r in log.maintenance.vacuum()] == [r.key for r in planned[n:]]
     assert checkpoints(clock) == {8}
     assert {k for k in objects(clock) if "/segments/" in k} == {
         segment_key("t", 0, 8),
         segment_key("t", 0, 9),
         log_start_key("t", 0, 8),
     }
-    assert log.vacuum() == []
+    assert log.maintenance.vacuum() == []
     assert fresh.append("t", rows(10)).base_offset == 10
     assert values(arrowlog.connect(clock, config=FAST)) == [8, 9, 10]
 
@@ -282,9 +284,9 @@ def test_a_put_held_until_its_checkpoint_was_removed_has_an_unknown_outcome(
         b.append("t", rows(v))
     b.delete_records("t", 0, 8)
     clocks.advance(RIPE_MS)
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
     clocks.advance(DEFAULT_RETAIN_MS)
-    assert checkpoint_key("t", 0, 0) in removed_checkpoints(b.vacuum())
+    assert checkpoint_key("t", 0, 0) in removed_checkpoints(b.maintenance.vacuum())
     gate.release()
     with pytest.raises(arrowlog.AppendOutcomeUnknownError, match="was removed"):
         held.result()
@@ -295,7 +297,7 @@ def test_a_put_held_until_its_checkpoint_was_removed_has_an_unknown_outcome(
         producer.flush()
         assert values(arrowlog.connect(clock, config=FAST)) == [8, 9, 100]
     # the stray at key 1 is below the log start: the next vacuum takes it
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
 
 
 def test_an_open_transaction_whose_window_is_gone_still_has_a_start_time(
@@ -314,11 +316,11 @@ def test_an_open_transaction_whose_window_is_gone_still_has_a_start_time(
         log.append("t", rows(v))
     log.delete_records("t", 0, 8)
     clocks.advance(RIPE_MS)
-    log.vacuum()
+    log.maintenance.vacuum()
     clocks.advance(DEFAULT_RETAIN_MS)
-    assert checkpoint_key("t", 0, 0) in removed_checkpoints(log.vacuum())
+    assert checkpoint_key("t", 0, 0) in removed_checkpoints(log.maintenance.vacuum())
     for client in (log, arrowlog.connect(clock, config=FAST)):
-        (txn,) = arrowlog.admin.open_transactions(client)
+        (txn,) = client.admin.open_transactions()
         assert txn.first_offset == 0 and not txn.registered
         assert txn.started_ms == clock.head(segment_key("t", 0, 8)).modified_ms
-    assert [t.transactional_id for t in log.expire_transactions()] == ["x"]
+    assert [t.transactional_id for t in log.admin.expire_transactions()] == ["x"]

@@ -85,9 +85,9 @@ def entry_removals(removed: list[arrowlog.Removal], prefix: str) -> list[str]:
 
 def compact_and_vacuum(log: arrowlog.ArrowLog, clocks: Clocks) -> list[arrowlog.Removal]:
     """What a daily job does: compact, let the delay pass, vacuum."""
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY_MS + 2000)
-    return log.vacuum()
+    return log.maintenance.vacuum()
 
 
 def test_bad_retain_is_refused_and_nothing_is_written(setup: tuple) -> None:  # type: ignore[type-arg]
@@ -95,7 +95,7 @@ def test_bad_retain_is_refused_and_nothing_is_written(setup: tuple) -> None:  # 
     before = list(clock.writes)
     for bad in (0, MIN_RETAIN_MS - 1, -5, 1.5, "7d", True):
         with pytest.raises(InvalidConfigError, match="retain_ms"):
-            log.vacuum(retain_ms=bad)
+            log.maintenance.vacuum(retain_ms=bad)
     assert clock.writes == before
 
 
@@ -126,10 +126,12 @@ def test_claims_of_producer_ids_go_only_when_old_and_held_by_nothing(setup: tupl
     everything = set(keys(clock, PRODUCER_IDS_PREFIX))
     assert len(everything) == 4
 
-    dry = [r.key for r in log.vacuum(dry_run=True) if r.key.startswith(PRODUCER_IDS_PREFIX)]
+    dry = [
+        r.key for r in log.maintenance.vacuum(dry_run=True) if r.key.startswith(PRODUCER_IDS_PREFIX)
+    ]
     assert dry == [idle_claim]
     assert set(keys(clock, PRODUCER_IDS_PREFIX)) == everything  # a dry run removes nothing
-    removed = [r for r in log.vacuum() if r.key.startswith(PRODUCER_IDS_PREFIX)]
+    removed = [r for r in log.maintenance.vacuum() if r.key.startswith(PRODUCER_IDS_PREFIX)]
     assert [r.key for r in removed] == [idle_claim]
     assert "no producer state" in removed[0].reason
     assert set(keys(clock, PRODUCER_IDS_PREFIX)) == everything - {idle_claim}
@@ -139,7 +141,7 @@ def test_claims_of_producer_ids_go_only_when_old_and_held_by_nothing(setup: tupl
     app.send("t", rows(50), partition=1)
     app.commit_transaction()
     app.flush()
-    removed = [r.key for r in log.vacuum() if r.key.startswith(PRODUCER_IDS_PREFIX)]
+    removed = [r.key for r in log.maintenance.vacuum() if r.key.startswith(PRODUCER_IDS_PREFIX)]
     gone = {f"{PRODUCER_IDS_PREFIX}{p.producer_id:020d}" for p in (busy, young)}
     assert set(removed) == gone
     assert keys(clock, PRODUCER_IDS_PREFIX) == [f"{PRODUCER_IDS_PREFIX}{app.producer_id:020d}"]
@@ -153,9 +155,9 @@ def test_a_vacuum_of_named_topics_leaves_shared_bookkeeping_alone(setup: tuple) 
     p.flush()
     clock.put_if_absent(f"{STAGING_PREFIX}q/x.arrow", b"staged")
     clocks.advance(3 * DEFAULT_RETAIN_MS)
-    assert not [r for r in log.vacuum(["t"]) if r.key.startswith("_arrowlog/staging/")]
+    assert not [r for r in log.maintenance.vacuum(["t"]) if r.key.startswith("_arrowlog/staging/")]
     assert keys(clock, STAGING_PREFIX) == [f"{STAGING_PREFIX}q/x.arrow"]
-    removed = [r for r in log.vacuum() if r.key.startswith(STAGING_PREFIX)]
+    removed = [r for r in log.maintenance.vacuum() if r.key.startswith(STAGING_PREFIX)]
     assert [r.key for r in removed] == [f"{STAGING_PREFIX}q/x.arrow"]
     assert keys(clock, STAGING_PREFIX) == []
 
@@ -165,9 +167,15 @@ def test_staged_files_go_only_after_the_horizon(setup: tuple) -> None:  # type: 
     clock.put_if_absent(f"{STAGING_PREFIX}q/old.arrow", b"old")
     clocks.advance(DAY_MS)
     clock.put_if_absent(f"{STAGING_PREFIX}q/young.arrow", b"young")
-    assert not [r for r in log.vacuum(retain_ms=2 * DAY_MS) if r.key.startswith(STAGING_PREFIX)]
+    assert not [
+        r for r in log.maintenance.vacuum(retain_ms=2 * DAY_MS) if r.key.startswith(STAGING_PREFIX)
+    ]
     clocks.advance(DAY_MS + 2000)
-    removed = [r.key for r in log.vacuum(retain_ms=2 * DAY_MS) if r.key.startswith(STAGING_PREFIX)]
+    removed = [
+        r.key
+        for r in log.maintenance.vacuum(retain_ms=2 * DAY_MS)
+        if r.key.startswith(STAGING_PREFIX)
+    ]
     assert removed == [f"{STAGING_PREFIX}q/old.arrow"]
     assert keys(clock, STAGING_PREFIX) == [f"{STAGING_PREFIX}q/young.arrow"]
 
@@ -193,7 +201,7 @@ def test_coordinator_entries_go_once_no_stored_record_needs_them(setup: tuple) -
     # the records are still in plain segments: a reader may ask about any of
     # them; only the init entry (no transaction) may go
     # (the init entry, and the first PREPARE: the COMPLETE after it answers)
-    first = entry_removals(log.vacuum(), prefix)
+    first = entry_removals(log.maintenance.vacuum(), prefix)
     assert set(first) <= {entry_key("app", 0), entry_key("app", 1)}
     assert ids(log) == sorted(expected)
     app.begin_transaction()  # the id stays in use
@@ -238,7 +246,7 @@ def test_a_read_that_stops_before_a_marker_still_finds_its_transaction_committed
     app.send("t", rows(200), partition=1)
     app.commit_transaction()
     app.flush()
-    log.vacuum()
+    log.maintenance.vacuum()
     # [0, 3) holds no marker: the reader asks the coordinator about the
     # transaction, whose records are still stored, so its entries stayed
     fresh = arrowlog.connect(clock, config=FAST)
@@ -264,7 +272,7 @@ def test_an_idle_transactional_id_expires_and_its_old_producer_is_fenced(setup: 
     assert latest is not None and latest.reason == EXPIRE_ID
     assert keys(clock, TXN_IDS_PREFIX) == [f"{TXN_IDS_PREFIX}app"]  # still listed
     clocks.advance(DEFAULT_RETAIN_MS + DAY_MS)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert keys(clock, prefix) == [latest_key(clock, prefix)]  # one entry: the fence
 
     # the old producer comes back: fenced, and what it sent is never visible
@@ -299,7 +307,7 @@ def test_group_entries_below_the_newest_go_and_the_position_stays(setup: tuple) 
     clocks.advance(DEFAULT_RETAIN_MS)
     # the first four were superseded more than retain_ms ago; the fifth only by
     # the entry written a day later, which is not that old: it stays
-    removed = [r for r in log.vacuum() if r.key.startswith(prefix)]
+    removed = [r for r in log.maintenance.vacuum() if r.key.startswith(prefix)]
     assert len(removed) == 4
     assert len(keys(clock, prefix)) == 2
     # the log starts at entry 4 from now on: a late write below it is a stray
@@ -344,7 +352,7 @@ def test_a_group_commit_landing_in_a_freed_key_is_not_lost(setup: tuple) -> None
         for n in range(3):
             other.commit({("t", 1): 10 + n})
         clocks.advance(DEFAULT_RETAIN_MS + DAY_MS)
-        arrowlog.connect(clock, config=FAST).vacuum()
+        arrowlog.connect(clock, config=FAST).maintenance.vacuum()
         assert len(keys(clock, prefix)) == 1  # entries 0..2 removed: their keys are free
 
     late = LatePut(clock, prefix, meanwhile)

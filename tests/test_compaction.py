@@ -118,10 +118,10 @@ def test_compaction_keeps_every_committed_record_with_its_offset_and_timestamp(
     committed = log.consumer().read("t", 0)
     before, read_before = scanned(log)
     assert not any("/compacted/" in k for k in read_before)
-    planned = log.compact(target_bytes=MIN_TARGET_BYTES, dry_run=True)
+    planned = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES, dry_run=True)
     assert planned and all(c.key is None for c in planned)
     assert not keys(store, compacted_prefix("t", 0))  # a dry run writes nothing
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert [(c.start, c.end) for c in done] == [(c.start, c.end) for c in planned]
     assert done[0].start == 0 and done[-1].end <= log.partition("t", 0).end_offset()
     assert sum(c.records or 0 for c in done) < done[-1].end  # aborted records left out
@@ -132,10 +132,10 @@ def test_compaction_keeps_every_committed_record_with_its_offset_and_timestamp(
         assert any("/compacted/" in k for k in read_after)
         assert reader.consumer().read("t", 0).equals(committed)
     # the segments go after the delay; every read is the same without them
-    vacuumed = {r.key for r in log.vacuum()}
+    vacuumed = {r.key for r in log.maintenance.vacuum()}
     assert not any(k in vacuumed for k in segments(store))  # not before the delay
     wait_out_the_delay()
-    removed = [r for r in log.vacuum() if r.key.endswith(".arrow")]
+    removed = [r for r in log.maintenance.vacuum() if r.key.endswith(".arrow")]
     assert len(removed) == sum(c.segments for c in done)
     assert all("compacted object" in r.reason for r in removed)
     fresh = arrowlog.connect(store, config=FAST)
@@ -157,13 +157,13 @@ def test_bad_arguments_are_refused_and_write_nothing(store: Store) -> None:
     before = keys(store, "")
     for bad in (0, MIN_TARGET_BYTES - 1, "64MiB", 1.5, True):
         with pytest.raises(InvalidConfigError):
-            log.compact(target_bytes=bad)  # type: ignore[arg-type]
+            log.maintenance.compact(target_bytes=bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError):
-        log.compact("t")
+        log.maintenance.compact("t")
     with pytest.raises(InvalidConfigError):
-        log.compact(dry_run="yes")  # type: ignore[arg-type]
+        log.maintenance.compact(dry_run="yes")  # type: ignore[arg-type]
     with pytest.raises(arrowlog.UnknownTopicOrPartitionError):
-        log.compact(["nope"])
+        log.maintenance.compact(["nope"])
     assert keys(store, "") == before
 
 
@@ -180,9 +180,11 @@ def twenty_compacted(store: Store, writer: Store) -> tuple[arrowlog.ArrowLog, ar
     b = arrowlog.connect(store, config=FAST)
     for v in range(1, 20):
         b.append("t", rows(v))
-    assert [(c.start, c.end) for c in b.compact(target_bytes=MIN_TARGET_BYTES)] == [(0, 16)]
+    assert [(c.start, c.end) for c in b.maintenance.compact(target_bytes=MIN_TARGET_BYTES)] == [
+        (0, 16)
+    ]
     wait_out_the_delay()
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
     return a, b
 
 
@@ -216,9 +218,9 @@ def test_a_put_held_until_compaction_freed_its_key_is_not_acknowledged_there(
     b = arrowlog.connect(store, config=FAST)
     for v in range(1, 20):
         b.append("t", rows(v))
-    b.compact(target_bytes=MIN_TARGET_BYTES)
+    b.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     wait_out_the_delay()
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
     gate.release()
     result = held.result()
     assert isinstance(result, arrowlog.AppendResult) and result.base_offset == 20
@@ -239,12 +241,12 @@ def test_a_sync_that_races_the_removal_reopens_from_the_newest_checkpoint(
     b = arrowlog.connect(store, config=FAST)
     for v in range(1, 20):
         b.append("t", rows(v))
-    b.compact(target_bytes=MIN_TARGET_BYTES)
+    b.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     wait_out_the_delay()
     gate = scripted.hold("get_range", segment_key("t", 0, 1))
     held = Background(lambda: a.append("t", rows(100)))
     gate.wait_reached()
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
     gate.release()
     result = held.result()
     assert isinstance(result, arrowlog.AppendResult) and result.base_offset == 20
@@ -267,16 +269,16 @@ def test_a_reader_that_planned_before_the_removal_reads_the_compacted_object(
     gate = scripted.hold("get", segment_key("t", 0, 0))
     held = Background(lambda: values(reader))
     gate.wait_reached()
-    b.compact(target_bytes=MIN_TARGET_BYTES)
+    b.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     wait_out_the_delay()
-    assert segment_key("t", 0, 0) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 0) in {r.key for r in b.maintenance.vacuum()}
     gate.release()
     assert held.result() == list(range(20))
 
 
 def test_a_corrupt_compacted_object_fails_the_read_with_its_name(store: Store) -> None:
     log = a_mixed_log(store)
-    (done, *_) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done, *_) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done.key is not None
     data = bytearray(store.get(done.key))
     data[len(data) // 2] ^= 0x10
@@ -301,7 +303,7 @@ def test_a_range_of_aborted_records_only_compacts_to_an_empty_object(store: Stor
         tx.flush()
         tx.abort_transaction()
     log.append("t", rows(99))
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done and all(c.records == 0 for c in done)
     fresh = arrowlog.connect(store, config=FAST)
     assert values(fresh) == [99]
@@ -317,12 +319,14 @@ def test_compactors_that_race_write_each_range_once(store: Store) -> None:
     log = a_mixed_log(store)
     committed = log.consumer().read("t", 0)
     first = Background(
-        lambda: arrowlog.connect(store, config=FAST).compact(target_bytes=MIN_TARGET_BYTES)
+        lambda: arrowlog.connect(store, config=FAST).maintenance.compact(
+            target_bytes=MIN_TARGET_BYTES
+        )
     )
-    second = arrowlog.connect(store, config=FAST).compact(target_bytes=MIN_TARGET_BYTES)
+    second = arrowlog.connect(store, config=FAST).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert [(c.start, c.end) for c in first.result()] == [(c.start, c.end) for c in second]  # type: ignore[attr-defined]
     assert len(keys(store, compacted_prefix("t", 0))) == len(second)
-    assert log.compact(target_bytes=MIN_TARGET_BYTES) == []  # nothing left to compact
+    assert log.maintenance.compact(target_bytes=MIN_TARGET_BYTES) == []  # nothing left to compact
     assert arrowlog.connect(store, config=FAST).consumer().read("t", 0).equals(committed)
 
 
@@ -330,11 +334,11 @@ def test_records_deleted_below_the_log_start_take_their_compacted_objects_along(
     store: Store,
 ) -> None:
     log = a_mixed_log(store)
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     end = done[-1].end
     log.delete_records("t", 0, end)
     wait_out_the_delay()
-    removed = {r.key for r in log.vacuum()}
+    removed = {r.key for r in log.maintenance.vacuum()}
     assert all(c.key in removed for c in done)
     assert not keys(store, compacted_prefix("t", 0))
     fresh = arrowlog.connect(store, config=FAST)
@@ -405,9 +409,9 @@ def test_writers_racing_compactors_killed_at_every_step_never_claim_an_offset_tw
     assert killed_at >= set(range(1, 8))
     # the last compaction and removal, unkilled; then every acknowledged committed
     # record is there once, where it was acknowledged
-    shared_store_spec.connect(config=FAST).compact(target_bytes=MIN_TARGET_BYTES)
+    shared_store_spec.connect(config=FAST).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     wait_out_the_delay()
-    shared_store_spec.connect(config=FAST).vacuum()
+    shared_store_spec.connect(config=FAST).maintenance.vacuum()
     final, read = scanned(shared_store_spec.connect(config=FAST))
     got = dict(zip(final.column("offset").to_pylist(), final.column("v").to_pylist(), strict=True))
     committed = {o: v for o, v in acked.items() if v >= 0}
@@ -447,8 +451,8 @@ def _worker(argv: list[str]) -> None:
         return
     die_after_writes(store, args.kill_after)
     log = arrowlog.connect(store, config=FAST)
-    log.compact(target_bytes=MIN_TARGET_BYTES)
-    log.vacuum()
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.vacuum()
 
 
 if __name__ == "__main__":
@@ -504,7 +508,7 @@ def test_a_compacted_object_carries_the_summaries_of_the_segments_it_replaced(
     too; column statistics aside) and the windows they fall in; readers
     never see it in the schema they return."""
     log = a_mixed_log(store)
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done
     part = log.partition("t", 0)
     starts = window_starts(store)
@@ -539,7 +543,7 @@ def test_a_corrupt_window_is_rebuilt_from_the_index_and_not_from_an_object_witho
     for p in (0, 1):
         for v in range(20):
             log.append("t", rows(v), partition=p)
-    done = {c.partition: c for c in log.compact(target_bytes=MIN_TARGET_BYTES)}
+    done = {c.partition: c for c in log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)}
     key = done[1].key
     assert key is not None
     header, batch = fetch_compacted(store, key, 0, 16)
@@ -551,7 +555,7 @@ def test_a_corrupt_window_is_rebuilt_from_the_index_and_not_from_an_object_witho
     for p in (0, 1):
         assert read_values(fresh, p) == list(range(20))
     wait_out_the_delay()
-    log.vacuum()
+    log.maintenance.vacuum()
     for p in (0, 1):
         assert segment_key("t", p, 15) not in segments(store, p)
         ck = checkpoint_key("t", p, 4)
@@ -588,13 +592,13 @@ def test_vacuum_reads_each_compacted_object_back_once_before_its_segments_go(
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done.key is not None
     wait_out_the_delay()
     counting = CountingStore(store)
-    removed = arrowlog.connect(counting, config=FAST).vacuum()
+    removed = arrowlog.connect(counting, config=FAST).maintenance.vacuum()
     assert len([r for r in removed if r.key.endswith(".arrow")]) == 16
     assert counting.keys_read[done.key] == 2
     counting = CountingStore(store)
-    assert arrowlog.connect(counting, config=FAST).vacuum() == []
+    assert arrowlog.connect(counting, config=FAST).maintenance.vacuum() == []
     assert counting.keys_read[done.key] == 0

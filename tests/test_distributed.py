@@ -80,7 +80,7 @@ def test_the_pool_grows_only_with_concurrency(log: ArrowLog) -> None:
         assert c.transactional_id == "jobs.0"
         pid = member_writes(log, c.transactional_id, c.producer_epoch, 0, 1)
         commit(log, c.transactional_id, c.producer_epoch, [pid])
-    assert sorted(arrowlog.admin.transactional_ids(log)) == ["jobs.0", "jobs.1"]
+    assert sorted(log.admin.transactional_ids()) == ["jobs.0", "jobs.1"]
     assert log.consumer().read("t", 0).num_rows == 5
 
 

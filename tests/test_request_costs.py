@@ -258,7 +258,7 @@ def test_opening_after_300_retention_alters_costs_two_gets_more_and_lists_one_an
     assert after == {**before, "get": before["get"] + 2}  # version 300, no version 301
     assert listed_after == listed_before + ALTERS  # every announcement, until a vacuum
     clocks.advance(TopicConfig().delete_delay_ms + 2_000)
-    removed = [r.key for r in log.vacuum() if "/topic-version-" in r.key]
+    removed = [r.key for r in log.maintenance.vacuum() if "/topic-version-" in r.key]
     assert len(removed) == ALTERS - 1
     vacuumed, listed_vacuumed = _open_listing_cost(clock)
     assert vacuumed == after

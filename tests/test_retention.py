@@ -120,10 +120,10 @@ def test_a_bad_offset_is_refused_and_writes_nothing(store: Store, bad: object) -
 def test_vacuum_removes_segments_below_the_log_start_only_after_the_delay(store: Store) -> None:
     log = ten_records(store)
     log.delete_records("t", 0, 7)
-    assert log.vacuum() == []  # the delay has not passed
-    assert log.vacuum(dry_run=True) == []
+    assert log.maintenance.vacuum() == []  # the delay has not passed
+    assert log.maintenance.vacuum(dry_run=True) == []
     wait_out_the_delay()
-    planned = log.vacuum(dry_run=True)
+    planned = log.maintenance.vacuum(dry_run=True)
     # 0..5 end at or before the log start (7); 6 holds offset 6 and ends at 7,
     # but the newest checkpoint's chain (window [8, 10)) starts at 8: 6 and 7 stay
     # only if they are past the newest checkpoint's last segment (9): they are not
@@ -131,7 +131,7 @@ def test_vacuum_removes_segments_below_the_log_start_only_after_the_delay(store:
     assert {r.key for r in planned} == gone
     assert all("below the log start 7" in r.reason for r in planned)
     assert objects(store) >= gone  # a dry run removes nothing
-    assert {r.key for r in log.vacuum()} == gone
+    assert {r.key for r in log.maintenance.vacuum()} == gone
     assert not objects(store) & gone
     # nothing at or above the log start changed, for any client
     fresh = arrowlog.connect(store, config=FAST)
@@ -139,13 +139,13 @@ def test_vacuum_removes_segments_below_the_log_start_only_after_the_delay(store:
     assert values(log) == [7, 8, 9]
     assert fresh.append("t", rows(10)).base_offset == 10
     assert values(log) == [7, 8, 9, 10]
-    assert log.vacuum() == []  # idempotent
+    assert log.maintenance.vacuum() == []  # idempotent
     # the next delete supersedes the first marker; the newest always stays
     log.delete_records("t", 0, 9)
     wait_out_the_delay()
-    removed = {r.key for r in log.vacuum()}
+    removed = {r.key for r in log.maintenance.vacuum()}
     assert segment_key("t", 0, 7) in removed and segment_key("t", 0, 8) in removed
-    assert any("superseded" in r.reason for r in log.vacuum(dry_run=True)) is False
+    assert any("superseded" in r.reason for r in log.maintenance.vacuum(dry_run=True)) is False
     assert values(arrowlog.connect(store, config=FAST)) == [9, 10]
 
 
@@ -153,7 +153,7 @@ def test_the_segment_that_holds_the_log_start_and_the_newest_chain_stay(store: S
     log = ten_records(store)
     log.delete_records("t", 0, 10)  # every record
     wait_out_the_delay()
-    log.vacuum()
+    log.maintenance.vacuum()
     # the newest checkpoint's last segment stays: a client opens from it (and
     # every later segment: the claim on the log end)
     assert segment_key("t", 0, 9) in objects(store)
@@ -176,7 +176,7 @@ def test_a_reader_that_knew_only_removed_segments_reopens_from_the_newest_checkp
         log.append("t", rows(v))
     log.delete_records("t", 0, 8)
     wait_out_the_delay()
-    assert segment_key("t", 0, 0) in {r.key for r in log.vacuum()}
+    assert segment_key("t", 0, 0) in {r.key for r in log.maintenance.vacuum()}
     assert values(stale) == [8, 9]
     with pytest.raises(OffsetOutOfRangeError):
         stale.read("t", 0, start=0)
@@ -189,7 +189,7 @@ def test_an_idle_writer_lists_before_it_writes_at_a_key_a_removed_segment_freed(
     8, and the delay over, vacuum removes segments 0..7: key 1 is free again. A,
     idle for longer than half the delay, lists before it writes: it lands at 10."""
     a, b = a_knows_the_log_ends_at_1(store, store)
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
     assert a.append("t", rows(100)).base_offset == 10
     assert segment_key("t", 0, 1) not in objects(store)
     assert values(arrowlog.connect(store, config=FAST)) == [8, 9, 100]
@@ -211,7 +211,7 @@ def test_a_put_held_until_its_key_was_freed_is_not_acknowledged_there(
         b.append("t", rows(v))
     b.delete_records("t", 0, 8)
     wait_out_the_delay()
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
     gate.release()
     result = held.result()
     assert isinstance(result, arrowlog.AppendResult) and result.base_offset == 10
@@ -220,7 +220,7 @@ def test_a_put_held_until_its_key_was_freed_is_not_acknowledged_there(
     # A's stray object at key 1 is below the log start: the next vacuum takes it
     assert segment_key("t", 0, 1) in objects(store)
     wait_out_the_delay()
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
     assert values(arrowlog.connect(store, config=FAST)) == [8, 9, 100]
 
 
@@ -248,7 +248,7 @@ def test_opening_from_an_older_checkpoint_past_removed_segments_fails_instead_of
     log = ten_records(store)
     log.delete_records("t", 0, 9)
     wait_out_the_delay()
-    log.vacuum()
+    log.maintenance.vacuum()
     newest = checkpoint_key("t", 0, 8)
     store.delete(newest)
     store.put_if_absent(newest, b"{not json")
@@ -274,7 +274,7 @@ def test_opening_from_an_older_checkpoint_whose_chain_ends_at_the_log_start(
     log = ten_records(store)
     log.delete_records("t", 0, 8)
     wait_out_the_delay()
-    log.vacuum()
+    log.maintenance.vacuum()
     newest = checkpoint_key("t", 0, 8)
     store.delete(newest)
     store.put_if_absent(newest, b"{not json")
@@ -301,7 +301,7 @@ def test_a_sync_that_races_vacuum_never_leaves_a_writer_below_the_log_start(
     gate = scripted.hold("get_range", segment_key("t", 0, 1))
     held = Background(lambda: a.append("t", rows(100)))
     gate.wait_reached()
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
     gate.release()
     result = held.result()
     assert isinstance(result, arrowlog.AppendResult) and result.base_offset == 10
@@ -316,7 +316,7 @@ def test_a_stale_expected_offset_is_refused_with_the_real_end(
     gate = scripted.hold("get_range", segment_key("t", 0, 1))
     held = Background(lambda: a.append("t", rows(100), expected_offset=1))
     gate.wait_reached()
-    b.vacuum()
+    b.maintenance.vacuum()
     gate.release()
     with pytest.raises(arrowlog.OffsetMismatchError) as e:
         held.result()
@@ -339,7 +339,7 @@ def test_opening_while_vacuum_removes_the_chain_being_opened_opens_again(
     gate.wait_reached()
     b.append("t", rows(10))
     b.append("t", rows(11))
-    assert segment_key("t", 0, 9) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 9) in {r.key for r in b.maintenance.vacuum()}
     gate.release()
     assert held.result() == [10, 11]
 
@@ -352,7 +352,7 @@ def test_a_reader_that_planned_before_the_vacuum_is_told_the_records_were_delete
     assert values(reader) == list(range(10))
     log.delete_records("t", 0, 4)
     wait_out_the_delay()
-    assert log.vacuum()
+    assert log.maintenance.vacuum()
     with pytest.raises(OffsetOutOfRangeError, match="were deleted"):
         reader.read("t", 0, start=0, end=4)
     # from "the log start": the new one
@@ -392,7 +392,7 @@ def test_a_corrupt_checkpoint_of_the_window_holding_the_log_start_is_rebuilt_fro
         log.append("t", rows(v))
     log.delete_records("t", 0, 6)
     wait_out_the_delay()
-    assert len(log.vacuum()) == 6  # segments 0..5; 6 and 7 (in window [4,8)) stay
+    assert len(log.maintenance.vacuum()) == 6  # segments 0..5; 6 and 7 (in window [4,8)) stay
     key = checkpoint_key("t", 0, 4)
     store.delete(key)
     store.put_if_absent(key, b"{not json")
@@ -414,7 +414,7 @@ def test_vacuum_of_every_topic_passes_over_one_deleted_meanwhile(
     other = arrowlog.connect(scripted, config=FAST)
     other.list_topics()
     gate = scripted.hold("list", "t/0/segments/", nth=2)  # the listing of t that vacuum plans from
-    held = Background(other.vacuum)
+    held = Background(other.maintenance.vacuum)
     gate.wait_reached()
     admin.delete_topic("u")
     gate.release()
@@ -441,7 +441,7 @@ def test_bad_vacuum_arguments_are_refused_and_remove_nothing(
     wait_out_the_delay()
     before = objects(store, "")
     with pytest.raises(arrowlog.ArrowLogError):
-        log.vacuum(**call)  # type: ignore[arg-type]
+        log.maintenance.vacuum(**call)  # type: ignore[arg-type]
     assert objects(store, "") == before
 
 
@@ -456,21 +456,21 @@ def test_retention_by_time_moves_the_log_start_past_old_segments(store: Store) -
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(4):
         log.append("t", rows(v))
-    assert log.vacuum() == []  # no retention set: nothing moves
+    assert log.maintenance.vacuum() == []  # no retention set: nothing moves
     log.alter_topic_config("t", retention_ms=500)
-    assert log.vacuum() == []  # 0..3 are younger than 500 ms (and the clock's grain)
+    assert log.maintenance.vacuum() == []  # 0..3 are younger than 500 ms (and the clock's grain)
     time.sleep(2.6)
     for v in range(4, 6):
         log.append("t", rows(v))
-    planned = log.vacuum(dry_run=True)
+    planned = log.maintenance.vacuum(dry_run=True)
     assert [r.reason for r in planned] == ["retention (retention_ms=500): the log start moves to 4"]
     assert log.start_offsets("t") == {0: 0}  # a dry run moves nothing
-    moved = log.vacuum()
+    moved = log.maintenance.vacuum()
     assert any("the log start moves to 4" in r.reason for r in moved)
     assert arrowlog.connect(store, config=FAST).start_offsets("t") == {0: 4}
     assert values(log) == [4, 5]
     wait_out_the_delay()
-    removed = {r.key for r in log.vacuum()}
+    removed = {r.key for r in log.maintenance.vacuum()}
     assert {segment_key("t", 0, b) for b in range(3)} <= removed
 
 
@@ -480,7 +480,7 @@ def test_retention_never_deletes_the_newest_segment(store: Store) -> None:
     for v in range(3):
         log.append("t", rows(v))
     time.sleep(2.2)  # the store's clock: to the second on S3, and a second of grain
-    log.vacuum()
+    log.maintenance.vacuum()
     assert log.start_offsets("t") == {0: 2} and values(log) == [2]
 
 
@@ -491,7 +491,7 @@ def test_retention_by_size_keeps_the_newest_bytes(store: Store) -> None:
         log.append("t", rows(v))
     size = log.partition("t", 0).segments()[0].size
     log.alter_topic_config("t", retention_bytes=3 * size)
-    moved = log.vacuum()
+    moved = log.maintenance.vacuum()
     assert [r.reason for r in moved] == [
         f"retention (retention_bytes={3 * size}): the log start moves to 3"
     ]

@@ -339,15 +339,15 @@ def test_a_producer_whose_clock_runs_a_day_ahead_cannot_hold_the_lso(
     skewed.send("t", rows(1), partition=0)
     monkeypatch.setattr(time, "time", lambda: real() - 86_400)  # the expirer is a day behind
     expirer = shared_store_spec.connect()
-    assert expirer.expire_transactions() == []  # not yet past its timeout
+    assert expirer.admin.expire_transactions() == []  # not yet past its timeout
     monkeypatch.setattr(time, "time", lambda: real() + 86_400)
-    assert expirer.expire_transactions() == []  # nor for an expirer a day ahead
+    assert expirer.admin.expire_transactions() == []  # nor for an expirer a day ahead
     monkeypatch.setattr(time, "time", lambda: real() - 86_400)
     assert expirer.stable_offsets("t") == {0: 0}
     # the timeout, plus a second of slack, plus up to a second lost when S3 rounds
     # both object times down to the second
     time.sleep(3.5)
-    assert [t.transactional_id for t in expirer.expire_transactions()] == ["skewed"]
+    assert [t.transactional_id for t in expirer.admin.expire_transactions()] == ["skewed"]
     assert expirer.stable_offsets("t") == expirer.end_offsets("t")
 
 
@@ -358,7 +358,7 @@ def test_an_operator_abort_reaches_the_producer_as_such(store: Store) -> None:
     p.init_transactions()
     p.begin_transaction()
     p.send("t", rows(1), partition=0)
-    arrowlog.connect(store).abort_transaction("job")
+    arrowlog.connect(store).admin.abort_transaction("job")
     with pytest.raises(arrowlog.ProducerFencedError, match="aborted by an operator"):
         p.commit_transaction()
     assert values(arrowlog.connect(store).consumer(), "t") == []
@@ -603,7 +603,7 @@ def test_an_operator_abort_of_a_transaction_with_no_entry_tells_its_producer(
     p.init_transactions()
     p.begin_transaction()
     p.send("t", rows(1), partition=0)
-    info = arrowlog.connect(store).abort_transaction("tx")
+    info = arrowlog.connect(store).admin.abort_transaction("tx")
     assert info.state is TxnState.COMPLETE_ABORT and info.txn_epoch == 0
     reader = arrowlog.connect(store)
     assert reader.stable_offsets("t") == reader.end_offsets("t")

@@ -476,7 +476,7 @@ def test_a_writer_whose_view_predates_many_alters_and_a_vacuum_sees_the_next_cha
     for i in range(50):
         admin.alter_topic_config("t", retention_ms=3_600_000 + i)
     clocks.advance(DELAY_MS + 2_000)
-    admin.vacuum()
+    admin.maintenance.vacuum()
     assert announced(clock) == [50]
 
     counting.reset()
@@ -512,7 +512,7 @@ def test_a_version_announced_last_and_never_claimed_leaves_the_one_before_known(
         admin.alter_topic_config("t", retention_ms=3_600_000 + i)
     clock.put_if_absent(announcement_key("t", 0, 21), b"{}")
     clocks.advance(DELAY_MS + 2_000)
-    admin.vacuum()
+    admin.maintenance.vacuum()
     assert announced(clock) == [21]
     assert reader.end_offset() == 1
     assert (reader.topic.version, reader.topic.config.retention_ms) == (20, 3_600_019)
@@ -533,10 +533,10 @@ def test_vacuum_keeps_an_announcement_until_a_newer_one_is_older_than_the_delay(
     admin.create_topic("t", SCHEMA, partitions=2)
     for i in range(2):
         admin.alter_topic_config("t", retention_ms=3_600_000 + i)
-    assert admin.vacuum() == []
+    assert admin.maintenance.vacuum() == []
     assert announced(clock, 0) == announced(clock, 1) == [1, 2]
     clocks.advance(DELAY_MS + 2_000)
-    removed = [r.key for r in admin.vacuum()]
+    removed = [r.key for r in admin.maintenance.vacuum()]
     assert removed == [announcement_key("t", p, 1) for p in (0, 1)]
     assert announced(clock, 0) == announced(clock, 1) == [2]
 

@@ -10,13 +10,13 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-import arrowlog.admin
 import arrowlog.format.checkpoint
 import arrowlog.txn.groups
 from arrowlog import ArrowLog, TopicConfig, TxnState
 from arrowlog.storage import Store
 from arrowlog.storage.wrappers import CountingStore
-from arrowlog.txn.coordinator import Outcome, is_transition_valid
+from arrowlog.txn.coordinator import is_transition_valid
+from arrowlog.txn.resolver import Outcome
 
 SCHEMA = pa.schema([("v", pa.int64())])
 
@@ -311,19 +311,19 @@ def test_an_expired_transaction_is_aborted_by_anyone(
     p.begin_transaction()
     p.send("a", rows(1), partition=0)
     other = make_log()
-    assert other.expire_transactions() == []  # not yet past its timeout
+    assert other.admin.expire_transactions() == []  # not yet past its timeout
     # no coordinator entry yet: its age counts from its first record, on the
     # store's clock
-    (hanging,) = arrowlog.admin.open_transactions(other)
+    (hanging,) = other.admin.open_transactions()
     assert not hanging.registered and hanging.timeout_ms == 1_000
     started = hanging.started_ms
     assert started is not None
     assert started == log.store.head(log.partition("a", 0).segments()[0].key).modified_ms
     # the timeout, plus a second of rounding (S3 keeps object times to the second)
-    assert other.expire_transactions(now_ms=started + 2_000) == []
-    expired = other.expire_transactions(now_ms=started + 2_001)
+    assert other.admin.expire_transactions(now_ms=started + 2_000) == []
+    expired = other.admin.expire_transactions(now_ms=started + 2_001)
     assert [t.transactional_id for t in expired] == ["slow"]
-    assert other.list_transactions()[0].state is TxnState.COMPLETE_ABORT
+    assert other.admin.list_transactions()[0].state is TxnState.COMPLETE_ABORT
     assert log.stable_offsets("a")[0] == log.end_offsets("a")[0]
     with pytest.raises(arrowlog.TransactionTimeoutError):
         p.commit_transaction()
@@ -374,22 +374,22 @@ def test_operators_can_list_describe_and_measure(log: ArrowLog) -> None:
     p.begin_transaction()
     p.send("a", rows(1), partition=2)
     # the coordinator log knows nothing of it before PREPARE: the partitions do
-    [info] = log.list_transactions()
+    [info] = log.admin.list_transactions()
     assert info.state is TxnState.EMPTY and info.partitions == ()
-    assert log.describe_transaction("ops")["state"] == "EMPTY"
-    [hanging] = arrowlog.admin.open_transactions(log)
+    assert log.admin.describe_transaction("ops")["state"] == "EMPTY"
+    [hanging] = log.admin.open_transactions()
     assert (hanging.transactional_id, hanging.partition, hanging.registered) == ("ops", 2, False)
-    metrics = log.metrics(["a"])
+    metrics = log.admin.metrics(["a"])
     assert metrics["active_transactional_ids"] == ["ops"]
     assert metrics["partitions"]["a/2"] == {
         "high_watermark": 1, "last_stable_offset": 0, "live_producer_ids": 1, "open_transactions": 1
     }  # fmt: skip
-    [producer] = log.list_producers("a", 2)
+    [producer] = log.admin.list_producers("a", 2)
     assert producer.producer_id == p.producer_id
     desc = log.describe_topic("a").partitions[2]
     assert (desc.high_watermark, desc.last_stable_offset, desc.open_transactions) == (1, 0, 1)
-    log.abort_transaction("ops")
-    assert log.metrics(["a"])["active_transactional_ids"] == []
+    log.admin.abort_transaction("ops")
+    assert log.admin.metrics(["a"])["active_transactional_ids"] == []
 
 
 @pytest.mark.parametrize("partitions", [1, 3, 8])
@@ -462,7 +462,9 @@ def test_transactions_spanning_checkpoints_are_seen_by_a_fresh_reader(
     long_txn.flush()  # the marker is written: the LSO is the high watermark
     assert fresher.stable_offsets("c") == fresher.end_offsets("c") == {0: 14}
     assert fresher.consumer().read("c", 0, 5, 9)["v"].to_pylist() == [13, 14, 15, 16]
-    [pid_state] = [e for e in fresher.list_producers("c", 0) if e.producer_id == plain.producer_id]
+    [pid_state] = [
+        e for e in fresher.admin.list_producers("c", 0) if e.producer_id == plain.producer_id
+    ]
     assert pid_state.base_sequence == 10  # producer state survived the checkpoints
 
 

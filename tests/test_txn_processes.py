@@ -90,11 +90,11 @@ def test_a_transaction_killed_at_any_step_ends_all_or_nothing(
     assert run.returncode == -signal.SIGKILL, run.stderr
 
     reader = shared_store_spec.connect()
-    before = reader.list_transactions()[0].state
+    before = reader.admin.list_transactions()[0].state
     if recovery == "init":
         reader.producer(transactional_id="crashy").init_transactions()
     else:
-        reader.expire_transactions(now_ms=2**62)  # long past any timeout
+        reader.admin.expire_transactions(now_ms=2**62)  # long past any timeout
     # the worker died exactly where asked: before or after the point of no return
     # (after_data: its records need no entry, it had written none; after_begin:
     # its first entry, the ONGOING one that registers the consumer offsets)
@@ -110,7 +110,7 @@ def test_a_transaction_killed_at_any_step_ends_all_or_nothing(
     )
     prepared_commit = prepared and action == "commit"
 
-    [info] = reader.list_transactions()
+    [info] = reader.admin.list_transactions()
     if step == "after_data" and recovery == "init":
         # the fence moved the log past its epoch: aborted, with no entry of its own
         assert info.state is TxnState.EMPTY and info.producer_epoch == 1

@@ -133,9 +133,9 @@ def test_a_week_of_small_transactions_compacts_to_few_objects_reading_the_same(
     before_objects, before_bytes = usage(store)
     before_open = open_cost(clock)
 
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(TopicConfig().delete_delay_ms + 2000)
-    removed = log.vacuum()
+    removed = log.maintenance.vacuum()
 
     after_objects, after_bytes = usage(store)
     fresh = arrowlog.connect(clock, config=FAST)
@@ -157,9 +157,9 @@ def test_a_week_of_small_transactions_compacts_to_few_objects_reading_the_same(
     position = {p: group.committed("events", p) for p in range(PARTITIONS)}
     kept_before = bookkeeping(store)
     clocks.advance(7 * DAY_MS)
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(TopicConfig().delete_delay_ms + 2000)
-    log.vacuum()
+    log.maintenance.vacuum()
     kept_after = bookkeeping(store)
     print(f"bookkeeping a week later: {kept_before} -> {kept_after}")
     fresh = arrowlog.connect(clock, config=FAST)

@@ -8,7 +8,6 @@ import dataclasses
 import click
 
 import arrowlog
-from arrowlog import admin
 from arrowlog.cli._common import Session, leaf, with_examples
 from arrowlog.cli.console import parse_time
 from arrowlog.errors import (
@@ -57,7 +56,7 @@ def describe(session: Session, group: str) -> None:
 
     UNSTABLE marks partitions an undecided transaction may still move.
     """
-    rows = admin.describe_group(session.connect(), group)
+    rows = session.connect().admin.describe_group(group)
     session.table([{"group": group, **dataclasses.asdict(r)} for r in rows])
 
 

@@ -114,7 +114,7 @@ def vacuum(session: Session, topics: tuple[str, ...], dry_run: bool, retain_ms: 
     also remove the bookkeeping idle longer than --retain that nothing refers
     to. Killed anywhere, running it again finishes."""
     log = session.connect()
-    removed = log.vacuum(topics or None, dry_run=dry_run, retain_ms=retain_ms)
+    removed = log.maintenance.vacuum(topics or None, dry_run=dry_run, retain_ms=retain_ms)
     session.table([{"key": r.key, "reason": r.reason} for r in removed])
     verb = "would remove" if dry_run else "removed"
     session.message(f"{verb} {len(removed)} object(s)")
@@ -153,7 +153,7 @@ def compact(session: Session, topics: tuple[str, ...], target_bytes: int, dry_ru
             param_hint="--target-bytes",
         )
     log = session.connect()
-    done = log.compact(topics or None, target_bytes=target_bytes, dry_run=dry_run)
+    done = log.maintenance.compact(topics or None, target_bytes=target_bytes, dry_run=dry_run)
     session.table(
         [
             {

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 import arrowlog
-from arrowlog import admin
+from arrowlog.admin import TransactionInfo
 from arrowlog.cli._common import Session, leaf, partitions_option, with_examples
 from arrowlog.cli.console import iso
 from arrowlog.txn.coordinator import check_id
@@ -47,7 +47,7 @@ def transactions() -> None:
     """Transactional ids: list, describe, abort, find hanging ones, expire."""
 
 
-def _txn_row(info: admin.TransactionInfo, now: int) -> dict[str, Any]:
+def _txn_row(info: TransactionInfo, now: int) -> dict[str, Any]:
     return {
         "transactional_id": info.transactional_id,
         "producer_id": info.producer_id,
@@ -68,7 +68,7 @@ def _txn_row(info: admin.TransactionInfo, now: int) -> dict[str, Any]:
 def list_(session: Session) -> None:
     """Every transactional id with the state of its current or last transaction."""
     now = _now_ms()
-    session.table([_txn_row(t, now) for t in session.connect().list_transactions()])
+    session.table([_txn_row(t, now) for t in session.connect().admin.list_transactions()])
 
 
 @transactions.command("describe")
@@ -77,7 +77,9 @@ def list_(session: Session) -> None:
 @with_examples("arrowlog transactions describe etl.events.0")
 def describe(session: Session, transactional_id: str) -> None:
     """The latest coordinator entry of TRANSACTIONAL_ID."""
-    entry = session.connect().describe_transaction(check_id("transactional id", transactional_id))
+    entry = session.connect().admin.describe_transaction(
+        check_id("transactional id", transactional_id)
+    )
     if session.output == "json":
         session.json(entry)
     else:
@@ -94,7 +96,7 @@ def abort(session: Session, transactional_id: str) -> None:
     An ongoing transaction is aborted; a prepared one is carried through. An
     unknown id is an error and creates nothing.
     """
-    info = session.connect().abort_transaction(check_id("transactional id", transactional_id))
+    info = session.connect().admin.abort_transaction(check_id("transactional id", transactional_id))
     session.table([_txn_row(info, _now_ms())])
 
 
@@ -105,7 +107,7 @@ def expire(session: Session) -> None:
     """Abort (or finish) every transaction older than its timeout, timed on the
     store's clock."""
     now = _now_ms()
-    done = session.connect().expire_transactions()
+    done = session.connect().admin.expire_transactions()
     session.table([_txn_row(t, now) for t in done])
     session.message(f"expired {len(done)} transaction(s)")
 
@@ -131,7 +133,7 @@ def find_hanging(session: Session, topics: tuple[str, ...], show_all: bool) -> N
     """
     now = _now_ms()
     rows = []
-    for t in admin.open_transactions(session.connect(), list(topics) or None):
+    for t in session.connect().admin.open_transactions(list(topics) or None):
         age = None if t.started_ms is None else now - t.started_ms
         hanging = age is not None and t.timeout_ms is not None and age > t.timeout_ms
         if hanging or show_all:
@@ -164,7 +166,7 @@ def producers(session: Session, topic: str, partitions: tuple[int, ...]) -> None
     for p in partitions:
         log.topic(topic).check_partition(p)
     now = _now_ms()
-    entries = admin.list_topic_producers(log, topic, list(partitions) or None)
+    entries = log.admin.list_topic_producers(topic, list(partitions) or None)
     session.table(
         [
             {
@@ -193,7 +195,7 @@ def metrics(session: Session, topics: tuple[str, ...]) -> None:
     """KIP-98's metrics: high watermark, LSO, live producer ids and open
     transactions per partition; the active transactional ids."""
     log: arrowlog.ArrowLog = session.connect()
-    values = log.metrics(list(topics) or None)
+    values = log.admin.metrics(list(topics) or None)
     if session.output == "json":
         session.json(values)
         return

@@ -14,7 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from arrowlog import _clock, admin
+from arrowlog import _clock
+from arrowlog.admin import Admin
 from arrowlog.config import LogConfig, TopicConfig
 from arrowlog.errors import (
     InvalidConfigError,
@@ -22,7 +23,6 @@ from arrowlog.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedStoreError,
 )
-from arrowlog.format.checkpoint import ProducerEntry
 from arrowlog.format.stats import Predicate
 from arrowlog.format.topic import (
     TOPICS_PREFIX,
@@ -33,14 +33,14 @@ from arrowlog.format.topic import (
     parse_topic_listing,
 )
 from arrowlog.log.topics import TopicDeletion, TopicVersions
-from arrowlog.maintenance.compaction import DEFAULT_TARGET_BYTES, Compacted, compact
-from arrowlog.partition import AppendResult, PartitionLog, Removal
+from arrowlog.maintenance import Maintenance
+from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.producer import Producer
 from arrowlog.read.consumer import Consumer
 from arrowlog.read.visibility import IsolationLevel, last_stable_offset
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
-from arrowlog.txn.coordinator import TxnResolver
+from arrowlog.txn.resolver import TxnResolver
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +107,13 @@ def connect(
 
 
 class ArrowLog:
-    """Topics and partitions under one root. Thread-safe."""
+    """Topics and partitions under one root, and the producers and consumers
+    that use them. Thread-safe.
+
+    Keeping the log small and operating it are objects of their own, over the
+    same client: :attr:`maintenance` (compact, vacuum) and :attr:`admin`
+    (transactions, producers, metrics, consumer groups' lag).
+    """
 
     def __init__(self, store: Store, *, config: LogConfig) -> None:
         self._store = store
@@ -127,6 +133,17 @@ class ArrowLog:
     @property
     def config(self) -> LogConfig:
         return self._config
+
+    @property
+    def maintenance(self) -> Maintenance:
+        """Compaction and vacuum of this log (:class:`arrowlog.maintenance.Maintenance`)."""
+        return Maintenance(self)
+
+    @property
+    def admin(self) -> Admin:
+        """Transactions, producers, metrics and groups' lag, as an operator
+        sees them (:class:`arrowlog.admin.Admin`)."""
+        return Admin(self)
 
     def __enter__(self) -> ArrowLog:
         return self
@@ -367,8 +384,8 @@ class ArrowLog:
 
     def alter_topic_config(self, topic: str, **changes: int | None) -> Topic:
         """Change ``topic``'s ``retention_ms`` and ``retention_bytes`` (None:
-        no limit); the next ``vacuum`` applies them. A new version of the topic,
-        announced in every partition as any change is.
+        no limit); the next ``maintenance.vacuum()`` applies them. A new version
+        of the topic, announced in every partition as any change is.
 
         Raises:
             InvalidConfigError: another setting, or a bad value; nothing written.
@@ -381,8 +398,9 @@ class ArrowLog:
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Delete the records of one partition below ``before_offset`` (Kafka's
         DeleteRecords): the log start moves there for every client at once, and
-        ``vacuum`` removes the segments once the topic's ``delete_delay_ms`` has
-        passed. Returns the new log start (it never moves back).
+        ``maintenance.vacuum()`` removes the segments once the topic's
+        ``delete_delay_ms`` has passed. Returns the new log start (it never
+        moves back).
 
         Raises:
             OffsetOutOfRangeError: ``before_offset`` is not in ``[0, high
@@ -390,37 +408,6 @@ class ArrowLog:
             UnknownTopicOrPartitionError: no such topic or partition.
         """
         return self.partition(topic, partition).delete_records(before_offset)
-
-    def vacuum(
-        self,
-        topics: Iterable[str] | None = None,
-        *,
-        dry_run: bool = False,
-        retain_ms: int | None = None,
-    ) -> list[Removal]:
-        """Remove the segments of deleted records whose delay has passed, in
-        ``topics`` (default: every topic), and bookkeeping idle for longer than
-        ``retain_ms`` (default 7 days); see :func:`arrowlog.maintenance.vacuum.vacuum`."""
-        from arrowlog.config import DEFAULT_RETAIN_MS
-        from arrowlog.maintenance.vacuum import vacuum
-
-        retain = DEFAULT_RETAIN_MS if retain_ms is None else retain_ms
-        return vacuum(self, topics, dry_run=dry_run, retain_ms=retain)
-
-    def compact(
-        self,
-        topics: Iterable[str] | None = None,
-        *,
-        target_bytes: int | None = None,
-        dry_run: bool = False,
-    ) -> list[Compacted]:
-        """Rewrite the committed records of decided ranges of small segments
-        into compacted objects of about ``target_bytes`` (default 64 MiB), in
-        ``topics`` (default: every topic); ``vacuum`` removes the segments
-        after the topic's ``delete_delay_ms``. See
-        :func:`arrowlog.maintenance.compaction.compact`."""
-        target = DEFAULT_TARGET_BYTES if target_bytes is None else target_bytes
-        return compact(self, topics, target_bytes=target, dry_run=dry_run)
 
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self.topic(name, refresh=True)
@@ -570,30 +557,3 @@ class ArrowLog:
     ) -> Consumer:
         """A reader at one isolation level, optionally for a consumer group."""
         return Consumer(self, group_id=group_id, isolation_level=isolation_level)
-
-    # --- operators ----------------------------------------------------------------
-
-    def list_transactions(self) -> list[admin.TransactionInfo]:
-        """The current or last transaction of every transactional id."""
-        return admin.list_transactions(self)
-
-    def describe_transaction(self, transactional_id: str) -> dict[str, Any]:
-        return admin.describe_transaction(self, transactional_id)
-
-    def abort_transaction(self, transactional_id: str) -> admin.TransactionInfo:
-        """Fence the id's live instance and finish its transaction now."""
-        return admin.abort_transaction(self, transactional_id)
-
-    def expire_transactions(
-        self, *, now_ms: int | None = None, topics: list[str] | None = None
-    ) -> list[admin.TransactionInfo]:
-        """Abort every transaction older than its timeout."""
-        return admin.expire_transactions(self, now_ms=now_ms, topics=topics)
-
-    def list_producers(self, topic: str, partition: int) -> list[ProducerEntry]:
-        return admin.list_producers(self, topic, partition)
-
-    def metrics(self, topics: list[str] | None = None) -> dict[str, Any]:
-        """Live producer ids, LSO and open transactions per partition; active
-        transactional ids."""
-        return admin.metrics(self, topics)

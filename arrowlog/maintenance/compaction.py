@@ -30,7 +30,7 @@ from arrowlog.read.visibility import last_stable_offset, plan_committed
 if TYPE_CHECKING:
     from arrowlog.format.checkpoint import PartitionState, SegmentSummary
     from arrowlog.partition import CompactionRange, PartitionLog
-    from arrowlog.txn.coordinator import Snapshot
+    from arrowlog.txn.resolver import Snapshot
     from arrowlog.txn.view import LogView
 
 #: the stored size a compacted object aims at

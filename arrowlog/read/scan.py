@@ -27,7 +27,7 @@ from arrowlog.errors import (
     SegmentNotFoundError,
     UnknownTopicOrPartitionError,
 )
-from arrowlog.format.checkpoint import SegmentSummary
+from arrowlog.format.checkpoint import PartitionState, SegmentSummary
 from arrowlog.format.segment import Compaction, SegmentHeader
 from arrowlog.format.stats import Predicate, check_predicates, may_match
 from arrowlog.format.topic import (
@@ -38,8 +38,14 @@ from arrowlog.format.topic import (
     segment_key,
 )
 from arrowlog.partition import CompactedRef, PartitionLog, fetch_compacted, fetch_segment
-from arrowlog.read.visibility import IsolationLevel, last_stable_offset, plan_snapshot
+from arrowlog.read.visibility import (
+    CommittedPlan,
+    IsolationLevel,
+    last_stable_offset,
+    plan_snapshot,
+)
 from arrowlog.storage import Store
+from arrowlog.txn.resolver import Snapshot
 from arrowlog.txn.view import LogView
 
 EARLIEST = -2
@@ -195,6 +201,50 @@ def plan_scan(
         OffsetOutOfRangeError: a start after its end, an end past the latest
             offset, or (with ``fail_on_data_loss``) a start below the log start.
     """
+    schema, checked = _check_request(log, topics, starting, ending, where)
+    committed = isolation_level == "read_committed"
+    # where each range starts and ends; plan_snapshot below fixes views of its own
+    views = _views(log, topics, partitions)
+    decide = log.resolver.snapshot()
+    wanted: dict[TopicPartition, tuple[int, int | None]] = {}
+    for (topic, partition), view in views.items():
+        wanted[(topic, partition)] = _range(
+            log.partition(topic, partition), view, decide, committed=committed,
+            starting=starting, ending=ending, starting_timestamp=starting_timestamp,
+            ending_timestamp=ending_timestamp, fail_on_data_loss=fail_on_data_loss,
+        )  # fmt: skip
+    # the snapshot of every partition read, whatever the filters keep of it
+    plans = plan_snapshot(log, wanted) if committed else {}
+    filters = _Filters(keep_partitions, min_offset, max_offset, min_timestamp_us,
+                       max_timestamp_us, schema, checked)  # fmt: skip
+    ranges = []
+    tasks: list[ScanTask] = []
+    for (topic, partition), (start, maybe_end) in wanted.items():
+        plan = plans.get((topic, partition))
+        if plan is not None:
+            end = plan.end
+        else:
+            assert maybe_end is not None
+            end = maybe_end
+        ranges.append(ScanRange(topic, partition, start, end))
+        tasks += _tasks(log, (topic, partition), plan, start, end, filters, target_bytes)
+    return ScanPlan(tuple(ranges), tuple(tasks))
+
+
+def _check_request(
+    log: LogView,
+    topics: Sequence[str],
+    starting: OffsetSpec,
+    ending: OffsetSpec,
+    where: Sequence[Predicate] | None,
+) -> tuple[pa.Schema, list[Predicate]]:
+    """The topics' one schema and the checked ``where``, once the topics and
+    the partitions the offsets name are known to exist.
+
+    Raises:
+        UnknownTopicOrPartitionError: a topic or partition named does not exist.
+        InvalidConfigError: topics of different schemas, or bad offsets.
+    """
     if not topics:
         raise InvalidConfigError("no topic given: set the option 'topic'")
     schema = log.topic(topics[0]).schema
@@ -214,8 +264,13 @@ def plan_scan(
                 raise InvalidConfigError("endingOffsets: -2 (earliest) is not allowed")
     if starting == "latest":
         raise InvalidConfigError("startingOffsets: 'latest' is not allowed for a batch read")
-    committed = isolation_level == "read_committed"
-    # where each range starts and ends; plan_snapshot below fixes views of its own
+    return schema, checked
+
+
+def _views(
+    log: LogView, topics: Sequence[str], partitions: set[TopicPartition] | None
+) -> dict[TopicPartition, tuple[int, PartitionState]]:
+    """The state of every partition read (all of ``topics``' for None)."""
     views = {}
     for t in topics:
         wanted_here = {p for n, p in partitions or () if n == t}
@@ -225,93 +280,124 @@ def plan_scan(
         for part in log.iter_partitions(t):
             if partitions is None or part.partition in wanted_here:
                 views[(t, part.partition)] = part.state()
-    chosen = list(views)
-    decide = log.resolver.snapshot()
-    wanted: dict[TopicPartition, tuple[int, int | None]] = {}
-    for topic, partition in chosen:
-        part = log.partition(topic, partition)
-        hw, state = views[(topic, partition)]
-        log_start = part.start_offset()
+    return views
+
+
+def _range(
+    part: PartitionLog,
+    view: tuple[int, PartitionState],
+    decide: Snapshot,
+    *,
+    committed: bool,
+    starting: OffsetSpec,
+    ending: OffsetSpec,
+    starting_timestamp: int | None,
+    ending_timestamp: int | None,
+    fail_on_data_loss: bool,
+) -> tuple[int, int | None]:
+    """Where the read of ``part`` starts and ends; the end None where the
+    snapshot decides it (see below).
+
+    Raises:
+        OffsetOutOfRangeError: as :func:`plan_scan` says.
+    """
+    topic, partition = part.topic.name, part.partition
+    hw, state = view
+    log_start = part.start_offset()
+    latest = last_stable_offset(hw, state, decide, log_start=log_start) if committed else hw
+    start = _pick(starting, (topic, partition), log_start, latest, missing=EARLIEST)
+    end = _pick(ending, (topic, partition), log_start, latest, missing=LATEST)
+    if starting_timestamp is not None:
+        start = _offset_for_time(part, starting_timestamp, log_start, latest)
+    if ending_timestamp is not None:
+        end = _offset_for_time(part, ending_timestamp, log_start, latest)
+    if start < log_start:
+        if fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"{topic}/{partition}: starting offset {start} is below the log start "
+                f"{log_start} (records were deleted); set failOnDataLoss=false to skip them"
+            )
+        start = log_start
+    if end > latest:
+        # a known end (a micro-batch's) may lie past a listing gap: follow
+        # the chain by HEAD before calling it out of range
+        hw, state = part.state(complete=True)
         latest = last_stable_offset(hw, state, decide, log_start=log_start) if committed else hw
-        start = _pick(starting, (topic, partition), log_start, latest, missing=EARLIEST)
-        end = _pick(ending, (topic, partition), log_start, latest, missing=LATEST)
-        if starting_timestamp is not None:
-            start = _offset_for_time(part, starting_timestamp, log_start, latest)
-        if ending_timestamp is not None:
-            end = _offset_for_time(part, ending_timestamp, log_start, latest)
-        if start < log_start:
-            if fail_on_data_loss:
-                raise OffsetOutOfRangeError(
-                    f"{topic}/{partition}: starting offset {start} is below the log start "
-                    f"{log_start} (records were deleted); set failOnDataLoss=false to skip them"
-                )
-            start = log_start
-        if end > latest:
-            # a known end (a micro-batch's) may lie past a listing gap: follow
-            # the chain by HEAD before calling it out of range
-            hw, state = part.state(complete=True)
-            latest = last_stable_offset(hw, state, decide, log_start=log_start) if committed else hw
-        if end > latest:
-            raise OffsetOutOfRangeError(
-                f"{topic}/{partition}: ending offset {end} is past the latest offset {latest}"
-                + (" (the LSO under read_committed)" if committed else "")
-            )
-        if start > end:
-            raise OffsetOutOfRangeError(
-                f"{topic}/{partition}: starting offset {start} is after ending offset {end}"
-            )
-        # An end asked as "latest" under read_committed is left to the snapshot,
-        # which may end lower, before a transaction it would otherwise show in
-        # part. An end given as a number (a streaming micro-batch's) is kept as
-        # given, even where it equals the LSO: its offsets are promised whole.
-        open_ended = (
-            committed
-            and _asks_latest(ending, (topic, partition))
-            and ending_timestamp is None
-            and end == latest
-            and start < end
+    if end > latest:
+        raise OffsetOutOfRangeError(
+            f"{topic}/{partition}: ending offset {end} is past the latest offset {latest}"
+            + (" (the LSO under read_committed)" if committed else "")
         )
-        wanted[(topic, partition)] = (start, None if open_ended else end)
-    # the snapshot of every partition read, whatever the filters keep of it
-    plans = plan_snapshot(log, wanted) if committed else {}
-    ranges = []
-    tasks: list[ScanTask] = []
-    for (topic, partition), (start, maybe_end) in wanted.items():
-        if committed:
-            end = plans[(topic, partition)].end
-        else:
-            assert maybe_end is not None
-            end = maybe_end
-        ranges.append(ScanRange(topic, partition, start, end))
-        if keep_partitions is not None and (topic, partition) not in keep_partitions:
-            continue
-        # what the offset filters keep of the snapshot's range
-        lo = start if min_offset is None else min(max(start, min_offset), end)
-        hi = end if max_offset is None else max(min(end, max_offset + 1), lo)
-        if lo == hi:
-            continue
-        part = log.partition(topic, partition)
-        if committed:
-            plan = plans[(topic, partition)]
-            visible = [s for s in plan.segments if s.base not in plan.hidden]
-        else:
-            visible = [s for s in part.summaries(start, end) if not s.control]
-        visible = [s for s in visible if s.end > lo and s.base < hi]
-        if min_timestamp_us is not None:
-            visible = [s for s in visible if s.timestamp_ms * 1000 >= min_timestamp_us]
-        if max_timestamp_us is not None:
-            visible = [s for s in visible if s.timestamp_ms * 1000 <= max_timestamp_us]
-        if checked:
-            visible = [s for s in visible if may_match(s.stats, schema, checked, s.record_count)]
-        cover = part.compacted_objects(lo, hi) if visible else []
-        # droppable: may be absent from its compacted object (left out there)
-        droppable = frozenset(
-            s.base
-            for s in visible
-            if s.transactional and (not committed or s.base in plans[(topic, partition)].forgotten)
+    if start > end:
+        raise OffsetOutOfRangeError(
+            f"{topic}/{partition}: starting offset {start} is after ending offset {end}"
         )
-        tasks.extend(_split(part.topic, partition, visible, cover, lo, hi, target_bytes, droppable))
-    return ScanPlan(tuple(ranges), tuple(tasks))
+    # An end asked as "latest" under read_committed is left to the snapshot,
+    # which may end lower, before a transaction it would otherwise show in
+    # part. An end given as a number (a streaming micro-batch's) is kept as
+    # given, even where it equals the LSO: its offsets are promised whole.
+    open_ended = (
+        committed
+        and _asks_latest(ending, (topic, partition))
+        and ending_timestamp is None
+        and end == latest
+        and start < end
+    )
+    return start, None if open_ended else end
+
+
+@dataclass(frozen=True)
+class _Filters:
+    """A scan's pushed-down filters (see :func:`plan_scan`): which rows of its
+    snapshot its tasks read."""
+
+    keep_partitions: set[TopicPartition] | None
+    min_offset: int | None
+    max_offset: int | None
+    min_timestamp_us: int | None
+    max_timestamp_us: int | None
+    schema: pa.Schema
+    checked: list[Predicate]
+
+
+def _tasks(
+    log: LogView,
+    tp: TopicPartition,
+    plan: CommittedPlan | None,
+    start: int,
+    end: int,
+    filters: _Filters,
+    target_bytes: int,
+) -> list[ScanTask]:
+    """The tasks reading what ``filters`` keep of ``[start, end)`` of one
+    partition: of the snapshot's ``plan`` under read_committed, of every data
+    segment under read_uncommitted (``plan`` None)."""
+    if filters.keep_partitions is not None and tp not in filters.keep_partitions:
+        return []
+    # what the offset filters keep of the snapshot's range
+    lo = start if filters.min_offset is None else min(max(start, filters.min_offset), end)
+    hi = end if filters.max_offset is None else max(min(end, filters.max_offset + 1), lo)
+    if lo == hi:
+        return []
+    part = log.partition(*tp)
+    if plan is not None:
+        visible = [s for s in plan.segments if s.base not in plan.hidden]
+    else:
+        visible = [s for s in part.summaries(start, end) if not s.control]
+    visible = [s for s in visible if s.end > lo and s.base < hi]
+    if filters.min_timestamp_us is not None:
+        visible = [s for s in visible if s.timestamp_ms * 1000 >= filters.min_timestamp_us]
+    if filters.max_timestamp_us is not None:
+        visible = [s for s in visible if s.timestamp_ms * 1000 <= filters.max_timestamp_us]
+    if filters.checked:
+        schema, checked = filters.schema, filters.checked
+        visible = [s for s in visible if may_match(s.stats, schema, checked, s.record_count)]
+    cover = part.compacted_objects(lo, hi) if visible else []
+    # droppable: may be absent from its compacted object (left out there)
+    droppable = frozenset(
+        s.base for s in visible if s.transactional and (plan is None or s.base in plan.forgotten)
+    )
+    return list(_split(part.topic, tp[1], visible, cover, lo, hi, target_bytes, droppable))
 
 
 def _pick(spec: OffsetSpec, tp: TopicPartition, earliest: int, latest: int, *, missing: int) -> int:

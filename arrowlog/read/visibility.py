@@ -28,8 +28,8 @@ from arrowlog.format.checkpoint import Decision, OpenTxn, PartitionState, Segmen
 from arrowlog.format.control import ControlType
 from arrowlog.format.stats import Predicate
 from arrowlog.partition import PartitionLog
-from arrowlog.txn.coordinator import Snapshot
 from arrowlog.txn.groups import tp_key
+from arrowlog.txn.resolver import Snapshot
 from arrowlog.txn.view import LogView
 
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
@@ -130,20 +130,7 @@ def plan_committed(
         and (s.base < limit or decide.known(s.transactional_id or "", s.producer_epoch))
     }
     hidden: set[int] = set()
-    forgotten: set[int] = set()
-    mark = [part.compacted_through, False]
-
-    def below_mark(s: SegmentSummary) -> bool:
-        # a batch forgotten above the mark this view knows: list the tail once
-        # (the compaction mark may have moved since; see _committed)
-        if s.end > mark[0] and not mark[1]:
-            part.end_offset()
-            mark[:] = [part.compacted_through, True]
-        if s.end <= mark[0]:
-            forgotten.add(s.base)
-            return True
-        return False
-
+    below_mark = _BelowMark(part)
     for s in summaries:
         verdict = True if not s.transactional else _committed(s, markers, decide, tp, below_mark)
         if verdict is None:
@@ -166,8 +153,31 @@ def plan_committed(
         lso,
         summaries,
         frozenset(b for b in hidden if b < end),
-        frozenset(b for b in forgotten if b < end),
+        frozenset(b for b in below_mark.forgotten if b < end),
     )
+
+
+class _BelowMark:
+    """Whether a transactional batch lies below the partition's compaction
+    mark (called once per batch, in offset order); those that do are kept in
+    :attr:`forgotten`."""
+
+    def __init__(self, part: PartitionLog) -> None:
+        self._part = part
+        self._mark = part.compacted_through
+        self._listed = False
+        self.forgotten: set[int] = set()
+
+    def __call__(self, s: SegmentSummary) -> bool:
+        # a batch forgotten above the mark this view knows: list the tail once
+        # (the compaction mark may have moved since; see _committed)
+        if s.end > self._mark and not self._listed:
+            self._part.end_offset()
+            self._mark, self._listed = self._part.compacted_through, True
+        if s.end <= self._mark:
+            self.forgotten.add(s.base)
+            return True
+        return False
 
 
 def _committed(

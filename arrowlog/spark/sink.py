@@ -78,7 +78,7 @@ def compact_after_commit(options: WriteOptions) -> None:
     if not options.compact_after_commit:
         return
     try:
-        arrowlog.connect(options.root, options.storage).compact([options.topic])
+        arrowlog.connect(options.root, options.storage).maintenance.compact([options.topic])
     except arrowlog.ArrowLogError as e:
         warnings.warn(f"compaction after the commit failed: {e}", RuntimeWarning, stacklevel=2)
 

@@ -50,7 +50,7 @@ from arrowlog.txn.coordinator import check_id
 from arrowlog.txn.entrylog import entry_name, landed, parse_entry_name
 
 if TYPE_CHECKING:
-    from arrowlog.txn.coordinator import TxnResolver
+    from arrowlog.txn.resolver import TxnResolver
     from arrowlog.txn.view import LogView
 from arrowlog.format.topic import parse_topic_prefix, topic_prefix
 from arrowlog.storage import Store

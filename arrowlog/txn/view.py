@@ -1,8 +1,8 @@
-"""What producers, consumers, transactions and the admin use of a log.
+"""What producers, consumers, transactions, maintenance and the admin use of a log.
 
 They are handed an :class:`~arrowlog.log.client.ArrowLog`, but need only these few of
-its parts; naming them here lets those modules sit below ``log.py`` instead of
-importing it back.
+its parts; naming them here lets those packages sit below ``arrowlog.log`` instead
+of importing it back.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from arrowlog.errors import ArrowLogError, UnknownTopicOrPartitionError
 from arrowlog.format.topic import Topic
 from arrowlog.partition import PartitionLog
 from arrowlog.storage import Store
-from arrowlog.txn.coordinator import TxnResolver
+from arrowlog.txn.resolver import TxnResolver
 
 
 class LogView(Protocol):

@@ -26,9 +26,9 @@ def main() -> None:
     store = open_store(args.url, json.loads(args.options))
     die_after_writes(store, args.kill_after)
     log = arrowlog.connect(store, config=FAST)
-    log.compact(target_bytes=args.target)
+    log.maintenance.compact(target_bytes=args.target)
     if args.vacuum:
-        log.vacuum()
+        log.maintenance.vacuum()
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ def main() -> None:
     root, n, when = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     store = KillAt(open_store(root, {"fsync": False}), n, when)
     log = arrowlog.connect(store)
-    log.vacuum()
+    log.maintenance.vacuum()
     print(json.dumps(store.writes), flush=True)
 
 

@@ -204,7 +204,7 @@ def test_offsets_registered_late_do_not_make_a_transaction_younger(
     clock[0] = base + 900 * 10**6
     p.send_offsets_to_transaction({("in", 0): 1}, group_id="g")  # ONGOING at B + 0.9 s
     now_ms = base // 10**6 + 2_600
-    expired = arrowlog.connect(store).expire_transactions(now_ms=now_ms)
+    expired = arrowlog.connect(store).admin.expire_transactions(now_ms=now_ms)
     assert [t.transactional_id for t in expired] == ["tx"]
     assert _settled(arrowlog.connect(store))
 
@@ -227,7 +227,7 @@ def test_an_operator_abort_held_while_the_producer_commits_fences_its_next_trans
     p.begin_transaction()
     p.send("t", rows(1), partition=0)
     gate = scripted.hold("put_if_absent", entry_key("tx", 1))
-    abort = Background(lambda: arrowlog.connect(scripted).abort_transaction("tx"))
+    abort = Background(lambda: arrowlog.connect(scripted).admin.abort_transaction("tx"))
     gate.wait_reached()
     p.commit_transaction()
     p.flush()  # COMPLETE (entry 2) written
@@ -258,7 +258,7 @@ def test_a_prepare_held_while_an_operator_aborts_is_fenced_and_invisible(
     gate = scripted.hold("put_if_absent", entry_key("tx", 1))
     commit = Background(p.commit_transaction)
     gate.wait_reached()
-    arrowlog.connect(store).abort_transaction("tx")
+    arrowlog.connect(store).admin.abort_transaction("tx")
     log = arrowlog.connect(store)
     assert visible(log.consumer()) == []
     assert _settled(log)
@@ -367,7 +367,7 @@ def test_an_expirer_while_the_complete_is_held_keeps_the_commit_and_aborts_the_n
     p.begin_transaction()
     p.send("t", rows(2), partition=0)
     future = int(time.time() * 1000) + 600_000
-    expired = arrowlog.connect(store).expire_transactions(now_ms=future)
+    expired = arrowlog.connect(store).admin.expire_transactions(now_ms=future)
     assert [t.transactional_id for t in expired] == ["tx"]
     log = arrowlog.connect(store)
     assert visible(log.consumer()) == [1]

@@ -118,10 +118,10 @@ def compacted_and_vacuumed(clock: ClockStore, clocks: Clocks, count: int = 22) -
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(count):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert (done.start, done.end) == (0, 16)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert min(base_of(k) for k in segs(clock)) == 16
     return log
 
@@ -268,9 +268,11 @@ def test_an_overlapping_object_found_corrupt_after_vacuum_never_gives_wrong_rows
     want = [v for v in range(24) for _ in range(ROWS)]
     scripted = ScriptedStore(clock)
     gate = scripted.hold("put_if_absent", lambda k: k.startswith(compacted_prefix("t", 0)))
-    big_compactor = Background(lambda: connect(scripted).compact(target_bytes=4 * MIN_TARGET_BYTES))
+    big_compactor = Background(
+        lambda: connect(scripted).maintenance.compact(target_bytes=4 * MIN_TARGET_BYTES)
+    )
     gate.wait_reached()
-    small = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    small = connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     window = 4 * ROWS
     assert [(c.start, c.end) for c in small] == [
         (w, w + window) for w in range(0, 20 * ROWS, window)
@@ -281,7 +283,7 @@ def test_an_overlapping_object_found_corrupt_after_vacuum_never_gives_wrong_rows
     objects = keys(clock, compacted_prefix("t", 0))
     assert len(objects) == 7
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert min(base_of(k) for k in segs(clock)) == 20 * ROWS
     rotten = next(k for k in objects if k.endswith(f"{2 * window:020d}-{window:020d}.arrow"))
     data = bytes(clock.get(rotten))
@@ -308,7 +310,7 @@ def test_an_overlapping_object_found_corrupt_after_vacuum_never_gives_wrong_rows
     assert len(outcomes) == 3
     assert fresh.append("t", big(24, 1)).base_offset == 24 * ROWS
     assert keys(clock, compacted_prefix("t", 0)) == objects
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert keys(clock, compacted_prefix("t", 0)) == objects
 
 
@@ -328,12 +330,12 @@ def test_vacuum_held_after_reading_an_object_back_while_it_rots(
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done.key is not None
     clocks.advance(DELAY + MIN)
     scripted = ScriptedStore(clock)
     gate = scripted.hold("delete", segment_key("t", 0, 0))
-    vacuuming = Background(lambda: connect(scripted).vacuum())
+    vacuuming = Background(lambda: connect(scripted).maintenance.vacuum())
     gate.wait_reached()
     assert ("get", done.key) in scripted.history  # read back before removing
     data = bytes(clock.get(done.key))
@@ -357,7 +359,7 @@ def test_vacuum_held_after_reading_an_object_back_while_it_rots(
     assert vals(fresh.partition("t", 0).read(16, 22)) == list(range(16, 22))
     assert fresh.append("t", rows(22)).base_offset == 22
     assert connect(clock).append("t", rows(23)).base_offset == 23
-    assert not [r for r in connect(clock).vacuum() if "/compacted/" in r.key]
+    assert not [r for r in connect(clock).maintenance.vacuum() if "/compacted/" in r.key]
 
 
 def test_vacuum_keeps_the_segments_of_a_corrupt_window_an_object_without_index_holds(
@@ -387,7 +389,7 @@ def test_vacuum_keeps_the_segments_of_a_corrupt_window_an_object_without_index_h
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     _, batch, table = _honest(log, done.key)
     _replace(clock, done.key, _forge(log, table.start, table.end, batch, list(table.runs)))
     _flip(clock, checkpoint_key("t", 0, 4))
@@ -395,7 +397,7 @@ def test_vacuum_keeps_the_segments_of_a_corrupt_window_an_object_without_index_h
         assert vals(connect(clock).consumer().read("t", 0)) == list(range(22))
     clocks.advance(DELAY + MIN)
     with pytest.warns(RuntimeWarning, match="window at 4 unreadable"):
-        connect(clock).vacuum()
+        connect(clock).maintenance.vacuum()
     with passing_over():
         assert vals(connect(clock).consumer().read("t", 0)) == list(range(22))
 
@@ -433,9 +435,9 @@ def test_a_put_held_until_its_key_was_freed_is_decided_through_the_index(
     b = connect(clock)
     for v in range(1, 22):
         b.append("t", rows(v))
-    connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert segment_key("t", 0, 1) not in segs(clock)
     _flip(clock, checkpoint_key("t", 0, 0))
     gate.release()
@@ -474,11 +476,13 @@ def test_a_long_lived_client_compacts_as_far_as_a_fresh_one(clock: ClockStore) -
     for v in range(22):
         w.append("t", rows(v))
     c = connect(clock)
-    assert [(x.start, x.end) for x in c.compact(target_bytes=MIN_TARGET_BYTES)] == [(0, 16)]
+    assert [(x.start, x.end) for x in c.maintenance.compact(target_bytes=MIN_TARGET_BYTES)] == [
+        (0, 16)
+    ]
     for v in range(22, 42):
         w.append("t", rows(v))
-    second = [(x.start, x.end) for x in c.compact(target_bytes=MIN_TARGET_BYTES)]
-    third = [(x.start, x.end) for x in c.compact(target_bytes=MIN_TARGET_BYTES)]
+    second = [(x.start, x.end) for x in c.maintenance.compact(target_bytes=MIN_TARGET_BYTES)]
+    third = [(x.start, x.end) for x in c.maintenance.compact(target_bytes=MIN_TARGET_BYTES)]
     assert (second, third) == ([(16, 36)], []), (second, third)
 
 
@@ -505,9 +509,9 @@ def test_every_checkpoint_corrupt_after_compaction_opens_with_the_lost_partition
     lands at the end."""
     log = mixed_log(clock)
     before = state_of(connect(clock))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert len(segs(clock)) < 20
     for start in window_starts(clock):
         _flip(clock, checkpoint_key("t", 0, start))
@@ -558,9 +562,9 @@ def test_an_in_doubt_resend_through_the_indexes_with_a_writer_8_days_ahead(
         q.append("t", rows(v))
     clocks.skew = 0
     assert vals(connect(clock).consumer().read("t", 0)) == [0, 1, 2, 100, *range(4, 22)]
-    connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert min(base_of(k) for k in segs(clock)) == 16
     log.delete_records("t", 0, 9)
     for start in (12, 16):
@@ -603,10 +607,10 @@ def test_an_opening_held_at_its_index_read_while_compaction_and_vacuum_move_the_
     with skipping():
         for v in range(22, 30):
             assert b.append("t", rows(v)).base_offset == v
-        done = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+        done = connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert [(c.start, c.end) for c in done] == [(16, 24)]
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert min(base_of(k) for k in segs(clock)) == 24
     before = set(segs(clock))
     gate.release()
@@ -704,9 +708,9 @@ def test_transactions_split_across_a_window_rebuilt_from_the_index(
     for v in range(6, 22):
         log.append("t", rows(v))
     assert vals(log.consumer().read("t", 0)) == [0, 1, 200, *range(6, 22)]
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     before = every_view(connect(clock))
     assert before["committed"] == connect(clock).consumer().read("t", 0).to_pylist()
     for start in corrupt:
@@ -763,14 +767,14 @@ def test_forgotten_epochs_read_through_windows_rebuilt_from_the_index(
         x.commit_transaction()
         x.flush()
     clocks.advance(60 * MIN)
-    assert [(c.start, c.end) for c in connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
-            if c.partition == 0] == [(0, 16)]  # fmt: skip
+    done = connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
+    assert [(c.start, c.end) for c in done if c.partition == 0] == [(0, 16)]
     clocks.advance(DAY)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     clocks.advance(8 * DAY)
     instance("x")
     instance("y")
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert CoordinatorLog(clock, "x", log.config.retry).outcome(0)[0] is Decision.FORGOTTEN
     assert CoordinatorLog(clock, "y", log.config.retry).outcome(0)[0] is Decision.ABORTED
     before = every_view(connect(clock))
@@ -807,9 +811,9 @@ def test_a_fenced_zombie_in_a_window_rebuilt_from_the_index(
     z2.commit_transaction()
     while connect(clock).partition("t", 0).end_offset() < 22:
         log.append("t", rows(connect(clock).partition("t", 0).end_offset()))
-    connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     before = every_view(connect(clock))
     committed = vals(connect(clock).consumer().read("t", 0))
     assert -1 not in committed and -2 not in committed and 700 in committed
@@ -842,13 +846,13 @@ def test_the_window_holding_the_log_start_rebuilt_after_the_log_start_moved_into
     for v in range(0, 28, 2):
         log.append("t", rows(v, v + 1))
     log.delete_records("t", 0, 11)
-    (done,) = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert (done.start, done.end) == (12, 16)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     log.delete_records("t", 0, 13)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert {base_of(k) for k in segs(clock)} & {12, 14} == set()
     _flip(clock, checkpoint_key("t", 0, 8))
     fresh = connect(clock)
@@ -876,11 +880,11 @@ def test_an_index_past_the_first_head_read_rebuilds_a_window_and_bridges_an_open
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(404):
         log.append("t", rows(v))
-    (done,) = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert (done.start, done.end) == (0, 400) and done.key is not None
     assert head_length(bytes(clock.get(done.key)), done.key) > 16 * 1024
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert min(base_of(k) for k in segs(clock)) == 400
     for start in (200, 392, 396):
         _flip(clock, checkpoint_key("t", 0, start))

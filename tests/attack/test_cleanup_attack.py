@@ -129,7 +129,7 @@ def test_group_first_commit_landing_late_in_freed_key_is_not_lost(
         b.commit({("t", 1): off})
     clocks.advance(WEEK_AND_A_DAY)
     b.commit({("t", 1): 4})
-    removed = connect(scripted).vacuum()
+    removed = connect(scripted).maintenance.vacuum()
     assert any(r.key.startswith(f"{GROUPS_PREFIX}g/") for r in removed)
     gate.release()
     held.result()  # acknowledged
@@ -157,7 +157,7 @@ def test_group_commit_landing_late_in_freed_key_is_retried(
         b.commit({("t", 1): off})
     clocks.advance(WEEK_AND_A_DAY)
     b.commit({("t", 1): 4})
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     gate.release()
     held.result()
     c = connect(scripted).consumer(group_id="g")
@@ -184,7 +184,7 @@ def test_first_coordinator_entry_landing_late_in_freed_key_forks_the_log(
     reinit(scripted, "x", 5)
     clocks.advance(WEEK_AND_A_DAY)
     b6 = reinit(scripted, "x", 1)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert entry_numbers(scripted, "x") == [4, 5]
     gate.release()
     outcomes = []
@@ -223,7 +223,7 @@ def test_zombie_prepare_landing_late_in_freed_key_is_fenced(
     reinit(scripted, "x", 4)
     clocks.advance(WEEK_AND_A_DAY)
     reinit(scripted, "x", 1)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     gate.release()
     with pytest.raises(arrowlog.ArrowLogError):
         held.result()
@@ -250,8 +250,8 @@ def test_zombie_prepare_landing_late_after_records_deleted_is_fenced(
     log.delete_records("t", 0, 2)
     clocks.advance(WEEK_AND_A_DAY)
     b = reinit(scripted, "x", 1)
-    connect(scripted).vacuum()
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
+    connect(scripted).maintenance.vacuum()
     gate.release()
     with pytest.raises(arrowlog.ArrowLogError):
         held.result()
@@ -282,7 +282,7 @@ def test_outcome_binary_search_racing_a_second_prune_does_not_raise(
     e = p.epoch - 1
     commit_one(p, 2)
     assert entry_numbers(scripted, "x") == list(range(24))
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert entry_numbers(scripted, "x") == list(range(15, 24))
     clocks.advance(WEEK_AND_A_DAY)
     from arrowlog.txn.coordinator import entry_key
@@ -291,7 +291,7 @@ def test_outcome_binary_search_racing_a_second_prune_does_not_raise(
     coordinator = CoordinatorLog(scripted, "x", FAST.retry)
     reader = Background(lambda: coordinator.outcome(e))
     gate.wait_reached()
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     kept = entry_numbers(scripted, "x")
     assert min(kept) >= 20 and set(range(21, 24)) <= set(kept)
     gate.release()
@@ -316,10 +316,10 @@ def test_old_commit_read_without_its_marker_after_prune(
     reinit(scripted, "x", 6)
     clocks.advance(WEEK_AND_A_DAY)
     reinit(scripted, "x", 1)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     clocks.advance(WEEK_AND_A_DAY)
     reinit(scripted, "x", 1)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert min(entry_numbers(scripted, "x")) > 0  # something was pruned
     fresh = connect(scripted)
     col = fresh.consumer(isolation_level="read_committed").read("t", 0, start=0, end=1)
@@ -345,7 +345,7 @@ def test_fenced_epoch_without_markers_stays_aborted_after_prune(
     for _ in range(2):
         clocks.advance(WEEK_AND_A_DAY)
         reinit(scripted, "x", 1)
-        connect(scripted).vacuum()
+        connect(scripted).maintenance.vacuum()
     fresh = connect(scripted)
     reader = fresh.consumer(isolation_level="read_committed")
     assert reader.read("t", 0, start=0, end=1).column("v").to_pylist() == []
@@ -380,7 +380,7 @@ def test_pending_offsets_of_an_unsettled_commit_survive_cleanup(
     before = connect(scripted).consumer(group_id="g").committed("in", 0)
     for _ in range(2):
         clocks.advance(WEEK_AND_A_DAY)
-        connect(scripted).vacuum()
+        connect(scripted).maintenance.vacuum()
     fresh = connect(scripted)
     assert before == 5
     assert fresh.consumer(group_id="g").committed("in", 0) == 5
@@ -415,11 +415,11 @@ def test_dry_run_writes_and_removes_nothing(clock: ClockStore, clocks: Clocks) -
     _lots_to_clean(clock, clocks)
     before = {i.key for i in clock.list("")}
     clock.writes.clear()
-    planned = connect(clock).vacuum(dry_run=True)
+    planned = connect(clock).maintenance.vacuum(dry_run=True)
     assert planned
     assert clock.writes == []
     assert {i.key for i in clock.list("")} == before
-    done = connect(clock).vacuum()
+    done = connect(clock).maintenance.vacuum()
     gone = before - {i.key for i in clock.list("")}
     assert {r.key for r in planned if "stays" not in r.reason} <= gone | {
         r.key for r in done if "stays" in r.reason
@@ -439,7 +439,7 @@ def test_bad_retain_ms_raises_and_writes_nothing(
     clock.writes.clear()
     for kwargs in ({}, {"dry_run": True}, {"topics": ["t"]}):
         with pytest.raises(InvalidConfigError):
-            connect(clock).vacuum(retain_ms=bad, **kwargs)  # type: ignore[arg-type]
+            connect(clock).maintenance.vacuum(retain_ms=bad, **kwargs)  # type: ignore[arg-type]
     assert clock.writes == []
 
 
@@ -456,7 +456,7 @@ def test_named_topic_vacuum_leaves_shared_bookkeeping(clock: ClockStore, clocks:
     )
     before = {k for p in shared for k in keys(clock, p)}
     clock.writes.clear()
-    removed = connect(clock).vacuum(topics=["t"])
+    removed = connect(clock).maintenance.vacuum(topics=["t"])
     assert not [r for r in removed if r.key.startswith(shared)]
     assert {k for p in shared for k in keys(clock, p)} == before
     assert not [k for _, k in clock.writes if k.startswith(shared)]
@@ -478,7 +478,7 @@ def test_minimum_retain_keeps_a_live_commit_in_flight(
     held = Background(p.commit_transaction)
     gate.wait_reached()
     clocks.advance(20 * MIN)
-    connect(scripted).vacuum(retain_ms=HOUR)
+    connect(scripted).maintenance.vacuum(retain_ms=HOUR)
     gate.release()
     held.result()
     p.flush()
@@ -503,9 +503,9 @@ def test_idle_transactional_producer_returning_after_expiry_is_fenced(
     log.append("old", rows(9))
     log.delete_records("old", 0, 2)
     clocks.advance(HOUR)
-    connect(clock).vacuum(topics=["old"])
+    connect(clock).maintenance.vacuum(topics=["old"])
     clocks.advance(WEEK_AND_A_DAY)
-    removed = connect(clock).vacuum()
+    removed = connect(clock).maintenance.vacuum()
     assert any("expired" in r.reason for r in removed)
     p.begin_transaction()
     p.send("t", rows(2), partition=0)
@@ -529,7 +529,7 @@ def test_expiry_racing_a_send_of_an_idle_producer(scripted: ScriptedStore, clock
     p = reinit(scripted, "x", 1)
     clocks.advance(WEEK_AND_A_DAY)
     gate = scripted.hold("list", COORDINATOR_PREFIX)
-    vac = Background(lambda: connect(scripted).vacuum())
+    vac = Background(lambda: connect(scripted).maintenance.vacuum())
     gate.wait_reached()
     p.begin_transaction()
     p.send("t", rows(1), partition=0)
@@ -559,7 +559,7 @@ def test_reinitialised_expired_id_keeps_its_producer_id_claimed(
     make_topic(clock)
     pid = reinit(clock, "x", 1).producer_id
     clocks.advance(WEEK_AND_A_DAY)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     x = reinit(clock, "x", 1)
     assert x.producer_id == pid
     claimed = f"{PRODUCER_IDS_PREFIX}{pid:020d}" in keys(clock, PRODUCER_IDS_PREFIX)
@@ -593,11 +593,11 @@ def test_idle_idempotent_producer_returns_after_its_claim_is_removed(
     clocks.advance(WEEK_AND_A_DAY)
     for v in range(10, 16):
         log.append("t", rows(v))
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     clocks.advance(WEEK_AND_A_DAY)
     for v in range(16, 20):
         log.append("t", rows(v))
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     p.send("t", rows(3), partition=0)
     p.flush()
     p.flush()
@@ -622,7 +622,7 @@ def test_expired_id_keeps_its_last_committed_metadata(clock: ClockStore, clocks:
     clocks.advance(HOUR)
     for _ in range(2):
         clocks.advance(WEEK_AND_A_DAY)
-        connect(clock).vacuum()
+        connect(clock).maintenance.vacuum()
     latest = CoordinatorLog(clock, "job", FAST.retry).latest()
     assert latest is not None and latest.metadata.get("txnVersion") == "4"
     q = reinit(clock, "job", 1)
@@ -647,7 +647,7 @@ def test_open_transaction_of_idle_id_is_not_expired_by_cleanup(
     p.send("t", rows(1), partition=0)
     epoch = p.epoch
     clocks.advance(WEEK_AND_A_DAY)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     d = connect(clock).producer(transactional_id="x")
     try:
         d.resume_transaction(epoch)
@@ -672,7 +672,7 @@ def test_idle_producer_with_stored_records_returns_and_commits(
     commit_one(p, 2)
     for _ in range(2):
         clocks.advance(WEEK_AND_A_DAY)
-        removed = connect(clock).vacuum()
+        removed = connect(clock).maintenance.vacuum()
         assert not any("expired" in r.reason for r in removed)
     commit_one(p, 3)
     commit_one(reinit(clock, "x", 1), 4)
@@ -702,7 +702,7 @@ def test_background_complete_finished_after_idle_week(
         p.flush()
     rule.stop()
     clocks.advance(WEEK_AND_A_DAY)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     p.flush()
     commit_one(p, 2)
     assert committed_values(connect(scripted)) == [1, 2]
@@ -757,10 +757,10 @@ def test_vacuum_dying_after_each_delete_then_rerun(
     before = _observed(scripted)
     rule = scripted.fail("delete", "*", nth=dies_at, times=10**6, maybe_applied=False)
     with contextlib.suppress(arrowlog.ArrowLogError):
-        connect(scripted).vacuum()
+        connect(scripted).maintenance.vacuum()
     rule.stop()
     assert _observed(scripted) == before
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert _observed(scripted) == before
     commit_one(reinit(scripted, "x", 1), 20, partition=1)
     commit_one(reinit(scripted, "idle", 1), 21, partition=1)
@@ -798,7 +798,7 @@ def test_zombie_prepare_in_doubt_landing_late_in_freed_key_commits_nothing(
     connect(scripted).delete_records("t", 0, 1)
     clocks.advance(WEEK_AND_A_DAY)
     commit_one(b, 4)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert 1 not in entry_numbers(scripted, "x")
     assert late.land()
     assert committed_values(connect(scripted)) == [2, 3, 4]
@@ -831,7 +831,7 @@ def test_zombie_retrying_its_prepare_in_doubt_after_it_landed_in_freed_key(
     connect(scripted).delete_records("t", 0, 1)  # as above
     clocks.advance(WEEK_AND_A_DAY)
     commit_one(b, 4)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert late.land()
     with pytest.raises(ProducerFencedError):
         a.commit_transaction()
@@ -885,11 +885,11 @@ def test_three_weeks_of_daily_compaction_and_vacuum_read_the_same(
         h.commit({("t", 1): day})
         clocks.advance(DAY)
         fresh = connect(clock)
-        fresh.compact(target_bytes=MIN_TARGET_BYTES)
-        fresh.vacuum()
+        fresh.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
+        fresh.maintenance.vacuum()
     reinit(clock, "z", 1)
     clocks.advance(DAY)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     fresh = connect(clock)
     for p in (0, 1):
         assert committed_values(fresh, "t", p) == want[p]
@@ -918,12 +918,12 @@ def test_compacted_commit_read_without_its_marker_after_cleanup(
     commit_one(x, 101, partition=1)
     commit_one(x, 102, partition=1)
     clocks.advance(HOUR)
-    assert connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    assert connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DAY)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     clocks.advance(WEEK_AND_A_DAY)
     reinit(clock, "x", 1)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     reader = connect(clock).consumer(isolation_level="read_committed")
     assert reader.read("t", 0, start=0, end=2).column("v").to_pylist() == [1]
     assert reader.read("t", 0, start=0, end=1).column("v").to_pylist() == [1]
@@ -948,7 +948,7 @@ def test_expiry_tombstone_racing_a_new_instance_init(
     from arrowlog.txn.coordinator import entry_key
 
     gate = scripted.hold("put_if_absent", entry_key("x", latest.n + 1))
-    vac = Background(lambda: connect(scripted).vacuum())
+    vac = Background(lambda: connect(scripted).maintenance.vacuum())
     gate.wait_reached()
     q = connect(scripted).producer(transactional_id="x")
     q.init_transactions()
@@ -967,9 +967,9 @@ def test_two_vacuums_at_once(scripted: ScriptedStore, clocks: Clocks) -> None:
     _history(scripted, clocks)
     before = _observed(scripted)
     gate = scripted.hold("delete", "*")
-    a = Background(lambda: connect(scripted).vacuum())
+    a = Background(lambda: connect(scripted).maintenance.vacuum())
     gate.wait_reached()
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     gate.release()
     a.result()
     assert _observed(scripted) == before
@@ -989,7 +989,7 @@ def test_vacuum_racing_a_commit_with_offsets(scripted: ScriptedStore, clocks: Cl
     x = reinit(scripted, "x", 2)
     clocks.advance(WEEK_AND_A_DAY)
     gate = scripted.hold("list", COORDINATOR_PREFIX)
-    vac = Background(lambda: connect(scripted).vacuum())
+    vac = Background(lambda: connect(scripted).maintenance.vacuum())
     gate.wait_reached()
     try:
         x.begin_transaction()
@@ -1060,10 +1060,10 @@ def test_member_records_of_old_jobs_read_alone_after_cleanup(
     _job(clock, "job", [3], commit=False)
     _job(clock, "job", [4])
     clocks.advance(WEEK_AND_A_DAY)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     _job(clock, "job", [5])
     clocks.advance(WEEK_AND_A_DAY)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     fresh = connect(clock)
     reader = fresh.consumer(isolation_level="read_committed")
     seen = []

@@ -103,12 +103,12 @@ def fenced_batch_compacted_and_forgotten(clock: ClockStore, clocks: Clocks) -> a
     commit_one(b, 101, partition=1)
     commit_one(b, 102, partition=1)
     clocks.advance(HOUR)
-    assert connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    assert connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DAY)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     clocks.advance(WEEK_AND_A_DAY)
     reinit(clock, "x", 1)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert min(entry_numbers(clock, "x")) > 0
     return connect(clock)
 
@@ -176,7 +176,7 @@ def test_two_adjacent_strays_vouch_for_each_other(scripted: ScriptedStore, clock
     connect(scripted).delete_records("t", 0, 2)
     clocks.advance(WEEK_AND_A_DAY)
     commit_one(d, 5)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert not {1, 2} & set(entry_numbers(scripted, "x"))
     assert late_b.land()
     assert late_a.land()
@@ -213,7 +213,7 @@ def test_group_commits_landing_late_in_adjacent_freed_keys(
     b.commit({("t", 1): 4})
     clocks.advance(WEEK_AND_A_DAY)
     b.commit({("t", 1): 5})
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     numbers = {parse_entry_name(k.rpartition("/")[2]) for k in keys(scripted, GROUPS_PREFIX)}
     assert numbers - {None} == {3, 4}
     delete_c = scripted.hold("delete", GROUPS_PREFIX + "g/" + entry_name(2))
@@ -264,12 +264,12 @@ def test_stale_compactor_deciding_a_forgotten_commit_hides_it(
     gate.wait_reached()
     for v in range(10, 20):
         log.append("t", rows(v))
-    assert connect(scripted).compact(target_bytes=MIN_TARGET_BYTES)
+    assert connect(scripted).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DAY)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     clocks.advance(WEEK_AND_A_DAY)
     reinit(scripted, "x", 1)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert CoordinatorLog(scripted, "x", k.config.retry).outcome(0)[0] is Decision.FORGOTTEN
     want = [1, *range(2, 20)]
     assert committed_values(connect(scripted)) == want  # J's compacted object holds it
@@ -305,12 +305,12 @@ def compact_and_forget(scripted: ScriptedStore, clocks: Clocks, log: arrowlog.Ar
     the entries of record 1's epoch."""
     for v in range(10, 20):
         log.append("t", rows(v))
-    assert connect(scripted).compact(target_bytes=MIN_TARGET_BYTES)
+    assert connect(scripted).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DAY)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     clocks.advance(WEEK_AND_A_DAY)
     reinit(scripted, "x", 1)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert CoordinatorLog(scripted, "x", log.config.retry).outcome(0)[0] is Decision.FORGOTTEN
 
 
@@ -394,7 +394,7 @@ def test_zombie_prepare_passing_its_stray_check_on_another_stray(
     connect(scripted).delete_records("t", 0, 2)  # as above
     clocks.advance(WEEK_AND_A_DAY)
     commit_one(d, 5)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert not {1, 2} & set(entry_numbers(scripted, "x"))
     delete_b = scripted.hold("delete", entry_key("x", 2))
     gate_b.release()
@@ -436,7 +436,7 @@ def test_request_cost_of_old_epoch_decisions(scripted: ScriptedStore, clocks: Cl
         epochs.append(x.epoch - 1)
     log.delete_records("t", 0, log.partition("t", 0).end_offset() - 2)
     clocks.advance(DAY)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     coordinator = CoordinatorLog(scripted, "x", log.config.retry)
 
     def cost(epoch: int) -> tuple[Decision, dict[str, int]]:
@@ -476,7 +476,7 @@ def test_zombie_batch_of_forgotten_epoch_landing_after_cleanup_stays_hidden(
         log.append("t", rows(v))
     clocks.advance(WEEK_AND_A_DAY)
     commit_one(b, 7)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert 0 not in entry_numbers(scripted, "x")
     assert CoordinatorLog(scripted, "x", log.config.retry).outcome(0)[0] is Decision.FORGOTTEN
     with contextlib.suppress(arrowlog.ArrowLogError):
@@ -491,9 +491,9 @@ def test_zombie_batch_of_forgotten_epoch_landing_after_cleanup_stays_hidden(
     assert committed_values(fresh) == want
     assert fresh.stable_offsets("t") == fresh.end_offsets("t")
     clocks.advance(HOUR)
-    connect(scripted).compact(target_bytes=MIN_TARGET_BYTES)
+    connect(scripted).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DAY)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     assert committed_values(connect(scripted)) == want
 
 
@@ -512,7 +512,7 @@ def test_zombie_batch_of_forgotten_epoch_in_spark_scan_after_compaction(
         log.append("t", rows(v))
     clocks.advance(WEEK_AND_A_DAY)
     commit_one(b, 7)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     with contextlib.suppress(arrowlog.ArrowLogError):
         a.begin_transaction()
         a.send("t", rows(-1), partition=0)
@@ -522,7 +522,7 @@ def test_zombie_batch_of_forgotten_epoch_in_spark_scan_after_compaction(
     for v in range(8, 12):
         log.append("t", rows(v))
     clocks.advance(HOUR)
-    assert connect(scripted).compact(target_bytes=MIN_TARGET_BYTES)
+    assert connect(scripted).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     want = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     assert committed_values(connect(scripted)) == want
     assert scanned_values(connect(scripted), partitions={("t", 0)}) == want
@@ -557,10 +557,10 @@ def test_fenced_batch_in_segment_holding_the_log_start_below_the_mark(
     assert committed_values(connect(scripted)) == want
     log.delete_records("t", 0, 2)
     clocks.advance(HOUR)
-    assert connect(scripted).compact(target_bytes=MIN_TARGET_BYTES)
+    assert connect(scripted).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(WEEK_AND_A_DAY)
     commit_one(b, 102, partition=1)
-    connect(scripted).vacuum()
+    connect(scripted).maintenance.vacuum()
     # the entry answering for A's epoch stays while A's segment is stored
     assert CoordinatorLog(scripted, "x", log.config.retry).outcome(0)[0] is Decision.ABORTED
     assert committed_values(connect(scripted)) == want
@@ -586,7 +586,7 @@ def test_long_lived_reader_after_checkpoints_below_log_start_removed(
     assert reader.read("t", 0).column("v").to_pylist() == list(range(20))
     log.delete_records("t", 0, 10)
     clocks.advance(WEEK_AND_A_DAY)
-    removed = connect(clock).vacuum()
+    removed = connect(clock).maintenance.vacuum()
     assert any("checkpoint" in r.reason for r in removed)
     assert reader.read("t", 0).column("v").to_pylist() == list(range(10, 20))
     with pytest.raises(arrowlog.OffsetOutOfRangeError):
@@ -612,7 +612,7 @@ def test_stale_writer_after_checkpoints_below_log_start_removed(
         other.append("t", rows(v))
     other.delete_records("t", 0, 10)
     clocks.advance(WEEK_AND_A_DAY)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     w.append("t", rows(20))
     assert committed_values(connect(clock)) == list(range(10, 21))
 
@@ -667,7 +667,7 @@ def test_vacuum_with_a_stale_group_listing_under_concurrent_commits(
     clocks.advance(WEEK_AND_A_DAY)
     g.commit({("t", 0): 6})
     gate = scripted.hold("get", f"{GROUPS_PREFIX}g/*")
-    held = Background(connect(scripted).vacuum)
+    held = Background(connect(scripted).maintenance.vacuum)
     gate.wait_reached()
     for off in range(7, 11):
         connect(scripted).consumer(group_id="g").commit({("t", 0): off})

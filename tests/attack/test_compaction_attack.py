@@ -198,12 +198,12 @@ def test_every_read_is_unchanged_by_compaction_and_by_vacuum(
     before = every_read(log, 2)
     old = connect(clock)
     assert every_read(old, 2) == before
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done and all(c.key for c in done)
     for reader in (log, old, connect(clock)):
         assert every_read(reader, 2) == before
     clocks.advance(DELAY + MIN)
-    removed = [r for r in connect(clock).vacuum() if r.key.endswith(".arrow")]
+    removed = [r for r in connect(clock).maintenance.vacuum() if r.key.endswith(".arrow")]
     assert len(removed) == sum(c.segments for c in done)
     for reader in (log, old, connect(clock)):
         assert every_read(reader, 2) == before
@@ -224,7 +224,7 @@ def test_a_read_uncommitted_scan_of_a_compacted_range_reads_what_the_log_reader_
     reported corrupt, and no read_uncommitted Spark read of a compacted
     range with an aborted transaction can succeed."""
     log = mixed_log(clock)
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     fresh = connect(clock)
     read = fresh.consumer(isolation_level="read_uncommitted").read("t", 0)
     table = scanned(fresh, isolation_level="read_uncommitted")
@@ -235,9 +235,9 @@ def test_a_read_uncommitted_scan_after_vacuum(clock: ClockStore, clocks: Clocks)
     """As above, after vacuum removed the segments: the scan must not fail
     either. Observed: CorruptSegmentError from ``_run`` (as above)."""
     log = mixed_log(clock)
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     fresh = connect(clock)
     read = fresh.consumer(isolation_level="read_uncommitted").read("t", 0)
     assert vals(scanned(fresh, isolation_level="read_uncommitted")) == vals(read)
@@ -256,9 +256,9 @@ def test_a_scan_planned_before_removal_read_after_it(clock: ClockStore, clocks: 
     log = mixed_log(clock)
     expected = scanned(log)
     plan = plan_scan(log, ["t"])
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    log.vacuum()
+    log.maintenance.vacuum()
     schema = output_schema(log.topic("t").schema)
     batches = [b for task in plan.tasks for b in read_task(log.store, task, schema)]
     got = pa.Table.from_batches(batches, schema=schema)
@@ -294,9 +294,9 @@ def test_a_log_reader_with_an_old_view_and_a_stray_at_a_freed_key(
     r = connect(clock)
     rp = r.partition("t", 0)
     assert vals(rp.read(0, 20)) == list(range(20))
-    b.compact(target_bytes=MIN_TARGET_BYTES)
+    b.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    assert segment_key("t", 0, 1) in {x.key for x in b.vacuum()}
+    assert segment_key("t", 0, 1) in {x.key for x in b.maintenance.vacuum()}
     gate.release()
     res = held.result()
     assert isinstance(res, arrowlog.AppendResult) and res.base_offset == 20
@@ -332,9 +332,9 @@ def test_a_scan_task_planned_before_and_a_stray_at_a_freed_key(
     for v in range(1, 20):
         b.append("t", rows(v))
     plan = plan_scan(connect(clock), ["t"], starting={("t", 0): 1}, ending={("t", 0): 20})
-    b.compact(target_bytes=MIN_TARGET_BYTES)
+    b.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    b.vacuum()
+    b.maintenance.vacuum()
     gate.release()
     held.result()
     schema = output_schema(SCHEMA)
@@ -360,7 +360,7 @@ def test_a_truncated_compacted_object_fails_every_read_with_its_name(clock: Cloc
     consumer reads, projected reads, predicate reads and scans raise
     CorruptSegmentError naming the object; never rows."""
     log = mixed_log(clock)
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     key = done[0].key
     assert key is not None
     data = bytes(clock.get(key))
@@ -424,7 +424,7 @@ def test_a_compacted_object_whose_table_leaves_out_a_committed_run(clock: ClockS
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(20):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     _, batch, table = _honest(log, done.key)
     runs = [r for r in table.runs if r[0] != 5]
     keep = [i for i in range(batch.num_rows) if i != 5]
@@ -460,7 +460,7 @@ def test_a_compacted_object_whose_table_shifts_rows(clock: ClockStore) -> None:
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(20):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     _, batch, table = _honest(log, done.key)
     order = list(range(batch.num_rows))
     order[4], order[5] = 5, 4
@@ -477,7 +477,7 @@ def test_a_compacted_object_whose_table_claims_a_run_the_log_has_not(clock: Cloc
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(20):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     _, batch, table = _honest(log, done.key)
     runs = [(b, 2, t) if b == 5 else (b, c, t) for b, c, t in table.runs]
     runs = [r for r in runs if r[0] != 6]
@@ -524,9 +524,9 @@ def test_a_corrupt_old_checkpoint_after_compaction_and_vacuum(
     with pytest.warns(RuntimeWarning):
         assert vals(connect(clock).consumer().read("t", 0)) == list(range(20))
     _replace(clock, ck, good)
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     _replace(clock, ck, bytes(bad))
     assert not [k for k in segs(clock) if int(k.rsplit("/", 1)[1][:20]) < 16]
     fresh = connect(clock)
@@ -558,9 +558,9 @@ def test_a_corrupt_newest_checkpoint_after_compaction_and_vacuum(
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
         log.append("t", rows(v))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     ck = checkpoint_key("t", 0, 16)
     bad = bytearray(clock.get(ck))
     bad[len(bad) // 2] ^= 0x01
@@ -602,9 +602,9 @@ def _compacted_and_vacuumed(
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(count):
         log.append("t", rows(v))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert not [k for k in segs(clock) if int(k.rsplit("/", 1)[1][:20]) < 16]
     return log
 
@@ -637,9 +637,9 @@ def test_two_corrupt_checkpoints_after_compaction_and_vacuum_open_with_the_produ
         assert part.append(rows(12 + seq), identity=who).base_offset == 12 + seq
     for v in range(14, 22):
         log.append("t", rows(v))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     corrupt = [checkpoint_key("t", 0, 12), checkpoint_key("t", 0, 16)]
     for ck in corrupt:
         _flip(clock, ck)
@@ -696,9 +696,9 @@ def test_a_corrupt_checkpoint_of_transactions_after_compaction_and_vacuum_reads_
     across them raised SegmentNotFoundError."""
     log = mixed_log(clock, partitions=2)
     before = every_read(log, 2)
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert len(segs(clock)) < 20
     # read_uncommitted no longer sees the aborted records compaction left out
     uncommitted = uncommitted_reads(connect(clock))
@@ -734,10 +734,10 @@ def test_a_corrupt_index_and_a_corrupt_checkpoint_after_vacuum_fail_typed(
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(20):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done.key is not None
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     data = bytes(clock.get(done.key))
     at = data.index(b'"windows"')  # the index's first copy: the schema message
     _flip(clock, done.key, at + 12)
@@ -779,7 +779,7 @@ def test_an_index_that_disagrees_with_its_table_is_not_used(
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(20):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done.key is not None
     header, batch, _ = _honest(log, done.key)
     summaries = log.partition("t", 0).summaries(0, 16)
@@ -800,10 +800,10 @@ def test_an_index_that_disagrees_with_its_table_is_not_used(
     _replace(clock, done.key, bytes(forged))
     clocks.advance(DELAY + MIN)
     with pytest.warns(RuntimeWarning, match=f"{done.key}: compacted object unreadable"):
-        assert not [r for r in connect(clock).vacuum() if r.key.endswith(".arrow")]
+        assert not [r for r in connect(clock).maintenance.vacuum() if r.key.endswith(".arrow")]
     _replace(clock, done.key, honest)
     clocks.advance(DELAY + MIN)  # the object put again is as young as its put
-    assert len([r for r in connect(clock).vacuum() if r.key.endswith(".arrow")]) == 16
+    assert len([r for r in connect(clock).maintenance.vacuum() if r.key.endswith(".arrow")]) == 16
     _replace(clock, done.key, bytes(forged))
     _flip(clock, checkpoint_key("t", 0, 4))
     fresh = connect(clock)
@@ -838,10 +838,10 @@ def test_a_corrupt_checkpoint_of_the_window_holding_the_log_start_after_compacti
     for v in range(0, 28, 2):
         log.append("t", rows(v, v + 1))
     log.delete_records("t", 0, 11)
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert (done.start, done.end) == (12, 16)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     left = {int(k.rsplit("/", 1)[1][:20]) for k in segs(clock)}
     assert min(left) == 10 and 12 not in left and 14 not in left
     _flip(clock, checkpoint_key("t", 0, 8))
@@ -872,10 +872,10 @@ def test_compaction_and_vacuum_after_opening_past_a_corrupt_newest_checkpoint(
             assert w.append("t", rows(v)).base_offset == v
     assert checkpoint_key("t", 0, 20) in keys(clock, checkpoint_prefix("t", 0))
     with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
-        done = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+        done = connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert [(c.start, c.end) for c in done] == [(16, 20)]
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert min(int(k.rsplit("/", 1)[1][:20]) for k in segs(clock)) == 20
     _flip(clock, checkpoint_key("t", 0, 20))
     with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
@@ -916,10 +916,10 @@ def test_an_opening_past_corrupt_checkpoints_held_while_compaction_and_vacuum_ru
         for v in range(22, 26):
             b.append("t", rows(v))
     with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
-        done = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+        done = connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done and done[-1].end == 20
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert segment_key("t", 0, 16) not in segs(clock)
     _flip(clock, checkpoint_key("t", 0, 20))
     before = set(segs(clock))
@@ -946,7 +946,7 @@ def test_vacuum_keeps_the_segments_of_a_compacted_object_that_does_not_read_back
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
         log.append("t", rows(v))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done.key is not None
     data = bytes(clock.get(done.key))
     footer = len(data) - 10 - int.from_bytes(data[-10:-6], "little")
@@ -955,7 +955,7 @@ def test_vacuum_keeps_the_segments_of_a_compacted_object_that_does_not_read_back
     before = set(segs(clock))
     clocks.advance(DELAY + MIN)
     with pytest.warns(RuntimeWarning, match=f"{done.key}: compacted object unreadable"):
-        removed = connect(clock).vacuum()
+        removed = connect(clock).maintenance.vacuum()
     assert not [r for r in removed if r.key.endswith(".arrow")]
     assert set(segs(clock)) == before
     _flip(clock, checkpoint_key("t", 0, 4))
@@ -1003,9 +1003,9 @@ def test_an_in_doubt_idempotent_batch_retried_after_its_segment_was_compacted_aw
     other = connect(clock)
     for v in range(1, 22):
         other.append("t", rows(v))
-    other.compact(target_bytes=MIN_TARGET_BYTES)
+    other.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    other.vacuum()
+    other.maintenance.vacuum()
     assert segment_key("t", 0, 0) not in segs(clock)
     for rule in list(scripted._rules):
         rule.stop()
@@ -1030,9 +1030,9 @@ def test_a_loader_with_a_stale_expected_offset_after_removal(
     other = connect(clock)
     for v in range(1, 22):
         other.append("t", rows(v))
-    other.compact(target_bytes=MIN_TARGET_BYTES)
+    other.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    other.vacuum()
+    other.maintenance.vacuum()
     with pytest.raises(OffsetMismatchError) as e:
         loader.append("t", rows(1), expected_offset=1)
     assert e.value.log_end_offset == 22
@@ -1055,9 +1055,9 @@ def test_a_writer_paused_just_under_half_the_delay_then_compaction_and_removal(
     b = connect(clock)
     for v in range(1, 22):
         b.append("t", rows(v))
-    b.compact(target_bytes=MIN_TARGET_BYTES)
+    b.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    b.vacuum()
+    b.maintenance.vacuum()
     assert a.append("t", rows(100)).base_offset == 22
     assert vals(connect(clock).consumer().read("t", 0)) == [*range(22), 100]
 
@@ -1080,9 +1080,9 @@ def test_a_transactional_producer_idle_across_compaction_and_removal(
     other = connect(clock)
     for v in range(2, 22):
         other.append("t", rows(v))
-    other.compact(target_bytes=MIN_TARGET_BYTES)
+    other.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    other.vacuum()
+    other.maintenance.vacuum()
     p.begin_transaction()
     md = p.send("t", rows(501))
     p.commit_transaction()
@@ -1110,12 +1110,12 @@ def test_an_open_transaction_stops_compaction_at_its_first_record(clock: ClockSt
     p.flush()
     for v in range(7, 31):
         log.append("t", rows(v))
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert all(c.end <= 6 for c in done), done
     p.commit_transaction()
     for v in range(31, 40):
         log.append("t", rows(v))
-    done2 = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done2 = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done2 and done2[-1].end > 6
     got = vals(connect(clock).consumer().read("t", 0))
     assert got == [*range(6), 600, *range(7, 40)]
@@ -1148,7 +1148,7 @@ def test_a_transaction_decided_whose_marker_is_not_written_yet(clock: ClockStore
     reader = connect(clock)
     before = vals(reader.consumer().read("t", 0))
     assert before == [0, 1, 2, 3, 400, 500, *range(6, 31)]
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done and done[0].start == 0 and done[-1].end > 6
     assert vals(connect(clock).consumer().read("t", 0)) == before
     gate.release()
@@ -1188,7 +1188,7 @@ def test_a_fenced_zombie_s_records_are_never_compacted_into_view(clock: ClockSto
         log.append("t", rows(v))
     before = vals(log.consumer().read("t", 0))
     assert -1 not in before and -2 not in before and 700 in before
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done
     fresh = connect(clock)
     assert vals(fresh.consumer().read("t", 0)) == before
@@ -1237,7 +1237,7 @@ def test_an_in_doubt_transactional_send_then_abort_then_compaction(clock: ClockS
         late.land()
     before = vals(log.consumer().read("t", 0))
     assert before == list(range(10, 40))
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done and done[0].start == 0
     assert vals(connect(clock).consumer().read("t", 0)) == before
     unc = vals(connect(clock).partition("t", 0).read(0, done[-1].end))
@@ -1268,17 +1268,17 @@ def test_compactors_with_different_targets_then_vacuum(clock: ClockStore, clocks
     for i in range(40):
         log.append("t", big_rows(i * 2000))
     before = every_read(log)
-    c1 = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
-    c2 = connect(clock).compact(target_bytes=4 * MIN_TARGET_BYTES)
+    c1 = connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
+    c2 = connect(clock).maintenance.compact(target_bytes=4 * MIN_TARGET_BYTES)
     assert c1
     for i in range(40, 60):
         log.append("t", big_rows(i * 2000))
     before = every_read(log)
-    connect(clock).compact(target_bytes=4 * MIN_TARGET_BYTES)
-    connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    connect(clock).maintenance.compact(target_bytes=4 * MIN_TARGET_BYTES)
+    connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert every_read(connect(clock)) == before
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     for reader in (log, connect(clock)):
         assert every_read(reader) == before
     del c2
@@ -1293,18 +1293,18 @@ def test_log_start_moved_inside_a_compacted_object_then_compaction_again(
     before (cut at the log start); nothing below the log start; writers still
     land at the end."""
     log = mixed_log(clock)
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     mid = (done[0].start + done[0].end) // 2 + 1
     full = log.consumer().read("t", 0)
     offs = {r.offset: r.batch.to_pylist() for r in log.consumer().iter_records("t", 0)}
     log.delete_records("t", 0, mid)
     for v in range(900, 910):
         log.append("t", rows(v))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     fresh = connect(clock)
     got = {r.offset: r.batch.to_pylist() for r in fresh.consumer().iter_records("t", 0)}
     want = {o: b for o, b in offs.items() if o >= mid}
@@ -1323,15 +1323,15 @@ def test_delete_records_past_the_mark_then_compaction(clock: ClockStore, clocks:
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(30):
         log.append("t", rows(v))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     old = connect(clock)
     old.partition("t", 0).end_offset()
     log.delete_records("t", 0, 27)
     for v in range(30, 50):
         log.append("t", rows(v))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert old.append("t", rows(1000)).base_offset == 50
     assert vals(connect(clock).consumer().read("t", 0)) == [*range(27, 50), 1000]
 
@@ -1351,7 +1351,7 @@ def test_compaction_while_the_topic_is_deleted_and_created_anew(
         log.append("t", rows(v))
     comp = connect(scripted)
     gate = scripted.hold("put_if_absent", lambda k: "/compacted/" in k)
-    running = Background(lambda: comp.compact(target_bytes=MIN_TARGET_BYTES))
+    running = Background(lambda: comp.maintenance.compact(target_bytes=MIN_TARGET_BYTES))
     gate.wait_reached()
     log.delete_topic("t")
     clocks.advance(MIN)
@@ -1368,7 +1368,7 @@ def test_compaction_while_the_topic_is_deleted_and_created_anew(
     assert vals(fresh.consumer().read("t", 0)) == [1000 + v for v in range(5)]
     for v in range(5, 20):
         fresh.append("t", rows(1000 + v))
-    fresh.compact(target_bytes=MIN_TARGET_BYTES)
+    fresh.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert vals(connect(clock).consumer().read("t", 0)) == [1000 + v for v in range(20)]
 
 
@@ -1385,10 +1385,10 @@ def test_partitions_added_are_compacted_too(clock: ClockStore) -> None:
     other.create_partitions("t", 2)
     for v in range(20):
         other.append("t", rows(100 + v), partition=1)
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     parts = {c.partition for c in done}
     if 1 not in parts:
-        parts |= {c.partition for c in log.compact(target_bytes=MIN_TARGET_BYTES)}
+        parts |= {c.partition for c in log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)}
     assert parts == {0, 1}
     fresh = connect(clock)
     assert vals(fresh.consumer().read("t", 1)) == [100 + v for v in range(20)]
@@ -1403,7 +1403,7 @@ def test_dry_run_writes_and_deletes_nothing(clock: ClockStore) -> None:
     mixed_log(clock)
     n = len(clock.writes)
     fresh = connect(clock)
-    planned = fresh.compact(target_bytes=MIN_TARGET_BYTES, dry_run=True)
+    planned = fresh.maintenance.compact(target_bytes=MIN_TARGET_BYTES, dry_run=True)
     assert planned
     assert clock.writes[n:] == []
 
@@ -1418,10 +1418,10 @@ def test_bad_target_bytes_write_nothing(clock: ClockStore, bad: Any) -> None:
     mixed_log(clock)
     n = len(clock.writes)
     if bad is None:
-        connect(clock).compact(target_bytes=None, dry_run=True)
+        connect(clock).maintenance.compact(target_bytes=None, dry_run=True)
         return
     with pytest.raises(InvalidConfigError):
-        connect(clock).compact(target_bytes=bad)
+        connect(clock).maintenance.compact(target_bytes=bad)
     assert clock.writes[n:] == []
 
 
@@ -1435,7 +1435,7 @@ def test_bad_topics_write_nothing(clock: ClockStore, topics: Any) -> None:
     mixed_log(clock)
     n = len(clock.writes)
     with pytest.raises(ArrowLogError):
-        connect(clock).compact(topics, target_bytes=MIN_TARGET_BYTES)
+        connect(clock).maintenance.compact(topics, target_bytes=MIN_TARGET_BYTES)
     assert clock.writes[n:] == []
 
 
@@ -1515,17 +1515,17 @@ def test_a_compactor_paused_after_its_object_before_its_mark_while_vacuum_runs(
         log.append("t", rows(v))
     scripted = ScriptedStore(clock)
     gate = scripted.hold("put_if_absent", lambda k: "/segments/compacted-" in k)
-    comp = Background(lambda: connect(scripted).compact(target_bytes=MIN_TARGET_BYTES))
+    comp = Background(lambda: connect(scripted).maintenance.compact(target_bytes=MIN_TARGET_BYTES))
     gate.wait_reached()
     clocks.advance(DELAY + MIN)
-    assert not [r for r in connect(clock).vacuum() if r.key.endswith(".arrow")]
+    assert not [r for r in connect(clock).maintenance.vacuum() if r.key.endswith(".arrow")]
     gate.release()
     comp.result()
-    assert not [r for r in connect(clock).vacuum() if "/segments/" in r.key
+    assert not [r for r in connect(clock).maintenance.vacuum() if "/segments/" in r.key
                 and r.key.endswith(".arrow")]  # fmt: skip
     log.append("t", rows(22))
     clocks.advance(DELAY + MIN)
-    assert [r for r in connect(clock).vacuum() if r.key.endswith(".arrow")]
+    assert [r for r in connect(clock).maintenance.vacuum() if r.key.endswith(".arrow")]
     assert vals(connect(clock).consumer().read("t", 0)) == list(range(23))
     assert vals(log.partition("t", 0).read(0, 23)) == list(range(23))
 
@@ -1542,13 +1542,13 @@ def test_a_vacuum_that_planned_before_a_new_checkpoint_and_a_slow_writer(
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
         log.append("t", rows(v))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     w = connect(clock)
     w.partition("t", 0).end_offset()
     clocks.advance(DELAY + MIN)
     scripted = ScriptedStore(clock)
     gate = scripted.hold("delete", lambda k: k.endswith(".arrow"), nth=3)
-    vac = Background(lambda: connect(scripted).vacuum())
+    vac = Background(lambda: connect(scripted).maintenance.vacuum())
     gate.wait_reached()
     assert w.append("t", rows(22)).base_offset == 22
     gate.release()
@@ -1568,14 +1568,14 @@ def test_opening_a_partition_while_vacuum_removes_compacted_segments(
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
         log.append("t", rows(v))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
     scripted = ScriptedStore(clock)
     gate = scripted.hold("get", lambda k: "/checkpoints/" in k)
     new = connect(scripted)
     opening = Background(lambda: new.append("t", rows(22)))
     gate.wait_reached()
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     gate.release()
     res = opening.result()
     assert isinstance(res, arrowlog.AppendResult) and res.base_offset == 22
@@ -1591,9 +1591,9 @@ def test_a_consumer_group_resumes_across_compaction(clock: ClockStore, clocks: C
     first = c.read("t", 0, start=0, end=10)
     c.commit({("t", 0): 10})
     expected = vals(log.consumer().read("t", 0, start=10))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    log.vacuum()
+    log.maintenance.vacuum()
     c2 = connect(clock).consumer(group_id="g")
     pos = c2.committed("t", 0)
     assert pos == 10
@@ -1611,9 +1611,9 @@ def test_a_reader_whose_listing_misses_the_mark(clock: ClockStore, clocks: Clock
     log.create_topic("t", SCHEMA, config=CONFIG)
     for v in range(22):
         log.append("t", rows(v))
-    log.compact(target_bytes=MIN_TARGET_BYTES)
+    log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    log.vacuum()
+    log.maintenance.vacuum()
     scripted = ScriptedStore(clock)
     scripted.hide(lambda k: "/segments/compacted-" in k, times=3)
     r = connect(scripted)
@@ -1630,7 +1630,7 @@ def test_checkpoint_prefix_is_untouched_by_compaction(clock: ClockStore) -> None
     mixed_log(clock)
     before = set(keys(clock, checkpoint_prefix("t", 0))) | set(segs(clock))
     n = len(clock.writes)
-    connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     written = [k for op, k in clock.writes[n:]]
     assert all("/compacted/" in k or "/segments/compacted-" in k for k in written), written
     assert set(keys(clock, checkpoint_prefix("t", 0))) | set(segs(clock)) == before
@@ -1657,13 +1657,13 @@ def test_an_expired_transaction_is_compacted_only_once_aborted(
     p.flush()
     for v in range(5, 31):
         log.append("t", rows(v))
-    assert all(c.end <= 4 for c in log.compact(target_bytes=MIN_TARGET_BYTES))
+    assert all(c.end <= 4 for c in log.maintenance.compact(target_bytes=MIN_TARGET_BYTES))
     clocks.advance(60 * MIN)
-    assert connect(clock).compact(target_bytes=MIN_TARGET_BYTES) == [] or all(
-        c.end <= 4 for c in connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    assert connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES) == [] or all(
+        c.end <= 4 for c in connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     )
-    assert [t.transactional_id for t in connect(clock).expire_transactions()] == ["x"]
-    done = connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    assert [t.transactional_id for t in connect(clock).admin.expire_transactions()] == ["x"]
+    done = connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert done and done[-1].end > 4
     with pytest.raises(ArrowLogError):
         p.commit_transaction()
@@ -1686,7 +1686,7 @@ def test_a_flipped_byte_anywhere_in_a_large_compacted_object_read_by_columns(
     log.create_topic("t", SCHEMA, config=cfg)
     for i in range(12):
         log.append("t", big_rows(i * 2500, 2500))
-    (done,) = log.compact(target_bytes=MIN_TARGET_BYTES)
+    (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     key = done.key
     assert key is not None
     good = bytes(clock.get(key))
@@ -1726,16 +1726,16 @@ def test_a_compactor_with_a_larger_target_reads_through_removed_segments(
     log = mixed_log(clock)
     b = connect(clock)
     b.partition("t", 0).end_offset()
-    connect(clock).compact(target_bytes=MIN_TARGET_BYTES)
+    connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     for v in range(40, 60):
         log.append("t", rows(v))
     before = every_read(connect(clock))
-    b.compact(target_bytes=4 * MIN_TARGET_BYTES)
+    b.maintenance.compact(target_bytes=4 * MIN_TARGET_BYTES)
     assert every_read(connect(clock)) == before
     clocks.advance(DELAY + MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert every_read(connect(clock)) == before
     assert every_read(b) == before
 
@@ -1794,7 +1794,7 @@ def test_compactors_killed_after_each_write_with_alternating_targets(
         assert vals(scanned(fresh)) == expected, f"k={k}"
         k += 1
     time.sleep(1.2)  # delete_delay_ms 100 + the second of S3's grain
-    shared_store_spec.connect(config=FAST).vacuum()
+    shared_store_spec.connect(config=FAST).maintenance.vacuum()
     fresh = shared_store_spec.connect(config=FAST)
     assert vals(fresh.consumer().read("t", 0)) == expected
     assert vals(scanned(fresh)) == expected

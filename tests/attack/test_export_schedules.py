@@ -456,7 +456,7 @@ class Timed:
     def later(self) -> None:
         """The topic's delete delay passes, then vacuum runs."""
         self.clocks.advance(DELAY + 2 * MIN)
-        self.admin.vacuum(["t"])
+        self.admin.maintenance.vacuum(["t"])
 
 
 def _each_step(

@@ -185,7 +185,7 @@ def test_an_expirer_racing_a_commit_carries_the_commit_through(
     gate = scripted.hold("put_if_absent", entry_key("tx", 1))
     expirer = arrowlog.connect(scripted)
     future = int(time.time() * 1000) + 60_000
-    expire = Background(lambda: expirer.expire_transactions(now_ms=future))
+    expire = Background(lambda: expirer.admin.expire_transactions(now_ms=future))
     gate.wait_reached()
     p.commit_transaction()
     gate.release()
@@ -207,7 +207,7 @@ def test_an_operator_abort_racing_an_init_leaves_one_epoch_holder(
     dead.begin_transaction()
     dead.send("t", rows(1), partition=0)
     gate = scripted.hold("put_if_absent", entry_key("tx", 1))
-    abort = Background(lambda: arrowlog.connect(scripted).abort_transaction("tx"))
+    abort = Background(lambda: arrowlog.connect(scripted).admin.abort_transaction("tx"))
     gate.wait_reached()
     new = arrowlog.connect(store).producer(transactional_id="tx")
     new.init_transactions()
@@ -299,13 +299,13 @@ def test_skewed_clocks_neither_expire_early_nor_hold_the_lso(
     p.begin_transaction()
     p.send("t", rows(1), partition=0)
     expirer = arrowlog.connect(store)
-    assert expirer.expire_transactions() == []
+    assert expirer.admin.expire_transactions() == []
     monkeypatch.setattr(time, "time", lambda: real() - 86_400)
-    assert expirer.expire_transactions() == []
+    assert expirer.admin.expire_transactions() == []
     monkeypatch.setattr(time, "time", real)
     assert expirer.stable_offsets("t") == {0: 0}
     later = int(real() * 1000) + 10_000
-    assert [t.transactional_id for t in expirer.expire_transactions(now_ms=later)] == ["tx"]
+    assert [t.transactional_id for t in expirer.admin.expire_transactions(now_ms=later)] == ["tx"]
     assert _settled(expirer)
     with pytest.raises(arrowlog.TransactionTimeoutError):
         p.commit_transaction()

@@ -122,7 +122,7 @@ def test_control_an_abandoned_transaction_is_expired(clock: ClockStore) -> None:
     admin = connect(clock)
     assert admin.stable_offsets("t") == {0: 0}
     clock.advance(HOUR)
-    expired = admin.expire_transactions()
+    expired = admin.admin.expire_transactions()
     assert [t.transactional_id for t in expired] == ["x"]
     assert admin.stable_offsets("t") == admin.end_offsets("t")
     assert committed(admin) == [1, 2, 3]
@@ -145,15 +145,15 @@ def test_retention_past_an_abandoned_transactions_first_record_leaves_it_unexpir
     log = make_topic(clock)
     _abandoned_txn_then_plain(log)
     log.alter_topic_config("t", retention_bytes=seg_size(log, 3))
-    log.vacuum()
+    log.maintenance.vacuum()
     admin = connect(clock)
     assert admin.start_offsets("t") == {0: 3}
     assert admin.stable_offsets("t") == {0: 3}  # held by the transaction
     clock.advance(HOUR)
-    expired = admin.expire_transactions()
+    expired = admin.admin.expire_transactions()
     clock.advance(HOUR)
-    expired += admin.expire_transactions()
-    hanging = arrowlog.admin.open_transactions(admin)
+    expired += admin.admin.expire_transactions()
+    hanging = admin.admin.open_transactions()
     assert hanging == [] and expired, f"still hanging after 2 h: {hanging}"
     assert admin.stable_offsets("t")[0] == admin.end_offsets("t")[0]
     assert committed(admin) == [3]
@@ -171,7 +171,7 @@ def test_retention_past_an_open_transaction_is_kafka_like_and_the_lso_follows(
     log = make_topic(clock)
     p = _abandoned_txn_then_plain(log)
     log.alter_topic_config("t", retention_bytes=seg_size(log, 3))
-    log.vacuum()
+    log.maintenance.vacuum()
     admin = connect(clock)
     assert admin.start_offsets("t") == {0: 3}
     assert admin.stable_offsets("t") == {0: 3}
@@ -204,7 +204,7 @@ def test_time_retention_from_a_listing_that_missed_a_segment_deletes_a_young_rec
     log.append("t", rows(6))
     scripted = ScriptedStore(clock)
     scripted.hide(segment_key("t", 0, 5), times=10)
-    connect(scripted).vacuum(["t"])
+    connect(scripted).maintenance.vacuum(["t"])
     assert start_of(clock) == 5
     assert values(connect(clock)) == [5, 6]
 
@@ -216,7 +216,7 @@ def test_control_time_retention_without_a_listing_gap(clock: ClockStore) -> None
     clock.advance(HOUR)
     log.append("t", rows(5))
     log.append("t", rows(6))
-    connect(clock).vacuum(["t"])
+    connect(clock).maintenance.vacuum(["t"])
     assert start_of(clock) == 5
     assert values(connect(clock)) == [5, 6]
 
@@ -231,7 +231,7 @@ def test_size_retention_from_a_listing_that_missed_a_segment_deletes_no_more(
     log.alter_topic_config("t", retention_bytes=2 * seg_size(log, 0))
     scripted = ScriptedStore(clock)
     scripted.hide(segment_key("t", 0, 5), times=10)
-    connect(scripted).vacuum(["t"])
+    connect(scripted).maintenance.vacuum(["t"])
     assert start_of(clock) <= 5
     assert values(connect(clock))[-2:] == [5, 6]
 
@@ -246,10 +246,10 @@ def test_removal_from_a_listing_that_missed_a_segment_removes_nothing_at_or_abov
     clocks.advance(DELAY + 5 * MIN)
     scripted = ScriptedStore(clock)
     scripted.hide(segment_key("t", 0, 4), times=10)
-    connect(scripted).vacuum(["t"])
+    connect(scripted).maintenance.vacuum(["t"])
     assert values(connect(clock)) == [5, 6, 7, 8, 9]
     assert segment_key("t", 0, 5) in objects(clock)
-    connect(clock).vacuum(["t"])
+    connect(clock).maintenance.vacuum(["t"])
     assert segment_key("t", 0, 4) not in objects(clock)
 
 
@@ -390,7 +390,7 @@ def test_dry_run_vacuum_and_describe_write_nothing(clock: ClockStore) -> None:
     fresh = connect(clock)
     clock.writes.clear()
     # dry runs age by this machine's clock: make it agree with the store's
-    planned = fresh.vacuum(dry_run=True)
+    planned = fresh.maintenance.vacuum(dry_run=True)
     fresh.describe_topic("t")
     fresh.start_offsets("t")
     fresh.stable_offsets("t")
@@ -454,7 +454,7 @@ def test_alter_to_no_retention_racing_a_vacuum_that_read_the_old_config(
     v = connect(scripted)
     v.list_topics()
     gate = scripted.hold("list", "t/0/segments/", nth=2)
-    held = Background(lambda: v.vacuum(["t"]))
+    held = Background(lambda: v.maintenance.vacuum(["t"]))
     gate.wait_reached()
     log.alter_topic_config("t", retention_bytes=None)
     gate.release()
@@ -549,16 +549,16 @@ def test_a_vacuum_killed_at_any_write_is_finished_by_the_next(
     s = fresh.start_offsets("t")[0]
     assert s in (4, 7)
     assert values(fresh) == list(range(s, 10))
-    connect(str(root)).vacuum()
+    connect(str(root)).maintenance.vacuum()
     assert start_of(str(root)) == 7
     _age(root, 2 * HOUR)
-    connect(str(root)).vacuum()
+    connect(str(root)).maintenance.vacuum()
     _age(root, 2 * HOUR)
-    connect(str(root)).vacuum()
+    connect(str(root)).maintenance.vacuum()
     left = objects(connect(str(root)).store)
     assert not [k for k in left if k.startswith("_arrowlog/clock/")], left
     assert {segment_key("t", 0, b) for b in range(7)}.isdisjoint(left)
-    assert connect(str(root)).vacuum() == []  # idempotent
+    assert connect(str(root)).maintenance.vacuum() == []  # idempotent
     after = connect(str(root))
     assert values(after) == [7, 8, 9]
     assert after.append("t", rows(10)).base_offset == 10
@@ -617,10 +617,10 @@ def test_a_vacuum_killed_while_removing_checkpoints_is_finished_by_the_next(
     proc = _worker(root, n, "after")
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert values(connect(str(root))) == [8, 9]
-    connect(str(root)).vacuum()
+    connect(str(root)).maintenance.vacuum()
     assert values(connect(str(root))) == [8, 9]
     _age(root, 2 * HOUR)
-    connect(str(root)).vacuum()
+    connect(str(root)).maintenance.vacuum()
     left = objects(connect(str(root)).store)
     assert not [k for k in left if k.startswith("_arrowlog/clock/")], left
     assert {k for k in left if k.startswith("t/0/")} == {
@@ -629,7 +629,7 @@ def test_a_vacuum_killed_while_removing_checkpoints_is_finished_by_the_next(
         segment_key("t", 0, 9),
         log_start_key("t", 0, 8),
     }
-    assert connect(str(root)).vacuum() == []
+    assert connect(str(root)).maintenance.vacuum() == []
     after = connect(str(root))
     assert after.start_offsets("t") == {0: 8}
     assert after.append("t", rows(10)).base_offset == 10
@@ -721,10 +721,10 @@ def test_an_in_doubt_batch_deleted_by_retention_is_not_written_again(
         log.append("t", rows(v))
     assert values(connect(clock)) == [0, 1, 2, 100, 4, 5, 6, 7, 8, 9]
     log.alter_topic_config("t", retention_bytes=1)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert start_of(clock) == 9
     clocks.advance(DELAY + 5 * MIN)
-    assert segment_key("t", 0, 3) in {r.key for r in connect(clock).vacuum()}
+    assert segment_key("t", 0, 3) in {r.key for r in connect(clock).maintenance.vacuum()}
     wrapped.blind = False
     p.flush()
     assert p.send("t", rows(10), partition=0).base_offset == 10
@@ -757,10 +757,10 @@ def test_an_in_doubt_batch_behind_the_log_start_and_a_writer_clock_8_days_ahead(
     seen_first = values(connect(clock))
     assert seen_first == [0, 1, 2, 100, 4, 5, 6, 7, 8, 9]
     log.alter_topic_config("t", retention_bytes=1)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert start_of(clock) == 9
     clocks.advance(DELAY + 5 * MIN)
-    assert segment_key("t", 0, 2) in {r.key for r in connect(clock).vacuum()}
+    assert segment_key("t", 0, 2) in {r.key for r in connect(clock).maintenance.vacuum()}
     wrapped.blind = False
     p.flush()
     seen_later = values(connect(clock), start=9)
@@ -789,9 +789,9 @@ def test_an_in_doubt_batch_of_a_producer_whose_clock_is_8_days_behind_survives_r
     seen_first = values(connect(clock))
     assert seen_first == [0, 1, 2, 100, 4, 5, 6, 7, 8, 9]
     log.alter_topic_config("t", retention_bytes=1)
-    log.vacuum()
+    log.maintenance.vacuum()
     clocks.advance(DELAY + 5 * MIN)
-    assert segment_key("t", 0, 2) in {r.key for r in connect(clock).vacuum()}
+    assert segment_key("t", 0, 2) in {r.key for r in connect(clock).maintenance.vacuum()}
     wrapped.blind = False
     p.flush()
     seen_later = values(connect(clock), start=9)
@@ -812,7 +812,7 @@ def test_producer_state_expires_after_7_days_on_the_store_clock_whatever_writers
     p = log.producer()
     p.send("t", rows(100), partition=0)
     p.flush()
-    assert p.producer_id in {e.producer_id for e in connect(clock).list_producers("t", 0)}
+    assert p.producer_id in {e.producer_id for e in connect(clock).admin.list_producers("t", 0)}
     clock.advance(8 * 24 * HOUR)  # the store's clock only
     q = connect(clock)
     for v in range(4, 10):
@@ -821,7 +821,7 @@ def test_producer_state_expires_after_7_days_on_the_store_clock_whatever_writers
     recent.send("t", rows(10), partition=0)
     recent.send("t", rows(11), partition=0)  # completes the window [10, 12)
     recent.flush()
-    kept = {e.producer_id for e in connect(clock).list_producers("t", 0)}
+    kept = {e.producer_id for e in connect(clock).admin.list_producers("t", 0)}
     assert p.producer_id not in kept and recent.producer_id in kept
 
 
@@ -847,16 +847,16 @@ def test_producer_state_from_a_checkpoint_written_before_it_was_dated_is_read_an
     fields.pop("producers_stored_ms", None)
     clock.delete(key)
     clock.put_if_absent(key, _checked_json.dump(fields))
-    assert p.producer_id in {e.producer_id for e in connect(clock).list_producers("t", 0)}
+    assert p.producer_id in {e.producer_id for e in connect(clock).admin.list_producers("t", 0)}
     q = connect(clock)
     for v in (2, 3):
         q.append("t", rows(v))
-    assert p.producer_id in {e.producer_id for e in connect(clock).list_producers("t", 0)}
+    assert p.producer_id in {e.producer_id for e in connect(clock).admin.list_producers("t", 0)}
     clock.advance(8 * 24 * HOUR)
     r = connect(clock)
     for v in (4, 5):
         r.append("t", rows(v))
-    assert p.producer_id not in {e.producer_id for e in connect(clock).list_producers("t", 0)}
+    assert p.producer_id not in {e.producer_id for e in connect(clock).admin.list_producers("t", 0)}
 
 
 def test_control_the_same_skew_without_retention_finds_the_batch(
@@ -892,9 +892,9 @@ def _others_write_1_to_9_then_retention_frees_key_1(clock: ClockStore, clocks: C
     for v in range(1, 10):
         b.append("t", rows(v))
     b.alter_topic_config("t", retention_bytes=1)
-    b.vacuum()
+    b.maintenance.vacuum()
     clocks.advance(DELAY + 5 * MIN)
-    assert segment_key("t", 0, 1) in {r.key for r in b.vacuum()}
+    assert segment_key("t", 0, 1) in {r.key for r in b.maintenance.vacuum()}
     assert segment_key("t", 0, 1) not in objects(clock, "t/0/segments/")
 
 
@@ -941,9 +941,9 @@ def test_a_reader_paused_mid_stream_across_retention_and_removal(
     got = [b.column("v").to_pylist() for b in (next(it), next(it))]
     b = connect(clock)
     b.alter_topic_config("t", retention_bytes=1)
-    b.vacuum()
+    b.maintenance.vacuum()
     clocks.advance(DELAY + 5 * MIN)
-    assert b.vacuum()
+    assert b.maintenance.vacuum()
     try:
         got += [batch.column("v").to_pylist() for batch in it]
     except OffsetOutOfRangeError:
@@ -965,7 +965,7 @@ def test_a_group_position_below_the_new_log_start_raises_not_wrong_rows(
     c.commit({("t", 0): 2})
     b = connect(clock)
     b.alter_topic_config("t", retention_bytes=1)
-    b.vacuum()
+    b.maintenance.vacuum()
     c2 = connect(clock).consumer(group_id="g")
     pos = c2.committed("t", 0)
     assert pos == 2
@@ -991,9 +991,9 @@ def test_a_transaction_paused_across_retention_and_removal_then_commits(
     for v in range(4, 10):
         log.append("t", rows(v))
     log.alter_topic_config("t", retention_bytes=1)
-    log.vacuum()
+    log.maintenance.vacuum()
     clocks.advance(DELAY + 5 * MIN)
-    assert segment_key("t", 0, 3) in {r.key for r in connect(clock).vacuum()}
+    assert segment_key("t", 0, 3) in {r.key for r in connect(clock).maintenance.vacuum()}
     assert p.send("t", rows(101), partition=0).base_offset == 10
     p.commit_transaction()
     p.flush()
@@ -1010,7 +1010,7 @@ def test_a_new_instance_still_recovers_a_transaction_retention_cut(clock: ClockS
     log = make_topic(clock)
     _abandoned_txn_then_plain(log)
     log.alter_topic_config("t", retention_bytes=1)
-    log.vacuum()
+    log.maintenance.vacuum()
     admin = connect(clock)
     assert admin.stable_offsets("t") == {0: 3}
     again = connect(clock).producer(transactional_id="x", transaction_timeout_ms=1_000)
@@ -1034,7 +1034,7 @@ def test_time_retention_on_an_empty_partition_does_nothing(clock: ClockStore) ->
     log.create_topic("t", SCHEMA, partitions=2, config=TopicConfig(retention_ms=MIN))
     log.append("t", rows(0), partition=1)
     clock.advance(HOUR)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert not [k for k in objects(clock, "t/0/") if "log-start" in k]
     assert connect(clock).start_offsets("t") == {0: 0, 1: 0}
     assert connect(clock).append("t", rows(1), partition=0).base_offset == 0
@@ -1047,9 +1047,9 @@ def test_time_retention_when_every_segment_is_old_keeps_the_newest(clock: ClockS
     log = make_topic(clock, 4, retention_ms=MIN)
     log.append("t", pa.record_batch({"v": [4, 5, 6]}, schema=SCHEMA))
     clock.advance(24 * HOUR)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert start_of(clock) == 4 and values(connect(clock)) == [4, 5, 6]
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 4
 
 
@@ -1070,7 +1070,7 @@ def test_time_retention_keeps_the_newest_data_when_the_newest_segment_is_a_marke
     p.flush()  # the markers are written
     assert log.end_offsets("t") == {0: 2}
     clock.advance(24 * HOUR)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert committed(connect(clock)) == [0], f"log start {start_of(clock)}"
 
 
@@ -1083,10 +1083,10 @@ def test_time_retention_ignores_segments_dated_in_the_store_clocks_future(
     store's clock (negative age never counts as old)."""
     make_topic(clock, 5, retention_ms=MIN)
     clock.advance(-HOUR)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 0
     clock.advance(HOUR + 2 * MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 4
 
 
@@ -1102,10 +1102,10 @@ def test_time_retention_ignores_the_writers_clock(
     clocks.skew = skew_days * 24 * 3600
     make_topic(clock, 5, retention_ms=HOUR)
     clocks.skew = 0
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 0
     clock.advance(HOUR + 2 * MIN)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 4
 
 
@@ -1120,7 +1120,7 @@ def test_time_retention_stops_at_the_first_young_segment(clock: ClockStore) -> N
     log.append("t", rows(3))
     log.append("t", rows(4))
     clock.advance(HOUR)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 2
 
 
@@ -1140,7 +1140,7 @@ def test_an_empty_partition_with_retention_stops_vacuum_of_every_other_topic(
     log.delete_records("z", 0, 4)
     clocks.advance(DELAY + 5 * MIN)
     with contextlib.suppress(ValueError):  # the empty-partition finding, tested above
-        connect(clock).vacuum()
+        connect(clock).maintenance.vacuum()
     assert segment_key("z", 0, 0) not in objects(clock, "z/0/segments/")
 
 
@@ -1170,9 +1170,9 @@ def test_size_retention_with_uneven_segments_keeps_at_most_the_limit(
     limit = sum(sizes[2:]) + 1
     bases = [r.base for r in log.partition("t", 0).segments()]
     log.alter_topic_config("t", retention_bytes=limit)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == bases[2]
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == bases[2]
 
 
@@ -1183,7 +1183,7 @@ def test_size_retention_never_deletes_the_newest_even_if_it_alone_is_over(
     log = make_topic(clock, compression="none")
     _sized(log, [1, 1, 3000])
     log.alter_topic_config("t", retention_bytes=10)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 2 and len(values(connect(clock))) == 3000
 
 
@@ -1196,7 +1196,7 @@ def test_size_retention_counts_from_the_log_start_not_segments_awaiting_removal(
     log = make_topic(clock, 10, compression="none")
     log.delete_records("t", 0, 6)
     log.alter_topic_config("t", retention_bytes=3 * seg_size(log, 6))
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 7
 
 
@@ -1208,7 +1208,7 @@ def test_size_retention_with_a_log_start_inside_a_segment(clock: ClockStore) -> 
     _sized(log, [5, 1, 1, 1])
     log.delete_records("t", 0, 3)
     log.alter_topic_config("t", retention_bytes=10**9)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 3 and values(connect(clock)) == [3, 4, 5, 6, 7]
     with pytest.raises(OffsetOutOfRangeError):
         connect(clock).read("t", 0, start=2)
@@ -1240,9 +1240,11 @@ def test_repeated_vacuums_with_changing_retention_never_move_the_log_start_back(
         log.alter_topic_config("t", **changes)
         log.append("t", rows(100 + r))
         clocks.advance(20 * MIN)
-        connect(clock).vacuum()
+        connect(clock).maintenance.vacuum()
         s = start_of(clock)
-        moved_again = [x for x in connect(clock).vacuum() if "log start moves" in x.reason]
+        moved_again = [
+            x for x in connect(clock).maintenance.vacuum() if "log start moves" in x.reason
+        ]
         assert moved_again == [] and start_of(clock) == s
         assert s >= last, (r, s, last)
         last = s
@@ -1264,10 +1266,10 @@ def test_two_vacuums_racing_report_only_what_they_did(clock: ClockStore) -> None
     a = connect(scripted)
     # A's LISTs of the partition: opening it, planning, delete_records' sync
     gate = scripted.hold("list", "t/0/segments/", nth=3)
-    held = Background(lambda: a.vacuum(["t"]))
+    held = Background(lambda: a.maintenance.vacuum(["t"]))
     gate.wait_reached()
     log.alter_topic_config("t", retention_bytes=1)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert start_of(clock) == 9
     gate.release()
     reported = held.result()
@@ -1367,7 +1369,7 @@ def test_alter_racing_create_partitions_keeps_both_and_retention_reaches_the_new
     w = connect(clock)
     for v in range(3):
         w.append("t", rows(v), partition=1)
-    connect(clock).vacuum()
+    connect(clock).maintenance.vacuum()
     assert connect(clock).start_offsets("t") == {0: 2, 1: 2}
 
 
@@ -1462,7 +1464,7 @@ def test_random_walk_of_appends_transactions_alters_and_vacuums(
         elif op == "time":
             clocks.advance(rng.choice([MIN, 10 * MIN, HOUR]))
         elif op == "vacuum":
-            connect(clock).vacuum()
+            connect(clock).maintenance.vacuum()
         elif op == "delete":
             hw = len(model)
             log.delete_records("t", 0, rng.randint(0, hw))
@@ -1540,9 +1542,9 @@ def _stray_at_1(clock: ClockStore, clocks: Clocks, batch: pa.RecordBatch) -> arr
     r = connect(clock)
     assert values(r) == list(range(10))
     b.alter_topic_config("t", retention_bytes=1)
-    b.vacuum()
+    b.maintenance.vacuum()
     clocks.advance(DELAY + 5 * MIN)
-    assert segment_key("t", 0, 1) in {x.key for x in b.vacuum()}
+    assert segment_key("t", 0, 1) in {x.key for x in b.maintenance.vacuum()}
     gate.release()
     res = held.result()
     assert isinstance(res, arrowlog.AppendResult) and res.base_offset == 10
@@ -1587,7 +1589,7 @@ def test_vacuum_of_an_unknown_topic_writes_nothing(clock: ClockStore, dry_run: b
     make_topic(clock, 3)
     clock.writes.clear()
     with pytest.raises(arrowlog.UnknownTopicOrPartitionError):
-        connect(clock).vacuum(["nope"], dry_run=dry_run)
+        connect(clock).maintenance.vacuum(["nope"], dry_run=dry_run)
     assert clock.writes == []
 
 
@@ -1605,7 +1607,7 @@ def test_cli_find_hanging_and_expire_miss_a_transaction_retention_cut(
     log = make_topic(str(root))
     _abandoned_txn_then_plain(log)
     log.alter_topic_config("t", retention_bytes=1)
-    log.vacuum()
+    log.maintenance.vacuum()
     _age(root, 2 * HOUR)
     code, out, err = _cli(
         capsys, "transactions", "find-hanging", "--root", str(root), "--output", "json"
@@ -1684,10 +1686,10 @@ def test_a_writer_suspended_across_retention_and_removal_never_claims_a_freed_ke
     for v in range(1, 10):
         b.append("t", rows(v))
     b.alter_topic_config("t", retention_bytes=1)
-    b.vacuum()
+    b.maintenance.vacuum()
     clock.advance(DELAY + 5 * MIN)  # the store's clock; W's monotonic clock was suspended
     suspended[0] += (DELAY + 5 * MIN) / 1000
-    assert segment_key("t", 0, 1) in {x.key for x in b.vacuum()}
+    assert segment_key("t", 0, 1) in {x.key for x in b.maintenance.vacuum()}
     res = w.append("t", rows(100))
     assert res.base_offset == 10, f"acknowledged at {res.base_offset}"
     assert values(connect(clock)) == [9, 100]

@@ -251,7 +251,7 @@ def test_a_transactional_id_whose_registration_failed_is_never_expired(
     p2.send("t", rows(1), partition=0)
     log = arrowlog.connect(store)
     assert log.stable_offsets("t") == {0: 0}
-    expired = log.expire_transactions(now_ms=int(time.time() * 1000) + 86_400_000)
+    expired = log.admin.expire_transactions(now_ms=int(time.time() * 1000) + 86_400_000)
     assert [e.transactional_id for e in expired] == ["copier"]
     assert log.stable_offsets("t") == log.end_offsets("t")  # past rows(1) and its marker
 

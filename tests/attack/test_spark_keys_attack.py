@@ -69,7 +69,7 @@ def test_rerun_after_commit_died_past_prepare(root: str, monkeypatch: pytest.Mon
     rerun = ArrowLogWriter(keyed(root, 1), SPARK_SCHEMA)
     rerun.commit([rerun.write(iter([rows(range(10))]))])
     assert visible(log) == list(range(10))  # holds: readers ask the coordinator
-    [txn] = log.list_transactions()
+    [txn] = log.admin.list_transactions()
     assert txn.state is arrowlog.TxnState.COMPLETE_COMMIT  # fails: still PREPARE_COMMIT
 
 

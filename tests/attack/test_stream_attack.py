@@ -737,7 +737,7 @@ def test_compacted_objects_and_markers_read_by_columns() -> None:
     before = reader.read("big", columns=["b", "a"])
     expected = pa.Table.from_batches(data).select(["b", "a"])
     assert before.equals(expected)
-    log.compact(["big"], target_bytes=64 * 1024 * 1024)
+    log.maintenance.compact(["big"], target_bytes=64 * 1024 * 1024)
     after = arrowlog.connect(store).read("big", columns=["b", "a"])
     assert after.equals(expected)
     again = reader.read("big", columns=["b", "a"])

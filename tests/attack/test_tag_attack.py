@@ -621,7 +621,7 @@ log.delete_records("t", 0, int(before))
 store = open_store(url, options)
 for _ in range(40):  # until the delay has passed on the store's clock
     time.sleep(0.25)
-    log.vacuum(["t"])
+    log.maintenance.vacuum(["t"])
     try:
         store.head(key)
     except FileNotFoundError:

@@ -275,7 +275,7 @@ def test_a_writer_whose_view_predates_alters_more_partitions_and_a_re_creation(
         admin.alter_topic_config("t", retention_ms=3_600_000 + i)
     admin.create_partitions("t", 3)
     machines.advance(DELAY + 2_000)
-    admin.vacuum()
+    admin.maintenance.vacuum()
     for p in range(3):
         listed = [parse_announcement_key(k) for k in keys(clock, f"t/{p}/segments/")]
         expected = [51] if p == 0 else []  # partitions 1 and 2 came with version 51
@@ -315,7 +315,7 @@ def test_a_listing_that_misses_the_newest_announcement_shows_the_one_before_afte
     for i in range(30):
         admin.alter_topic_config("t", retention_ms=3_600_000 + i)
     machines.advance(DELAY + 2_000)
-    admin.vacuum()
+    admin.maintenance.vacuum()
     scripted = ScriptedStore(clock)
     counting = CountingStore(scripted)
     r = connect(counting, metadata_max_age_ms=24 * 3600 * 1000).partition("t", 0)
@@ -326,7 +326,7 @@ def test_a_listing_that_misses_the_newest_announcement_shows_the_one_before_afte
     counting.reset()
     assert r.end_offset() == 1
     assert r.topic.version == 30 and counting.counts["get"] == 0
-    assert not [x for x in admin.vacuum() if parse_announcement_key(x.key) is not None]
+    assert not [x for x in admin.maintenance.vacuum() if parse_announcement_key(x.key) is not None]
     counting.reset()
     assert r.end_offset() == 1
     assert (r.topic.version, r.topic.config.retention_ms) == (31, 1)
@@ -348,9 +348,9 @@ def _history(clock: ClockStore, machines: Machines, rounds: int) -> None:
             admin.append("t", rows(v))
             v += 1
         admin.alter_topic_config("t", retention_ms=3_600_000 + i)
-        admin.compact(target_bytes=MIN_TARGET_BYTES)
+        admin.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     machines.advance(DELAY + 2_000)
-    admin.vacuum()
+    admin.maintenance.vacuum()
     for _ in range(3):
         admin.append("t", rows(v))
         v += 1
@@ -413,10 +413,10 @@ def _retention_frees_3(log: arrowlog.ArrowLog, clock: ClockStore, machines: Mach
     """The log start moves to 9 (retention by size); the delay passes; vacuum
     removes the segments below it (3 among them)."""
     log.alter_topic_config("t", retention_bytes=1)
-    log.vacuum()
+    log.maintenance.vacuum()
     assert log_start_key("t", 0, 9) in keys(clock, "t/0/segments/")
     machines.advance(DELAY + 5 * MIN)
-    assert segment_key("t", 0, 3) in {r.key for r in connect(clock).vacuum()}
+    assert segment_key("t", 0, 3) in {r.key for r in connect(clock).maintenance.vacuum()}
 
 
 def test_an_in_doubt_resend_is_recognised_after_the_store_clock_jumped_back_8_days(

@@ -45,13 +45,12 @@ import pyarrow as pa
 
 import arrowlog
 from arrowlog import LogConfig, ProducerState, RetryPolicy
-from arrowlog.admin import expire_transactions
 from arrowlog.errors import AppendOutcomeUnknownError, ArrowLogError
 from arrowlog.format.checkpoint import PartitionState
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
-from arrowlog.txn.coordinator import Outcome, Snapshot
 from arrowlog.txn.groups import GroupOffsets
+from arrowlog.txn.resolver import Outcome, Snapshot
 from arrowlog.txn.view import incarnation_of
 from tests.soak import chaos, exports
 from tests.soak.chaos import COORDINATOR, GROUPS, SEGMENTS_IN, SEGMENTS_OUT, Chaos, KillPoint
@@ -385,7 +384,7 @@ def expirer(c: Client) -> None:
     log = c.connect()
     while not c.stopping():
         try:
-            c.call("expire", lambda: expire_transactions(log),  # noqa: B023
+            c.call("expire", lambda: log.admin.expire_transactions(),  # noqa: B023
                    lambda infos: {"expired": [_info(i) for i in infos]},
                    inst=inst, skew=c.args.clock_skew)  # fmt: skip
         except ArrowLogError as e:

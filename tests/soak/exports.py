@@ -169,7 +169,8 @@ def compactor(c: Client) -> None:
     log = c.connect()
     while not c.stopping():
         try:
-            c.call("exp_compact", lambda: len(log.compact([EXP], target_bytes=MIN_TARGET_BYTES)),  # noqa: B023
+            c.call("exp_compact",
+                   lambda: len(log.maintenance.compact([EXP], target_bytes=MIN_TARGET_BYTES)),  # noqa: B023
                    lambda n: {"compacted": n})  # fmt: skip
         except ArrowLogError as e:
             if not e.retriable:
@@ -183,7 +184,11 @@ def vacuum(c: Client) -> None:
     log = c.connect()
     while not c.stopping():
         try:
-            c.call("exp_vacuum", lambda: len(log.vacuum([EXP])), lambda n: {"removed": n})  # noqa: B023
+            c.call(
+                "exp_vacuum",
+                lambda: len(log.maintenance.vacuum([EXP])),  # noqa: B023
+                lambda n: {"removed": n},
+            )
         except ArrowLogError as e:
             if not e.retriable:
                 log = c.connect()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import arrowlog
-from arrowlog import TopicConfig, admin
+from arrowlog import TopicConfig
 from arrowlog.errors import ArrowLogError
 from arrowlog.testing import seaweedfs
 from tests.conftest import StoreSpec
@@ -353,10 +353,10 @@ class Soak:
             self._recover(log)
 
     def _recover(self, log: arrowlog.ArrowLog) -> None:
-        for tid in admin.transactional_ids(log):
+        for tid in log.admin.transactional_ids():
             op = self.history.invoke("recover", inst="parent", tid=tid)
             try:
-                info = admin.abort_transaction(log, tid)
+                info = log.admin.abort_transaction(tid)
             except ArrowLogError as e:
                 op.fail(e)
                 continue

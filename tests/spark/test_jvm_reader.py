@@ -513,7 +513,7 @@ def test_compacted_segments_read_the_same_through_both_readers(
         {"minPartitions": "7"},
     ]
     before = [rows_of(read(spark, spec, "python", topic="types", **cut)) for cut in cuts]
-    done = log.compact(target_bytes=MIN_TARGET_BYTES)
+    done = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     assert {c.partition for c in done} == {0, 1}
     keys = {s.key for t in plan_scan(spec.connect(), ["types"]).tasks for s in t.segments}
     assert any("/compacted/" in k for k in keys)

@@ -126,7 +126,7 @@ def test_a_transaction_left_open_then_expired_by_another_client(tmp_path: Path) 
     clients = Clients()
     assert offsets(same_as_new(root, clients)) == []
     other = connect(root)
-    other.abort_transaction("dead")
+    other.admin.abort_transaction("dead")
     other.append("t", pa.record_batch({"v": [3]}))
     # the aborted records at 0 and 1 (no partition was registered for a marker)
     got = offsets(same_as_new(root, clients))
@@ -145,7 +145,7 @@ def test_delete_records_and_vacuum_move_the_start(tmp_path: Path) -> None:
     got = same_as_new(root, clients)
     assert offsets(got) == [(0, o) for o in range(5, 12)]
     time.sleep(0.2)
-    log.vacuum(["t"])
+    log.maintenance.vacuum(["t"])
     assert offsets(same_as_new(root, clients)) == [(0, o) for o in range(5, 12)]
     # a start below the log start: failOnDataLoss (default true) is an error
     with pytest.raises(Exception, match=r"(?i)OffsetOutOfRange|data loss|log start"):
@@ -168,7 +168,7 @@ def test_retention_moves_the_start_for_a_kept_connection(tmp_path: Path) -> None
     time.sleep(0.05)
     same_as_new(root, clients)
     time.sleep(0.3)
-    log.vacuum(["t"])
+    log.maintenance.vacuum(["t"])
     same_as_new(root, clients)
 
 
@@ -187,11 +187,11 @@ def test_compaction_vacuum_and_a_stray_at_a_freed_key(tmp_path: Path) -> None:
         b.append("t", pa.record_batch({"v": [v]}))
     clients = Clients()
     assert offsets(same_as_new(root, clients)) == [(0, o) for o in range(20)]
-    assert b.compact(["t"], target_bytes=MIN_TARGET_BYTES)
+    assert b.maintenance.compact(["t"], target_bytes=MIN_TARGET_BYTES)
     after = same_as_new(root, clients)
     assert offsets(after) == [(0, o) for o in range(20)]
     time.sleep(2.2)  # the delay, on the store's clock (seconds)
-    removed = [r.key for r in b.vacuum(["t"]) if r.key.endswith(".arrow")]
+    removed = [r.key for r in b.maintenance.vacuum(["t"]) if r.key.endswith(".arrow")]
     assert "t/0/segments/00000000000000000001.arrow" in removed
     assert offsets(same_as_new(root, clients)) == [(0, o) for o in range(20)]
     # the stray, at key 1 (refused or not, its object may be there)
@@ -879,10 +879,10 @@ def test_the_segments_a_connection_knew_last_all_deleted_or_compacted(tmp_path: 
             time.sleep(0.01)
             cut = int(time.time() * 1000)
             time.sleep(0.01)
-    assert logs[1].compact(["t"], target_bytes=MIN_TARGET_BYTES)
+    assert logs[1].maintenance.compact(["t"], target_bytes=MIN_TARGET_BYTES)
     time.sleep(2.2)  # the delay, on the store's clock
     for log in logs:
-        log.vacuum(["t"])
+        log.maintenance.vacuum(["t"])
         log.append("t", pa.record_batch({"v": [99]}))
     assert offsets(same_as_new(roots[0], clients)) == [(0, 6)]
     assert offsets(same_as_new(roots[1], clients)) == [(0, o) for o in range(41)]

@@ -311,7 +311,7 @@ def test_many_partitions_and_one_row_segments_write_every_row_once(
     assert sorted(i for ids in by_partition.values() for i in ids) == list(range(100))
     assert all(i * 7 % 8 == p for p, ids in by_partition.items() for i in ids)
     assert log.stable_offsets("many") == log.end_offsets("many")
-    [txn] = log.list_transactions()
+    [txn] = log.admin.list_transactions()
     assert len(txn.partitions) == 8 and txn.state is arrowlog.TxnState.COMPLETE_COMMIT
 
 
@@ -483,7 +483,7 @@ def test_empty_dataframes_and_empty_tasks_touch_no_partition(spark: Any, tmp_pat
         2: list(range(20)),
     }
     assert log.stable_offsets("e") == log.end_offsets("e")
-    assert all(t.state is arrowlog.TxnState.COMPLETE_COMMIT for t in log.list_transactions())
+    assert all(t.state is arrowlog.TxnState.COMPLETE_COMMIT for t in log.admin.list_transactions())
 
 
 # --- the abort after a failed task -----------------------------------------------
@@ -521,7 +521,7 @@ def test_an_abort_that_loses_its_entry_to_a_late_task_still_releases_the_lso(
     monkeypatch.setattr(ArrowLogWriter, "_resume", resume_then_a_late_task_joins)
     w.abort([None])
     assert late
-    [txn] = log.list_transactions()
+    [txn] = log.admin.list_transactions()
     assert txn.state is arrowlog.TxnState.COMPLETE_ABORT
     assert log.stable_offsets("w") == log.end_offsets("w")
     assert committed_ids(log, "w") == []

@@ -46,7 +46,7 @@ def test_a_commit_that_loses_its_entry_to_a_late_task_resumes_and_commits(
     writer.commit([message])
     assert late
     assert log.consumer().read("w", 0).column("id").to_pylist() == [1, 2, 3]
-    [txn] = log.list_transactions()
+    [txn] = log.admin.list_transactions()
     assert txn.state is arrowlog.TxnState.COMPLETE_COMMIT
     assert txn.partitions == (("w", 0), ("w", 1))  # the late one got its marker too
     assert log.stable_offsets("w") == log.end_offsets("w")
@@ -93,7 +93,7 @@ def test_a_rerun_whose_version_commits_between_its_read_and_its_fence_aborts_not
     assert newer, "the schedule did not run"
     assert rerun.skip
     [(second, second_rows)] = newer
-    [txn] = log.list_transactions()
+    [txn] = log.admin.list_transactions()
     assert txn.state is arrowlog.TxnState.ONGOING  # version 2, untouched
     second.commit([second_rows])
     ids = log.consumer().read("w", 0).column("id").to_pylist()

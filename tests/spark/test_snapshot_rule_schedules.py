@@ -409,7 +409,7 @@ def test_each_query_of_one_dataframe_sees_what_changed_since_the_last(
         log.append("p1", batch(v), partition=0)
     late = {"partition = 0 and offset > 1": lambda r: r["partition"] == 0 and r["offset"] > 1}
     check(["p1"], late)
-    assert log.compact(["p1"], target_bytes=MIN_TARGET_BYTES)
+    assert log.maintenance.compact(["p1"], target_bytes=MIN_TARGET_BYTES)
     check(["p1"], late)
     # a new topic the pattern matches, a transaction across both left open in it
     log.create_topic("p2", SCHEMA, partitions=1, config=config)
@@ -498,7 +498,7 @@ def test_read_uncommitted_across_a_compaction_of_aborted_records(
     }
     assert 2 in values(snapshot_rows(log, "t", isolation_level="read_uncommitted"))
     same_rows(spark, spec, log, "t", cases, options=options, uncommitted=True)
-    assert log.compact(["t"], target_bytes=MIN_TARGET_BYTES)
+    assert log.maintenance.compact(["t"], target_bytes=MIN_TARGET_BYTES)
     assert 2 not in values(snapshot_rows(log, "t", isolation_level="read_uncommitted"))
     same_rows(spark, spec, log, "t", cases, options=options, uncommitted=True)
 
@@ -603,9 +603,9 @@ def test_a_query_run_again_after_compaction_and_vacuum_reads_the_same_rows(
         with planning(spark, reader):
             first[reader] = values(df)
     assert first == {r: list(range(8)) for r in READERS}
-    assert log.compact(["t"], target_bytes=MIN_TARGET_BYTES)
+    assert log.maintenance.compact(["t"], target_bytes=MIN_TARGET_BYTES)
     time.sleep(2.2)  # the delay, on the store's clock (seconds)
-    removed = [r.key for r in log.vacuum(["t"]) if "/segments/" in r.key]
+    removed = [r.key for r in log.maintenance.vacuum(["t"]) if "/segments/" in r.key]
     assert "t/0/segments/00000000000000000000.arrow" in removed
     again: dict[str, Any] = {}
     for reader, df in frames.items():

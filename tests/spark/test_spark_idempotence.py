@@ -15,7 +15,6 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-from arrowlog.admin import transactional_ids
 from arrowlog.spark.options import (
     SESSION_APP_ID,
     SESSION_VERSION,
@@ -192,5 +191,5 @@ def test_writes_without_keys_share_one_transactional_id(
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert committed_ids(log, "w") == list(range(4000))
-    assert transactional_ids(log) == ["spark-jobs.0"]
+    assert log.admin.transactional_ids() == ["spark-jobs.0"]
     assert log.stable_offsets("w") == log.end_offsets("w")

@@ -191,7 +191,7 @@ def test_reads_below_the_log_start_follow_fail_on_data_loss(
     for removed in (False, True):
         if removed:
             time.sleep(2.2)  # the delay, and the store clock's second
-            assert log.vacuum()
+            assert log.maintenance.vacuum()
         with pytest.raises(Exception, match="below the log start 3"):
             reader(spark, spec, topic="t", startingOffsets=from_zero).collect()
         df = reader(spark, spec, topic="t", startingOffsets=from_zero, failOnDataLoss="false")

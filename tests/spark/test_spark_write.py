@@ -59,7 +59,7 @@ def test_a_job_commits_once_across_partitions(spark: Any, shared_store_spec: Sto
     for p in range(3):
         ids = [int(i) for i in consumer.read("w", p).column("id").to_pylist() if i is not None]
         assert ids and all(i % 3 == p for i in ids)
-    [txn] = log.list_transactions()
+    [txn] = log.admin.list_transactions()
     assert txn.state is arrowlog.TxnState.COMPLETE_COMMIT
     assert log.stable_offsets("w") == log.end_offsets("w")
     if shared_store_spec.kind == "local":
@@ -137,7 +137,7 @@ def test_tasks_failing_on_their_first_attempt_write_every_row_once(
     everything = log.consumer(isolation_level="read_uncommitted")
     # the failed attempt's rows are in the log too, never visible
     assert sum(everything.read("w", p).num_rows for p in (0, 1)) > 4000
-    [txn] = log.list_transactions()
+    [txn] = log.admin.list_transactions()
     assert len(txn.partitions) == 2 and txn.state is arrowlog.TxnState.COMPLETE_COMMIT
 
 
@@ -257,7 +257,7 @@ def test_a_job_puts_markers_only_in_the_partitions_it_wrote_to(
     assert log.stable_offsets("w") == log.end_offsets("w")
     ids = log.consumer().read("w", 1).column("id").to_pylist()
     assert sorted(ids) == [-2, *range(600)]  # type: ignore[type-var]
-    [txn] = [t for t in log.list_transactions() if t.transactional_id.startswith("spark")]
+    [txn] = [t for t in log.admin.list_transactions() if t.transactional_id.startswith("spark")]
     assert txn.partitions == (("w", 1),)
     # a job that fails after writing to partition 1: its abort marks only there too
     failing = df.mapInArrow(poisoned(False), df.schema)
@@ -315,13 +315,15 @@ def test_orphans_of_failed_task_attempts_go_with_compaction_and_vacuum(
     clocks = Clocks(clock, monkeypatch)
     later = arrowlog.connect(clock)
     clocks.advance(8 * 24 * 3600 * 1000)
-    later.compact(target_bytes=MIN_TARGET_BYTES)
+    later.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
     clocks.advance(TopicConfig().delete_delay_ms + 2000)
-    removed = later.vacuum()
+    removed = later.maintenance.vacuum()
     assert committed_ids(arrowlog.connect(spec.url), "w") == list(range(4000))
     assert stored_rows() < before
     left = {i.key for i in clock.list(PRODUCER_IDS_PREFIX)}
-    holders = {f"{PRODUCER_IDS_PREFIX}{t.producer_id:020d}" for t in later.list_transactions()}
+    holders = {
+        f"{PRODUCER_IDS_PREFIX}{t.producer_id:020d}" for t in later.admin.list_transactions()
+    }
     assert left <= holders  # the task attempts' claims went
     assert {r.key for r in removed} >= set(claims) - holders
 

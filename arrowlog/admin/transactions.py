@@ -1,6 +1,7 @@
-"""Operator tools: list, describe, abort and expire transactions, list the
-producers of a partition, and the metrics KIP-98 names (what KIP-664 gave Kafka
-operators after users got stuck with hanging transactions)."""
+"""Transactions as an operator sees them: list, describe, abort and expire
+them, and find the open ones that hold back a partition's last stable offset
+(what KIP-664 gave Kafka operators after users got stuck with hanging
+transactions)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from typing import Any
 
 from arrowlog._clock import CLOCK_GRAIN_MS
 from arrowlog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
-from arrowlog.format.checkpoint import Decision, ProducerEntry
+from arrowlog.format.checkpoint import Decision
 from arrowlog.format.topic import log_start_key
 from arrowlog.partition import PartitionLog
-from arrowlog.read.visibility import last_stable_offset
 from arrowlog.txn.coordinator import (
     EXPIRE,
     OPERATOR_ABORT,
@@ -24,8 +24,7 @@ from arrowlog.txn.coordinator import (
     describe,
 )
 from arrowlog.txn.finish import fence_and_recover
-from arrowlog.txn.groups import GroupOffsets
-from arrowlog.txn.view import LogView, incarnation_of, store_now_ms
+from arrowlog.txn.view import LogView, store_now_ms
 
 
 @dataclass(frozen=True)
@@ -154,93 +153,6 @@ def _not_running(txn_epoch: int) -> Callable[[TxnEntry], bool]:
 
 def _not_expired(coordinator: CoordinatorLog, now_ms: int) -> Callable[[TxnEntry], bool]:
     return lambda entry: not coordinator.expired(entry, now_ms)
-
-
-def list_producers(log: LogView, topic: str, partition: int) -> list[ProducerEntry]:
-    """The producers with state in a partition: the latest batch of each."""
-    _, state = log.partition(topic, partition).state()
-    return sorted(state.producers.values(), key=lambda e: e.producer_id)
-
-
-def metrics(log: LogView, topics: list[str] | None = None) -> dict[str, Any]:
-    """KIP-98's metrics: live producer ids and LSO per partition, open
-    transactions per partition, and the active transactional ids: those with
-    an unfinished entry, and those with undecided records in these partitions
-    (a transaction writes its first entry at PREPARE)."""
-    decide = log.resolver.snapshot()
-    partitions = {}
-    active = {t.transactional_id for t in list_transactions(log) if not t.state.is_complete}
-    for topic in topics if topics is not None else log.list_topics():
-        for p in range(log.topic(topic).partitions):
-            part = log.partition(topic, p)
-            hw, state = part.state()
-            lso = last_stable_offset(hw, state, decide, log_start=part.start_offset())
-            partitions[f"{topic}/{p}"] = {
-                "high_watermark": hw,
-                "last_stable_offset": lso,
-                "live_producer_ids": len(state.producers),
-                "open_transactions": len(state.open_txns),
-            }
-            active.update(
-                t.transactional_id
-                for t in state.open_txns.values()
-                if decide(t) is Decision.UNDECIDED
-            )
-    return {"partitions": partitions, "active_transactional_ids": sorted(active)}
-
-
-def list_topic_producers(
-    log: LogView, topic: str, partitions: list[int] | None = None
-) -> list[tuple[int, ProducerEntry]]:
-    """``(partition, entry)`` for the producers with state in each partition of
-    ``topic`` (every partition by default)."""
-    wanted = range(log.topic(topic).partitions) if partitions is None else partitions
-    return [(p, e) for p in wanted for e in list_producers(log, topic, p)]
-
-
-@dataclass(frozen=True)
-class PartitionLag:
-    """One partition of a consumer group's position (kafka-consumer-groups
-    --describe). ``lag`` counts offsets up to the high watermark, as Kafka does;
-    ``unstable``: an undecided transaction may still move the position."""
-
-    topic: str
-    partition: int
-    current_offset: int | None
-    log_start_offset: int
-    log_end_offset: int
-    last_stable_offset: int
-    lag: int | None
-    unstable: bool
-
-
-def describe_group(log: LogView, group_id: str) -> list[PartitionLag]:
-    """The group's position in every partition of the topics it has offsets
-    for, with the lag behind each partition's end.
-
-    Raises:
-        UnknownTopicOrPartitionError: no such group.
-    """
-    groups = GroupOffsets(log.store, group_id, log.config.retry, resolver=log.resolver)
-    if not groups.exists():
-        raise UnknownTopicOrPartitionError(f"unknown consumer group {group_id!r}")
-    offsets, unstable = groups.position(log.resolver, incarnation_of(log))
-    decide = log.resolver.snapshot()
-    rows = []
-    for topic in sorted({t for t, _ in offsets} | {t for t, _ in unstable}):
-        for p in range(log.topic(topic).partitions):
-            part = log.partition(topic, p)
-            hw, state = part.state()
-            current = offsets.get((topic, p))
-            rows.append(
-                PartitionLag(
-                    topic, p, current, part.start_offset(), hw,
-                    last_stable_offset(hw, state, decide, log_start=part.start_offset()),
-                    None if current is None else max(0, hw - current),
-                    (topic, p) in unstable,
-                )
-            )  # fmt: skip
-    return rows
 
 
 @dataclass(frozen=True)
