@@ -29,7 +29,8 @@ import arrowlog
 from arrowlog.jobs._spark import local_session
 from arrowlog.jobs.export_delta import export, read_delta
 from arrowlog.producer.bulkload import bulk_load
-from arrowlog.spark.sink import committed_version, is_done, save
+from arrowlog.spark.sink import committed_version, save
+from arrowlog.spark.writing import is_done
 
 PARTITIONS = 4
 #: the transform's idempotence key: a rerun of this version writes nothing
