@@ -13,7 +13,7 @@ from types import FrameType
 import click
 
 from arrowlog import _seaweedfs
-from arrowlog.cli._common import EXIT_FAILED, with_examples
+from arrowlog.jobs.commandline import EXIT_FAILED, with_examples
 
 EXTRA = "arrowlog[s3-server]"
 

@@ -66,6 +66,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import click
 import pyarrow as pa
 
 import arrowlog
@@ -93,6 +94,7 @@ from arrowlog.jobs._delta_table import (
     offset_app_id,
     table_state,
 )
+from arrowlog.jobs._export_options import from_new_incarnation, position, skip_deleted
 from arrowlog.jobs._export_range import (
     OFFSETS_KEY,
     STARTING_KEY,
@@ -110,6 +112,15 @@ from arrowlog.jobs._export_range import (
     tracker,
 )
 from arrowlog.jobs._table_types import TableTypes
+from arrowlog.jobs.commandline import (
+    Session,
+    interrupted,
+    json_object,
+    leaf,
+    progress_bar,
+    run_job,
+    with_examples,
+)
 from arrowlog.log.client import ArrowLog
 
 __all__ = [
@@ -121,6 +132,7 @@ __all__ = [
     "ExportState",
     "app_id",
     "check_path",
+    "command",
     "delta_schema",
     "export",
     "exported_state",
@@ -392,15 +404,89 @@ def read_delta(path: str, *, storage_options: Mapping[str, str] | None = None) -
     return pa.table(batches.read_all())
 
 
+# --- the command -------------------------------------------------------------------
+
+
+@click.command("export-delta")
+@click.argument("topic")
+@click.argument("delta_path")
+@click.option(
+    "--delta-storage-options",
+    metavar="JSON",
+    help="delta-rs's storage options for DELTA_PATH, e.g. '{\"AWS_ENDPOINT_URL\": "
+    '"http://127.0.0.1:8333", "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1"}\' '
+    "(credentials too, or from the AWS_* environment).",
+)
+@from_new_incarnation
+@skip_deleted
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@leaf(read_only=True)
+@with_examples(
+    "arrowlog export-delta events /data/delta/events",
+    "arrowlog export-delta events s3://lake/delta/events --root s3://bucket/logs "
+    '--delta-storage-options \'{"AWS_REGION": "eu-west-1"}\'',
+    "arrowlog export-delta events /data/delta/events --from-new-incarnation",
+)
+def command(
+    session: Session,
+    topic: str,
+    delta_path: str,
+    delta_storage_options: str | None,
+    from_new_incarnation: bool,
+    skip_deleted: bool,
+    no_progress: bool,
+) -> None:
+    """Export TOPIC's newly committed records to the Delta table at
+    DELTA_PATH, exactly once.
+
+    Each run appends from where the previous one ended to the end of one
+    read_committed snapshot of the topic, in one Delta commit whose app
+    transactions record the offsets and the topic's incarnation; the commit
+    lands only if no other export of the topic committed since the run read
+    them: a rerun, a crashed run's rerun or a second exporter racing this one
+    never appends a row twice. The first run creates the table. The log is
+    only read. Needs the delta extra (delta-rs).
+    """
+    options = json_object("--delta-storage-options", delta_storage_options)
+    check_path(delta_path)  # a usage error, before the log is opened
+    log = session.connect()
+    total = [0]
+    try:
+        with progress_bar(None, "offsets", enabled=not no_progress) as bar:
+
+            def advance(done: int, of: int) -> None:
+                total[0] = of
+                bar.update(bar.task_ids[0], completed=done, total=of)
+
+            result = run_export(
+                log, topic, delta_path,
+                delta_storage={str(k): str(v) for k, v in (options or {}).items()},
+                on_recreated="restart" if from_new_incarnation else "fail",
+                on_data_loss="skip" if skip_deleted else "fail", progress=advance,
+            )  # fmt: skip
+            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
+    except KeyboardInterrupt:
+        # nothing of this run counts unless its Delta commit landed: the rerun
+        # finds out from the table itself
+        raise interrupted("the last committed export") from None
+    if session.output == "json":
+        session.json(
+            {"topic": topic, "table": delta_path, "rows": result.rows, "offsets": result.offsets,
+             "incarnation": result.incarnation, "version": result.table_version,
+             "attempts": result.attempts}
+        )  # fmt: skip
+        return
+    where = f"version {result.table_version}" if result.table_version is not None else "no commit"
+    click.echo(
+        f"exported {result.rows:,} rows of {topic} to {delta_path} ({where}); "
+        f"now at {position(result.offsets, result.incarnation)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [options]``: the
     same as ``arrowlog export-delta TOPIC DELTA_PATH --root ROOT [options]``."""
-    from arrowlog.cli import main as cli_main
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0].startswith("-"):
-        return cli_main(["export-delta", *args])
-    return cli_main(["export-delta", "--root", args[0], *args[1:]])
+    return run_job(command, "export-delta", argv)
 
 
 if __name__ == "__main__":

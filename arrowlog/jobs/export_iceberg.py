@@ -57,10 +57,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import click
 import pyarrow as pa
 
 import arrowlog
 from arrowlog.errors import ArrowLogError, ExportConflictError, SchemaMismatchError
+from arrowlog.jobs._export_options import from_new_incarnation, position, skip_deleted
 from arrowlog.jobs._export_range import (
     OFFSETS_KEY,
     STARTING_KEY,
@@ -87,6 +89,15 @@ from arrowlog.jobs._iceberg_catalog import (
     mapped,
 )
 from arrowlog.jobs._table_types import TableTypes
+from arrowlog.jobs.commandline import (
+    Session,
+    interrupted,
+    json_object,
+    leaf,
+    progress_bar,
+    run_job,
+    with_examples,
+)
 from arrowlog.log.client import ArrowLog
 
 if TYPE_CHECKING:
@@ -100,6 +111,7 @@ __all__ = [
     "CatalogConfig",
     "IcebergExport",
     "check_identifier",
+    "command",
     "export",
     "exported_offsets",
     "exported_position",
@@ -364,15 +376,116 @@ def read_iceberg(catalog: Catalog | CatalogConfig, identifier: str) -> pa.Table:
     return catalog.load_table(check_identifier(identifier)).scan().to_arrow()
 
 
+# --- the command -------------------------------------------------------------------
+
+
+@click.command("export-iceberg")
+@click.argument("topic")
+@click.argument("table")
+@click.option(
+    "--warehouse",
+    envvar="ARROWLOG_ICEBERG_WAREHOUSE",
+    show_envvar=True,
+    help="Where tables are written; a local one also keeps the default SQLite catalog "
+    "(WAREHOUSE/catalog.db).",
+)
+@click.option(
+    "--catalog-uri",
+    envvar="ARROWLOG_ICEBERG_CATALOG_URI",
+    show_envvar=True,
+    help="The SQL catalog's SQLAlchemy URL (default: sqlite:///WAREHOUSE/catalog.db).",
+)
+@click.option(
+    "--catalog-name",
+    default="arrowlog",
+    show_default=True,
+    help="The catalog's name; alone, a catalog configured for pyiceberg (.pyiceberg.yaml).",
+)
+@click.option(
+    "--catalog-properties",
+    metavar="JSON",
+    help='Any pyiceberg catalog, e.g. \'{"type": "rest", "uri": "http://..."}\'.',
+)
+@from_new_incarnation
+@skip_deleted
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@leaf(read_only=True)
+@with_examples(
+    "arrowlog export-iceberg events analytics.events --warehouse /data/iceberg",
+    "arrowlog export-iceberg events analytics.events --root s3://bucket/logs "
+    "--warehouse /data/iceberg",
+    "arrowlog export-iceberg events db.events --catalog-properties "
+    '\'{"type": "rest", "uri": "http://localhost:8181"}\'',
+)
+def command(
+    session: Session,
+    topic: str,
+    table: str,
+    warehouse: str | None,
+    catalog_uri: str | None,
+    catalog_name: str,
+    catalog_properties: str | None,
+    from_new_incarnation: bool,
+    skip_deleted: bool,
+    no_progress: bool,
+) -> None:
+    """Export TOPIC's newly committed records to the Iceberg table TABLE
+    (NAMESPACE.NAME), exactly once.
+
+    Each run appends from where the previous one ended to the end of one
+    read_committed snapshot of the topic, in one Iceberg snapshot whose summary
+    records the offsets and the topic's incarnation: a rerun, a crashed run's
+    rerun or a second exporter racing this one never appends a row twice. The
+    first run creates the table. The log is only read. Needs the iceberg extra.
+    """
+    check_identifier(table)
+    if not (warehouse or catalog_uri or catalog_properties or catalog_name != "arrowlog"):
+        raise click.UsageError(
+            "no Iceberg catalog: pass --warehouse DIR (an SQLite catalog is kept there as "
+            "catalog.db), --catalog-properties JSON, or --catalog-name NAME (.pyiceberg.yaml)",
+            ctx=click.get_current_context(),
+        )
+    properties = json_object("--catalog-properties", catalog_properties or None)
+    config = CatalogConfig.resolve(
+        name=catalog_name, warehouse=warehouse, uri=catalog_uri, properties=properties
+    )
+    log = session.connect()
+    total = [0]
+    try:
+        with progress_bar(None, "offsets", enabled=not no_progress) as bar:
+
+            def advance(done: int, of: int) -> None:
+                total[0] = of
+                bar.update(bar.task_ids[0], completed=done, total=of)
+
+            result = export(
+                log, topic, table, catalog=config,
+                on_recreated="restart" if from_new_incarnation else "fail",
+                on_data_loss="skip" if skip_deleted else "fail", progress=advance,
+            )  # fmt: skip
+            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
+    except KeyboardInterrupt:
+        # nothing of this run counts unless its snapshot was committed: the
+        # rerun finds out from the table itself
+        raise interrupted("the last committed export") from None
+    if session.output == "json":
+        session.json(
+            {"topic": topic, "table": table, "rows": result.rows, "offsets": result.offsets,
+             "incarnation": result.incarnation, "snapshot_id": result.snapshot_id,
+             "attempts": result.attempts}
+        )  # fmt: skip
+        return
+    where = f"snapshot {result.snapshot_id}" if result.snapshot_id else "no new snapshot"
+    click.echo(
+        f"exported {result.rows:,} rows of {topic} to {table} ({where}); "
+        f"now at {position(result.offsets, result.incarnation)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m arrowlog.jobs.export_iceberg ROOT TOPIC TABLE [options]``: the
     same as ``arrowlog export-iceberg TOPIC TABLE --root ROOT [options]``."""
-    from arrowlog.cli import main as cli_main
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0].startswith("-"):
-        return cli_main(["export-iceberg", *args])
-    return cli_main(["export-iceberg", "--root", args[0], *args[1:]])
+    return run_job(command, "export-iceberg", argv)
 
 
 if __name__ == "__main__":
