@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import arrowlog
-from arrowlog.jobs._spark import local_session
+from arrowlog.jobs._spark import local_session, submitted_session
 from arrowlog.jobs.export_delta import export, read_delta
 from arrowlog.producer.bulkload import bulk_load
 from arrowlog.spark.sink import committed_version, save
@@ -103,6 +103,12 @@ def main(argv: list[str] | None = None, *, session: Callable[[str], Any] = local
           f"arrowlog and in Delta; LSO at the log end: {stable}")  # fmt: skip
     spark.stop()
     return 0
+
+
+def submit(argv: list[str] | None = None) -> int:
+    """The demo as ``spark-submit spark_jobs/demo.py`` runs it: on the session
+    spark-submit configured (its master, jars and settings), not a local one."""
+    return main(argv, session=submitted_session)
 
 
 def backfill(log: arrowlog.ArrowLog, data: pa.Table, rows_per_batch: int) -> None:
