@@ -55,6 +55,10 @@ decides. Column types Delta lacks are mapped without loss (:func:`delta_schema`)
 
     arrowlog export-delta TOPIC DELTA_PATH --root ROOT [--delta-storage-options JSON]
     python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [options]
+    spark-submit spark_jobs/export_delta.py --root ROOT TOPIC DELTA_PATH [options]
+
+The Delta table's side (what it records, the conditional commit, delta-rs's
+errors) is :mod:`arrowlog.jobs._delta_table`.
 """
 
 from __future__ import annotations

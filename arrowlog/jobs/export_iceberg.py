@@ -48,6 +48,7 @@ export from the topic's schema, mapped onto Iceberg's types (:func:`iceberg_sche
 
     arrowlog export-iceberg TOPIC NAMESPACE.TABLE --root ROOT --warehouse DIR
     python -m arrowlog.jobs.export_iceberg ROOT TOPIC NAMESPACE.TABLE --warehouse DIR
+    spark-submit spark_jobs/export_iceberg.py --root ROOT TOPIC NAMESPACE.TABLE --warehouse DIR
 """
 
 from __future__ import annotations
