@@ -29,9 +29,11 @@ from arrowlog.format.topic import not_null_violations
 
 pytest.importorskip("pyspark")
 
-from arrowlog.spark.conform import _nullable, _retyped, cast_column, conform, time_zone
+from arrowlog.spark.conform import _nullable, _retyped, cast_column, conform
 from arrowlog.spark.options import WriteOptions
-from arrowlog.spark.sink import ArrowLogWriter, route, segment_budget, within_bytes
+from arrowlog.spark.sink import ArrowLogWriter
+from arrowlog.spark.time_zones import time_zone
+from arrowlog.spark.writing import route, segment_budget, within_bytes
 
 _names = count()
 MAP: Any = pa.MapArray  # the stubs have no overload for an explicit type

@@ -13,9 +13,10 @@ import click
 import pyarrow as pa
 
 import arrowlog
-from arrowlog.cli._common import EXIT_INTERRUPTED, Session, isolation_option, leaf, with_examples
+from arrowlog.cli._common import isolation_option
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.format.topic import Topic
+from arrowlog.jobs.commandline import EXIT_INTERRUPTED, Session, leaf, with_examples
 from arrowlog.read.consumer import Records
 
 # --- produce ------------------------------------------------------------------------

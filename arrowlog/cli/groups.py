@@ -8,13 +8,13 @@ import dataclasses
 import click
 
 import arrowlog
-from arrowlog.cli._common import Session, leaf, with_examples
 from arrowlog.cli.console import parse_time
 from arrowlog.errors import (
     InvalidConfigError,
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
 )
+from arrowlog.jobs.commandline import Session, leaf, with_examples
 from arrowlog.txn.groups import GroupOffsets, list_groups
 from arrowlog.txn.view import incarnation_of
 

@@ -11,19 +11,13 @@ from typing import Any
 import click
 
 import arrowlog
-from arrowlog.cli._common import (
-    EXIT_CORRUPT,
-    Session,
-    isolation_option,
-    leaf,
-    partitions_option,
-    with_examples,
-)
+from arrowlog.cli._common import isolation_option, partitions_option
 from arrowlog.cli.console import iso, parse_time
 from arrowlog.errors import CorruptObjectError, CorruptSegmentError, InvalidConfigError
 from arrowlog.format.checkpoint import Checkpoint
 from arrowlog.format.segment import SegmentHeader, decode_segment, read_header
 from arrowlog.format.topic import parse_checkpoint_key, parse_segment_key
+from arrowlog.jobs.commandline import EXIT_CORRUPT, Session, leaf, with_examples
 
 
 @click.command("get-offsets")

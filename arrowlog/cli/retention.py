@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import click
 
-from arrowlog.cli._common import Session, leaf, with_examples
 from arrowlog.config import DAY_MS, DEFAULT_RETAIN_MS
+from arrowlog.jobs.commandline import Session, leaf, with_examples
 from arrowlog.maintenance.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_TARGET_BYTES
 
 

@@ -12,7 +12,7 @@ from types import FrameType
 
 import click
 
-from arrowlog.cli._common import EXIT_FAILED, with_examples
+from arrowlog.jobs.commandline import EXIT_FAILED, with_examples
 from arrowlog.testing import seaweedfs
 
 EXTRA = "arrowlog[s3-server]"

@@ -8,11 +8,11 @@ from typing import Any
 import click
 import pyarrow as pa
 
-from arrowlog.cli._common import Session, leaf, with_examples
-from arrowlog.cli._inputs import parse_schema, schema_of_file
-from arrowlog.cli._store import coerce_option
 from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, TopicExistsError
+from arrowlog.jobs.command_store import coerce_option
+from arrowlog.jobs.commandline import Session, leaf, with_examples
+from arrowlog.jobs.inputs import parse_schema, schema_of_file
 from arrowlog.log.topics import ALTERABLE
 
 

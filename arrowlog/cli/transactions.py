@@ -11,8 +11,9 @@ import click
 
 import arrowlog
 from arrowlog.admin import TransactionInfo
-from arrowlog.cli._common import Session, leaf, partitions_option, with_examples
+from arrowlog.cli._common import partitions_option
 from arrowlog.cli.console import iso
+from arrowlog.jobs.commandline import Session, leaf, with_examples
 from arrowlog.txn.coordinator import check_id
 
 

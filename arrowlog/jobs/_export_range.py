@@ -17,7 +17,7 @@ range only one commit lands.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -396,6 +396,41 @@ def cast_batches(
             raise UnsupportedTypeError(
                 f"{table}: a value cannot be written without loss ({e}); nothing was exported"
             ) from e
+
+
+class CountedRows:
+    """The batches a table writer (delta-rs, pyiceberg) pulls for one commit,
+    counted, with what reading them raised kept apart: the writer reports a
+    failure of its input as an error of its own, and the export raises the
+    reader's instead (a deleted topic, deleted records, a corrupt segment)."""
+
+    def __init__(self, batches: Callable[[], Iterable[pa.RecordBatch]]) -> None:
+        self._batches = batches
+        #: rows handed to the writer
+        self.rows = 0
+        #: whether the writer began reading
+        self.started = False
+        #: what reading raised, if it failed
+        self.failed: BaseException | None = None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        self.started = True
+        try:
+            for batch in self._batches():
+                self.rows += batch.num_rows
+                yield batch
+        except GeneratorExit:
+            raise  # the writer stopped reading (its own failure is what it raises)
+        except BaseException as e:
+            if self.failed is None:
+                self.failed = e
+            raise
+
+    def raise_failure(self) -> None:
+        """Raise what reading raised, if it failed (as itself, not as the
+        writer's error it caused)."""
+        if self.failed is not None:
+            raise self.failed from None
 
 
 def tracker(

@@ -1,4 +1,5 @@
-"""The local Spark session the jobs use (workers run this very Python)."""
+"""The Spark sessions the jobs run on: a local one (its workers run this very
+Python), or the one ``spark-submit`` configured."""
 
 from __future__ import annotations
 
@@ -33,3 +34,15 @@ def local_session(app: str, *, cores: int = 2) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def submitted_session(app: str) -> Any:
+    """The session ``spark-submit`` configured: its master, jars and settings
+    as its command line gave them, none of the job's own set over them (the
+    JVM reader is used where ``--jars`` names its jar, the Python source
+    otherwise), and its name: spark-submit's ``--name`` (by default the
+    script's file name), not ``app``."""
+    del app  # named by spark-submit
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()

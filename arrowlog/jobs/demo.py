@@ -12,12 +12,15 @@
 Run it again, or kill it anywhere and run it again: nothing is written twice.
 
     python -m arrowlog.jobs.demo [--root DIR_OR_URL] [--rows N]
+    spark-submit spark_jobs/demo.py [--root DIR_OR_URL] [--rows N]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import arrowlog
-from arrowlog.jobs._spark import local_session
+from arrowlog.jobs._spark import local_session, submitted_session
 from arrowlog.jobs.export_delta import export, read_delta
 from arrowlog.producer.bulkload import bulk_load
-from arrowlog.spark.sink import committed_version, is_done, save
+from arrowlog.spark.sink import committed_version, save
+from arrowlog.spark.writing import is_done
 
 PARTITIONS = 4
 #: the transform's idempotence key: a rerun of this version writes nothing
@@ -66,7 +70,9 @@ def step(title: str) -> float:
     return time.perf_counter()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, *, session: Callable[[str], Any] = local_session) -> int:
+    """Run the demo; ``session(app)`` gives its Spark session (by default a
+    local one; ``spark_jobs/demo.py`` passes the one spark-submit configured)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--root", default="demo-store", help="arrowlog root (default: ./demo-store)"
@@ -78,11 +84,36 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     root = str(Path(args.root).resolve()) if "://" not in args.root else args.root
 
-    started = step("generate the input dataset")
+    step("generate the input dataset")
     data = generate(Path(args.data), args.rows)
     log = arrowlog.connect(root)
     print(f"   {data.num_rows:,} events in {args.data}; arrowlog root {log.store.url}")
+    backfill(log, data, args.rows_per_batch)
+    started = step("Spark: transform events into topic 'purchases' as one transaction")
+    spark = session("arrowlog-demo")
+    state = transform(spark, log, root)
+    print(f"   transaction {state} ({time.perf_counter() - started:.1f} s)")
+    expected = data.filter(pc.equal(data["kind"], pa.scalar("buy"))).num_rows
+    count = read_back(spark, root, expected)
+    export_to_delta(spark, log, root, args.delta, expected)
+    stable = all(
+        p.last_stable_offset == p.high_watermark for p in log.describe_topic("purchases").partitions
+    )
+    print(f"summary: {data.num_rows:,} events -> {count:,} purchases, each exactly once in "
+          f"arrowlog and in Delta; LSO at the log end: {stable}")  # fmt: skip
+    spark.stop()
+    return 0
 
+
+def submit(argv: list[str] | None = None) -> int:
+    """The demo as ``spark-submit spark_jobs/demo.py`` runs it: on the session
+    spark-submit configured (its master, jars and settings), not a local one."""
+    return main(argv, session=submitted_session)
+
+
+def backfill(log: arrowlog.ArrowLog, data: pa.Table, rows_per_batch: int) -> None:
+    """Load ``data`` into topic ``events`` with expected offsets: a rerun
+    finds every row there and writes none."""
     started = step("backfill into topic 'events' with expected offsets")
     if "events" not in log.list_topics():
         log.create_topic("events", data.schema, PARTITIONS)
@@ -92,15 +123,18 @@ def main(argv: list[str] | None = None) -> None:
             log.partition("events", p),
             in_partition(data, p).to_batches(),
             start_offset=0,
-            rows_per_batch=args.rows_per_batch,
+            rows_per_batch=rows_per_batch,
         )
         written += result.rows_written
         skipped += result.rows_skipped
     print(f"   {written:,} rows written, {skipped:,} already in the log "
           f"({time.perf_counter() - started:.1f} s)")  # fmt: skip
 
-    started = step("Spark: transform events into topic 'purchases' as one transaction")
-    spark = local_session("arrowlog-demo")
+
+def transform(spark: Any, log: arrowlog.ArrowLog, root: str) -> str:
+    """The purchases among the events into topic ``purchases``, as one
+    transaction keyed by :data:`TRANSFORM_APP` and :data:`TRANSFORM_VERSION`;
+    what happened, in words."""
     if "purchases" not in log.list_topics():
         fields: list[pa.Field[Any]] = [
             pa.field("event_id", pa.int64()),
@@ -113,23 +147,29 @@ def main(argv: list[str] | None = None) -> None:
     # is never built, let alone computed (Spark would compute it only to have
     # the writer throw every row away).
     if is_done(committed_version(log, "purchases", TRANSFORM_APP), TRANSFORM_VERSION):
-        state = "already committed by an earlier run: skipped without computing it"
-    else:
-        events = spark.read.format("arrowlog").option("topic", "events").load(root)
-        purchases = events.filter("kind = 'buy'").selectExpr(
-            "event_id", "user", "round(amount * 1.2, 2) as amount_with_tax"
-        )
-        options = {
-            "topic": "purchases",
-            "keyColumn": "user",  # a user's purchases stay in one partition, in order
-            "txnAppId": TRANSFORM_APP,
-            "txnVersion": str(TRANSFORM_VERSION),
-        }
-        wrote = save(purchases, root, options)
-        state = "committed" if wrote else "already committed by an earlier run: nothing written"
-    print(f"   transaction {state} ({time.perf_counter() - started:.1f} s)")
+        return "already committed by an earlier run: skipped without computing it"
+    events = spark.read.format("arrowlog").option("topic", "events").load(root)
+    purchases = events.filter("kind = 'buy'").selectExpr(
+        "event_id", "user", "round(amount * 1.2, 2) as amount_with_tax"
+    )
+    options = {
+        "topic": "purchases",
+        "keyColumn": "user",  # a user's purchases stay in one partition, in order
+        "txnAppId": TRANSFORM_APP,
+        "txnVersion": str(TRANSFORM_VERSION),
+    }
+    wrote = save(purchases, root, options)
+    return "committed" if wrote else "already committed by an earlier run: nothing written"
 
-    started = step("Spark: read the committed purchases back")
+
+def read_back(spark: Any, root: str, expected: int) -> int:
+    """Read the committed purchases back with Spark, a line per partition;
+    how many there are.
+
+    Raises:
+        SystemExit: not the ``expected`` number.
+    """
+    step("Spark: read the committed purchases back")
     result = spark.read.format("arrowlog").option("topic", "purchases").load(root)
     summary = result.groupBy("partition").agg({"amount_with_tax": "sum", "event_id": "count"})
     count = 0
@@ -137,23 +177,27 @@ def main(argv: list[str] | None = None) -> None:
         count += row["count(event_id)"]
         print(f"   partition {row['partition']}: {row['count(event_id)']:,} purchases, "
               f"{row['sum(amount_with_tax)']:,.2f} total")  # fmt: skip
-    expected = data.filter(pc.equal(data["kind"], pa.scalar("buy"))).num_rows
     if count != expected:
         raise SystemExit(f"expected {expected:,} purchases, read {count:,}")
+    return count
 
+
+def export_to_delta(
+    spark: Any, log: arrowlog.ArrowLog, root: str, delta: str, expected: int
+) -> None:
+    """Export the purchases to the Delta table at ``delta``, exactly once.
+
+    Raises:
+        SystemExit: the table does not hold the ``expected`` rows.
+    """
     started = step("export purchases to Delta, exactly once")
-    exported = export(spark, root, "purchases", args.delta, {})
-    table = read_delta(args.delta)
+    exported = export(spark, root, "purchases", delta, {})
+    table = read_delta(delta)
     print(f"   {exported:,} rows exported now; the Delta table holds {table.num_rows:,} "
           f"({time.perf_counter() - started:.1f} s)")  # fmt: skip
     if table.num_rows != expected:
         raise SystemExit(f"the Delta table holds {table.num_rows:,} rows, expected {expected:,}")
-    desc = log.describe_topic("purchases")
-    stable = all(p.last_stable_offset == p.high_watermark for p in desc.partitions)
-    print(f"summary: {data.num_rows:,} events -> {count:,} purchases, each exactly once in "
-          f"arrowlog and in Delta; LSO at the log end: {stable}")  # fmt: skip
-    spark.stop()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -55,19 +55,22 @@ decides. Column types Delta lacks are mapped without loss (:func:`delta_schema`)
 
     arrowlog export-delta TOPIC DELTA_PATH --root ROOT [--delta-storage-options JSON]
     python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [options]
+    spark-submit spark_jobs/export_delta.py --root ROOT TOPIC DELTA_PATH [options]
+
+The Delta table's side (what it records, the conditional commit, delta-rs's
+errors) is :mod:`arrowlog.jobs._delta_table`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
+import click
 import pyarrow as pa
 
 import arrowlog
@@ -75,12 +78,27 @@ from arrowlog._extras import require_extra
 from arrowlog.errors import (
     ArrowLogError,
     ExportConflictError,
-    ExportTableError,
     InvalidConfigError,
-    SchemaMismatchError,
     UnknownTopicOrPartitionError,
 )
-from arrowlog.format.topic import topic_prefix
+from arrowlog.jobs._delta_table import (
+    Attempt,
+    DeltaExport,
+    ExportState,
+    Read,
+    app_id,
+    commit,
+    create_if_missing,
+    delta_storage,
+    exported_state,
+    incarnation_app_id,
+    landed,
+    mapped,
+    moved,
+    offset_app_id,
+    table_state,
+)
+from arrowlog.jobs._export_options import from_new_incarnation, position, skip_deleted
 from arrowlog.jobs._export_range import (
     OFFSETS_KEY,
     STARTING_KEY,
@@ -88,22 +106,26 @@ from arrowlog.jobs._export_range import (
     ExportRange,
     OnDataLoss,
     OnRecreated,
-    Recorded,
     cast_batches,
     check_on_data_loss,
     check_on_recreated,
     explain_failed_read,
     next_range,
-    parse_recorded,
     read_range_batches,
     spark_reader,
     tracker,
 )
 from arrowlog.jobs._table_types import TableTypes
+from arrowlog.jobs.commandline import (
+    Session,
+    interrupted,
+    json_object,
+    leaf,
+    progress_bar,
+    run_job,
+    with_examples,
+)
 from arrowlog.log.client import ArrowLog
-
-if TYPE_CHECKING:
-    from deltalake import DeltaTable
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -114,6 +136,7 @@ __all__ = [
     "ExportState",
     "app_id",
     "check_path",
+    "command",
     "delta_schema",
     "export",
     "exported_state",
@@ -126,66 +149,6 @@ __all__ = [
 
 #: lost commit races before giving up (each one means another export landed)
 MAX_ATTEMPTS = 20
-#: a commit's metadata: an id of that commit alone, which tells a run whether
-#: the commit it lost the reply to landed
-RUN_KEY = "arrowlog.export-run"
-
-
-@dataclass(frozen=True)
-class ExportState:
-    """What a Delta table records of the exports of a topic, as of one
-    version of it."""
-
-    #: the run number of the last export (-1: none yet)
-    version: int
-    #: the next offset of every partition exported
-    offsets: dict[str, int]
-    #: the incarnation of the topic those offsets belong to
-    incarnation: int = 0
-    #: the table version this was read from (-1: no table)
-    table_version: int = -1
-    #: read from the commit's metadata, as exports wrote before they recorded
-    #: incarnations (no partition has an app transaction of its own yet)
-    legacy: bool = False
-
-    def recorded(self) -> Recorded | None:
-        return None if self.version < 0 else Recorded(self.incarnation, self.offsets)
-
-
-@dataclass(frozen=True)
-class DeltaExport:
-    """What one run did."""
-
-    #: rows appended by this run (0: nothing new, or only markers and aborted records)
-    rows: int
-    #: the offsets the table records now
-    offsets: dict[str, int]
-    #: the incarnation of the topic they belong to
-    incarnation: int
-    #: the table version of this run's commit; None when it committed nothing
-    table_version: int | None
-    #: commits tried (more than 1: another export won a race)
-    attempts: int
-
-
-def app_id(topic: str) -> str:
-    """The app transaction that numbers the exports of ``topic``; every export
-    commit carries it, so two exports of the topic conflict."""
-    return f"arrowlog-export.{topic}"
-
-
-def incarnation_app_id(topic: str) -> str:
-    """The app transaction whose version is the incarnation of ``topic`` the
-    recorded offsets belong to (a topic name holds no ``/``)."""
-    return f"{app_id(topic)}/incarnation"
-
-
-def offset_app_id(topic: str, incarnation: int, partition: int) -> str:
-    """The app transaction whose version is the next offset of ``partition``
-    of that incarnation of ``topic``."""
-    return f"{app_id(topic_prefix(topic, incarnation))}/{partition}"
-
-
 # --- types --------------------------------------------------------------------------
 
 
@@ -210,67 +173,6 @@ def delta_schema(topic_schema: pa.Schema) -> pa.Schema:
             Nothing was written.
     """
     return _DELTA.schema(topic_schema)
-
-
-# --- the table's record of what was exported ----------------------------------------
-
-
-def exported_state(
-    path: str, topic: str, *, storage_options: Mapping[str, str] | None = None
-) -> ExportState:
-    """What the Delta table at ``path`` records of the exports of ``topic``
-    now (``version`` -1: none yet, or no table).
-
-    Raises:
-        CorruptObjectError: recorded offsets that are not valid.
-        ExportTableError: the table cannot be read.
-        MissingDependencyError: deltalake is not installed.
-    """
-    require_extra("delta")
-    from deltalake import DeltaTable
-
-    storage = _storage(storage_options)
-    with _mapped(path):
-        if not DeltaTable.is_deltatable(path, storage):
-            return ExportState(-1, {})
-        return _state(DeltaTable(path, storage_options=storage), topic, path)
-
-
-def _state(table: DeltaTable, topic: str, path: str) -> ExportState:
-    """The exports of ``topic`` as ``table`` (one loaded version) records them."""
-    at = table.version()
-    run = table.transaction_version(app_id(topic))
-    if run is None:
-        return ExportState(-1, {}, 0, at)
-    incarnation = table.transaction_version(incarnation_app_id(topic))
-    if incarnation is None:
-        return _legacy_state(table, topic, path, run, at)
-    offsets: dict[str, int] = {}
-    # a partition is recorded once the topic has it, with every partition
-    # below it: the recorded ones are 0, 1, ... up to the first missing
-    while True:
-        offset = table.transaction_version(offset_app_id(topic, incarnation, len(offsets)))
-        if offset is None:
-            return ExportState(run, offsets, incarnation, at)
-        offsets[str(len(offsets))] = offset
-
-
-def _legacy_state(table: DeltaTable, topic: str, path: str, run: int, at: int) -> ExportState:
-    """A table whose exports recorded their offsets only in their commits'
-    metadata: the newest such commit's. (delta-rs lists the newest commits
-    whatever version ``table`` was loaded at; a newer export's commit read
-    here carries this topic's app transaction, so the commit conflicts.)"""
-    for commit in table.history():  # newest first
-        if commit.get(TOPIC_KEY, topic) != topic:
-            continue  # another topic's export into the same table
-        offsets = commit.get(OFFSETS_KEY)
-        if offsets is not None:
-            recorded = parse_recorded(str(offsets), path)
-            return ExportState(run, recorded.offsets, recorded.incarnation, at, legacy=True)
-    raise ExportTableError(
-        f"Delta table {path}: app transaction {app_id(topic)} is at {run} but no commit "
-        "records its offsets (its log was cleaned up?)"
-    )
 
 
 # --- the export ---------------------------------------------------------------------
@@ -395,17 +297,14 @@ class _SparkReader:
         return pa.RecordBatchReader.from_batches(schema, cast_batches(iter(batches), schema, where))
 
 
-_Read = Callable[[ExportRange, pa.Schema, str], pa.RecordBatchReader]
-
-
 def _export(
     log: ArrowLog,
     topic: str,
     path: str,
-    delta_storage: Mapping[str, str] | None,
+    delta_options: Mapping[str, str] | None,
     on_recreated: OnRecreated,
     on_data_loss: OnDataLoss,
-    read: _Read,
+    read: Read,
 ) -> DeltaExport:
     require_extra("delta")
     from deltalake import DeltaTable
@@ -414,21 +313,21 @@ def _export(
     check_on_recreated(on_recreated)
     check_on_data_loss(on_data_loss)
     where = f"Delta table {path}"
-    storage = _storage(delta_storage)
+    storage = delta_storage(delta_options)
     schema = delta_schema(log.topic(topic, refresh=True).schema)  # before anything is written
-    with _mapped(path):
-        _create_if_missing(path, schema, storage)
+    with mapped(path):
+        create_if_missing(path, schema, storage)
     lost: CommitFailedError | None = None
-    tried: _Tried | None = None  # the last commit whose outcome delta-rs did not tell
+    tried: Attempt | None = None  # the last commit whose outcome delta-rs did not tell
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        with _mapped(path):
+        with mapped(path):
             table = DeltaTable(path, storage_options=storage)
-            state = _state(table, topic, path)
+            state = table_state(table, topic, path)
             # a commit whose reply was lost lands all the same: delta-rs then
             # finds its version taken and reports a conflict with itself
-            landed = None if tried is None else _landed(table, tried)
-        if tried is not None and landed is not None:
-            return tried.result(landed, attempt - 1)
+            landed_at = None if tried is None else landed(table, tried)
+        if tried is not None and landed_at is not None:
+            return tried.result(landed_at, attempt - 1)
         tried = None
         span = next_range(
             log,
@@ -440,12 +339,12 @@ def _export(
         )
         if span.nothing_new:
             return DeltaExport(0, state.offsets, state.incarnation, None, attempt)
-        with _mapped(path):
-            if _moved(path, storage, topic, state):
+        with mapped(path):
+            if moved(path, storage, topic, state):
                 continue  # another export committed since: plan again, no file written
-        mine = _Tried(span, uuid.uuid4().hex, table.version())
+        mine = Attempt(span, uuid.uuid4().hex, table.version())
         try:
-            _commit(table, mine, state, schema, read, where)
+            commit(table, mine, state, schema, read, where)
         except CommitFailedError as e:
             # another export's commit landed since `state` was read, or this
             # one did behind a lost reply: the table says which
@@ -493,170 +392,6 @@ def _known_schemes() -> frozenset[str]:
     return frozenset()
 
 
-@dataclass
-class _Tried:
-    """One commit of a range: what identifies it in the table's history."""
-
-    span: ExportRange
-    #: written in the commit's metadata (:data:`RUN_KEY`): this commit and no other
-    run: str
-    #: the table version it was planned on (it lands after it, or not at all)
-    planned_at: int
-    #: rows it wrote
-    rows: int = 0
-
-    def result(self, version: int, attempts: int) -> DeltaExport:
-        """What the run did, this commit having landed at ``version``."""
-        span = self.span
-        return DeltaExport(self.rows, span.ending_json(), span.incarnation, version, attempts)
-
-
-def _landed(table: DeltaTable, tried: _Tried) -> int | None:
-    """The version ``tried`` landed at, if it did: a commit since it was
-    planned carries its id."""
-    since = table.version() - tried.planned_at
-    if since <= 0:
-        return None
-    for commit in table.history(limit=since):  # the newest ones
-        if commit.get(RUN_KEY) == tried.run:
-            return int(commit["version"])
-    return None
-
-
-def _create_if_missing(path: str, schema: pa.Schema, storage: dict[str, str] | None) -> None:
-    """Create the table, empty, at version 0, unless it exists. Of two
-    exports creating it at once, one commit lands; the other's fails (no
-    retry: a retried creation would land on top as a second version) and it
-    uses the table the first one created."""
-    from deltalake import CommitProperties, DeltaTable, write_deltalake
-    from deltalake.exceptions import DeltaError
-
-    if DeltaTable.is_deltatable(path, storage):
-        return
-    try:
-        write_deltalake(
-            path,
-            schema.empty_table(),
-            mode="error",
-            storage_options=storage,
-            commit_properties=CommitProperties(max_commit_retries=0),
-        )
-    except DeltaError:
-        if not DeltaTable.is_deltatable(path, storage):
-            raise
-
-
-def _moved(path: str, storage: dict[str, str] | None, topic: str, state: ExportState) -> bool:
-    """Whether an export of ``topic`` committed after ``state`` was read."""
-    from deltalake import DeltaTable
-
-    now = DeltaTable(path, storage_options=storage).transaction_version(app_id(topic))
-    return (now if now is not None else -1) != state.version
-
-
-def _commit(
-    table: DeltaTable,
-    tried: _Tried,
-    state: ExportState,
-    schema: pa.Schema,
-    read: _Read,
-    where: str,
-) -> None:
-    """Append ``tried.span`` on top of the version ``table`` was loaded at,
-    with the app transactions that record it; ``tried.rows`` counts the rows
-    written.
-
-    Raises:
-        CommitFailedError: another export of the topic committed since that
-            version (nothing of this one landed).
-    """
-    from deltalake import CommitProperties, Transaction, write_deltalake
-    from deltalake.exceptions import CommitFailedError
-
-    span = tried.span
-    topic, incarnation = span.topic, span.incarnation
-    same = not state.legacy and state.incarnation == incarnation
-    kept = state.offsets if same else {}
-    transactions = [
-        Transaction(app_id(topic), state.version + 1),
-        Transaction(incarnation_app_id(topic), incarnation),
-    ] + [
-        Transaction(offset_app_id(topic, incarnation, int(p)), o)
-        for p, o in span.ending_json().items()
-        if kept.get(p) != o
-    ]
-    failed: list[BaseException] = []
-
-    def counted() -> Iterator[pa.RecordBatch]:
-        try:
-            for batch in read(span, schema, where):
-                tried.rows += batch.num_rows
-                yield batch
-        except GeneratorExit:
-            raise  # delta-rs stopped reading (its own failure is what it raises)
-        except BaseException as e:
-            failed.append(e)  # delta-rs reports it as a DeltaError of its own
-            raise
-
-    data = pa.RecordBatchReader.from_batches(schema, counted())
-    properties = CommitProperties(
-        custom_metadata={**span.commit_metadata(), RUN_KEY: tried.run},
-        app_transactions=transactions,
-    )
-    try:
-        write_deltalake(table, data, mode="append", commit_properties=properties)
-    except CommitFailedError:
-        raise
-    except Exception as e:  # mapped below
-        if failed:
-            raise failed[0] from None  # reading the range failed: its own error
-        raise _delta_error(e, where) from e
-
-
-# --- delta-rs's errors as arrowlog's -------------------------------------------------
-
-
-@contextlib.contextmanager
-def _mapped(path: str) -> Iterator[None]:
-    """delta-rs's errors raised inside (only delta-rs is called there) as arrowlog's."""
-    try:
-        yield
-    except ArrowLogError:
-        raise
-    except Exception as e:  # delta-rs raises bare Exceptions too
-        raise _delta_error(e, f"Delta table {path}") from e
-
-
-def _delta_error(e: Exception, where: str) -> ArrowLogError:
-    """delta-rs's error as arrowlog's. delta-rs says little about what
-    failed: its object store has already retried what a retry can fix."""
-    from deltalake.exceptions import (
-        CommitFailedError,
-        DeltaProtocolError,
-        TableNotFoundError,
-    )
-    from deltalake.exceptions import SchemaMismatchError as DeltaSchemaMismatchError
-
-    text = " ".join(str(e).split())
-    if isinstance(e, CommitFailedError):
-        return ExportConflictError(f"{where}: another commit conflicted: {text}")
-    if isinstance(e, DeltaSchemaMismatchError):
-        return SchemaMismatchError(f"{where} does not take the topic's columns: {text}")
-    if isinstance(e, DeltaProtocolError):
-        return ExportTableError(f"{where} needs features delta-rs lacks: {text}")
-    if isinstance(e, TableNotFoundError) and "Unknown scheme" in text:
-        return InvalidConfigError(f"{where}: delta-rs has no store for it: {text}")
-    if isinstance(e, TableNotFoundError):
-        return ExportTableError(f"{where}: no table there (any more): {text}")
-    if "Invalid data type for Delta Lake" in text or "Schema error" in text:
-        return SchemaMismatchError(f"{where} cannot hold the topic's columns: {text}")
-    return ExportTableError(f"{where}: delta-rs failed: {text}")
-
-
-def _storage(options: Mapping[str, str] | None) -> dict[str, str] | None:
-    return None if not options else {str(k): str(v) for k, v in options.items()}
-
-
 def read_delta(path: str, *, storage_options: Mapping[str, str] | None = None) -> pa.Table:
     """The Delta table's rows (through pyarrow.dataset for a local table:
     DeltaTable.to_pyarrow_table was seen to crash the interpreter at exit
@@ -664,7 +399,7 @@ def read_delta(path: str, *, storage_options: Mapping[str, str] | None = None) -
     import pyarrow.dataset as ds
     from deltalake import DeltaTable, QueryBuilder
 
-    table = DeltaTable(path, storage_options=_storage(storage_options))
+    table = DeltaTable(path, storage_options=delta_storage(storage_options))
     if "://" not in path or path.startswith("file://"):
         # arro3's schema, taken through the Arrow C interface (the stubs know only lists)
         schema = pa.schema(table.schema().to_arrow())  # type: ignore[arg-type]
@@ -673,15 +408,89 @@ def read_delta(path: str, *, storage_options: Mapping[str, str] | None = None) -
     return pa.table(batches.read_all())
 
 
+# --- the command -------------------------------------------------------------------
+
+
+@click.command("export-delta")
+@click.argument("topic")
+@click.argument("delta_path")
+@click.option(
+    "--delta-storage-options",
+    metavar="JSON",
+    help="delta-rs's storage options for DELTA_PATH, e.g. '{\"AWS_ENDPOINT_URL\": "
+    '"http://127.0.0.1:8333", "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1"}\' '
+    "(credentials too, or from the AWS_* environment).",
+)
+@from_new_incarnation
+@skip_deleted
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@leaf(read_only=True)
+@with_examples(
+    "arrowlog export-delta events /data/delta/events",
+    "arrowlog export-delta events s3://lake/delta/events --root s3://bucket/logs "
+    '--delta-storage-options \'{"AWS_REGION": "eu-west-1"}\'',
+    "arrowlog export-delta events /data/delta/events --from-new-incarnation",
+)
+def command(
+    session: Session,
+    topic: str,
+    delta_path: str,
+    delta_storage_options: str | None,
+    from_new_incarnation: bool,
+    skip_deleted: bool,
+    no_progress: bool,
+) -> None:
+    """Export TOPIC's newly committed records to the Delta table at
+    DELTA_PATH, exactly once.
+
+    Each run appends from where the previous one ended to the end of one
+    read_committed snapshot of the topic, in one Delta commit whose app
+    transactions record the offsets and the topic's incarnation; the commit
+    lands only if no other export of the topic committed since the run read
+    them: a rerun, a crashed run's rerun or a second exporter racing this one
+    never appends a row twice. The first run creates the table. The log is
+    only read. Needs the delta extra (delta-rs).
+    """
+    options = json_object("--delta-storage-options", delta_storage_options)
+    check_path(delta_path)  # a usage error, before the log is opened
+    log = session.connect()
+    total = [0]
+    try:
+        with progress_bar(None, "offsets", enabled=not no_progress) as bar:
+
+            def advance(done: int, of: int) -> None:
+                total[0] = of
+                bar.update(bar.task_ids[0], completed=done, total=of)
+
+            result = run_export(
+                log, topic, delta_path,
+                delta_storage={str(k): str(v) for k, v in (options or {}).items()},
+                on_recreated="restart" if from_new_incarnation else "fail",
+                on_data_loss="skip" if skip_deleted else "fail", progress=advance,
+            )  # fmt: skip
+            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
+    except KeyboardInterrupt:
+        # nothing of this run counts unless its Delta commit landed: the rerun
+        # finds out from the table itself
+        raise interrupted("the last committed export") from None
+    if session.output == "json":
+        session.json(
+            {"topic": topic, "table": delta_path, "rows": result.rows, "offsets": result.offsets,
+             "incarnation": result.incarnation, "version": result.table_version,
+             "attempts": result.attempts}
+        )  # fmt: skip
+        return
+    where = f"version {result.table_version}" if result.table_version is not None else "no commit"
+    click.echo(
+        f"exported {result.rows:,} rows of {topic} to {delta_path} ({where}); "
+        f"now at {position(result.offsets, result.incarnation)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m arrowlog.jobs.export_delta ROOT TOPIC DELTA_PATH [options]``: the
     same as ``arrowlog export-delta TOPIC DELTA_PATH --root ROOT [options]``."""
-    from arrowlog.cli import main as cli_main
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0].startswith("-"):
-        return cli_main(["export-delta", *args])
-    return cli_main(["export-delta", "--root", args[0], *args[1:]])
+    return run_job(command, "export-delta", argv)
 
 
 if __name__ == "__main__":

@@ -48,35 +48,27 @@ export from the topic's schema, mapped onto Iceberg's types (:func:`iceberg_sche
 
     arrowlog export-iceberg TOPIC NAMESPACE.TABLE --root ROOT --warehouse DIR
     python -m arrowlog.jobs.export_iceberg ROOT TOPIC NAMESPACE.TABLE --warehouse DIR
+    spark-submit spark_jobs/export_iceberg.py --root ROOT TOPIC NAMESPACE.TABLE --warehouse DIR
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import click
 import pyarrow as pa
 
 import arrowlog
-from arrowlog._extras import require_extra
-from arrowlog.errors import (
-    ArrowLogError,
-    ExportConflictError,
-    ExportTableError,
-    InvalidConfigError,
-    InvalidNameError,
-    SchemaMismatchError,
-)
+from arrowlog.errors import ArrowLogError, ExportConflictError, SchemaMismatchError
+from arrowlog.jobs._export_options import from_new_incarnation, position, skip_deleted
 from arrowlog.jobs._export_range import (
     OFFSETS_KEY,
     STARTING_KEY,
     TOPIC_KEY,
+    CountedRows,
     ExportRange,
     OnDataLoss,
     OnRecreated,
@@ -90,7 +82,23 @@ from arrowlog.jobs._export_range import (
     read_range_batches,
     tracker,
 )
+from arrowlog.jobs._iceberg_catalog import (
+    CatalogConfig,
+    check_identifier,
+    iceberg_error,
+    load_or_create,
+    mapped,
+)
 from arrowlog.jobs._table_types import TableTypes
+from arrowlog.jobs.commandline import (
+    Session,
+    interrupted,
+    json_object,
+    leaf,
+    progress_bar,
+    run_job,
+    with_examples,
+)
 from arrowlog.log.client import ArrowLog
 
 if TYPE_CHECKING:
@@ -104,6 +112,7 @@ __all__ = [
     "CatalogConfig",
     "IcebergExport",
     "check_identifier",
+    "command",
     "export",
     "exported_offsets",
     "exported_position",
@@ -114,126 +123,11 @@ __all__ = [
 
 #: the table property holding a topic's offsets: ``arrowlog.offsets.<topic>``
 PROPERTY_PREFIX = OFFSETS_KEY + "."
-DEFAULT_CATALOG_NAME = "arrowlog"
-#: the SQLite file of the default catalog, inside the warehouse
-CATALOG_FILE = "catalog.db"
 #: lost commit races before giving up (each one means another export landed)
 MAX_ATTEMPTS = 20
 
-_NAME_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 #: pyiceberg's table property for its automatic commit retries
 _COMMIT_RETRIES = "commit.retry.num-retries"
-
-
-@dataclass(frozen=True)
-class CatalogConfig:
-    """How to open a pyiceberg catalog: its name and properties
-    (``pyiceberg.catalog.load_catalog(name, **properties)``). No properties:
-    the named catalog of pyiceberg's own configuration (``~/.pyiceberg.yaml``,
-    ``PYICEBERG_CATALOG__<NAME>__*``)."""
-
-    name: str = DEFAULT_CATALOG_NAME
-    properties: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def sqlite(
-        cls, warehouse: str, *, uri: str | None = None, name: str = DEFAULT_CATALOG_NAME
-    ) -> CatalogConfig:
-        """A SQL catalog (``uri``: any SQLAlchemy URL; default an SQLite file
-        ``catalog.db`` in a local ``warehouse``) whose tables live under
-        ``warehouse`` (a directory or a URL pyiceberg's FileIO reaches).
-
-        Raises:
-            InvalidConfigError: a remote warehouse without ``uri``.
-        """
-        local = "://" not in warehouse or warehouse.startswith("file://")
-        if local:
-            path = Path(warehouse.removeprefix("file://")).expanduser().resolve()
-            warehouse = path.as_uri()
-            uri = uri or f"sqlite:///{path / CATALOG_FILE}"
-        elif uri is None:
-            raise InvalidConfigError(
-                f"warehouse {warehouse!r} is not a local directory: give the catalog's "
-                "URI too (an SQLite catalog is a local file)"
-            )
-        return cls(name, {"type": "sql", "uri": uri, "warehouse": warehouse})
-
-    @classmethod
-    def resolve(
-        cls,
-        *,
-        name: str = DEFAULT_CATALOG_NAME,
-        warehouse: str | None = None,
-        uri: str | None = None,
-        properties: Mapping[str, Any] | None = None,
-    ) -> CatalogConfig:
-        """The catalog the command line's options name: ``properties`` (any
-        pyiceberg catalog; ``warehouse`` and ``uri`` added to them when given),
-        else a SQL catalog in ``warehouse`` (:meth:`sqlite`), else the catalog
-        ``name`` of pyiceberg's own configuration.
-
-        Raises:
-            InvalidConfigError: none of these, or ``uri`` without a warehouse.
-        """
-        if properties:
-            props = {
-                str(k): v if isinstance(v, str) else json.dumps(v) for k, v in properties.items()
-            }
-            if warehouse:
-                props["warehouse"] = warehouse
-            if uri:
-                props["uri"] = uri
-            return cls(name, props)
-        if warehouse:
-            return cls.sqlite(warehouse, uri=uri, name=name)
-        if uri:
-            raise InvalidConfigError(
-                "a catalog URI needs a warehouse too: where tables are written"
-            )
-        if name != DEFAULT_CATALOG_NAME:
-            return cls(name, {})
-        raise InvalidConfigError(
-            "no Iceberg catalog given: a warehouse directory (an SQLite catalog is kept in "
-            f"it as {CATALOG_FILE}), catalog properties, or the name of a catalog configured "
-            "for pyiceberg (.pyiceberg.yaml)"
-        )
-
-    def open(self) -> Catalog:
-        """The catalog (a local SQLite catalog's directory is created).
-
-        Raises:
-            InvalidConfigError: properties pyiceberg cannot make a catalog of
-                (an unknown type, a required property missing...).
-            MissingDependencyError: pyiceberg is not installed.
-        """
-        require_extra("iceberg")
-        from pyiceberg.catalog import CatalogType, load_catalog
-        from sqlalchemy.exc import OperationalError
-
-        kind = self.properties.get("type")
-        known = [t.value for t in CatalogType]
-        if isinstance(kind, str) and kind.lower() not in known:
-            raise InvalidConfigError(
-                f"Iceberg catalog {self.name!r}: unknown catalog type {kind!r} (pyiceberg "
-                f"knows {', '.join(known)}; or give py-catalog-impl instead)"
-            )
-        uri = self.properties.get("uri", "")
-        if uri.startswith("sqlite:///"):
-            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        lost = 0
-        while True:
-            try:
-                return load_catalog(self.name, **self.properties)
-            except ValueError as e:
-                # load_catalog's own word for properties it cannot use
-                raise InvalidConfigError(f"Iceberg catalog {self.name!r}: {e}") from e
-            except OperationalError as e:
-                # A new SQL catalog creates its tables when first opened; of two
-                # processes opening it at once, one loses that race (seen with
-                # two exporters on a new warehouse). Opened again, it finds them.
-                lost += 1
-                if "already exists" not in str(e) or lost == 3:
-                    raise
 
 
 @dataclass(frozen=True)
@@ -250,23 +144,6 @@ class IcebergExport:
     attempts: int
     #: the incarnation of the topic the offsets belong to
     incarnation: int = 0
-
-
-def check_identifier(identifier: str) -> tuple[str, ...]:
-    """``namespace.table`` (namespaces may nest: ``a.b.table``) as a tuple.
-    Parts are letters, digits, ``_`` and ``-``: a part becomes a directory of the
-    warehouse, and may not climb out of it.
-
-    Raises:
-        InvalidNameError: any other form.
-    """
-    parts = tuple(identifier.split("."))
-    if len(parts) < 2 or not all(_NAME_PART.fullmatch(p) for p in parts):
-        raise InvalidNameError(
-            f"invalid Iceberg table identifier {identifier!r}: expected NAMESPACE.TABLE, each "
-            "part letters, digits, '_' or '-'"
-        )
-    return parts
 
 
 # --- types --------------------------------------------------------------------------
@@ -393,10 +270,10 @@ def _export(
     check_on_data_loss(on_data_loss)
     where = f"Iceberg table {'.'.join(parts)}"
     schema = iceberg_schema(log.topic(topic, refresh=True).schema)  # before anything is written
-    with _mapped(where):
+    with mapped(where):
         if isinstance(catalog, CatalogConfig):
             catalog = catalog.open()
-        table = _load_or_create(catalog, parts, schema)
+        table = load_or_create(catalog, parts, schema)
     lost: Exception | None = None
     for attempt in range(1, MAX_ATTEMPTS + 1):
         recorded = exported_position(table, topic)
@@ -411,7 +288,7 @@ def _export(
             rows, snapshot_id = done
             return IcebergExport(rows, span.ending_json(), snapshot_id, attempt, span.incarnation)
         lost = done
-        with _mapped(where):  # decide again from what the table records now
+        with mapped(where):  # decide again from what the table records now
             table = catalog.load_table(parts)
     raise ExportConflictError(
         f"{where}: {MAX_ATTEMPTS} commits in a row lost to other writers; run the export again"
@@ -432,28 +309,24 @@ def _append(
     from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 
     where = f"Iceberg table {'.'.join(table.name())}"
-    rows = [0]
-    started = [False]
-    failed: list[BaseException] = []
     tracked = None if progress is None else tracker(log, span, progress)
+    counted = CountedRows(
+        lambda: cast_batches(read_range_batches(log, span, progress=tracked), schema, where)
+    )
     tx = _without_commit_retries(table).transaction()
     try:
-        tx.append(
-            _data(table, log, span, schema, rows, started, failed, tracked),
-            snapshot_properties=span.commit_metadata(),
-        )
+        tx.append(_data(table, schema, counted), snapshot_properties=span.commit_metadata())
     except Exception as e:
-        if failed:
-            raise failed[0] from None  # reading the range failed: its own error
+        counted.raise_failure()  # reading the range failed: its own error
         if isinstance(e, ArrowLogError):
             raise
-        if not started[0] and isinstance(e, ValueError):
+        if not counted.started and isinstance(e, ValueError):
             # pyiceberg checks the columns before it reads a row or writes a file
             raise SchemaMismatchError(
                 f"{where} does not take topic {span.topic!r}'s columns: {e}"
             ) from e
-        raise _iceberg_error(e, where) from e
-    with _mapped(where):
+        raise iceberg_error(e, where) from e
+    with mapped(where):
         tx.set_properties(
             {PROPERTY_PREFIX + span.topic: format_recorded(span.incarnation, span.ending_json())}
         )
@@ -471,30 +344,10 @@ def _append(
         # land late after all, the new one fails its CAS
         return e
     except Exception as e:
-        raise _iceberg_error(e, where) from e
+        raise iceberg_error(e, where) from e
     snapshot = committed.current_snapshot()
     assert snapshot is not None
-    return rows[0], snapshot.snapshot_id
-
-
-def _load_or_create(catalog: Catalog, parts: tuple[str, ...], schema: pa.Schema) -> Table:
-    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
-    from sqlalchemy.exc import IntegrityError
-
-    try:
-        return catalog.load_table(parts)
-    except NoSuchTableError:
-        pass
-    try:
-        catalog.create_namespace_if_not_exists(parts[:-1])
-    except IntegrityError:
-        # pyiceberg's SQL catalog checks, then inserts: a second exporter that
-        # created the namespace in between gets the database's error
-        if not catalog.namespace_exists(parts[:-1]):
-            raise
-    with contextlib.suppress(TableAlreadyExistsError):  # another exporter was first
-        return catalog.create_table(parts, schema=schema)
-    return catalog.load_table(parts)
+    return counted.rows, snapshot.snapshot_id
 
 
 def _without_commit_retries(table: Table) -> Table:
@@ -508,87 +361,13 @@ def _without_commit_retries(table: Table) -> Table:
     return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog)
 
 
-def _data(
-    table: Table,
-    log: ArrowLog,
-    span: ExportRange,
-    schema: pa.Schema,
-    rows: list[int],
-    started: list[bool],
-    failed: list[BaseException],
-    progress: Callable[[int], None] | None,
-) -> pa.Table | pa.RecordBatchReader:
-    """The range's rows for ``append``: a stream (pyiceberg writes it in
+def _data(table: Table, schema: pa.Schema, rows: CountedRows) -> pa.Table | pa.RecordBatchReader:
+    """The range's ``rows`` for ``append``: a stream (pyiceberg writes it in
     file-sized parts) into an unpartitioned table, one Arrow table into a
-    partitioned one (pyiceberg streams only into unpartitioned tables).
-    ``rows`` counts the rows read; ``started`` says whether reading began;
-    ``failed`` gets what reading raised."""
-    where = f"Iceberg table {'.'.join(table.name())}"
-
-    def counted() -> Iterator[pa.RecordBatch]:
-        started[0] = True
-        try:
-            batches = read_range_batches(log, span, progress=progress)
-            for batch in cast_batches(batches, schema, where):
-                rows[0] += batch.num_rows
-                yield batch
-        except GeneratorExit:
-            raise  # pyiceberg stopped reading (its own failure is what it raises)
-        except BaseException as e:
-            failed.append(e)
-            raise
-
+    partitioned one (pyiceberg streams only into unpartitioned tables)."""
     if table.spec().is_unpartitioned():
-        return pa.RecordBatchReader.from_batches(schema, counted())
-    return pa.Table.from_batches(list(counted()), schema)
-
-
-# --- pyiceberg's errors as arrowlog's -----------------------------------------------
-
-
-@contextlib.contextmanager
-def _mapped(where: str) -> Iterator[None]:
-    """pyiceberg's, its catalog's and its FileIO's errors raised inside as arrowlog's."""
-    try:
-        yield
-    except ArrowLogError:
-        raise
-    except Exception as e:
-        if not _is_libraries(e):
-            raise
-        raise _iceberg_error(e, where) from e
-
-
-def _is_libraries(e: Exception) -> bool:
-    module = type(e).__module__.split(".")[0]
-    return module in ("pyiceberg", "sqlalchemy", "pyarrow") or isinstance(e, OSError)
-
-
-def _iceberg_error(e: Exception, where: str) -> ArrowLogError:
-    """pyiceberg's error as arrowlog's: retriable when a service, the catalog's
-    database or the network said to come back later."""
-    import requests
-    from pyiceberg import exceptions as x
-    from sqlalchemy.exc import OperationalError
-
-    text = " ".join(str(e).split()) or type(e).__name__
-    if isinstance(e, x.CommitFailedException):
-        return ExportConflictError(f"{where}: another commit conflicted: {text}")
-    transient = (
-        x.ServiceUnavailableError,
-        x.ServerError,
-        x.TooManyRequestsError,
-        x.CommitStateUnknownException,
-        x.WaitingForLockException,
-        OperationalError,  # SQLite: "database is locked"
-        ConnectionError,
-        TimeoutError,
-        requests.ConnectionError,  # a REST catalog that did not answer
-        requests.Timeout,
-    )
-    return ExportTableError(
-        f"{where}: {type(e).__name__}: {text}", retriable=isinstance(e, transient)
-    )
+        return pa.RecordBatchReader.from_batches(schema, iter(rows))
+    return pa.Table.from_batches(list(rows), schema)
 
 
 def read_iceberg(catalog: Catalog | CatalogConfig, identifier: str) -> pa.Table:
@@ -598,15 +377,116 @@ def read_iceberg(catalog: Catalog | CatalogConfig, identifier: str) -> pa.Table:
     return catalog.load_table(check_identifier(identifier)).scan().to_arrow()
 
 
+# --- the command -------------------------------------------------------------------
+
+
+@click.command("export-iceberg")
+@click.argument("topic")
+@click.argument("table")
+@click.option(
+    "--warehouse",
+    envvar="ARROWLOG_ICEBERG_WAREHOUSE",
+    show_envvar=True,
+    help="Where tables are written; a local one also keeps the default SQLite catalog "
+    "(WAREHOUSE/catalog.db).",
+)
+@click.option(
+    "--catalog-uri",
+    envvar="ARROWLOG_ICEBERG_CATALOG_URI",
+    show_envvar=True,
+    help="The SQL catalog's SQLAlchemy URL (default: sqlite:///WAREHOUSE/catalog.db).",
+)
+@click.option(
+    "--catalog-name",
+    default="arrowlog",
+    show_default=True,
+    help="The catalog's name; alone, a catalog configured for pyiceberg (.pyiceberg.yaml).",
+)
+@click.option(
+    "--catalog-properties",
+    metavar="JSON",
+    help='Any pyiceberg catalog, e.g. \'{"type": "rest", "uri": "http://..."}\'.',
+)
+@from_new_incarnation
+@skip_deleted
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@leaf(read_only=True)
+@with_examples(
+    "arrowlog export-iceberg events analytics.events --warehouse /data/iceberg",
+    "arrowlog export-iceberg events analytics.events --root s3://bucket/logs "
+    "--warehouse /data/iceberg",
+    "arrowlog export-iceberg events db.events --catalog-properties "
+    '\'{"type": "rest", "uri": "http://localhost:8181"}\'',
+)
+def command(
+    session: Session,
+    topic: str,
+    table: str,
+    warehouse: str | None,
+    catalog_uri: str | None,
+    catalog_name: str,
+    catalog_properties: str | None,
+    from_new_incarnation: bool,
+    skip_deleted: bool,
+    no_progress: bool,
+) -> None:
+    """Export TOPIC's newly committed records to the Iceberg table TABLE
+    (NAMESPACE.NAME), exactly once.
+
+    Each run appends from where the previous one ended to the end of one
+    read_committed snapshot of the topic, in one Iceberg snapshot whose summary
+    records the offsets and the topic's incarnation: a rerun, a crashed run's
+    rerun or a second exporter racing this one never appends a row twice. The
+    first run creates the table. The log is only read. Needs the iceberg extra.
+    """
+    check_identifier(table)
+    if not (warehouse or catalog_uri or catalog_properties or catalog_name != "arrowlog"):
+        raise click.UsageError(
+            "no Iceberg catalog: pass --warehouse DIR (an SQLite catalog is kept there as "
+            "catalog.db), --catalog-properties JSON, or --catalog-name NAME (.pyiceberg.yaml)",
+            ctx=click.get_current_context(),
+        )
+    properties = json_object("--catalog-properties", catalog_properties or None)
+    config = CatalogConfig.resolve(
+        name=catalog_name, warehouse=warehouse, uri=catalog_uri, properties=properties
+    )
+    log = session.connect()
+    total = [0]
+    try:
+        with progress_bar(None, "offsets", enabled=not no_progress) as bar:
+
+            def advance(done: int, of: int) -> None:
+                total[0] = of
+                bar.update(bar.task_ids[0], completed=done, total=of)
+
+            result = export(
+                log, topic, table, catalog=config,
+                on_recreated="restart" if from_new_incarnation else "fail",
+                on_data_loss="skip" if skip_deleted else "fail", progress=advance,
+            )  # fmt: skip
+            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
+    except KeyboardInterrupt:
+        # nothing of this run counts unless its snapshot was committed: the
+        # rerun finds out from the table itself
+        raise interrupted("the last committed export") from None
+    if session.output == "json":
+        session.json(
+            {"topic": topic, "table": table, "rows": result.rows, "offsets": result.offsets,
+             "incarnation": result.incarnation, "snapshot_id": result.snapshot_id,
+             "attempts": result.attempts}
+        )  # fmt: skip
+        return
+    where = f"snapshot {result.snapshot_id}" if result.snapshot_id else "no new snapshot"
+    click.echo(
+        f"exported {result.rows:,} rows of {topic} to {table} ({where}); "
+        f"now at {position(result.offsets, result.incarnation)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m arrowlog.jobs.export_iceberg ROOT TOPIC TABLE [options]``: the
     same as ``arrowlog export-iceberg TOPIC TABLE --root ROOT [options]``."""
-    from arrowlog.cli import main as cli_main
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0].startswith("-"):
-        return cli_main(["export-iceberg", *args])
-    return cli_main(["export-iceberg", "--root", args[0], *args[1:]])
+    return run_job(command, "export-iceberg", argv)
 
 
 if __name__ == "__main__":

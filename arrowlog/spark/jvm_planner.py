@@ -137,7 +137,8 @@ def plan(request: Mapping[str, Any], clients: Clients | None = None) -> PlanAnsw
 
 def _plan(request: Mapping[str, Any], read: ReadOptions, log: ArrowLog) -> PlanAnswer:
     from arrowlog.spark.options import ReadOptions
-    from arrowlog.spark.source import ArrowLogFilteringReader, _Partition, read_schema
+    from arrowlog.spark.reader import ArrowLogFilteringReader, ScanPartition
+    from arrowlog.spark.schema import read_schema
 
     options = plan_wire.options_of(request)
     # the schema Spark read (its metadata columns named as they are there: a
@@ -150,7 +151,7 @@ def _plan(request: Mapping[str, Any], read: ReadOptions, log: ArrowLog) -> PlanA
     filters = [plan_wire.spark_filter(f) for f in request.get("filters", [])]
     list(reader.pushFilters([f for f in filters if f is not None]))
     parts = reader.partitions_of(log)
-    chosen = [p.task for p in parts if isinstance(p, _Partition) and p.task]
+    chosen = [p.task for p in parts if isinstance(p, ScanPartition) and p.task]
     tasks = [plan_wire.task_wire(task, lambda key: location(log.store, key)) for task in chosen]
     # each topic's schema: the JVM refuses a segment holding other columns
     schemas = {

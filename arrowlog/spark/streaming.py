@@ -54,7 +54,8 @@ from arrowlog.read.scan import LATEST, TopicPartition, plan_scan
 from arrowlog.read.visibility import plan_snapshot, untorn_ends
 from arrowlog.spark.options import ReadOptions, WriteOptions, app_transactional_id
 from arrowlog.spark.planning import split_tasks, starting_offsets, subscribed_partitions
-from arrowlog.spark.sink import (
+from arrowlog.spark.reader import ScanPartition, read_partition
+from arrowlog.spark.writing import (
     compact_after_commit,
     is_done,
     keyed_transactional_id,
@@ -63,7 +64,6 @@ from arrowlog.spark.sink import (
     split_by_partition,
     within_bytes,
 )
-from arrowlog.spark.source import _Partition, read_partition
 
 #: offsets a micro-batch may end at, and the incarnation of each topic there
 _Latest = tuple[dict[TopicPartition, int], dict[str, int]]
@@ -274,7 +274,7 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             partitions=set(until),
             target_bytes=o.target_bytes,
         )
-        return [_Partition(task) for task in split_tasks(plan.tasks, o.min_partitions)]
+        return [ScanPartition(task) for task in split_tasks(plan.tasks, o.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.options, self.schema, partition)

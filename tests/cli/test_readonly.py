@@ -11,8 +11,8 @@ import click
 import pytest
 
 from arrowlog.cli import cli, main
-from arrowlog.cli._store import coerce_option, parse_options
 from arrowlog.errors import InvalidConfigError
+from arrowlog.jobs.command_store import coerce_option, parse_options
 from arrowlog.storage.s3 import s3_options
 from tests.cli.conftest import build_mixed_log, files, rows, run
 

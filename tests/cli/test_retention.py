@@ -11,7 +11,7 @@ import pytest
 
 import arrowlog
 from arrowlog import TopicConfig
-from arrowlog.cli._common import EXIT_NOT_FOUND, EXIT_USAGE
+from arrowlog.jobs.commandline import EXIT_NOT_FOUND, EXIT_USAGE
 from tests.cli.conftest import SCHEMA, fails, files, rows, run
 
 

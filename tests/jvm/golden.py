@@ -56,7 +56,7 @@ from arrowlog.read.scan import METADATA_COLUMNS, ScanSegment, ScanTask, metadata
 from arrowlog.spark import plan_wire
 from arrowlog.spark.jvm import PYTHON_CONF
 from arrowlog.spark.options import BATCH_READ_OPTIONS, READ_OPTIONS, READERS, STREAM_READ_OPTIONS
-from arrowlog.spark.source import arrow_schema, spark_read_schema
+from arrowlog.spark.schema import arrow_schema, spark_read_schema
 from arrowlog.storage.local import LocalStore
 
 GOLDEN = Path(__file__).resolve().parents[2] / "jvm" / "src" / "test" / "resources" / "golden"

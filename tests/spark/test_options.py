@@ -244,7 +244,7 @@ def test_columns_option_takes_names_and_refuses_empty_ones() -> None:
 def test_data_filters_pyarrow_cannot_apply_only_lose_their_pruning() -> None:
     import pyarrow as pa
 
-    from arrowlog.spark.source import _usable
+    from arrowlog.spark.pushdown import usable
 
     fields: list[pa.Field[Any]] = [pa.field("v", pa.int64()), pa.field("s", pa.string())]
     schema = pa.schema(fields)
@@ -254,7 +254,7 @@ def test_data_filters_pyarrow_cannot_apply_only_lose_their_pruning() -> None:
         ("s", "in", [1]),
         ("s", "is null", None),
     ]
-    assert _usable(schema, where) == [("v", ">", 3), ("s", "is null", None)]
+    assert usable(schema, where) == [("v", ">", 3), ("s", "is null", None)]
 
 
 def test_tasks_of_a_columns_read_hold_more_segments(tmp_path: Any) -> None:
@@ -265,7 +265,7 @@ def test_tasks_of_a_columns_read_hold_more_segments(tmp_path: Any) -> None:
 
     import arrowlog
     from arrowlog.read.scan import output_schema
-    from arrowlog.spark.source import ArrowLogReader
+    from arrowlog.spark.reader import ArrowLogReader
 
     log = arrowlog.connect(str(tmp_path))
     fields: list[pa.Field[Any]] = [pa.field("v", pa.int64()), pa.field("f", pa.float64())]

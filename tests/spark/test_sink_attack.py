@@ -287,7 +287,7 @@ def test_a_partition_column_that_is_not_an_integer_is_refused_clearly(
     tmp_path: Path, partition: pa.Array[Any]
 ) -> None:
     """Spark hands the writer whatever type the DataFrame's `partition` column has."""
-    from arrowlog.spark.sink import route
+    from arrowlog.spark.writing import route
 
     log = local(tmp_path).connect()
     topic = log.create_topic("p", SCHEMA, partitions=2)

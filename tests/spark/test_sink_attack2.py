@@ -29,7 +29,8 @@ pytest.importorskip("pyspark")
 
 from arrowlog.spark.conform import conform
 from arrowlog.spark.options import WriteOptions
-from arrowlog.spark.sink import ArrowLogWriter, within_bytes
+from arrowlog.spark.sink import ArrowLogWriter
+from arrowlog.spark.writing import within_bytes
 
 MAP_ARRAY: Any = pa.MapArray  # the stubs have no overload for an explicit type
 BLOB_FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64()), pa.field("b", pa.binary())]

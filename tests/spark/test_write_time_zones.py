@@ -222,7 +222,7 @@ def test_zones_spark_accepts_as_offsets_and_aliases_are_written_as_its_cast(
     (timestamp[us]) cannot become timestamp[us, tz=UTC]: Cannot locate or parse
     timezone 'Z'" (pyarrow does not know the zone), and the same for the
     instant into a naive timestamp or a date. Now the zone is read as Spark
-    reads it (``conform.time_zone``)."""
+    reads it (``time_zones.time_zone``)."""
     spec = new_topic(tmp_path, CAST_FIELDS)
     use_zone(sess, zone)
     walls_view(sess, WALL_CLOCKS[:3])
