@@ -15,8 +15,7 @@ from deltalake import DeltaTable, write_deltalake
 
 import arrowlog
 from arrowlog.jobs.export_delta import read_delta
-from tests.cli.conftest import build_mixed_log, rows
-from tests.cli.test_process import cli, env
+from tests.support.cli import build_mixed_log, cli, env, rows
 
 
 def test_export_delta_exports_committed_records_once(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ installed ``arrowlog`` entry point runs), pipes, SIGINT, SIGTERM."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -16,18 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowlog
-from tests.cli.conftest import build_mixed_log
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def cli(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "arrowlog.cli", *argv]
-
-
-def env(**extra: str) -> dict[str, str]:
-    # this worktree's code first, whatever the venv's editable install points at
-    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
+from tests.support.cli import build_mixed_log, cli, env
 
 
 def test_piping_into_head_ends_quietly(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from arrowlog.errors import InvalidNameError
 from arrowlog.storage import Store
 from arrowlog.storage.scripted import ScriptedStore
 from arrowlog.storage.wrappers import CountingStore, Faults, FaultyStore
-from tests.conftest import StoreSpec
+from tests.support.stores import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,7 +204,7 @@ def test_processes_racing_on_many_keys_have_exactly_one_winner_each(
             [
                 sys.executable,
                 "-m",
-                "tests.workers",
+                "tests.support.workers",
                 "put_race",
                 *shared_store_spec.argv(),
                 "--writer",
