@@ -22,6 +22,16 @@ from infra import seaweedfs
 from tests.support.stores import SHARED_STORE_KINDS, STORE_KINDS, StoreSpec, spec_for
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the Spark session or the S3 server is a ``spark`` or an
+    ``s3`` test whether or not it says so: ``make test-fast`` leaves it out."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in (("spark", pytest.mark.spark), ("s3_server", pytest.mark.s3)):
+            if fixture in used and item.get_closest_marker(marker.name) is None:
+                item.add_marker(marker)
+
+
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[seaweedfs.S3Server]:
     endpoint = os.environ.get("ARROWLOG_TEST_S3_ENDPOINT")

@@ -18,6 +18,7 @@ import arrowlog
 from tests.support.cli import build_mixed_log, cli, env
 
 
+@pytest.mark.slow
 def test_piping_into_head_ends_quietly(tmp_path: Path) -> None:
     log = arrowlog.connect(str(tmp_path / "log"))
     log.create_topic("t", pa.schema([("x", pa.int64())]))
@@ -34,6 +35,7 @@ def test_piping_into_head_ends_quietly(tmp_path: Path) -> None:
         assert done.returncode == 141
 
 
+@pytest.mark.slow
 def test_one_line_errors_and_exit_codes_from_a_process(tmp_path: Path) -> None:
     build_mixed_log(str(tmp_path / "log"))
     cases = [

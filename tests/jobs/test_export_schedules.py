@@ -236,6 +236,7 @@ def _topic_t(key: str) -> bool:
     return key.startswith(("t/", "_arrowlog/topics/t"))
 
 
+@pytest.mark.slow
 def test_a_topic_created_again_at_each_step_of_an_export_never_mixes_the_two_logs(
     kind: Kind, tmp_path: Path
 ) -> None:
@@ -381,6 +382,7 @@ def _ten_segments_after_five_exported(log: Timed, table: Table) -> Ledger:
     return ledger
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "on_data_loss"),
     # the two exports read with one reader: skipping is swept through one of them
@@ -537,6 +539,7 @@ def test_a_topic_created_again_while_an_export_reads_is_an_unknown_topic_error(
     assert table.rows() == [(0, o, o) for o in range(5)]
 
 
+@pytest.mark.slow
 def test_compaction_and_vacuum_at_each_step_of_an_export_change_no_row(
     kind: Kind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1005,6 +1008,7 @@ def _cli_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("place", "point"),
     [("local", "mid-read"), ("local", "after-commit"),
@@ -1254,6 +1258,7 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_export_commands_only_read_the_log_even_with_a_transaction_left_unfinished(
     tmp_path: Path,
 ) -> None:
@@ -1288,6 +1293,7 @@ def test_export_commands_only_read_the_log_even_with_a_transaction_left_unfinish
     assert _tree(root) == before
 
 
+@pytest.mark.slow
 def test_wrong_input_to_the_export_commands_is_one_line_and_writes_nothing(
     tmp_path: Path,
 ) -> None:
@@ -1324,6 +1330,7 @@ def test_wrong_input_to_the_export_commands_is_one_line_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "log"]
 
 
+@pytest.mark.slow
 def test_an_unknown_catalog_type_is_a_typed_usage_error(tmp_path: Path) -> None:
     """Schedule: ``arrowlog export-iceberg t ns.t --catalog-properties
     '{"type": "nonsense"}'`` (and the same CatalogConfig in Python).
@@ -1347,6 +1354,7 @@ def test_an_unknown_catalog_type_is_a_typed_usage_error(tmp_path: Path) -> None:
     assert not done.stderr.startswith("arrowlog: ValueError"), done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["ftp://host/events", ""], ids=["ftp-scheme", "empty"])
 def test_a_delta_path_that_names_no_store_is_a_usage_error(tmp_path: Path, path: str) -> None:
     """Schedule: ``arrowlog export-delta t ftp://host/events`` (a scheme

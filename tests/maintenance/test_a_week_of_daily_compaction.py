@@ -85,6 +85,7 @@ def open_cost(store: Store) -> dict[str, int]:
     return dict(counting.counts)
 
 
+@pytest.mark.slow
 def test_a_week_of_small_transactions_compacts_to_few_objects_reading_the_same(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

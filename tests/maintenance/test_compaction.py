@@ -368,6 +368,7 @@ def _observe(spec: StoreSpec, seen: dict[int, int]) -> int:
     return len(offsets)
 
 
+@pytest.mark.slow
 def test_writers_racing_compactors_killed_at_every_step_never_claim_an_offset_twice(
     shared_store_spec: StoreSpec,
 ) -> None:

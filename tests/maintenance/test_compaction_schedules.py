@@ -1161,6 +1161,7 @@ def big_rows(v: int, n: int = 2000) -> pa.RecordBatch:
     )
 
 
+@pytest.mark.slow
 def test_compactors_with_different_targets_then_vacuum(clock: ClockStore, clocks: Clocks) -> None:
     """Schedule: ~60 segments of ~100 KiB (uncompressed), windows of 4; a
     compactor with a 1 MiB target and one with a 4 MiB target both run
@@ -1660,6 +1661,7 @@ def test_cli_compact_of_a_missing_topic_writes_nothing(tmp_path: Any) -> None:
 # --- 8. compactors SIGKILLed after each write, writers in between ----------------------
 
 
+@pytest.mark.slow
 def test_compactors_killed_after_each_write_with_alternating_targets(
     shared_store_spec: Any,
 ) -> None:

@@ -522,6 +522,7 @@ def kill_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[
     return root, json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_the_uninterrupted_vacuum_plan(kill_template: tuple[Path, list[list[str]]]) -> None:
     """What the kill points below interrupt: a clock probe (PUT, DELETE), the
     retention's log start (PUT log-start-7), then segments 0..3 (DELETEs)."""
@@ -530,6 +531,7 @@ def test_the_uninterrupted_vacuum_plan(kill_template: tuple[Path, list[list[str]
     assert writes[2][1] == log_start_key("t", 0, 7)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("n", range(1, 8))
 def test_a_vacuum_killed_at_any_write_is_finished_by_the_next(
@@ -590,6 +592,7 @@ def checkpoint_kill_template(
     return root, json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_the_uninterrupted_checkpoint_cleanup(
     checkpoint_kill_template: tuple[Path, list[list[str]]],
 ) -> None:
@@ -603,6 +606,7 @@ def test_the_uninterrupted_checkpoint_cleanup(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", range(1, 16))
 def test_a_vacuum_killed_while_removing_checkpoints_is_finished_by_the_next(
     checkpoint_kill_template: tuple[Path, list[list[str]]], tmp_path: Path, n: int
@@ -1491,6 +1495,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_two_processes_altering_different_settings_lose_no_update(tmp_path: Path) -> None:
     """Two OS processes on one local root alter retention_ms and retention_bytes
     15 times each, started together. Guarantee: the chain of versions has no gap

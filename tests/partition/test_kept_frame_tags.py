@@ -634,6 +634,7 @@ store.put_if_absent(key, open(stray_path, "rb").read())  # a late PUT takes the 
 """
 
 
+@pytest.mark.slow
 def test_a_stray_at_a_key_vacuumed_by_another_process_is_never_read(
     shared_store_spec: Any, tmp_path: Path
 ) -> None:

@@ -281,6 +281,7 @@ def test_nulls_under_a_not_null_field_are_refused_and_write_nothing(
     assert snapshot(log.store) == before
 
 
+@pytest.mark.slow
 def test_a_table_that_does_not_fit_one_record_batch_is_refused_not_cut(tmp_path: Path) -> None:
     """Two chunks of 1.1 GiB of binary: combined, the column passes 2 GiB (its
     offsets are 32-bit) and stays in two chunks. The append is refused whole;

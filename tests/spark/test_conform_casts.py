@@ -554,6 +554,7 @@ def test_a_key_past_pythons_years_is_refused_typed(log: arrowlog.ArrowLog) -> No
 # --- performance --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cast_of_100k_nested_rows_is_not_dramatically_slower_than_arrows(
     log: arrowlog.ArrowLog,
 ) -> None:
