@@ -1,5 +1,7 @@
-"""Small helpers shared by the attack tests (copied, not imported, from
-tests/txn/test_exactly_once_schedules.py so that these tests stand alone)."""
+"""What scheduled tests share: a one-column topic, short deadlines (a schedule
+decides every outcome, never the clock), a call run in a background thread, what
+a partition holds read committed or not, and a process SIGKILLed after its n-th
+write."""
 
 from __future__ import annotations
 
