@@ -2,6 +2,8 @@
 #   make demo   set up, then run the main job on a local-directory store
 #   make test   set up, then run lint, type checks and the whole test suite, and
 #               test-spark-min
+#   make test-fast   the inner loop: memory and local stores, no Spark session,
+#               no S3 server, no processes started (docs/testing.md)
 #   make test-spark-min   a Spark subset under the lowest pyspark the spark extra
 #               allows (its own venv, .venv-spark-min; about 2 min, 5 on first run)
 #   make test-spark-cluster   the Spark read tests in local-cluster mode
@@ -16,7 +18,7 @@ BIN    := $(VENV)/bin
 # pyproject.toml and this file decide the install: a change to either redoes it
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo test test-spark-min test-spark-cluster lint bench soak clean
+.PHONY: setup demo test test-fast test-spark-min test-spark-cluster lint bench soak clean
 
 # editable_mode=compat puts the checkout on sys.path with a static .pth entry,
 # which Spark's data source lookup (pkgutil.iter_modules) sees; setuptools'
@@ -63,6 +65,11 @@ test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 	$(MAKE) test-spark-min
 	$(MAKE) test-spark-cluster
+
+# The inner loop: the tests marked neither s3 nor spark nor slow (slow: a test
+# that starts processes, or takes more than a few seconds). No lint, no jar.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m "not s3 and not spark and not slow"
 
 # The read tests (both readers, parity, S3) again with executors in JVMs and Python
 # workers of their own: nothing read may depend on the driver's process, files or

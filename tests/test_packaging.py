@@ -24,6 +24,8 @@ import arrowlog
 from arrowlog._extras import EXTRAS
 
 ROOT = Path(__file__).resolve().parent.parent
+#: each test builds a wheel or imports it in a fresh interpreter
+pytestmark = pytest.mark.slow
 
 # Only what the wheel is built from: the rest (venvs, caches, stores) can be large.
 _NOT_SOURCES = shutil.ignore_patterns(

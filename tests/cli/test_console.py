@@ -15,7 +15,7 @@ import pytest
 import arrowlog
 from arrowlog.partition import fetch_segment
 from arrowlog.producer import key_partitions
-from tests.cli.conftest import SCHEMA, build_mixed_log, fails, files, rows, run
+from tests.support.cli import SCHEMA, build_mixed_log, fails, files, rows, run
 
 
 def consumed(out: str) -> list[tuple[int, int, str, dict[str, object]]]:

@@ -11,12 +11,15 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import arrowlog
 from arrowlog.jobs.export_delta import read_delta
-from tests.cli.conftest import build_mixed_log, rows
-from tests.cli.test_process import cli, env
+from tests.support.cli import build_mixed_log, cli, env, rows
+
+#: every test runs the command as a process (a fresh interpreter each)
+pytestmark = pytest.mark.slow
 
 
 def test_export_delta_exports_committed_records_once(tmp_path: Path) -> None:

@@ -10,11 +10,14 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 import arrowlog
 from arrowlog.jobs.export_iceberg import CatalogConfig, read_iceberg
-from tests.cli.conftest import build_mixed_log, rows
-from tests.cli.test_process import cli, env
+from tests.support.cli import build_mixed_log, cli, env, rows
+
+#: every test runs the command as a process (a fresh interpreter each)
+pytestmark = pytest.mark.slow
 
 
 def test_export_iceberg_exports_committed_records_once(tmp_path: Path) -> None:

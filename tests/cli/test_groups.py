@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import arrowlog
-from tests.cli.conftest import SCHEMA, fails, files, rows, run
+from tests.support.cli import SCHEMA, fails, files, rows, run
 
 
 def make(root: Path) -> arrowlog.ArrowLog:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-from tests.cli.conftest import fails, files, load_then_backfill, run
+from tests.support.cli import fails, files, load_then_backfill, run
 
 
 def test_load_then_rerun_resumes(

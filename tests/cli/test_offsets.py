@@ -11,7 +11,7 @@ import pytest
 
 import arrowlog
 from arrowlog.config import TopicConfig
-from tests.cli.conftest import SCHEMA, build_mixed_log, fails, rows, run
+from tests.support.cli import SCHEMA, build_mixed_log, fails, rows, run
 
 
 def test_get_offsets_by_time(root: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,7 +3,6 @@ installed ``arrowlog`` entry point runs), pipes, SIGINT, SIGTERM."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -16,20 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowlog
-from tests.cli.conftest import build_mixed_log
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.cli import build_mixed_log, cli, env
 
 
-def cli(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "arrowlog.cli", *argv]
-
-
-def env(**extra: str) -> dict[str, str]:
-    # this worktree's code first, whatever the venv's editable install points at
-    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
-
-
+@pytest.mark.slow
 def test_piping_into_head_ends_quietly(tmp_path: Path) -> None:
     log = arrowlog.connect(str(tmp_path / "log"))
     log.create_topic("t", pa.schema([("x", pa.int64())]))
@@ -46,6 +35,7 @@ def test_piping_into_head_ends_quietly(tmp_path: Path) -> None:
         assert done.returncode == 141
 
 
+@pytest.mark.slow
 def test_one_line_errors_and_exit_codes_from_a_process(tmp_path: Path) -> None:
     build_mixed_log(str(tmp_path / "log"))
     cases = [

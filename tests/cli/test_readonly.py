@@ -14,7 +14,7 @@ from arrowlog.cli import cli, main
 from arrowlog.errors import InvalidConfigError
 from arrowlog.jobs.command_store import coerce_option, parse_options
 from arrowlog.storage.s3 import s3_options
-from tests.cli.conftest import build_mixed_log, files, rows, run
+from tests.support.cli import build_mixed_log, files, rows, run
 
 READ_ONLY = [
     "topics list",

@@ -12,7 +12,7 @@ import pytest
 import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.jobs.commandline import EXIT_NOT_FOUND, EXIT_USAGE
-from tests.cli.conftest import SCHEMA, fails, files, rows, run
+from tests.support.cli import SCHEMA, fails, files, rows, run
 
 
 def ten(root: Path) -> arrowlog.ArrowLog:

@@ -15,7 +15,7 @@ import pytest
 
 from arrowlog.jobs.export_iceberg import CatalogConfig, read_iceberg
 from arrowlog.testing.seaweedfs import S3Server
-from tests.cli.conftest import build_mixed_log, fails, load_then_backfill, run
+from tests.support.cli import build_mixed_log, fails, load_then_backfill, run
 
 pytestmark = pytest.mark.s3
 

@@ -11,7 +11,7 @@ import pytest
 
 import arrowlog
 from arrowlog.cli import main
-from tests.cli.conftest import SCHEMA, files, rows, run
+from tests.support.cli import SCHEMA, files, rows, run
 
 
 def test_alter_adds_partitions(root: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import arrowlog
-from tests.cli.conftest import fails, files, run
+from tests.support.cli import fails, files, run
 
 
 def test_create_list_describe(

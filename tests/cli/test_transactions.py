@@ -10,7 +10,7 @@ import pytest
 
 import arrowlog
 from arrowlog.cli.transactions import human_age
-from tests.cli.conftest import SCHEMA, fails, files, rows, run
+from tests.support.cli import SCHEMA, fails, files, rows, run
 
 
 def stuck(root: Path, timeout_ms: int = 60_000) -> arrowlog.Producer:

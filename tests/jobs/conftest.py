@@ -1,52 +1,17 @@
 """Where the export tests keep the log and the Delta table: both on a local
 directory, or both on SeaweedFS (the log through arrowlog's S3 client, the
-table through delta-rs's), and the schedules that hold an export's calls into
-delta-rs."""
+table through delta-rs's); and both exports behind one interface. The classes
+are in :mod:`tests.support.exports`."""
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
 
 import pytest
-from deltalake import DeltaTable
 
-import arrowlog
-from arrowlog.jobs.export_delta import read_delta, run_export
-from arrowlog.jobs.export_iceberg import CatalogConfig, read_iceberg
-from arrowlog.jobs.export_iceberg import export as export_iceberg
-from tests.conftest import StoreSpec
-
-Row = tuple[int, int, int, str]  # partition, offset, id, label
-
-
-@dataclass(frozen=True)
-class Place:
-    """A log and a Delta table path, with the options that reach each."""
-
-    spec: StoreSpec
-    delta: str
-    delta_storage: dict[str, str]
-
-    def delta_rows(self) -> list[Row]:
-        """The table's rows, sorted; fails if one is there twice."""
-        table = read_delta(self.delta, storage_options=self.delta_storage)
-        assert set(table.column("topic").to_pylist()) <= {"t"}
-        got = zip(
-            table.column("partition").to_pylist(),
-            table.column("offset").to_pylist(),
-            table.column("id").to_pylist(),
-            table.column("label").to_pylist(),
-            strict=True,
-        )
-        out: list[Row] = sorted(got)  # type: ignore[arg-type]
-        assert len(out) == len(set(out)), "a row was exported twice"
-        return out
+from tests.support.exports import DeltaTarget, IcebergTarget, Place, Target
+from tests.support.stores import StoreSpec
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
@@ -68,139 +33,8 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
     return Place(spec, f"s3://{server.bucket}/delta-{name}/events", storage)
 
 
-class Gate:
-    """One held call: ``wait_reached`` until it arrives, ``release`` to let it go."""
-
-    def __init__(self) -> None:
-        self.reached = threading.Event()
-        self._open = threading.Event()
-
-    def wait_reached(self, timeout: float = 60.0) -> None:
-        assert self.reached.wait(timeout), "the held call never arrived"
-
-    def release(self) -> None:
-        self._open.set()
-
-    def pause(self) -> None:
-        self.reached.set()
-        assert self._open.wait(120), "the held call was never released"
-
-
-Kind = Literal["create", "commit"]
-
-
-class DeltaHolds:
-    """delta-rs's ``write_deltalake`` as the exports call it, each call held
-    where the test says: by the thread making it (each export runs in a thread
-    of its own name) and by kind, the table's creation (no app transaction) or
-    an export's commit (its app transactions), in order."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import deltalake
-
-        self._real: Callable[..., None] = deltalake.write_deltalake
-        self._gates: dict[tuple[str, Kind], list[Gate]] = defaultdict(list)
-        monkeypatch.setattr(deltalake, "write_deltalake", self._write)
-
-    def hold(self, thread: str, kind: Kind) -> Gate:
-        gate = Gate()
-        self._gates[(thread, kind)].append(gate)
-        return gate
-
-    def _write(self, table_or_uri: Any, data: Any, **kwargs: Any) -> None:
-        properties = kwargs.get("commit_properties")
-        committing = properties is not None and bool(properties.app_transactions)
-        kind: Kind = "commit" if committing else "create"
-        queue = self._gates.get((threading.current_thread().name, kind))
-        if queue:
-            queue.pop(0).pause()
-        self._real(table_or_uri, data, **kwargs)
-
-
-class Run:
-    """A call in a thread of its own name; ``result()`` joins it and re-raises."""
-
-    def __init__(self, name: str, call: Callable[[], Any]) -> None:
-        self._out: list[Any] = []
-        self._err: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                self._out.append(call())
-            except BaseException as e:  # noqa: BLE001 - re-raised by result()
-                self._err.append(e)
-
-        self._thread = threading.Thread(target=run, name=name, daemon=True)
-        self._thread.start()
-
-    def result(self, timeout: float = 120.0) -> Any:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the scheduled call never finished"
-        if self._err:
-            raise self._err[0]
-        return self._out[0]
-
-
-# --- both exports behind one interface ---------------------------------------------
-
-ExportRow = tuple[int, int, int]  # partition, offset, id
-
-
-class Target(Protocol):
-    def export(self, log: arrowlog.ArrowLog, **kwargs: Any) -> tuple[int, dict[str, int], int]:
-        """One export: rows, the offsets recorded, their incarnation."""
-
-    def rows(self) -> list[ExportRow]: ...
-
-    def exists(self) -> bool: ...
-
-
-class DeltaTarget:
-    def __init__(self, place: Place) -> None:
-        self.place = place
-
-    def export(self, log: arrowlog.ArrowLog, **kwargs: Any) -> tuple[int, dict[str, int], int]:
-        done = run_export(
-            log, "t", self.place.delta, delta_storage=self.place.delta_storage, **kwargs
-        )
-        return done.rows, done.offsets, done.incarnation
-
-    def rows(self) -> list[ExportRow]:
-        return sorted((p, o, i) for p, o, i, _ in self.place.delta_rows())
-
-    def exists(self) -> bool:
-        return DeltaTable.is_deltatable(self.place.delta, self.place.delta_storage or None)
-
-
-class IcebergTarget:
-    def __init__(self, warehouse: Path) -> None:
-        self.warehouse = warehouse
-        self.catalog = CatalogConfig.sqlite(str(warehouse))
-
-    def exists(self) -> bool:
-        return self.warehouse.exists()
-
-    def export(self, log: arrowlog.ArrowLog, **kwargs: Any) -> tuple[int, dict[str, int], int]:
-        done = export_iceberg(log, "t", "ns.events", catalog=self.catalog, **kwargs)
-        return done.rows, done.offsets, done.incarnation
-
-    def rows(self) -> list[ExportRow]:
-        table = read_iceberg(self.catalog, "ns.events")
-        got = zip(
-            table.column("partition").to_pylist(),
-            table.column("offset").to_pylist(),
-            table.column("id").to_pylist(),
-            strict=True,
-        )
-        return sorted(got)  # type: ignore[arg-type]
-
-
 @pytest.fixture(params=["delta", "iceberg"])
 def target(request: pytest.FixtureRequest, place: Place, tmp_path: Path) -> Target:
     if request.param == "delta":
         return DeltaTarget(place)
     return IcebergTarget(tmp_path / "warehouse")
-
-
-def ids(start: int, n: int) -> list[ExportRow]:
-    return [(0, i, start + i) for i in range(n)]

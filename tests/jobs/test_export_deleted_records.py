@@ -14,8 +14,7 @@ import pytest
 
 import arrowlog
 from arrowlog.testing.scripted import ScriptedStore
-from tests.jobs.conftest import Place, Run, Target, ids
-from tests.test_export_iceberg import SCHEMA, rows
+from tests.support.exports import SCHEMA, Place, Run, Target, ids, rows
 
 
 def test_records_deleted_before_their_export_fail_it_or_are_skipped_as_asked(

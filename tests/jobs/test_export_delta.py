@@ -39,8 +39,7 @@ from arrowlog.jobs.export_delta import (
     run_export,
 )
 from arrowlog.testing.scripted import ScriptedStore
-from tests.jobs.conftest import DeltaHolds, Place, Run
-from tests.test_export_iceberg import SCHEMA, Ledger, rows
+from tests.support.exports import SCHEMA, DeltaHolds, Ledger, Place, Run, rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -291,7 +290,7 @@ def test_a_run_that_keeps_losing_raises_export_conflict_error(
 
 def _worker(place: Place, rounds: int) -> list[str]:
     return [
-        sys.executable, "-m", "tests.export_delta_worker",
+        sys.executable, "-m", "tests.support.export_delta_worker",
         "--root", place.spec.url, "--options", json.dumps(place.spec.options),
         "--delta", place.delta, "--delta-options", json.dumps(place.delta_storage),
         "--rounds", str(rounds),

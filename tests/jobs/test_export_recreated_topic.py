@@ -18,8 +18,7 @@ from __future__ import annotations
 import pytest
 
 import arrowlog
-from tests.jobs.conftest import Place, Target, ids
-from tests.test_export_iceberg import SCHEMA, rows
+from tests.support.exports import SCHEMA, Place, Target, ids, rows
 
 #: the client that deletes and creates the topic waits no grace before it
 QUICK = arrowlog.LogConfig(metadata_max_age_ms=0)

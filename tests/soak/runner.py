@@ -30,7 +30,6 @@ import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.errors import ArrowLogError
 from arrowlog.testing import seaweedfs
-from tests.conftest import StoreSpec
 from tests.soak import exports
 from tests.soak.chaos import KillPoint
 from tests.soak.checker import Report, check
@@ -49,6 +48,7 @@ from tests.soak.model import (
     TXN_TIMEOUT_MS,
     tp,
 )
+from tests.support.stores import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 ONE_DAY = 86_400.0

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import StoreSpec
 from tests.soak.runner import run
+from tests.support.stores import StoreSpec
 
 SECONDS = float(os.environ.get("ARROWLOG_SOAK_SECONDS", "20"))
 

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from arrowlog.jobs.export_delta import export, exported_state, read_delta
-from tests.conftest import StoreSpec
+from tests.support.stores import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64()), pa.field("label", pa.string())]

@@ -16,8 +16,8 @@ import pytest
 import arrowlog
 from arrowlog import Compression, TopicConfig
 from arrowlog.spark.jvm import JAR, built_against
-from tests.conftest import StoreSpec, _spec
-from tests.spark.conftest import python_pushdown, snapshot_rows, sorted_rows, with_options
+from tests.support.spark import python_pushdown, snapshot_rows, sorted_rows, with_options
+from tests.support.stores import StoreSpec, spec_for
 
 pytestmark = [
     pytest.mark.spark,
@@ -150,7 +150,7 @@ def test_the_session_has_the_executors_its_master_asks_for(spark: Any) -> None:
     their own (a block manager each, beside the driver's)."""
     import time
 
-    from tests.spark.conftest import MASTER
+    from tests.support.spark import MASTER
 
     want = 3 if MASTER.startswith("local-cluster[2,") else 1
     deadline = time.monotonic() + 60
@@ -176,7 +176,7 @@ def test_the_session_has_the_executors_its_master_asks_for(spark: Any) -> None:
 def test_every_type_reads_the_same_through_both_readers(
     spark: Any, tmp_path: Path, request: pytest.FixtureRequest, compression: Compression, kind: str
 ) -> None:
-    spec = _spec(kind, tmp_path, request)
+    spec = spec_for(kind, tmp_path, request)
     log = spec.connect()
     log.create_topic("types", TYPES, partitions=2, config=TopicConfig(compression=compression))
     for k in range(4):
@@ -392,7 +392,7 @@ def test_a_few_columns_of_a_large_segment_are_read_by_range_and_each_checked(
     from arrowlog.format.segment.column_table import COLUMNS_KEY, ColumnTable
     from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
 
-    spec = _spec(kind, tmp_path, request)
+    spec = spec_for(kind, tmp_path, request)
     log = spec.connect()
     n = 160_000
     fields: list[pa.Field[Any]] = [
@@ -491,7 +491,7 @@ def test_compacted_segments_read_the_same_through_both_readers(
     from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
     from arrowlog.read.scan import plan_scan
 
-    spec = _spec(kind, tmp_path, request)
+    spec = spec_for(kind, tmp_path, request)
     log = spec.connect()
     config = TopicConfig(compression=Compression.ZSTD, checkpoint_interval=2)
     log.create_topic("types", TYPES, partitions=2, config=config)

@@ -77,6 +77,7 @@ def test_older_versions_are_refused_naming_the_bound(version: str) -> None:
     assert isinstance(caught.value, ImportError) and caught.value.name == "pyspark"
 
 
+@pytest.mark.slow
 def test_importing_arrowlog_spark_under_pyspark_4_1_fails_clearly() -> None:
     """The check runs on import, before the source module (which, under a real
     4.0, stops on a bare ImportError of DataSourceStreamArrowWriter)."""

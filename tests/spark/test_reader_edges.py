@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tests.conftest import StoreSpec
-from tests.spark.conftest import with_options
+from tests.support.spark import with_options
+from tests.support.stores import StoreSpec
 
 pytestmark = pytest.mark.spark
 UTC = datetime.timezone.utc

@@ -14,7 +14,7 @@ from arrowlog.spark.options import WriteOptions
 from arrowlog.spark.sink import ArrowLogWriter, TaskCommit
 from arrowlog.txn.coordinator import CoordinatorLog, TxnEntry
 from arrowlog.txn.distributed import join_partitions
-from tests.spark.test_spark_write import SCHEMA
+from tests.support.spark_write import SCHEMA
 
 SPARK_SCHEMA = StructType([StructField("id", LongType()), StructField("name", StringType())])
 

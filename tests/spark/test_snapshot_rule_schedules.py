@@ -29,8 +29,8 @@ from arrowlog import TopicConfig
 from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.read.scan import TopicPartition
 from arrowlog.read.visibility import IsolationLevel
-from tests.conftest import StoreSpec
-from tests.spark.conftest import READERS, python_pushdown, snapshot_rows, sorted_rows, with_options
+from tests.support.spark import READERS, python_pushdown, snapshot_rows, sorted_rows, with_options
+from tests.support.stores import StoreSpec
 
 pytestmark = pytest.mark.spark
 

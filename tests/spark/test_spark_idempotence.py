@@ -22,8 +22,8 @@ from arrowlog.spark.options import (
     app_transactional_id,
 )
 from arrowlog.spark.sink import ArrowLogWriter, committed_version, save
-from tests.conftest import StoreSpec
-from tests.spark.test_spark_write import SCHEMA, committed_ids, files, frame, writer
+from tests.support.spark_write import SCHEMA, committed_ids, files, frame, writer
+from tests.support.stores import StoreSpec
 
 
 def options(spec: StoreSpec, **extra: str) -> dict[str, str]:

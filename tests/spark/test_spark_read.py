@@ -17,8 +17,8 @@ from pyspark.sql.functions import col
 
 import arrowlog
 from arrowlog import Compression, TopicConfig
-from tests.conftest import StoreSpec
-from tests.spark.conftest import reader_option, snapshot_rows, sorted_rows, with_options
+from tests.support.spark import reader_option, snapshot_rows, sorted_rows, with_options
+from tests.support.stores import StoreSpec
 
 # every test here reads through every reader
 pytestmark = pytest.mark.usefixtures("every_reader")

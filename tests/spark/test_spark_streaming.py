@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 import arrowlog
 from arrowlog.spark.options import ReadOptions
 from arrowlog.spark.streaming import ArrowLogStreamReader, parse_offsets_json
-from tests.conftest import StoreSpec
+from tests.support.stores import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64())]
@@ -39,7 +39,8 @@ def test_a_killed_streaming_query_restarts_exactly_once(tmp_path: Path) -> None:
         batch = pa.record_batch({"id": list(range(i, i + 50))}, schema=SCHEMA)
         producer.send("src", batch, partition=(i // 50) % 2)
     checkpoint = str(tmp_path / "checkpoint")
-    argv = [sys.executable, "-m", "tests.workers", "stream_copy", *spec.argv(), "--out", checkpoint]
+    worker = [sys.executable, "-m", "tests.support.workers", "stream_copy"]
+    argv = [*worker, *spec.argv(), "--out", checkpoint]
     consumer = log.consumer()
 
     def copied() -> int:

@@ -16,20 +16,18 @@ import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.txn.coordinator import PRODUCER_IDS_PREFIX
-from tests.clocks import Clocks, ClockStore
-from tests.conftest import StoreSpec
-from tests.spark.conftest import with_options
-
-FIELDS: list[pa.Field[Any]] = [pa.field("id", pa.int64()), pa.field("name", pa.string())]
-SCHEMA = pa.schema(FIELDS)
-
-
-def writer(df: Any, spec: StoreSpec, **options: str) -> Any:
-    return with_options(df.write.format("arrowlog").mode("append"), spec, options)
-
-
-def frame(spark: Any, n: int, partitions: int = 4) -> Any:
-    return spark.range(0, n, 1, partitions).selectExpr("id", "concat('n', id) as name")
+from tests.support.clocks import Clocks, ClockStore
+from tests.support.spark import with_options
+from tests.support.spark_write import (
+    SCHEMA,
+    committed_ids,
+    files,
+    frame,
+    last_changed,
+    partition_keys,
+    writer,
+)
+from tests.support.stores import StoreSpec
 
 
 @pytest.fixture
@@ -38,14 +36,6 @@ def small_batches(spark: Any) -> Iterator[None]:
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
     yield
     spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-
-
-def committed_ids(log: arrowlog.ArrowLog, topic: str) -> list[int]:
-    consumer = log.consumer()
-    ids: list[int] = []
-    for p in range(log.topic(topic).partitions):
-        ids += consumer.read(topic, p).column("id").to_pylist()  # type: ignore[arg-type]
-    return sorted(ids)
 
 
 @pytest.mark.spark
@@ -91,19 +81,6 @@ def poisoned(first_attempt_only: bool) -> Any:
         return last_changed(batches, out_of_range) if fail else batches
 
     return poison
-
-
-def last_changed(
-    batches: Iterator[pa.RecordBatch], change: Callable[[pa.RecordBatch], pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """``batches`` as they come, the last one through ``change``."""
-    last = None
-    for batch in batches:
-        if last is not None:
-            yield last
-        last = batch
-    if last is not None:
-        yield change(last)
 
 
 @pytest.mark.spark
@@ -154,10 +131,6 @@ def test_rerunning_a_committed_job_writes_nothing(spark: Any, shared_store_spec:
     assert log.end_offsets("w") == ends  # not a byte written
     writer(df, shared_store_spec, topic="w", txnAppId="nightly", txnVersion="2").save()
     assert committed_ids(log, "w") == sorted(list(range(500)) * 2)
-
-
-def files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
 
 
 @pytest.mark.spark
@@ -227,14 +200,6 @@ def test_key_column_routes_rows_like_the_producer(spark: Any, tmp_path: Path) ->
         via_spark = consumer.read("k", p).column("id").to_pylist()
         via_producer = consumer.read("k2", p).column("id").to_pylist()
         assert via_spark and sorted(via_spark, key=str) == sorted(via_producer, key=str)
-
-
-def partition_keys(log: arrowlog.ArrowLog, topic: str) -> dict[int, list[str]]:
-    """Every object of each partition of ``topic``: segments, markers, checkpoints."""
-    return {
-        p: sorted(i.key for i in log.store.list(f"{topic}/{p}/"))
-        for p in range(log.topic(topic).partitions)
-    }
 
 
 @pytest.mark.spark

@@ -30,8 +30,8 @@ import pytest
 from pyspark.errors import PySparkException
 
 from arrowlog.producer import key_partitions
-from tests.conftest import StoreSpec
-from tests.spark.conftest import READERS, python_pushdown, with_options
+from tests.support.spark import READERS, python_pushdown, with_options
+from tests.support.stores import StoreSpec
 
 pytestmark = pytest.mark.spark
 

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_STORE_KINDS, STORE_KINDS, StoreSpec, _spec
+from tests.support.stores import SHARED_STORE_KINDS, STORE_KINDS, StoreSpec, spec_for
 
 S3FS = pytest.param("s3fs", id="s3fs", marks=pytest.mark.s3)
 
 
 @pytest.fixture(params=[*STORE_KINDS, S3FS])
 def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
-    return _spec(request.param, tmp_path, request)
+    return spec_for(request.param, tmp_path, request)
 
 
 @pytest.fixture(params=[*SHARED_STORE_KINDS, S3FS])
 def shared_store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
-    return _spec(request.param, tmp_path, request)
+    return spec_for(request.param, tmp_path, request)

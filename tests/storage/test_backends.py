@@ -19,7 +19,7 @@ from arrowlog.storage import Store
 from arrowlog.storage.wrappers import CountingStore
 from arrowlog.testing.faulty import Faults, FaultyStore
 from arrowlog.testing.scripted import ScriptedStore
-from tests.conftest import StoreSpec
+from tests.support.stores import StoreSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -230,7 +230,7 @@ def test_processes_racing_on_many_keys_have_exactly_one_winner_each(
             [
                 sys.executable,
                 "-m",
-                "tests.workers",
+                "tests.support.workers",
                 "put_race",
                 *shared_store_spec.argv(),
                 "--writer",

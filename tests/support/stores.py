@@ -1,0 +1,70 @@
+"""The stores tests run on: memory, a local directory (``local``) and ``s3``,
+which speaks HTTP to the suite's SeaweedFS (the ``s3_server`` fixture) through
+obstore, or ``s3fs``, the same server through s3fs. A :class:`StoreSpec` opens
+one here or, by its arguments, in a child process."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import arrowlog
+from arrowlog.storage import Store
+from arrowlog.storage.url import open_store
+from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing import seaweedfs
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """How to open one store, here or in a child process."""
+
+    kind: str
+    url: str
+    options: dict[str, Any]
+
+    def open(self) -> Store:
+        return open_store(self.url, self.options)
+
+    def connect(self, **kwargs: Any) -> arrowlog.ArrowLog:
+        return arrowlog.connect(self.url, self.options, **kwargs)
+
+    def argv(self) -> list[str]:
+        return ["--url", self.url, "--options", json.dumps(self.options)]
+
+
+class Untagged(CountingStore):
+    """A store that reports no entity tags with ranged reads, as fsspec's do
+    (counted)."""
+
+    def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        return super().get_range_tagged(key, start, end)[0], None
+
+
+def spec_for(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> StoreSpec:
+    """A fresh store of ``kind`` for one test (an S3 kind starts the suite's server)."""
+    if kind == "local":
+        # fsync off: these tests are about atomicity, not power loss, and fsync
+        # on a busy CI disk only adds minutes.
+        return StoreSpec("local", str(tmp_path / "store"), {"fsync": False})
+    if kind in ("s3", "s3fs"):
+        server: seaweedfs.S3Server = request.getfixturevalue("s3_server")
+        options = dict(server.storage_options)
+        if kind == "s3fs":  # the client that s3:// used before obstore, still selectable
+            options["client"] = "s3fs"
+        return StoreSpec(kind, server.url(f"t-{uuid.uuid4().hex[:12]}"), options)
+    return StoreSpec("memory", "memory://", {})
+
+
+STORE_KINDS = [
+    pytest.param("memory", id="memory"),
+    pytest.param("local", id="local"),
+    pytest.param("s3", id="s3", marks=pytest.mark.s3),
+]
+# Kinds a second process can open: memory lives inside one process.
+SHARED_STORE_KINDS = STORE_KINDS[1:]
