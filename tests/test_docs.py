@@ -108,3 +108,13 @@ def test_architecture_picture_is_drawn_from_the_contract() -> None:
         text=True,
     )
     assert drawn.returncode == 0, drawn.stdout + drawn.stderr
+
+
+def test_every_path_the_code_cites_exists() -> None:
+    missing = [
+        f"{path.relative_to(ROOT)}: {cited}"
+        for path in SOURCES
+        for cited in _cited_paths(path.read_text())
+        if not (ROOT / cited).exists()
+    ]
+    assert missing == []

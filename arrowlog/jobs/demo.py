@@ -70,6 +70,17 @@ def step(title: str) -> float:
     return time.perf_counter()
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number above zero (else a one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None, *, session: Callable[[str], Any] = local_session) -> int:
     """Run the demo; ``session(app)`` gives its Spark session (by default a
     local one; ``spark_jobs/demo.py`` passes the one spark-submit configured)."""
@@ -79,8 +90,8 @@ def main(argv: list[str] | None = None, *, session: Callable[[str], Any] = local
     )
     parser.add_argument("--data", default="demo-data/events.parquet")
     parser.add_argument("--delta", default="demo-data/purchases-delta")
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--rows-per-batch", type=int, default=50_000)
+    parser.add_argument("--rows", type=_positive, default=1_000_000)
+    parser.add_argument("--rows-per-batch", type=_positive, default=50_000)
     args = parser.parse_args(argv)
     root = str(Path(args.root).resolve()) if "://" not in args.root else args.root
 

@@ -4,7 +4,7 @@ through obstore (Rust's ``object_store``): the default client for ``s3://``,
 
 Signing, retries and connection handling run in Rust without the GIL: for the
 small objects a log writes, it took half the time of the s3fs client per request
-(docs/benchmarks.md). Put-if-absent is ``put(mode="create")``, one single PUT
+(README, "Performance"). Put-if-absent is ``put(mode="create")``, one single PUT
 (never multipart), on each store with its own atomic condition:
 
 - S3: ``If-None-Match: *`` (AWS since 2024-08, MinIO, SeaweedFS);

@@ -322,8 +322,12 @@ def test_compactors_that_race_write_each_range_once(store: Store) -> None:
         )
     )
     second = arrowlog.connect(store, config=FAST).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
-    assert [(c.start, c.end) for c in first.result()] == [(c.start, c.end) for c in second]  # type: ignore[attr-defined]
-    assert len(keys(store, compacted_prefix("t", 0))) == len(second)
+    # Whichever got there first wrote a range; the other reports it too, or
+    # nothing once it saw itself overtaken: never another object for it.
+    reported = {(c.start, c.end) for c in [*first.result(), *second]}  # type: ignore[misc]
+    ranges = sorted(reported)
+    assert ranges and all(a[1] <= b[0] for a, b in itertools.pairwise(ranges))
+    assert len(keys(store, compacted_prefix("t", 0))) == len(ranges)
     assert log.maintenance.compact(target_bytes=MIN_TARGET_BYTES) == []  # nothing left to compact
     assert arrowlog.connect(store, config=FAST).consumer().read("t", 0).equals(committed)
 
