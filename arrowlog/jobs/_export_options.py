@@ -3,7 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import click
+
+from arrowlog.jobs.commandline import interrupted, progress_bar
+
+T = TypeVar("T")
 
 from_new_incarnation = click.option(
     "--from-new-incarnation",
@@ -29,4 +36,23 @@ def position(offsets: dict[str, int], incarnation: int) -> str:
     return str(offsets) if incarnation == 0 else f"{offsets} of incarnation {incarnation}"
 
 
-__all__ = ["from_new_incarnation", "position", "skip_deleted"]
+def run_with_progress(export: Callable[[Callable[[int, int], None]], T], *, enabled: bool) -> T:
+    """``export(progress)`` under a progress bar of offsets; Ctrl-C stops it
+    with one line. Nothing of an interrupted run counts unless its commit
+    landed: the rerun finds out from the table itself."""
+    total = [0]
+    try:
+        with progress_bar(None, "offsets", enabled=enabled) as bar:
+
+            def advance(done: int, of: int) -> None:
+                total[0] = of
+                bar.update(bar.task_ids[0], completed=done, total=of)
+
+            result = export(advance)
+            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
+    except KeyboardInterrupt:
+        raise interrupted("the last committed export") from None
+    return result
+
+
+__all__ = ["from_new_incarnation", "position", "run_with_progress", "skip_deleted"]

@@ -98,7 +98,12 @@ from arrowlog.jobs._delta_table import (
     offset_app_id,
     table_state,
 )
-from arrowlog.jobs._export_options import from_new_incarnation, position, skip_deleted
+from arrowlog.jobs._export_options import (
+    from_new_incarnation,
+    position,
+    run_with_progress,
+    skip_deleted,
+)
 from arrowlog.jobs._export_range import (
     OFFSETS_KEY,
     STARTING_KEY,
@@ -118,10 +123,8 @@ from arrowlog.jobs._export_range import (
 from arrowlog.jobs._table_types import TableTypes
 from arrowlog.jobs.commandline import (
     Session,
-    interrupted,
     json_object,
     leaf,
-    progress_bar,
     run_job,
     with_examples,
 )
@@ -454,25 +457,15 @@ def command(
     options = json_object("--delta-storage-options", delta_storage_options)
     check_path(delta_path)  # a usage error, before the log is opened
     log = session.connect()
-    total = [0]
-    try:
-        with progress_bar(None, "offsets", enabled=not no_progress) as bar:
-
-            def advance(done: int, of: int) -> None:
-                total[0] = of
-                bar.update(bar.task_ids[0], completed=done, total=of)
-
-            result = run_export(
-                log, topic, delta_path,
-                delta_storage={str(k): str(v) for k, v in (options or {}).items()},
-                on_recreated="restart" if from_new_incarnation else "fail",
-                on_data_loss="skip" if skip_deleted else "fail", progress=advance,
-            )  # fmt: skip
-            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
-    except KeyboardInterrupt:
-        # nothing of this run counts unless its Delta commit landed: the rerun
-        # finds out from the table itself
-        raise interrupted("the last committed export") from None
+    result = run_with_progress(
+        lambda progress: run_export(
+            log, topic, delta_path,
+            delta_storage={str(k): str(v) for k, v in (options or {}).items()},
+            on_recreated="restart" if from_new_incarnation else "fail",
+            on_data_loss="skip" if skip_deleted else "fail", progress=progress,
+        ),
+        enabled=not no_progress,
+    )  # fmt: skip
     if session.output == "json":
         session.json(
             {"topic": topic, "table": delta_path, "rows": result.rows, "offsets": result.offsets,

@@ -63,7 +63,12 @@ import pyarrow as pa
 
 import arrowlog
 from arrowlog.errors import ArrowLogError, ExportConflictError, SchemaMismatchError
-from arrowlog.jobs._export_options import from_new_incarnation, position, skip_deleted
+from arrowlog.jobs._export_options import (
+    from_new_incarnation,
+    position,
+    run_with_progress,
+    skip_deleted,
+)
 from arrowlog.jobs._export_range import (
     OFFSETS_KEY,
     STARTING_KEY,
@@ -92,10 +97,8 @@ from arrowlog.jobs._iceberg_catalog import (
 from arrowlog.jobs._table_types import TableTypes
 from arrowlog.jobs.commandline import (
     Session,
-    interrupted,
     json_object,
     leaf,
-    progress_bar,
     run_job,
     with_examples,
 )
@@ -451,24 +454,14 @@ def command(
         name=catalog_name, warehouse=warehouse, uri=catalog_uri, properties=properties
     )
     log = session.connect()
-    total = [0]
-    try:
-        with progress_bar(None, "offsets", enabled=not no_progress) as bar:
-
-            def advance(done: int, of: int) -> None:
-                total[0] = of
-                bar.update(bar.task_ids[0], completed=done, total=of)
-
-            result = export(
-                log, topic, table, catalog=config,
-                on_recreated="restart" if from_new_incarnation else "fail",
-                on_data_loss="skip" if skip_deleted else "fail", progress=advance,
-            )  # fmt: skip
-            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
-    except KeyboardInterrupt:
-        # nothing of this run counts unless its snapshot was committed: the
-        # rerun finds out from the table itself
-        raise interrupted("the last committed export") from None
+    result = run_with_progress(
+        lambda progress: export(
+            log, topic, table, catalog=config,
+            on_recreated="restart" if from_new_incarnation else "fail",
+            on_data_loss="skip" if skip_deleted else "fail", progress=progress,
+        ),
+        enabled=not no_progress,
+    )  # fmt: skip
     if session.output == "json":
         session.json(
             {"topic": topic, "table": table, "rows": result.rows, "offsets": result.offsets,
