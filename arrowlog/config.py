@@ -201,11 +201,16 @@ class LogConfig:
             chain of versions again, one GET, on its next lookup. Listing a
             partition shows any change sooner (see docs/protocol.md, "Changing
             a topic"). Kafka's metadata.max.age.ms is 5 minutes.
+        staged_appends: a plain or idempotent append that loses the race for
+            the log end is uploaded once under a key of its own and committed
+            by whichever writer wins the next offset (docs/protocol.md,
+            "Staged appends"), instead of racing one upload per offset.
     """
 
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     read_ahead: int | None = None
     metadata_max_age_ms: int = 30_000
+    staged_appends: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.retry, RetryPolicy):

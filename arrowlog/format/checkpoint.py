@@ -20,14 +20,17 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from arrowlog import _checked_json
 from arrowlog.errors import CorruptCheckpointError
-from arrowlog.format.segment import SegmentHeader
+from arrowlog.format.segment import Ref, SegmentHeader
 
 CHECKPOINT_VERSION = 3
+#: the version of a checkpoint whose window holds a commit object: readers
+#: that predate staged appends refuse it by this number
+REFS_CHECKPOINT_VERSION = 4
 
 
 class Decision(enum.Enum):
@@ -64,6 +67,12 @@ class SegmentSummary:
     #: can put another at its key once it was removed); None in checkpoints
     #: written before it was kept
     append_id: str | None = None
+    #: a batch in a staged data object: where it is, relative to the
+    #: partition's directory (its ``size`` is the data object's)
+    at: str | None = None
+    #: a commit object: the batches it commits, in offset order (each with
+    #: ``at``); the commit itself holds no records
+    refs: tuple[SegmentSummary, ...] = ()
 
     @property
     def end(self) -> int:
@@ -73,8 +82,21 @@ class SegmentSummary:
     def control(self) -> bool:
         return self.control_type is not None
 
+    def batches(self) -> tuple[SegmentSummary, ...]:
+        """The batches this object holds: itself, or a commit's refs."""
+        return self.refs or (self,)
+
     @classmethod
     def of(cls, header: SegmentHeader, size: int) -> SegmentSummary:
+        if header.refs is not None:
+            return cls(
+                base=header.base_offset,
+                size=size,
+                record_count=header.record_count,
+                timestamp_ms=header.timestamp_ms,
+                append_id=header.append_id,
+                refs=_ref_summaries(header.base_offset, header.refs),
+            )
         who = header.identity
         return cls(
             base=header.base_offset,
@@ -91,6 +113,30 @@ class SegmentSummary:
             stats=header.stats,
             append_id=header.append_id,
         )
+
+
+def _ref_summaries(base: int, refs: Iterable[Ref]) -> tuple[SegmentSummary, ...]:
+    out = []
+    for r in refs:
+        who = r.identity
+        out.append(
+            SegmentSummary(
+                base=base,
+                size=r.size,
+                record_count=r.record_count,
+                timestamp_ms=r.timestamp_ms,
+                producer_id=who.producer_id,
+                producer_epoch=who.producer_epoch,
+                base_sequence=who.base_sequence,
+                transactional=who.transactional,
+                transactional_id=who.transactional_id,
+                stats=r.stats,
+                append_id=r.append_id,
+                at=r.at,
+            )
+        )
+        base += r.record_count
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +182,8 @@ class PartitionState:
         return PartitionState(dict(self.producers), dict(self.open_txns), dict(self.stored_ms))
 
     def apply(self, s: SegmentSummary) -> None:
+        for batch in s.refs:
+            self.apply(batch)
         if s.producer_id < 0:
             return
         key = (s.producer_id, s.producer_epoch)
@@ -177,7 +225,9 @@ class PartitionState:
                 self.producers.pop(pid, None)
 
 
-_SUMMARY_FIELDS = list(SegmentSummary.__dataclass_fields__)
+#: the fields of a summary written as columns (a ref's ``at`` and a commit's
+#: ``refs`` are written only by windows that hold commits)
+_SUMMARY_FIELDS = [f for f in SegmentSummary.__dataclass_fields__ if f not in ("at", "refs")]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,7 +248,11 @@ class Checkpoint:
         producers = self.state.producers
         return _checked_json.dump(
             {
-                "v": CHECKPOINT_VERSION,
+                "v": (
+                    REFS_CHECKPOINT_VERSION
+                    if any(s.refs for s in self.segments)
+                    else CHECKPOINT_VERSION
+                ),
                 "log_start": self.log_start,
                 "start": self.start,
                 "end": self.end,
@@ -226,7 +280,7 @@ class Checkpoint:
         """
         fields = _checked_json.load(raw, key=key, error=CorruptCheckpointError)
         try:
-            if fields.get("v") != CHECKPOINT_VERSION:
+            if fields.get("v") not in (CHECKPOINT_VERSION, REFS_CHECKPOINT_VERSION):
                 raise ValueError(f"unsupported checkpoint version {fields.get('v')}")
             segments = summaries_of(fields["segments"])
             producers = {row[0]: ProducerEntry(*row) for row in fields["producers"]}
@@ -260,7 +314,12 @@ def summary_columns(
     column statistics unless ``stats``)."""
     names = [n for n in _SUMMARY_FIELDS if stats or n != "stats"]
     rows = list(segments)
-    return {name: [getattr(s, name) for s in rows] for name in names}
+    columns: dict[str, list[Any]] = {name: [getattr(s, name) for s in rows] for name in names}
+    if any(s.at is not None for s in rows):
+        columns["at"] = [s.at for s in rows]
+    if any(s.refs for s in rows):
+        columns["refs"] = [summary_columns(s.refs, stats=stats) if s.refs else None for s in rows]
+    return columns
 
 
 def summaries_of(columns: dict[str, list[Any]]) -> tuple[SegmentSummary, ...]:
@@ -270,10 +329,27 @@ def summaries_of(columns: dict[str, list[Any]]) -> tuple[SegmentSummary, ...]:
     Raises:
         KeyError, TypeError, ValueError: not such columns.
     """
+    count = len(columns["base"])
     for later in ("stats", "append_id"):  # written before these were kept
-        columns.setdefault(later, [None] * len(columns["base"]))
+        columns.setdefault(later, [None] * count)
     rows = zip(*(columns[name] for name in _SUMMARY_FIELDS), strict=True)
-    return tuple(SegmentSummary(*row) for row in rows)
+    ats = columns.get("at") or [None] * count
+    refs = columns.get("refs") or [None] * count
+    out = []
+    for row, at, held in zip(rows, ats, refs, strict=True):
+        fields = dict(zip(_SUMMARY_FIELDS, row, strict=True))
+        summary = SegmentSummary(**fields, at=None if at is None else str(at))
+        if held is not None:
+            summary = replace(summary, refs=summaries_of(held))
+            if (
+                not summary.refs
+                or summary.refs[0].base != summary.base
+                or summary.refs[-1].end != summary.end
+                or not chained(summary.refs)
+            ):
+                raise ValueError(f"refs of the commit at {summary.base} do not cover it")
+        out.append(summary)
+    return tuple(out)
 
 
 def chained(segments: Sequence[SegmentSummary]) -> bool:

@@ -427,10 +427,76 @@ def segment_key(prefix: str, partition: int, offset: int) -> str:
     return f"{prefix}/{partition}/segments/{offset:020d}.arrow"
 
 
+def batch_key(prefix: str, partition: int, base: int, at: str | None) -> str:
+    """The object holding the batch at ``base``: its segment, or the staged
+    data object ``at`` (relative to the partition's directory) a commit names."""
+    if at is None:
+        return segment_key(prefix, partition, base)
+    return f"{prefix}/{partition}/{at}"
+
+
 def parse_segment_key(key: str) -> int | None:
     """The base offset named by a segment key, or None for any other object."""
     match = _SEGMENT_NAME.fullmatch(key.rsplit("/", 1)[-1])
     return int(match.group(1)) if match else None
+
+
+#: how much of the writer's clock one folder of staged data objects covers (ms):
+#: a helper lists one or two folders, never every staged object of the history
+STAGED_FOLDER_MS = 60_000
+
+
+def partition_dir(prefix: str, partition: int) -> str:
+    """Everything of one partition lies under this (a ref's ``at`` is relative to it)."""
+    return f"{prefix}/{partition}/"
+
+
+def staged_folder(prefix: str, partition: int, writer_ms: int) -> str:
+    """The folder of the data objects staged at ``writer_ms`` (the writer's clock:
+    it only orders keys for listing, never decides anything)."""
+    return f"{prefix}/{partition}/staged/{writer_ms // STAGED_FOLDER_MS:010d}/"
+
+
+@dataclass(frozen=True, slots=True)
+class StagedName:
+    """What a staged data object's name says of it, so that a writer helping
+    others commit needs no request beyond the LIST that found it: when it was
+    staged (the writer's clock, for ordering only), its append id, its record
+    count and, for an idempotent producer's batch, the producer's identity."""
+
+    writer_ms: int
+    append_id: str
+    record_count: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    transactional: bool = False
+
+    def name(self) -> str:
+        who = ""
+        if self.producer_id >= 0:
+            who = f"-p{self.producer_id}e{self.producer_epoch}s{self.base_sequence}"
+        txn = "-t" if self.transactional else ""
+        return f"{self.writer_ms:013d}-{self.append_id}-{self.record_count}{who}{txn}.arrow"
+
+
+_STAGED_NAME = re.compile(r"(\d{13})-([0-9a-f]{32})-(\d+)(?:-p(\d+)e(\d+)s(\d+))?(-t)?\.arrow")
+
+
+def staged_at(name: StagedName) -> str:
+    """A staged data object's key relative to its partition's directory."""
+    folder = name.writer_ms // STAGED_FOLDER_MS
+    return f"staged/{folder:010d}/{name.name()}"
+
+
+def parse_staged_name(key: str) -> StagedName | None:
+    """What a staged data object's key says of it, or None for any other key."""
+    match = _STAGED_NAME.fullmatch(key.rsplit("/", 1)[-1])
+    if match is None:
+        return None
+    ms, append_id, count, pid, epoch, sequence, txn = match.groups()
+    who = (-1, -1, -1) if pid is None else (int(pid), int(epoch), int(sequence))
+    return StagedName(int(ms), append_id, int(count), *who, transactional=txn is not None)
 
 
 def checkpoint_prefix(prefix: str, partition: int) -> str:

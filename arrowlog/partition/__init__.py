@@ -69,7 +69,7 @@ process's cache of segment frames (``heads.HEADS``) has a lock of its own.
 
 from __future__ import annotations
 
-from arrowlog.partition.append import AppendResult
+from arrowlog.partition.append_result import AppendResult
 from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
 from arrowlog.partition.compaction import CompactionRange
 from arrowlog.partition.fetch import fetch_compacted, fetch_segment, projected

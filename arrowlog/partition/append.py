@@ -7,10 +7,9 @@ docs/protocol.md, "Appending".
 from __future__ import annotations
 
 import collections
-import enum
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -19,7 +18,6 @@ from arrowlog.config import MAX_OFFSET, Compression
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
     ArrowLogError,
-    CorruptCheckpointError,
     DuplicateSequenceError,
     InvalidBatchError,
     OffsetMismatchError,
@@ -27,7 +25,6 @@ from arrowlog.errors import (
     ProducerFencedError,
     RecordBatchTooLargeError,
     TransientStoreError,
-    UnknownTopicOrPartitionError,
 )
 from arrowlog.format.checkpoint import ProducerEntry, SegmentSummary, advance
 from arrowlog.format.control import ControlType, marker_batch
@@ -42,35 +39,16 @@ from arrowlog.format.segment import (
     metadata_slack,
     segment_size_floor,
 )
-from arrowlog.format.topic import (
-    MARKS_AFTER,
-    checkpoint_key,
-    checkpoint_prefix,
-    parse_announcement_key,
-    parse_checkpoint_key,
-    segment_prefix,
-)
 from arrowlog.partition._base import Shared
-from arrowlog.partition.checkpoints import Checkpoints, _warn_skipped
+from arrowlog.partition.append_result import AppendResult
+from arrowlog.partition.checkpoints import Checkpoints
 from arrowlog.partition.checks import prepare_batch
+from arrowlog.partition.claims import Claims, Owner
 from arrowlog.partition.indexes import CompactedIndexes
 from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
 from arrowlog.partition.reads import Reads
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """Where an appended batch landed: offsets ``[base_offset, next_offset)``."""
-
-    topic: str
-    partition: int
-    base_offset: int
-    record_count: int
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.record_count
+from arrowlog.partition.staged import Staged
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +61,6 @@ class Encoded:
     append_id: str
     data: memoryview
     header: SegmentHeader
-
-
-class _Owner(enum.Enum):
-    """Who holds an offset, as read back after an ambiguous write."""
-
-    OURS = "ours"
-    THEIRS = "theirs"
-    NOBODY = "nobody"
 
 
 class Appends:
@@ -114,6 +84,7 @@ class Appends:
         self._checkpoints = checkpoints
         self._indexes = indexes
         self._reads = reads
+        self._claims = Claims(shared, known, listing, checkpoints, indexes)
         # The latest batch of each producer that wrote through this object, and the
         # producers whose last append ended with an unknown outcome.
         self._own: dict[int, ProducerEntry] = {}
@@ -123,6 +94,7 @@ class Appends:
         #: Counters since this object was made: appends, lost races (conflicts),
         #: replies lost or failed writes resolved by reading back (ambiguous).
         self.stats: collections.Counter[str] = collections.Counter()
+        self._staged = Staged(shared, known, listing, checkpoints, self._claims, reads, self.stats)
 
     def prepare_batch(self, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
         """Check a batch against the topic and return it as one record batch with
@@ -233,7 +205,7 @@ class Appends:
         self.check_expected_offset(expected_offset)
         append_id = uuid.uuid4().hex if ahead is None else ahead.append_id
         with self._shared.lock:
-            if not self._checkpoints.ensure_open() and self._end_is_stale():
+            if not self._checkpoints.ensure_open() and self._claims.end_is_stale():
                 self._listing.sync_tail()
             if identity.producer_id >= 0 and not identity.control:
                 duplicate = self._check_sequence(identity, batch.num_rows)
@@ -347,6 +319,9 @@ class Appends:
         append_id: str,
         ahead: Encoded | None = None,
     ) -> AppendResult:
+        staging = self._may_stage(expected_offset, identity)
+        if staging and self._staged.contended():
+            return self._staged.append(batch, identity, append_id)
         offset = self._known.end
         if ahead is not None and ahead.offset == offset:
             data, header = ahead.data, ahead.header
@@ -359,12 +334,16 @@ class Appends:
                 offset = self._known.end
                 data, header = self._encode(batch, offset, append_id, identity)
             began = _clock.elapsed()
-            owner, maybe_applied = self._try_put(offset, data, append_id)
+            owner, maybe_applied = self._claims.try_put(offset, data, append_id)
             uncertain = uncertain or maybe_applied
             if maybe_applied:
                 self.stats["ambiguous"] += 1
             summary = SegmentSummary.of(header, len(data))
-            if owner is _Owner.OURS and self._end_is_stale() and not self._in_log(summary):
+            if (
+                owner is Owner.OURS
+                and self._claims.end_is_stale()
+                and not self._claims.in_log(summary)
+            ):
                 # our PUT took a key that records deleted since had freed: it is
                 # below the log start, in no one's log; write at the real end
                 self.stats["below_log_start"] += 1
@@ -373,14 +352,14 @@ class Appends:
                     self._check_expected(expected_offset)
                 uncertain = False
                 continue
-            if owner is _Owner.OURS:
+            if owner is Owner.OURS:
                 self.stats["appends"] += 1
                 self._known.end_seen(began)
-                self._record_append(summary)
+                self._claims.record_append(summary)
                 return AppendResult(
                     self._shared.topic.name, self._shared.partition, offset, batch.num_rows
                 )
-            if owner is _Owner.THEIRS:
+            if owner is Owner.THEIRS:
                 self.stats["conflicts"] += 1
                 self._listing.sync_tail()
                 if self._known.end <= offset:
@@ -398,6 +377,11 @@ class Appends:
                 if expected_offset is not None:
                     self._check_expected(expected_offset)
                 uncertain = False  # our earlier attempts at that offset cannot land now
+                if staging:
+                    # none of our attempts can land now (each lost to another
+                    # object): the batch is staged, and whoever wins commits it
+                    self._staged.lost_race()
+                    return self._staged.append(batch, identity, append_id)
                 continue
             pause = next(sleeps, None)
             if pause is None:
@@ -413,106 +397,16 @@ class Appends:
                 )
             time.sleep(pause)
 
-    def _end_is_stale(self) -> bool:
-        """True once this object has trusted its view of the log end for half
-        the topic's ``delete_delay_ms``: segments it does not know of may have
-        been written, removed (records deleted before the log start, or
-        compacted) and their keys freed since (docs/protocol.md, "Deleting records")."""
-        trusted = _clock.elapsed() - self._known.end_known_at
-        return trusted * 2000 > self._shared.topic.config.delete_delay_ms
-
-    def _in_log(self, ours: SegmentSummary) -> bool:
-        """Whether our segment, just put at ``ours.base`` on a stale view of the
-        log, is the log's own there, and not a write into a key that a removed
-        segment freed. Segments are removed only below the log start or the
-        compaction mark, and only segments that a checkpoint indexes
-        (docs/protocol.md): so ours is the log's if both are at or before it,
-        if no checkpoint indexes its offset yet, or if the one that does names it
-        (or, if that checkpoint is corrupt, the index of the compacted object
-        holding its window does).
-
-        Raises:
-            UnknownTopicOrPartitionError: the listing of the markers shows the
-                topic deleted (and maybe created anew): our segment went with it.
-            AppendOutcomeUnknownError: the log start or checkpoint cannot be
-                read, or vacuum removed that checkpoint (its window is below the
-                log start): then no one can tell.
-        """
-        checkpoints = checkpoint_prefix(self._shared.topic.prefix, self._shared.partition)
-        after = checkpoint_key(self._shared.topic.prefix, self._shared.partition, ours.base + 1)
-        try:
-            if ours.base >= self._list_markers():
-                return True
-            # inverted keys: the first after `after` is the window with the
-            # greatest start <= our offset
-            listed = self._shared.retry(
-                lambda: list(self._shared.store.list(checkpoints, start_after=after, limit=1))
-            )
-            start = parse_checkpoint_key(listed[0].key) if listed else None
-            window = None if start is None else self._window_below_floor(start, ours.base)
-            if window is None or window[0] <= ours.base:
-                # none listed indexes the offset: none was written yet (no
-                # segment there was removed), or vacuum removed it
-                newest = self._checkpoints.newest_checkpoint()
-                if newest is None or newest.end <= ours.base:
-                    return True
-                raise FileNotFoundError(f"the checkpoint indexing offset {ours.base} was removed")
-        except UnknownTopicOrPartitionError:
-            raise
-        except (ArrowLogError, FileNotFoundError) as e:
-            raise AppendOutcomeUnknownError(
-                f"{self._shared.key(ours.base)}: cannot tell whether this append is in the "
-                f"log: {e}",
-                offset=ours.base,
-            ) from e
-        theirs = [s for s in window[1] if s.base == ours.base]
-        return not theirs or replace(theirs[0], stats=None) == replace(ours, stats=None)
-
-    def _list_markers(self) -> int:
-        """The floor (the log start, or the compaction mark if higher), from
-        one LIST of the partition's markers; a change of the topic announced
-        among them is learnt first, as a sync learns it.
-
-        Raises:
-            UnknownTopicOrPartitionError: the topic was deleted (its grave is
-                among the markers), and maybe created anew.
-        """
-        prefix = segment_prefix(self._shared.topic.prefix, self._shared.partition)
-        marks_after = prefix + MARKS_AFTER
-        found = self._shared.retry(
-            lambda: list(self._shared.store.list(prefix, start_after=marks_after))
+    def _may_stage(self, expected_offset: int | None, identity: WriterIdentity) -> bool:
+        """Whether this append may be staged if it loses a race: not with an
+        expected offset (it lands exactly there or nowhere), not a marker, not
+        a transaction's batch, and only if the connection allows it."""
+        return (
+            self._shared.config.staged_appends
+            and expected_offset is None
+            and not identity.control
+            and not identity.transactional
         )
-        announced = [v for info in found if (v := parse_announcement_key(info.key)) is not None]
-        if announced:
-            self._listing.topic_announced(max(announced))
-        self._listing.learn_marks(found)
-        return self._known.floor
-
-    def _window_below_floor(
-        self, start: int, offset: int
-    ) -> tuple[int, tuple[SegmentSummary, ...]]:
-        """The end and the segments of the window at ``start``, as recorded
-        while its segments were all there, to decide who held ``offset``
-        (below the floor): its checkpoint, or if that is corrupt, the index of
-        the compacted object holding the window (see
-        :mod:`arrowlog.format.compacted_index`). Never the segments listed now: below
-        the floor a key may hold a stray such as ours.
-
-        Raises:
-            CorruptCheckpointError: the checkpoint is corrupt and no compacted
-                object's index gives the window's segments up to ``offset``.
-            FileNotFoundError: the checkpoint is gone.
-        """
-        try:
-            window = self._checkpoints.load_checkpoint(start)
-        except CorruptCheckpointError as e:
-            indexed = self._indexes.indexed_window(start) if start < self._known.compacted else None
-            if indexed is None or not indexed[1] or indexed[1][0].base > offset:
-                raise
-            key = checkpoint_key(self._shared.topic.prefix, self._shared.partition, start)
-            _warn_skipped(key, e, "deciding through the compacted object's index")
-            return indexed
-        return window.end, window.segments
 
     def _check_expected(self, expected_offset: int) -> None:
         if expected_offset > self._known.end:
@@ -550,43 +444,3 @@ class Appends:
                 f"({limit}); split it"
             )
         return data, header
-
-    def _try_put(self, offset: int, data: memoryview, append_id: str) -> tuple[_Owner, bool]:
-        """One put-if-absent attempt, and who holds the offset afterwards.
-
-        Returns the owner (NOBODY means: try again) and whether this attempt
-        may have been applied without our knowing.
-        """
-        key = self._shared.key(offset)
-        try:
-            self._shared.store.put_if_absent(key, data)
-        except FileExistsError:
-            # Ours if an earlier attempt of this very append landed unseen (the S3
-            # client retries internally too, so always read back).
-            return self._owner(offset, append_id), False
-        except TransientStoreError as e:
-            if not e.maybe_applied:
-                return _Owner.NOBODY, False
-            return self._owner(offset, append_id), True
-        return _Owner.OURS, False
-
-    def _owner(self, offset: int, append_id: str) -> _Owner:
-        """Read back what sits at ``offset``.
-
-        Raises:
-            AppendOutcomeUnknownError: the store stayed unavailable until the deadline.
-        """
-        try:
-            header = self._listing.read_header(offset)
-        except FileNotFoundError:
-            return _Owner.NOBODY
-        except TransientStoreError as e:
-            raise AppendOutcomeUnknownError(
-                f"{self._shared.key(offset)}: cannot read back the outcome of an append: {e}",
-                offset=offset,
-            ) from e
-        return _Owner.OURS if header.append_id == append_id else _Owner.THEIRS
-
-    def _record_append(self, summary: SegmentSummary) -> None:
-        self._known.extend_tail(summary)
-        self._checkpoints.write_due_checkpoints()

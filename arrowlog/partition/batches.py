@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from arrowlog.format.segment import PLAIN_APPEND
-from arrowlog.partition.append import AppendResult, Appends, Encoded
+from arrowlog.partition.append import Appends, Encoded
+from arrowlog.partition.append_result import AppendResult
 from arrowlog.partition.known import KnownLog
 
 

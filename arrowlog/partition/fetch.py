@@ -3,6 +3,7 @@ the columns' byte ranges), checked against what the index says it holds."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from arrowlog.format.segment import (
     decode_segment,
     head_length,
 )
+from arrowlog.format.topic import parse_staged_name
 from arrowlog.partition.heads import HEADS
 from arrowlog.storage import Blob, Store, get_range_tagged
 
@@ -158,6 +160,12 @@ def check_segment(
             f"segment holds columns {batch.schema.types} where the topic has {schema.types}",
             key=key,
         )
+    if header.staged != (parse_staged_name(key) is not None):
+        raise CorruptSegmentError("a staged data object outside staged/, or the reverse", key=key)
+    if header.staged and header.record_count == end - base:
+        # a staged object's offsets are where the commit that names it put it
+        header = dataclasses.replace(header, base_offset=base)
+        found = (header, found[1])
     if header.base_offset != base or header.next_offset != end:
         raise CorruptSegmentError(
             f"segment holds [{header.base_offset}, {header.next_offset}), the log says "

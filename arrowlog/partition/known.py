@@ -5,6 +5,7 @@ change them only through the methods here; none of them does I/O."""
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable
 
 from arrowlog.format.checkpoint import Checkpoint, PartitionState, SegmentSummary
@@ -43,6 +44,7 @@ class KnownLog:
         self.stored: dict[int, int] = {}
         self.last_base: int | None = None
         self.last_checkpoint: Checkpoint | None = None
+        self.committed = CommittedIndex()
 
     def forget(self) -> None:
         """Know nothing (an opening starts over)."""
@@ -53,6 +55,7 @@ class KnownLog:
         self.base_state = PartitionState()
         self.window_start = self.end = self.log_start = self.compacted = 0
         self.stored = {}
+        self.committed = CommittedIndex()
 
     def open_from(self, cp: Checkpoint) -> None:
         """Know the log up to the end of the checkpoint ``cp`` (an opening)."""
@@ -61,6 +64,7 @@ class KnownLog:
         self.window_start = self.end = cp.end
         self.base_state = cp.state.copy()
         self.last_base = cp.segments[-1].base
+        self.committed = CommittedIndex()
 
     @property
     def floor(self) -> int:
@@ -84,6 +88,7 @@ class KnownLog:
         self.summaries[summary.base] = summary
         self.end = summary.end
         self.last_base = summary.base
+        self.committed.add(summary)
 
     def tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:
         """Summaries of the tail segments (the first ``upto``). All are known: a
@@ -112,10 +117,12 @@ class KnownLog:
             base = parse_segment_key(info.key)
             if base is not None and base >= self.window_start and info.modified_ms is not None:
                 self.stored[base] = info.modified_ms
+                self.committed.dated(base, info.modified_ms)
 
     def store_time(self, base: int, modified_ms: int) -> None:
         """When the segment at ``base`` was written, on the store's clock."""
         self.stored[base] = modified_ms
+        self.committed.dated(base, modified_ms)
 
     def stored_by(self, offset: int) -> int | None:
         """A time on the store's clock by which the batch at ``offset`` had
@@ -123,3 +130,50 @@ class KnownLog:
         known), or None."""
         later = [base for base in self.stored if base >= offset]
         return self.stored[min(later)] if later else None
+
+
+class CommittedIndex:
+    """The staged data objects committed by the objects this process has
+    seen join the chain, one after another, since it opened the partition:
+    ``at`` -> the offset its batch got. Whoever commits staged objects must
+    not commit one twice, and this is how it knows which are committed.
+
+    It holds the commits of the last :data:`KEPT` objects of the chain, from
+    :attr:`since` on, and :attr:`since_ms`, a time on the store's clock
+    after which every object put in the chain is at or past :attr:`since`
+    (the store time of an object at or past it: an object written after
+    one at offset K can only be past K, as a writer writes only at the end
+    it knows). So a staged object written after :attr:`since_ms` can have
+    been committed only where this index sees it (docs/protocol.md,
+    "Staged appends")."""
+
+    KEPT = 4096
+
+    def __init__(self) -> None:
+        self.at: dict[str, int] = {}
+        #: (base of a chain object, the ``at`` of the batches it commits)
+        self._objects: collections.deque[tuple[int, tuple[str, ...]]] = collections.deque()
+        self.since: int | None = None
+        self.since_ms: int | None = None
+
+    def add(self, summary: SegmentSummary) -> None:
+        """``summary`` (an object that continues the chain) joined it."""
+        if self.since is None:
+            self.since = summary.base
+        held = tuple(r.at for r in summary.refs if r.at is not None)
+        for r in summary.refs:
+            if r.at is not None:
+                self.at[r.at] = r.base
+        self._objects.append((summary.base, held))
+        if len(self._objects) > self.KEPT:
+            for _ in range(self.KEPT // 2):
+                _, gone = self._objects.popleft()
+                for at in gone:
+                    self.at.pop(at, None)
+            self.since = self._objects[0][0]
+            self.since_ms = None
+
+    def dated(self, base: int, modified_ms: int) -> None:
+        """The object at ``base`` was written at ``modified_ms`` (store clock)."""
+        if self.since_ms is None and self.since is not None and base >= self.since:
+            self.since_ms = modified_ms

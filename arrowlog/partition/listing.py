@@ -281,7 +281,7 @@ class Listing:
             header = read_header(head, key=key)
             if isinstance(header, int):
                 raise CorruptSegmentError("segment truncated inside its schema", key=key)
-        if header.base_offset != base:
+        if header.base_offset != base or header.staged:
             raise CorruptSegmentError(f"segment says it starts at {header.base_offset}", key=key)
         if size is not None and size >= COLUMN_READ_MIN_BYTES:
             HEADS.offer(key, header.append_id, head, tag)  # a column read needs no head read

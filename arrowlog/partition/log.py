@@ -15,7 +15,8 @@ from arrowlog.format.segment import PLAIN_APPEND, SegmentHeader, WriterIdentity
 from arrowlog.format.stats import Predicate
 from arrowlog.format.topic import Topic
 from arrowlog.partition._base import RefreshTopic, Shared
-from arrowlog.partition.append import AppendResult, Appends
+from arrowlog.partition.append import Appends
+from arrowlog.partition.append_result import AppendResult
 from arrowlog.partition.batches import BatchAppends
 from arrowlog.partition.checkpoints import Checkpoints
 from arrowlog.partition.compaction import CompactionRange, Compactions

@@ -18,7 +18,7 @@ from arrowlog.errors import OffsetOutOfRangeError
 from arrowlog.format.checkpoint import PartitionState, SegmentSummary, advance
 from arrowlog.format.segment import SegmentHeader, column_indices
 from arrowlog.format.stats import Predicate, check_predicates, may_match, row_filter
-from arrowlog.format.topic import segment_key
+from arrowlog.format.topic import batch_key
 from arrowlog.partition._base import Shared
 from arrowlog.partition.checkpoints import Checkpoints
 from arrowlog.partition.fetch import projected
@@ -115,8 +115,10 @@ class Reads:
         return self._plan(start, end)[2]
 
     def summaries(self, start: int | None = None, end: int | None = None) -> list[SegmentSummary]:
-        """Header summaries of the segments holding ``[start, end)``: from
-        checkpoints where they cover the range, else from the segments' heads."""
+        """Header summaries of the batches holding ``[start, end)``: from
+        checkpoints where they cover the range, else from the segments' heads.
+        A commit object gives the batches it commits, each with the staged
+        data object that holds it (``at``), never itself."""
         with self._shared.lock:
             start, end = self._resolve_range(start, end)
             out: list[SegmentSummary] = []
@@ -124,8 +126,8 @@ class Reads:
                 return out
             for cp in self._checkpoints.checkpoints_from(start):
                 out.extend(s for s in cp.segments if s.end > start and s.base < end)
-            tail = [s for s in self._known.tail_summaries() if s.end > start and s.base < end]
-            return out + tail
+            out.extend(s for s in self._known.tail_summaries() if s.end > start and s.base < end)
+            return [b for s in out for b in s.batches() if b.end > start and b.base < end]
 
     def _plan(self, start: int | None, end: int | None) -> tuple[int, int, list[SegmentRef]]:
         with self._shared.lock:
@@ -327,11 +329,13 @@ def _window_refs(
     """The segments of one window (or of the tail) from the one holding ``offset``."""
     first = max(0, bisect.bisect_right([s.base for s in summaries], offset) - 1)
     for s in summaries[first:]:
-        yield _ref(prefix, partition, s)
+        for batch in s.batches():
+            if batch.end > offset:
+                yield _ref(prefix, partition, batch)
 
 
 def _ref(prefix: str, partition: int, s: SegmentSummary) -> SegmentRef:
-    key = segment_key(prefix, partition, s.base)
+    key = batch_key(prefix, partition, s.base, s.at)
     droppable = s.transactional or s.control
     return SegmentRef(key, s.base, s.end, s.size, s.append_id, droppable)
 

@@ -32,10 +32,10 @@ from arrowlog.format.segment import Compaction, SegmentHeader
 from arrowlog.format.stats import Predicate, check_predicates, may_match
 from arrowlog.format.topic import (
     Topic,
+    batch_key,
     compacted_prefix_of,
     compacted_start_after,
     parse_compacted_key,
-    segment_key,
 )
 from arrowlog.partition import CompactedRef, PartitionLog, fetch_compacted, fetch_segment
 from arrowlog.read.visibility import (
@@ -452,7 +452,7 @@ def _split(
         obj = cover[i] if i < len(cover) and cover[i].start <= s.base else None
         drop = s.base in droppable
         if obj is None:
-            key = segment_key(topic.prefix, partition, s.base)
+            key = batch_key(topic.prefix, partition, s.base, s.at)
             piece = ScanSegment(key, s.base, s.end, lo, hi, s.size, None, s.append_id, drop)
         else:
             span = (obj.start, obj.end)

@@ -24,7 +24,7 @@ WRITERS = 4
 APPENDS = 100
 
 
-def run_race(spec: StoreSpec, out: Path, *, lose_ack: float) -> Counter[str]:
+def run_race(spec: StoreSpec, out: Path, *, lose_ack: float, staged: bool = False) -> Counter[str]:
     spec.connect().create_topic("race", RACE_SCHEMA, config=TopicConfig(checkpoint_interval=25))
     start_at = time.time() + 3  # every process has imported and connected by then
     procs = [
@@ -45,6 +45,7 @@ def run_race(spec: StoreSpec, out: Path, *, lose_ack: float) -> Counter[str]:
                 str(start_at),
                 "--lose-ack",
                 str(lose_ack),
+                *(["--staged"] if staged else []),
             ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
@@ -95,3 +96,17 @@ def test_concurrent_processes_append_exactly_once(
     assert stats["conflicts"] > 0, "the writers never raced: the test proved nothing"
     if lose_ack:
         assert stats["ambiguous"] > 0.1 * WRITERS * APPENDS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lose_ack", [0.0, 0.2], ids=["clean", "lose-20pct-acks"])
+def test_concurrent_processes_staging_appends_append_exactly_once(
+    shared_store_spec: StoreSpec, tmp_path: Path, lose_ack: float
+) -> None:
+    """The same race with staged appends: batches that lose are uploaded to
+    keys of their own and committed by whoever wins, theirs or another's."""
+    out = tmp_path / "acked.jsonl"
+    stats = run_race(shared_store_spec, out, lose_ack=lose_ack, staged=True)
+    check_log(shared_store_spec, out)
+    assert stats["staged"] > 0, "no append was staged: the test proved nothing"
+    assert stats["appends"] + stats["staged"] == WRITERS * APPENDS

@@ -37,7 +37,7 @@ def _open(args: argparse.Namespace) -> arrowlog.ArrowLog:
         store = FaultyStore(
             store, Faults(lose_ack=args.lose_ack, slowdown=args.slowdown, seed=os.getpid())
         )
-    return arrowlog.connect(store)
+    return arrowlog.connect(store, config=arrowlog.LogConfig(staged_appends=args.staged))
 
 
 def put_race(args: argparse.Namespace) -> None:
@@ -313,6 +313,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long")
     parser.add_argument("--lose-ack", type=float, default=0.0)
     parser.add_argument("--slowdown", type=float, default=0.0)
+    parser.add_argument("--staged", action="store_true", help="stage appends that lose a race")
     args = parser.parse_args(argv)
     workers = {"put_race": put_race, "append_race": append_race, "read_race": read_race,
                "zombie": zombie, "txn_crash": txn_crash, "copier": copier,

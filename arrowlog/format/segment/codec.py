@@ -34,6 +34,7 @@ from arrowlog.format.segment.header import (
     compaction_metadata,
     header_from_metadata,
     hex8,
+    refs_metadata,
     stats_metadata,
 )
 from arrowlog.format.segment.projection import checked, column_indices, project
@@ -87,6 +88,7 @@ def encode(
     metadata[HEADER_CRC_KEY] = hex8(crc32c.crc32c(header_json))
     metadata.update(stats_metadata(header))
     metadata.update(compaction_metadata(header))
+    metadata.update(refs_metadata(header))
     metadata[CRC_KEY] = CRC_TAG + CRC_PLACEHOLDER
     if tabled:
         metadata[COLUMNS_KEY] = column_table.placeholder(batch.num_columns)

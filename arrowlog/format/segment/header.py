@@ -16,6 +16,9 @@ from arrowlog.errors import CorruptSegmentError
 from arrowlog.format.segment.framing import CONTINUATION, MAGIC
 
 FORMAT_VERSION = 1
+#: the version of a staged data object's header and of a commit object's (see
+#: :class:`Ref`): readers that predate them refuse them by this number
+STAGED_VERSION = 2
 HEADER_KEY = b"arrowlog.header"
 HEADER_CRC_KEY = b"arrowlog.header_crc32c"
 CRC_KEY = b"arrowlog.crc32c"
@@ -26,6 +29,9 @@ STATS_CRC_KEY = b"arrowlog.stats_crc32c"
 #: in a compacted object only: what it holds (JSON, see :class:`Compaction`)
 COMPACTED_KEY = b"arrowlog.compacted"
 COMPACTED_CRC_KEY = b"arrowlog.compacted_crc32c"
+#: in a commit object only: the staged data objects it commits (JSON, see :class:`Ref`)
+REFS_KEY = b"arrowlog.refs"
+REFS_CRC_KEY = b"arrowlog.refs_crc32c"
 #: JSON list of the columns stored dictionary-encoded (compressed topics only)
 DICTIONARY_KEY = b"arrowlog.dictionary"
 # Enough for the schema message of any ordinary topic; larger schemas cost one more
@@ -132,6 +138,55 @@ class Compaction:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Ref:
+    """One staged data object that a commit object commits: where it is
+    (``at``, relative to the partition's directory), how many records it holds
+    and who wrote them. Its offsets follow from its place in the commit: the
+    first ref starts at the commit's base offset, each next one where the one
+    before ends (docs/protocol.md, "Staged appends")."""
+
+    at: str
+    record_count: int
+    size: int
+    timestamp_ms: int
+    append_id: str
+    identity: WriterIdentity = PLAIN_APPEND
+    stats: dict[str, list[Any]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "at": self.at, "n": self.record_count, "size": self.size,
+            "ts": self.timestamp_ms, "id": self.append_id,
+        }  # fmt: skip
+        who = self.identity
+        if who.producer_id >= 0:
+            fields["pid"] = [who.producer_id, who.producer_epoch, who.base_sequence]
+        if who.transactional:
+            fields["txn"] = who.transactional_id
+        if self.stats:
+            fields["stats"] = self.stats
+        return fields
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> Ref:
+        """Raises: KeyError, TypeError, ValueError: not a ref."""
+        pid, epoch, sequence = fields.get("pid", (-1, -1, -1))
+        txn = fields.get("txn")
+        identity = WriterIdentity(
+            producer_id=int(pid), producer_epoch=int(epoch), base_sequence=int(sequence),
+            transactional="txn" in fields, transactional_id=None if txn is None else str(txn),
+        )  # fmt: skip
+        ref = cls(
+            at=str(fields["at"]), record_count=int(fields["n"]), size=int(fields["size"]),
+            timestamp_ms=int(fields["ts"]), append_id=str(fields["id"]), identity=identity,
+            stats=fields.get("stats"),
+        )  # fmt: skip
+        if ref.record_count < 1 or ref.size < 1 or not ref.at.startswith("staged/"):
+            raise ValueError(f"impossible ref {fields!r}")
+        return ref
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SegmentHeader:
     """What a segment says about itself. Offsets ``[base_offset, next_offset)``."""
 
@@ -146,6 +201,12 @@ class SegmentHeader:
     #: in a compacted object, what it holds (a key of its own beside the header
     #: JSON, see :func:`compaction_metadata`); None in a segment
     compaction: Compaction | None = None
+    #: a staged data object: its records' offsets are given by the commit
+    #: object that references it, not by ``base_offset`` (written as 0)
+    staged: bool = False
+    #: in a commit object: the staged data objects it commits, in offset order
+    #: (a key of its own beside the header JSON, see :func:`refs_metadata`)
+    refs: tuple[Ref, ...] | None = None
 
     @property
     def next_offset(self) -> int:
@@ -157,8 +218,8 @@ class SegmentHeader:
 
     def to_json(self) -> bytes:
         # One flat JSON object: the identity's fields sit beside the offsets.
-        fields = {
-            "v": FORMAT_VERSION,
+        fields: dict[str, Any] = {
+            "v": STAGED_VERSION if self.staged or self.refs is not None else FORMAT_VERSION,
             "base_offset": self.base_offset,
             "record_count": self.record_count,
             "timestamp_ms": self.timestamp_ms,
@@ -166,6 +227,8 @@ class SegmentHeader:
             # not dataclasses.asdict: its deep copy was a tenth of an append's CPU
             **{name: getattr(self.identity, name) for name in _IDENTITY_FIELDS},
         }
+        if self.staged:
+            fields["staged"] = True
         return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
@@ -175,7 +238,7 @@ class SegmentHeader:
             if end != len(raw) or not isinstance(fields, dict):
                 raise ValueError("not one JSON object")
             version = fields.pop("v")
-            if version != FORMAT_VERSION:
+            if version not in (FORMAT_VERSION, STAGED_VERSION):
                 raise CorruptSegmentError(f"unsupported segment format version {version}", key=key)
             identity = {f: fields.pop(f) for f in _IDENTITY_FIELDS if f in fields}
             header = cls(**fields, identity=WriterIdentity(**identity))
@@ -185,6 +248,8 @@ class SegmentHeader:
             raise CorruptSegmentError(f"unreadable segment header: {e}", key=key) from e
         if header.base_offset < 0 or header.record_count < 0:
             raise CorruptSegmentError("segment header has impossible offsets", key=key)
+        if header.staged and (version != STAGED_VERSION or header.base_offset != 0):
+            raise CorruptSegmentError("staged data object with an impossible header", key=key)
         return header
 
 
@@ -255,6 +320,9 @@ def header_from_metadata(
         header = dataclasses.replace(header, compaction=table)
     elif header.record_count < 1:  # only a compacted object may hold no records
         raise CorruptSegmentError("segment header has impossible offsets", key=key)
+    refs = metadata.get(REFS_KEY)
+    if refs is not None:
+        header = dataclasses.replace(header, refs=_parse_refs(metadata, refs, header, key))
     found = metadata.get(STATS_KEY)
     if not stats or found is None:
         return header
@@ -277,6 +345,30 @@ def stats_metadata(header: SegmentHeader) -> dict[bytes, bytes]:
         return {}
     raw = json.dumps(header.stats, separators=(",", ":"), allow_nan=False).encode()
     return {STATS_KEY: raw, STATS_CRC_KEY: hex8(crc32c.crc32c(raw))}
+
+
+def refs_metadata(header: SegmentHeader) -> dict[bytes, bytes]:
+    """The schema metadata entries of a commit object's refs."""
+    if header.refs is None:
+        return {}
+    raw = json.dumps(
+        [r.to_dict() for r in header.refs], separators=(",", ":"), allow_nan=False
+    ).encode()
+    return {REFS_KEY: raw, REFS_CRC_KEY: hex8(crc32c.crc32c(raw))}
+
+
+def _parse_refs(
+    metadata: dict[bytes, bytes], raw: bytes, header: SegmentHeader, key: str
+) -> tuple[Ref, ...]:
+    if metadata.get(REFS_CRC_KEY) != hex8(crc32c.crc32c(raw)):
+        raise CorruptSegmentError("commit refs checksum mismatch", key=key)
+    try:
+        refs = tuple(Ref.from_dict(r) for r in json.loads(raw))
+    except (ValueError, TypeError, KeyError) as e:
+        raise CorruptSegmentError(f"unreadable commit refs: {e}", key=key) from e
+    if not refs or sum(r.record_count for r in refs) != header.record_count or header.staged:
+        raise CorruptSegmentError("commit refs do not cover the commit's offsets", key=key)
+    return refs
 
 
 def compaction_metadata(header: SegmentHeader) -> dict[bytes, bytes]:

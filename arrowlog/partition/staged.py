@@ -1,0 +1,294 @@
+"""Staged appends: under contention a batch is uploaded once to a key of its
+own, and committed by a small commit object at the log end that names it;
+whoever wins the next offset commits every staged batch it can see, in one
+put-if-absent. So many writers of one partition help each other instead of
+racing one upload per offset (flat combining over an object store; the
+upload-then-commit shape of Kafka's KIP-1163). See docs/protocol.md,
+"Staged appends".
+
+Why no batch is committed twice: a commit object at offset N is put only by
+a writer that knew the chain below N, and that leaves out every staged
+object a commit below N names (the :class:`~arrowlog.partition.known.
+CommittedIndex`); a commit put at N after another landed there fails. A
+writer helps only objects staged after the index's horizon (by the store's
+clock), which it can have seen committed wherever they were; an idempotent
+producer's batch only when it is the next of its producer's sequence.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import time
+import uuid
+
+import pyarrow as pa
+
+from arrowlog import _clock
+from arrowlog.config import Compression
+from arrowlog.errors import AppendOutcomeUnknownError, RecordBatchTooLargeError
+from arrowlog.format.checkpoint import ProducerEntry, SegmentSummary, advance
+from arrowlog.format.segment import Ref, SegmentHeader, WriterIdentity, empty_batch, encode
+from arrowlog.format.topic import (
+    StagedName,
+    parse_staged_name,
+    partition_dir,
+    staged_at,
+    staged_folder,
+)
+from arrowlog.partition._base import Shared
+from arrowlog.partition.append_result import AppendResult
+from arrowlog.partition.checkpoints import Checkpoints
+from arrowlog.partition.claims import Claims, Owner
+from arrowlog.partition.known import KnownLog
+from arrowlog.partition.listing import Listing
+from arrowlog.partition.reads import Reads
+from arrowlog.storage import ObjectInfo
+
+#: a writer that lost a race within this many seconds stages its next batch
+#: at once, without trying the log end first
+CONTENDED_S = 2.0
+#: a commit names at most this many staged objects (its header then fits the
+#: first bytes a listing reads)
+MAX_REFS = 48
+#: a writer helps objects staged in the last this many ms of the writers'
+#: clocks (older ones its LIST would not reach; their writers commit them)
+HELP_WITHIN_MS = 5_000
+
+
+class Staged:
+    """The staged-append part. It owns when this process last lost a race;
+    it runs with the partition's lock held by its caller (Appends)."""
+
+    def __init__(
+        self,
+        shared: Shared,
+        known: KnownLog,
+        listing: Listing,
+        checkpoints: Checkpoints,
+        claims: Claims,
+        reads: Reads,
+        stats: collections.Counter[str],
+    ) -> None:
+        self._shared = shared
+        self._known = known
+        self._listing = listing
+        self._checkpoints = checkpoints
+        self._claims = claims
+        self._reads = reads
+        self._stats = stats
+        self._lost_at = -1e9
+
+    def contended(self) -> bool:
+        """Whether this process lost a race for the end a moment ago."""
+        return _clock.elapsed() - self._lost_at < CONTENDED_S
+
+    def lost_race(self) -> None:
+        self._lost_at = _clock.elapsed()
+
+    def append(
+        self, batch: pa.RecordBatch, identity: WriterIdentity, append_id: str
+    ) -> AppendResult:
+        """Stage ``batch`` and see it committed, by this writer or another.
+
+        Raises:
+            RecordBatchTooLargeError: the staged object would be too large.
+            AppendOutcomeUnknownError: the deadline passed before the batch was
+                seen committed; it may still be, by another writer.
+        """
+        since = self._known.end  # the batch cannot be committed below this
+        mine = self._upload(batch, identity, append_id)
+        self._stats["staged"] += 1
+        sleeps = self._shared.config.retry.sleeps()
+        while True:
+            landed = self._landed(mine, since)
+            if landed is not None:
+                return AppendResult(
+                    self._shared.topic.name, self._shared.partition, landed, batch.num_rows
+                )
+            owner = self._commit(mine)
+            if owner is Owner.OURS:
+                return AppendResult(
+                    self._shared.topic.name, self._shared.partition, self._committed_at(mine),
+                    batch.num_rows,
+                )  # fmt: skip
+            if owner is Owner.THEIRS:
+                continue
+            pause = next(sleeps, None)
+            if pause is None:
+                raise AppendOutcomeUnknownError(
+                    f"{self._shared.name}: staged batch {mine.at} not seen committed before the "
+                    "deadline; another writer may still commit it",
+                    offset=since,
+                )
+            time.sleep(pause)
+
+    def _upload(self, batch: pa.RecordBatch, identity: WriterIdentity, append_id: str) -> Ref:
+        shared = self._shared
+        now = int(time.time() * 1000)
+        name = StagedName(
+            now, append_id, batch.num_rows, identity.producer_id, identity.producer_epoch,
+            identity.base_sequence, identity.transactional,
+        )  # fmt: skip
+        at = staged_at(name)
+        header = SegmentHeader(
+            base_offset=0, record_count=batch.num_rows, timestamp_ms=now, append_id=append_id,
+            identity=identity, staged=True,
+        )  # fmt: skip
+        data, header = encode(batch, header, shared.topic.config.compression, stats=True)
+        limit = shared.topic.config.max_batch_bytes
+        if len(data) > limit:
+            raise RecordBatchTooLargeError(
+                f"batch encodes to {len(data)} bytes, over the topic's max_batch_bytes "
+                f"({limit}); split it"
+            )
+        key = partition_dir(shared.topic.prefix, shared.partition) + at
+        # its key is its own (the append id is in it): "exists" is an earlier attempt
+        with contextlib.suppress(FileExistsError):
+            shared.config.retry.call(lambda: shared.store.put_if_absent(key, data))
+        return Ref(
+            at=at, record_count=batch.num_rows, size=len(data), timestamp_ms=now,
+            append_id=append_id, identity=identity, stats=header.stats,
+        )  # fmt: skip
+
+    def _landed(self, mine: Ref, since: int) -> int | None:
+        """The offset a commit gave ``mine``, if the chain known has one."""
+        committed = self._known.committed
+        base = committed.at.get(mine.at)
+        if base is not None:
+            return base
+        if committed.since is not None and committed.since <= since:
+            return None
+        # the index does not reach back to where the batch was staged
+        for s in self._reads.summaries(since, self._known.end):
+            if s.at == mine.at:
+                return s.base
+        return None
+
+    def _committed_at(self, mine: Ref) -> int:
+        return self._known.committed.at[mine.at]
+
+    def _commit(self, mine: Ref) -> Owner:
+        """Put a commit object of ``mine`` and the staged objects it can help
+        at the known end; who holds that offset afterwards (NOBODY: try again)."""
+        shared, known = self._shared, self._known
+        offset = known.end
+        refs = (mine, *self._helpable(mine))
+        header = SegmentHeader(
+            base_offset=offset, record_count=sum(r.record_count for r in refs),
+            timestamp_ms=int(time.time() * 1000), append_id=uuid.uuid4().hex, refs=refs,
+        )  # fmt: skip
+        data, header = encode(empty_batch(shared.topic.schema), header, Compression.NONE)
+        began = _clock.elapsed()
+        owner, maybe_applied = self._claims.try_put(offset, data, header.append_id)
+        if maybe_applied:
+            self._stats["ambiguous"] += 1
+        summary = SegmentSummary.of(header, len(data))
+        if owner is Owner.OURS and self._claims.end_is_stale() and not self._claims.in_log(summary):
+            self._stats["below_log_start"] += 1
+            self._checkpoints.reopen()
+            return Owner.NOBODY
+        if owner is Owner.OURS:
+            self._stats["commits"] += 1
+            self._stats["helped"] += len(refs) - 1
+            known.end_seen(began)
+            self._claims.record_append(summary)
+            return owner
+        if owner is Owner.THEIRS:
+            self._stats["conflicts"] += 1
+            self._listing.sync_tail()
+            if known.end <= offset:
+                self._listing.probe_tail()
+        return owner
+
+    def _helpable(self, mine: Ref) -> list[Ref]:
+        """The staged objects of other writers that this commit may carry:
+        listed in the last :data:`HELP_WITHIN_MS`, staged after the committed
+        index's horizon, named by no commit it holds, not transactional, and
+        for an idempotent producer, the next batch of its sequence."""
+        committed = self._known.committed
+        if committed.since_ms is None:
+            return []
+        horizon_s = committed.since_ms // 1000
+        shared = self._shared
+        home = partition_dir(shared.topic.prefix, shared.partition)
+        producers = _Sequences(self._known)
+        out: list[Ref] = []
+        for info in self._recent():
+            name = parse_staged_name(info.key)
+            at = info.key[len(home) :]
+            if (
+                name is None
+                or name.transactional
+                or at == mine.at
+                or at in committed.at
+                or info.modified_ms is None
+                or info.modified_ms // 1000 <= horizon_s
+                or not producers.next_of(name, mine)
+            ):
+                continue
+            who = WriterIdentity(
+                producer_id=name.producer_id, producer_epoch=name.producer_epoch,
+                base_sequence=name.base_sequence,
+            )  # fmt: skip
+            ref = Ref(
+                at=at, record_count=name.record_count, size=info.size,
+                timestamp_ms=name.writer_ms, append_id=name.append_id, identity=who,
+            )  # fmt: skip
+            out.append(ref)
+            if len(out) == MAX_REFS - 1:
+                break
+        return out
+
+    def _recent(self) -> list[ObjectInfo]:
+        """The objects staged in the partition in the last
+        :data:`HELP_WITHIN_MS` of the writer's clock, in key order."""
+        shared = self._shared
+        now = int(time.time() * 1000)
+        found: list[ObjectInfo] = []
+        folders = dict.fromkeys(
+            staged_folder(shared.topic.prefix, shared.partition, ms)
+            for ms in (now - HELP_WITHIN_MS, now)
+        )
+        for folder in folders:
+            after = f"{folder}{now - HELP_WITHIN_MS:013d}"
+            found.extend(shared.retry(lambda f=folder, a=after: list(  # type: ignore[misc]
+                shared.store.list(f, start_after=a))))  # fmt: skip
+        return found
+
+
+class _Sequences:
+    """The producers' sequences as the chain known leaves them, and as the
+    batches a commit plans to carry advance them."""
+
+    def __init__(self, known: KnownLog) -> None:
+        self._known = known
+        self._latest: dict[int, ProducerEntry] | None = None
+
+    def next_of(self, name: StagedName, mine: Ref) -> bool:
+        """Whether ``name``'s batch follows its producer's latest (a plain
+        batch always does); if so, it is planned."""
+        if name.producer_id < 0:
+            return True
+        if self._latest is None:
+            state = advance(self._known.base_state, self._known.tail_summaries())
+            self._latest = dict(state.producers)
+            if mine.identity.producer_id >= 0:
+                self._plan(mine.identity.producer_id, mine.identity, mine.record_count)
+        latest = self._latest.get(name.producer_id)
+        if (
+            latest is None
+            or latest.producer_epoch != name.producer_epoch
+            or name.base_sequence != latest.last_sequence + 1
+        ):
+            return False
+        who = WriterIdentity(
+            producer_id=name.producer_id, producer_epoch=name.producer_epoch,
+            base_sequence=name.base_sequence,
+        )  # fmt: skip
+        self._plan(name.producer_id, who, name.record_count)
+        return True
+
+    def _plan(self, pid: int, who: WriterIdentity, count: int) -> None:
+        assert self._latest is not None
+        self._latest[pid] = ProducerEntry(pid, who.producer_epoch, who.base_sequence, count, -1, 0)

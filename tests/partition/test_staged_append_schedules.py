@@ -1,0 +1,222 @@
+"""Staged appends, scheduled: a batch that loses the race for the log end is
+uploaded under a key of its own, and committed by whichever writer wins the
+next offset; the schedules hold one writer between its steps while another
+acts, and check that every batch is in the log exactly once, at the offset
+its writer was told."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+import arrowlog
+from arrowlog import LogConfig
+from arrowlog.config import Compression
+from arrowlog.errors import CorruptSegmentError
+from arrowlog.format.segment import SegmentHeader, WriterIdentity, encode, read_header
+from arrowlog.format.topic import StagedName, parse_staged_name, staged_at
+from arrowlog.partition import AppendResult
+from arrowlog.storage.memory import MemoryStore
+from arrowlog.testing.scripted import ScriptedStore
+from tests.support.clocks import ClockStore
+from tests.support.schedules import FAST, SCHEMA, Background, rows
+
+STAGED = LogConfig(retry=FAST.retry, staged_appends=True)
+SEGMENTS = "t/0/segments/*"
+STAGED_KEYS = "t/0/staged/*"
+
+
+def connect(store: Any) -> arrowlog.ArrowLog:
+    return arrowlog.connect(store, config=STAGED)
+
+
+def values(store: Any) -> list[int]:
+    """Every record of partition 0, read by a new client, in offset order."""
+    column = arrowlog.connect(store).partition("t", 0).read().column("v")
+    return [v for v in column.to_pylist() if isinstance(v, int)]
+
+
+def ready(clock: ClockStore, *parts: arrowlog.PartitionLog) -> None:
+    """Each writer has followed the chain and dated it (two syncs), and the
+    store's clock has moved on: what is staged from now on is helpable."""
+    for part in parts:
+        part.end_offset()
+        part.end_offset()
+    clock.advance(2_000)
+
+
+@pytest.fixture
+def clock() -> ClockStore:
+    store = ClockStore(MemoryStore())
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    arrowlog.connect(store).partition("t", 0).append(rows(0))
+    return store
+
+
+def staged_behind(clock: ClockStore) -> tuple[ScriptedStore, arrowlog.PartitionLog]:
+    """A writer whose view of the end is one batch behind: its next append
+    loses the race and is staged."""
+    scripted = ScriptedStore(clock)
+    part = connect(scripted).partition("t", 0)
+    return scripted, part
+
+
+def test_a_lost_race_stages_the_batch_and_a_commit_names_it(clock: ClockStore) -> None:
+    a = connect(clock).partition("t", 0)
+    ready(clock, a)
+    connect(clock).partition("t", 0).append(rows(1))  # a's end is now stale
+
+    result = a.append(rows(2))
+
+    assert (result.base_offset, values(clock)) == (2, [0, 1, 2])
+    assert a.stats["staged"] == 1
+    commit = read_header(clock.get("t/0/segments/00000000000000000002.arrow"), key="c")
+    assert not isinstance(commit, int) and commit.refs is not None
+    assert [r.record_count for r in commit.refs] == [1]
+    staged = clock.get(f"t/0/{commit.refs[0].at}")
+    assert parse_staged_name(commit.refs[0].at) is not None and len(staged) > 0
+
+
+def test_a_writer_paused_between_upload_and_commit_is_committed_by_another_once(
+    clock: ClockStore,
+) -> None:
+    scripted, a = staged_behind(clock)
+    b = connect(clock).partition("t", 0)
+    ready(clock, a, b)
+    connect(clock).partition("t", 0).append(rows(1))
+    # a loses its first put, stages its batch, and is held at its commit
+    held = scripted.hold("put_if_absent", SEGMENTS, nth=2)
+    run_a = Background(lambda: a.append(rows(2)))
+    held.wait_reached()
+    # meanwhile b loses a race too (its view is stale): its commit carries a's batch
+    connect(clock).partition("t", 0).append(rows(3))
+    b_result = b.append(rows(4))
+    assert b.stats["helped"] == 1
+    held.release()  # a's commit goes to an offset b took: lost
+    a_result = run_a.result()
+    assert isinstance(a_result, AppendResult)
+    b.append(rows(5))  # b stages at once (it lost a race a moment ago), a's object still listed
+
+    log = values(clock)
+    assert sorted(log) == [0, 1, 2, 3, 4, 5]
+    assert log[a_result.base_offset] == 2 and log[b_result.base_offset] == 4
+    assert a.stats["commits"] == 0
+
+
+def test_a_late_upload_of_a_batch_a_helper_committed_is_not_committed_again(
+    clock: ClockStore,
+) -> None:
+    scripted, a = staged_behind(clock)
+    b = connect(clock).partition("t", 0)
+    ready(clock, a, b)
+    connect(clock).partition("t", 0).append(rows(1))
+    # a's upload times out on a's side; a sends it again and is held there;
+    # the first upload lands late, b commits it, then a's resend meets "exists"
+    late = scripted.late_put(STAGED_KEYS)
+    resend = scripted.hold("put_if_absent", STAGED_KEYS, nth=2)
+    run_a = Background(lambda: a.append(rows(2)))
+    resend.wait_reached()
+    assert late.land()
+    connect(clock).partition("t", 0).append(rows(3))
+    b.append(rows(4))
+    assert b.stats["helped"] == 1
+    resend.release()
+    a_result = run_a.result()
+    assert isinstance(a_result, AppendResult)
+
+    log = values(clock)
+    assert sorted(log) == [0, 1, 2, 3, 4]
+    assert log[a_result.base_offset] == 2
+
+
+def test_a_commit_carries_an_idempotent_batch_next_in_its_sequence(clock: ClockStore) -> None:
+    scripted, a = staged_behind(clock)
+    b = connect(clock).partition("t", 0)
+    ready(clock, a, b)
+    a.append(rows(10), identity=identity(0))  # sequence 0 is in the log
+    b.end_offset()
+    connect(clock).partition("t", 0).append(rows(1))
+    held = scripted.hold("put_if_absent", SEGMENTS, nth=2)  # a's commit
+    run_a = Background(lambda: a.append(rows(12), identity=identity(1)))
+    held.wait_reached()
+    connect(clock).partition("t", 0).append(rows(3))
+    b.append(rows(4))
+    assert b.stats["helped"] == 1  # sequence 1 follows 0
+    held.release()
+    run_a.result()
+    assert sorted(values(clock)) == [0, 1, 3, 4, 10, 12]
+
+
+@pytest.mark.parametrize("sequence", [0, 2], ids=["committed-before", "leaves-a-gap"])
+def test_a_commit_leaves_out_an_idempotent_batch_out_of_its_sequence(
+    clock: ClockStore, sequence: int
+) -> None:
+    """A staged batch of a producer whose sequence does not follow the chain's
+    latest for it (a zombie's resend, a gap) is never carried by a helper."""
+    b = connect(clock).partition("t", 0)
+    ready(clock, b)
+    b.append(rows(10), identity=identity(0))
+    b.end_offset()
+    stage_directly(clock, rows(99), identity(sequence))
+    connect(clock).partition("t", 0).append(rows(1))
+    b.append(rows(4))
+    assert b.stats["staged"] == 1 and b.stats["helped"] == 0
+    assert sorted(values(clock)) == [0, 1, 4, 10]
+
+
+def identity(sequence: int) -> WriterIdentity:
+    return WriterIdentity(producer_id=7, producer_epoch=0, base_sequence=sequence)
+
+
+def stage_directly(store: Any, batch: Any, who: WriterIdentity) -> None:
+    """A staged object of producer ``who``, put as a writer would stage it."""
+    now = int(time.time() * 1000)
+    append_id = uuid.uuid4().hex
+    name = StagedName(now, append_id, batch.num_rows, who.producer_id, who.producer_epoch,
+                      who.base_sequence)  # fmt: skip
+    header = SegmentHeader(base_offset=0, record_count=batch.num_rows, timestamp_ms=now,
+                           append_id=append_id, identity=who, staged=True)  # fmt: skip
+    data, _ = encode(batch, header, Compression.ZSTD)
+    store.put_if_absent(f"t/0/{staged_at(name)}", data)
+
+
+def test_a_staged_object_put_at_a_segment_key_is_refused(clock: ClockStore) -> None:
+    a = connect(clock).partition("t", 0)
+    ready(clock, a)
+    connect(clock).partition("t", 0).append(rows(1))
+    a.append(rows(2))
+    commit = read_header(clock.get("t/0/segments/00000000000000000002.arrow"), key="c")
+    assert not isinstance(commit, int) and commit.refs is not None
+    staged = clock.get(f"t/0/{commit.refs[0].at}")
+    clock.put_if_absent("t/0/segments/00000000000000000003.arrow", staged)
+    with pytest.raises(CorruptSegmentError):
+        arrowlog.connect(clock).partition("t", 0).end_offset()
+
+
+def test_a_staged_object_committed_before_a_writer_followed_the_chain_is_not_helped(
+    clock: ClockStore,
+) -> None:
+    """A writer that opened after a staged object's commit went into a
+    checkpoint does not see that commit in what it followed; the object is
+    still listed among the recent staged ones. The store's clock tells it
+    apart: it was staged before the writer's horizon, and is left out."""
+    store = ClockStore(MemoryStore())
+    arrowlog.connect(store).create_topic("t", SCHEMA, config=arrowlog.TopicConfig(
+        checkpoint_interval=2))  # fmt: skip
+    x = connect(store).partition("t", 0)
+    ready(store, x)
+    connect(store).partition("t", 0).append(rows(1))
+    x.append(rows(2))  # staged, committed by x itself
+    assert x.stats["staged"] == 1
+    store.advance(2_000)
+    for v in (3, 4, 5):
+        connect(store).partition("t", 0).append(rows(v))  # the commit's window is checkpointed
+    h = connect(store).partition("t", 0)
+    ready(store, h)
+    connect(store).partition("t", 0).append(rows(6))
+    h.append(rows(7))
+    assert h.stats["staged"] == 1 and h.stats["helped"] == 0
+    assert sorted(values(store)) == [1, 2, 3, 4, 5, 6, 7]
