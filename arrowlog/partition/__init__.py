@@ -16,6 +16,10 @@ A lost reply is resolved by reading back what sits at the offset and comparing
 its ``append_id`` with ours, never by retrying blindly, so an acknowledged batch
 is in the log exactly once.
 
+A commit object (``staged``) is such a segment that claims the offsets of the
+staged batches it names: the chain and the argument are the same; why no
+staged batch is committed twice is in docs/protocol.md, "Staged appends".
+
 Parts, fields and the lock
 --------------------------
 A :class:`PartitionLog` (module ``log``) is composed of parts, as pyiceberg composes
@@ -48,11 +52,13 @@ Checkpoints            opened, opening,  yes
 (checkpoints)          cache
 Appends (append)       own, in_doubt,    yes
                        stats
+Staged (staged)        lost_at           yes
+KnownLog (known)       committed         yes
 =====================  ================  ==============================================
 
-Listing (listing), CompactedIndexes (indexes), Fetcher (units), Reads
-(reads), BatchAppends (batches), Retention (retention) and Compactions
-(compaction) own no fields.
+Listing (listing), Claims (claims), CompactedIndexes (indexes), Fetcher
+(units), Reads (reads), BatchAppends (batches), Retention (retention) and
+Compactions (compaction) own no fields.
 
 ``Shared.lock`` is one ``threading.RLock`` per partition, taken at the
 entries: the public methods of Reads (not while segments are fetched),

@@ -18,7 +18,6 @@ producer's batch only when it is the next of its producer's sequence.
 from __future__ import annotations
 
 import collections
-import contextlib
 import time
 import uuid
 
@@ -26,7 +25,13 @@ import pyarrow as pa
 
 from arrowlog import _clock
 from arrowlog.config import Compression
-from arrowlog.errors import AppendOutcomeUnknownError, RecordBatchTooLargeError
+from arrowlog.errors import (
+    AppendOutcomeUnknownError,
+    DuplicateSequenceError,
+    ProducerFencedError,
+    RecordBatchTooLargeError,
+    TransientStoreError,
+)
 from arrowlog.format.checkpoint import ProducerEntry, SegmentSummary, advance
 from arrowlog.format.segment import Ref, SegmentHeader, WriterIdentity, empty_batch, encode
 from arrowlog.format.topic import (
@@ -53,7 +58,12 @@ CONTENDED_S = 2.0
 MAX_REFS = 48
 #: a writer helps objects staged in the last this many ms of the writers'
 #: clocks (older ones its LIST would not reach; their writers commit them)
-HELP_WITHIN_MS = 5_000
+HELP_WITHIN_MS = 2_000
+#: a writer whose batch is not the oldest of those staged waits this long for
+#: the oldest's writer to commit it, looking at the log every POLL_S, before
+#: it commits itself (that writer may be paused or gone)
+PATIENCE_S = 0.25
+POLL_S = 0.003
 
 
 class Staged:
@@ -97,30 +107,52 @@ class Staged:
                 seen committed; it may still be, by another writer.
         """
         since = self._known.end  # the batch cannot be committed below this
-        mine = self._upload(batch, identity, append_id)
+        try:
+            mine = self._upload(batch, identity, append_id)
+        except TransientStoreError as e:
+            if not e.maybe_applied:
+                raise
+            raise self._unknown(f"its upload may have landed: {e}", since) from e
         self._stats["staged"] += 1
+        try:
+            return self._see_committed(mine, batch.num_rows, since)
+        except TransientStoreError as e:
+            # the object is staged: another writer may commit it whatever happens here
+            raise self._unknown(str(e), since) from e
+
+    def _unknown(self, why: str, since: int) -> AppendOutcomeUnknownError:
+        return AppendOutcomeUnknownError(
+            f"{self._shared.name}: a staged batch may still be committed by a writer: {why}",
+            offset=since,
+        )
+
+    def _see_committed(self, mine: Ref, count: int, since: int) -> AppendResult:
+        """Wait for ``mine`` to be committed, by another writer or by a
+        commit of this one."""
         sleeps = self._shared.config.retry.sleeps()
+        staged_at_s = _clock.elapsed()
         while True:
             landed = self._landed(mine, since)
             if landed is not None:
-                return AppendResult(
-                    self._shared.topic.name, self._shared.partition, landed, batch.num_rows
-                )
-            owner = self._commit(mine)
+                return AppendResult(self._shared.topic.name, self._shared.partition, landed, count)
+            helped = self._helpable(mine)
+            if helped and helped[0].at < mine.at and _clock.elapsed() - staged_at_s < PATIENCE_S:
+                # the writer of an older staged batch commits this one with its
+                # own: wait for it rather than race it with the same batches
+                self._stats["waits"] += 1
+                time.sleep(POLL_S)
+                self._listing.sync_tail()
+                continue
+            owner = self._commit(mine, helped)
             if owner is Owner.OURS:
                 return AppendResult(
-                    self._shared.topic.name, self._shared.partition, self._committed_at(mine),
-                    batch.num_rows,
-                )  # fmt: skip
+                    self._shared.topic.name, self._shared.partition, self._committed_at(mine), count
+                )
             if owner is Owner.THEIRS:
                 continue
             pause = next(sleeps, None)
             if pause is None:
-                raise AppendOutcomeUnknownError(
-                    f"{self._shared.name}: staged batch {mine.at} not seen committed before the "
-                    "deadline; another writer may still commit it",
-                    offset=since,
-                )
+                raise self._unknown(f"{mine.at} not seen committed before the deadline", since)
             time.sleep(pause)
 
     def _upload(self, batch: pa.RecordBatch, identity: WriterIdentity, append_id: str) -> Ref:
@@ -143,20 +175,57 @@ class Staged:
                 f"({limit}); split it"
             )
         key = partition_dir(shared.topic.prefix, shared.partition) + at
-        # its key is its own (the append id is in it): "exists" is an earlier attempt
-        with contextlib.suppress(FileExistsError):
-            shared.config.retry.call(lambda: shared.store.put_if_absent(key, data))
+        self._put_staged(key, data)
         return Ref(
             at=at, record_count=batch.num_rows, size=len(data), timestamp_ms=now,
             append_id=append_id, identity=identity, stats=header.stats,
         )  # fmt: skip
 
+    def _put_staged(self, key: str, data: memoryview) -> None:
+        """Put a staged object, retrying until the deadline. Its key is its
+        own (the append id is in it): "exists" is an earlier attempt landed.
+
+        Raises:
+            TransientStoreError: it did not land; ``maybe_applied`` if any
+                attempt may have (a later one failing surely does not undo it).
+        """
+        sleeps = self._shared.config.retry.sleeps()
+        uncertain = False
+        while True:
+            try:
+                self._shared.store.put_if_absent(key, data)
+                return
+            except FileExistsError:
+                return
+            except TransientStoreError as e:
+                uncertain = uncertain or e.maybe_applied
+                pause = next(sleeps, None)
+                if pause is None:
+                    raise TransientStoreError(
+                        f"{key}: store unavailable until the deadline: {e}",
+                        maybe_applied=uncertain,
+                    ) from e
+                time.sleep(pause)
+
     def _landed(self, mine: Ref, since: int) -> int | None:
-        """The offset a commit gave ``mine``, if the chain known has one."""
+        """The offset a commit gave ``mine``, if the chain known has one; for
+        an idempotent producer's batch, the offset of the batch of the same
+        identity the chain holds (a resend staged anew while an earlier copy,
+        staged by an attempt whose outcome was unknown, waited: whichever is
+        committed first is the batch).
+
+        Raises:
+            DuplicateSequenceError, ProducerFencedError: the producer's latest
+                batch in the chain is past this one: it can never be committed.
+        """
         committed = self._known.committed
         base = committed.at.get(mine.at)
         if base is not None:
             return base
+        if mine.identity.producer_id >= 0:
+            same = self._same_sequence(mine)
+            if same is not None:
+                return same
         if committed.since is not None and committed.since <= since:
             return None
         # the index does not reach back to where the batch was staged
@@ -165,15 +234,36 @@ class Staged:
                 return s.base
         return None
 
+    def _same_sequence(self, mine: Ref) -> int | None:
+        who = mine.identity
+        state = advance(self._known.base_state, self._known.tail_summaries())
+        latest = state.producers.get(who.producer_id)
+        if latest is None or latest.producer_epoch < who.producer_epoch:
+            return None
+        if latest.producer_epoch > who.producer_epoch:
+            raise ProducerFencedError(
+                f"producer {who.producer_id} epoch {who.producer_epoch} is older than epoch "
+                f"{latest.producer_epoch} already in {self._shared.name}"
+            )
+        if latest.base_sequence == who.base_sequence and latest.record_count == mine.record_count:
+            return latest.base_offset
+        if latest.last_sequence >= who.base_sequence:
+            raise DuplicateSequenceError(
+                f"producer {who.producer_id} sequence {who.base_sequence} in {self._shared.name} "
+                f"was written before (latest batch: sequences {latest.base_sequence}.."
+                f"{latest.last_sequence})"
+            )
+        return None
+
     def _committed_at(self, mine: Ref) -> int:
         return self._known.committed.at[mine.at]
 
-    def _commit(self, mine: Ref) -> Owner:
-        """Put a commit object of ``mine`` and the staged objects it can help
-        at the known end; who holds that offset afterwards (NOBODY: try again)."""
+    def _commit(self, mine: Ref, helped: list[Ref]) -> Owner:
+        """Put a commit object of ``mine`` and the staged objects it helps at
+        the known end; who holds that offset afterwards (NOBODY: try again)."""
         shared, known = self._shared, self._known
         offset = known.end
-        refs = (mine, *self._helpable(mine))
+        refs = (mine, *helped)
         header = SegmentHeader(
             base_offset=offset, record_count=sum(r.record_count for r in refs),
             timestamp_ms=int(time.time() * 1000), append_id=uuid.uuid4().hex, refs=refs,

@@ -95,6 +95,12 @@ class LatePut:
     reached: threading.Event = field(default_factory=threading.Event)
     #: per landing: True if the write landed, False if the key was taken by then
     landed: list[bool] = field(default_factory=list)
+    rule: _Rule | None = None
+
+    def stop(self) -> None:
+        """Later matching puts go through."""
+        if self.rule is not None:
+            self.rule.stop()
 
     def _defer(self, key: str, data: Blob | None) -> None:
         assert data is not None
@@ -160,7 +166,7 @@ class ScriptedStore:
         """The matching put-if-absent calls time out on the client without being
         applied; each is applied when the test calls :meth:`LatePut.land`."""
         late = LatePut(self)
-        self._add("put_if_absent", match, nth, times, late._defer)
+        late.rule = self._add("put_if_absent", match, nth, times, late._defer)
         return late
 
     def fail(

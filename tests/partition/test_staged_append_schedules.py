@@ -22,7 +22,7 @@ from arrowlog.partition import AppendResult
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.testing.scripted import ScriptedStore
 from tests.support.clocks import ClockStore
-from tests.support.schedules import FAST, SCHEMA, Background, rows
+from tests.support.schedules import FAST, FOREVER, SCHEMA, Background, rows
 
 STAGED = LogConfig(retry=FAST.retry, staged_appends=True)
 SEGMENTS = "t/0/segments/*"
@@ -220,3 +220,87 @@ def test_a_staged_object_committed_before_a_writer_followed_the_chain_is_not_hel
     h.append(rows(7))
     assert h.stats["staged"] == 1 and h.stats["helped"] == 0
     assert sorted(values(store)) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_resend_staged_anew_is_not_committed_beside_the_earlier_copy_a_helper_committed(
+    clock: ClockStore,
+) -> None:
+    """An idempotent batch staged, whose commit never got through before the
+    deadline (outcome unknown), is sent again: staged anew. A helper commits
+    the earlier copy while the resend waits at its commit; the resend is then
+    the same batch, already in the log, and is acknowledged at its offset."""
+    scripted, a = staged_behind(clock)
+    b = connect(clock).partition("t", 0)
+    ready(clock, a, b)
+    a.append(rows(10), identity=identity(0))
+    b.end_offset()
+    connect(clock).partition("t", 0).append(rows(1))
+    stuck = scripted.throttle("put_if_absent", SEGMENTS, nth=2, times=FOREVER)  # its commits
+    with pytest.raises(arrowlog.errors.AppendOutcomeUnknownError):
+        a.append(rows(11), identity=identity(1))  # staged; no commit gets through
+    stuck.stop()
+    assert a.stats["staged"] == 1
+    connect(clock).partition("t", 0).append(rows(2))  # a's view is stale again
+    held = scripted.hold("put_if_absent", SEGMENTS)  # the resend (staged at once: a lost a race)
+    resend = Background(lambda: a.append(rows(11), identity=identity(1)))
+    held.wait_reached()
+    connect(clock).partition("t", 0).append(rows(3))
+    b.append(rows(4))  # commits the first copy (the oldest staged), not the resend
+    assert b.stats["helped"] == 1
+    held.release()
+    result = resend.result()
+
+    log = values(clock)
+    assert sorted(log) == [0, 1, 2, 3, 4, 10, 11]
+    assert isinstance(result, AppendResult) and log[result.base_offset] == 11
+
+
+def test_an_upload_whose_replies_are_lost_is_an_unknown_outcome_and_its_resend_is_found(
+    clock: ClockStore,
+) -> None:
+    """Every reply to a staged upload is lost until the deadline: the batch
+    may be in ``staged/``, where any writer may commit it, so the append
+    raises AppendOutcomeUnknownError (not a plain transient error, after
+    which a producer would give the sequence to its next batch). A helper
+    commits the upload that landed; the producer's resend is acknowledged
+    at that offset, and its next batch is not taken for it."""
+    scripted, a = staged_behind(clock)
+    b = connect(clock).partition("t", 0)
+    ready(clock, a, b)
+    a.append(rows(10), identity=identity(0))
+    b.end_offset()
+    connect(clock).partition("t", 0).append(rows(1))
+    late = scripted.late_put(STAGED_KEYS, times=FOREVER)
+    with pytest.raises(arrowlog.errors.AppendOutcomeUnknownError):
+        a.append(rows(11), identity=identity(1))
+    late.stop()
+    assert late.land()
+    connect(clock).partition("t", 0).append(rows(3))
+    b.append(rows(4))
+    assert b.stats["helped"] == 1
+
+    resent = a.append(rows(11), identity=identity(1))
+    after = a.append(rows(12), identity=identity(2))
+
+    log = values(clock)
+    assert sorted(log) == [0, 1, 3, 4, 10, 11, 12]
+    assert (log[resent.base_offset], log[after.base_offset]) == (11, 12)
+
+
+def test_an_upload_that_may_have_landed_once_stays_unknown_when_later_attempts_fail_cleanly(
+    clock: ClockStore,
+) -> None:
+    """The first attempt's reply is lost (it lands later); every resend then
+    meets a 503 that surely was not applied. The first may be committed by
+    any writer: the outcome is unknown, not "not written"."""
+    scripted, a = staged_behind(clock)
+    ready(clock, a)
+    connect(clock).partition("t", 0).append(rows(1))
+    late = scripted.late_put(STAGED_KEYS)
+    refused = scripted.fail("put_if_absent", STAGED_KEYS, nth=2, times=FOREVER,
+                            maybe_applied=False)  # fmt: skip
+    with pytest.raises(arrowlog.errors.AppendOutcomeUnknownError):
+        a.append(rows(2))
+    refused.stop()
+    assert late.land()  # and there it is, for any writer to commit
+    assert list(clock.inner.list("t/0/staged/")) != []

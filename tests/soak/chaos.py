@@ -33,6 +33,7 @@ from tests.soak.history import History, now
 
 SEGMENTS_IN = "in/*/segments/*"
 SEGMENTS_OUT = "out/*/segments/*"
+STAGED_IN = "in/*/staged/*"
 COORDINATOR = "_arrowlog/coordinator/*"
 GROUPS = "_arrowlog/groups/*"
 #: How recent a key must be for a listing to miss it (seconds).

@@ -289,6 +289,9 @@ class _Checker:
         for txn in self.txns.values():
             c[f"txn_{txn.outcome}"] += 1
         c["appends_ok"] = sum(op.ok for op in self.by_f["append"])
+        c["staged_batches"] = sum(
+            1 for segs in self.segments.values() for s in segs if s.get("staged")
+        )
         c["inits_ok"] = sum(op.ok for op in self.by_f["init"])
         c["reads"] = sum(op.ok for op in self.by_f["observe"])
         c["reads_failed"] = sum(op.status == "fail" for op in self.by_f["observe"])

@@ -11,6 +11,10 @@ Roles:
 
 - ``producer``: an idempotent producer appending to ``in``; after an unknown
   outcome it flushes, which settles the batch.
+- ``crowd``: an idempotent producer as ``producer``, one of
+  :data:`~tests.soak.model.CROWD` that all append to partition 0 of ``in``
+  with staged appends (a batch that loses the race for the end is staged and
+  committed by whichever of them wins).
 - ``copier``: consume-transform-produce of input partition ``i`` (transactional
   id ``copy.i``) into a random subset of the ``out`` partitions, with the input
   offset committed in the transaction; sometimes aborts on purpose. Twins
@@ -29,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import functools
 import json
 import os
 import random
@@ -53,7 +59,15 @@ from arrowlog.txn.groups import GroupOffsets
 from arrowlog.txn.resolver import Outcome, Snapshot
 from arrowlog.txn.view import incarnation_of
 from tests.soak import chaos, exports
-from tests.soak.chaos import COORDINATOR, GROUPS, SEGMENTS_IN, SEGMENTS_OUT, Chaos, KillPoint
+from tests.soak.chaos import (
+    COORDINATOR,
+    GROUPS,
+    SEGMENTS_IN,
+    SEGMENTS_OUT,
+    STAGED_IN,
+    Chaos,
+    KillPoint,
+)
 from tests.soak.history import History, new_instance, now
 from tests.soak.model import (
     GROUP,
@@ -88,6 +102,11 @@ PROFILES = {
         hold=(("put_if_absent", SEGMENTS_IN), ("list", "in/*")),
         hide=(SEGMENTS_IN,), throttle=(SEGMENTS_IN,),
     ),
+    "crowd": chaos.Profile(
+        lose_ack=0.03, fail_before=0.02, slowdown=0.03, late=(SEGMENTS_IN, STAGED_IN),
+        hold=(("put_if_absent", SEGMENTS_IN), ("put_if_absent", STAGED_IN), ("list", "in/*")),
+        hide=(SEGMENTS_IN, STAGED_IN), throttle=(SEGMENTS_IN, STAGED_IN),
+    ),
     "copier": chaos.Profile(
         lose_ack=0.02, fail_before=0.02, slowdown=0.03, late=(SEGMENTS_OUT, COORDINATOR, GROUPS),
         hold=(("put_if_absent", COORDINATOR), ("put_if_absent", SEGMENTS_OUT),
@@ -114,6 +133,7 @@ PROFILES = {
 #: Where a role may be SIGKILLed by its own store (pattern of the n-th write).
 KILL_PATTERNS = {
     "producer": (SEGMENTS_IN, "_arrowlog/producer-ids/*"),
+    "crowd": (SEGMENTS_IN, STAGED_IN),
     "copier": (COORDINATOR, SEGMENTS_OUT, GROUPS),
     "job": (COORDINATOR, SEGMENTS_OUT),
     "expirer": (COORDINATOR, SEGMENTS_OUT),
@@ -132,8 +152,9 @@ class Client:
     def stopping(self) -> bool:
         return os.path.exists(self.args.stop_file)
 
-    def connect(self) -> arrowlog.ArrowLog:
-        return arrowlog.connect(self.store, config=CLIENT_CONFIG)
+    def connect(self, *, staged: bool = False) -> arrowlog.ArrowLog:
+        config = dataclasses.replace(CLIENT_CONFIG, staged_appends=staged)
+        return arrowlog.connect(self.store, config=config)
 
     def pause(self, low: float, high: float) -> None:
         time.sleep(self.rng.uniform(low, high))
@@ -159,16 +180,16 @@ class Client:
 # --- the idempotent producer ---------------------------------------------------------
 
 
-def producer(c: Client) -> None:
+def producer(c: Client, *, crowd: bool = False) -> None:
     while not c.stopping():
         inst = new_instance()
-        log = c.connect()
+        log = c.connect(staged=crowd)
         p = log.producer()
         c.history.event("producer", inst=inst)
         n = 0
         healthy = True
         while healthy and not c.stopping():
-            partition = c.rng.randrange(IN_PARTITIONS)
+            partition = 0 if crowd else c.rng.randrange(IN_PARTITIONS)
             rids = [in_rid(inst, n + j) for j in range(c.rng.randint(1, 5))]
             n += len(rids)
             batch = pa.record_batch({"rid": rids}, schema=IN_SCHEMA)
@@ -532,7 +553,8 @@ def _observe(log: arrowlog.ArrowLog, views: Views, start: dict[str, int] | None)
 # --- the process ---------------------------------------------------------------------
 
 ROLES: dict[str, Callable[[Client], None]] = {
-    "producer": producer, "copier": copier, "job": job, "expirer": expirer, "reader": reader,
+    "producer": producer, "crowd": functools.partial(producer, crowd=True),
+    "copier": copier, "job": job, "expirer": expirer, "reader": reader,
     "feeder": exports.feeder, "compactor": exports.compactor, "vacuum": exports.vacuum,
     "exporter": exports.exporter,
 }  # fmt: skip

@@ -35,6 +35,9 @@ JOB_TID = "job.0"
 TXN_TIMEOUT_MS = 4_000
 #: Segments per checkpoint: small, so that reads cross checkpoints all the time.
 CHECKPOINT_INTERVAL = 12
+#: idempotent producers that all write to partition 0 of ``in`` with staged
+#: appends: many writers of one partition helping each other
+CROWD = 16
 
 IN_SCHEMA = pa.schema([("rid", pa.string())])
 OUT_SCHEMA = pa.schema([("rid", pa.string()), ("src", pa.string())])

@@ -38,6 +38,7 @@ from tests.soak.history import History, now, read_dir
 from tests.soak.model import (
     CHECKPOINT_INTERVAL,
     COPY_TIDS,
+    CROWD,
     GROUP,
     IN,
     IN_PARTITIONS,
@@ -309,6 +310,7 @@ class Soak:
             (role, role, []) for role in ("producer", "job", "expirer", "reader")
         ]
         slots += [(tid, "copier", ["--tid", tid]) for tid in COPY_TIDS]
+        slots += [(f"crowd.{i}", "crowd", []) for i in range(CROWD)]
         slots += [(role, role, []) for role in ("feeder", "compactor", "vacuum")]
         slots += [
             (f"{kind}.{twin}", "exporter", ["--kind", kind, "--tables", str(self.tables)])
@@ -396,7 +398,7 @@ def _segments(log: arrowlog.ArrowLog, topic: str, partition: int) -> list[dict[s
         seg: dict[str, Any] = {
             "base": header.base_offset, "count": header.record_count, "pid": who.producer_id,
             "epoch": who.producer_epoch, "seq": who.base_sequence, "txn": who.transactional,
-            "control": who.control_type, "tid": who.transactional_id,
+            "control": who.control_type, "tid": who.transactional_id, "staged": header.staged,
         }  # fmt: skip
         if not who.control:
             seg["rids"] = batch.column("rid").to_pylist()

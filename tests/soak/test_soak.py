@@ -35,4 +35,5 @@ def test_a_soak_finds_no_anomaly(shared_store_spec: StoreSpec, tmp_path: Path) -
     assert counts.get("reads", 0) > 0, text
     assert counts.get("exports_ok", 0) > 0, text
     assert counts.get("exp_recreated", 0) == 1, text
+    assert counts.get("staged_batches", 0) > 0, text
     assert report.ok, text
