@@ -24,7 +24,8 @@ Layout (``DIR``: ``jvm/src/test/resources/golden``):
     the Spark schema of the read and its rows as the Python reader reads them
     (one JSON array per row: see :func:`json_value`);
 ``<case>/<partition>/...``
-    the segments and compacted objects the plan names.
+    the segments, compacted objects, staged data objects and commit objects
+    of the case (a commit object is never planned: its staged objects are).
 ``wire/*.json``
     a check, relocate and error answer, and ``expected.json``: what each says.
 """
@@ -44,14 +45,26 @@ import pyarrow as pa
 
 from arrowlog.config import Compression
 from arrowlog.errors import InvalidConfigError
+from arrowlog.format.checkpoint import SegmentSummary
 from arrowlog.format.segment import (
     DICTIONARY_KEY,
     FORMAT_VERSION,
+    STAGED_VERSION,
     Compaction,
+    Ref,
     SegmentHeader,
+    WriterIdentity,
+    empty_batch,
     encode,
 )
-from arrowlog.format.topic import compacted_key, segment_key
+from arrowlog.format.topic import (
+    StagedName,
+    batch_key,
+    compacted_key,
+    partition_dir,
+    segment_key,
+    staged_at,
+)
 from arrowlog.read.scan import METADATA_COLUMNS, ScanSegment, ScanTask, metadata_names, read_task
 from arrowlog.spark import plan_wire
 from arrowlog.spark.jvm import PYTHON_CONF
@@ -97,12 +110,15 @@ KEYED = pa.schema(KEYED_FIELDS)
 
 @dataclass(frozen=True)
 class Stored:
-    """An object of a case: a segment, or a compacted object."""
+    """An object of a case: a segment, a compacted object, a staged data
+    object or a commit object."""
 
     key: str
     batch: pa.RecordBatch
     header: SegmentHeader
     compression: Compression
+    #: whether the header gets column statistics (a commit object's has none)
+    stats: bool = True
 
 
 @dataclass(frozen=True)
@@ -112,7 +128,8 @@ class Case:
     name: str
     schema: pa.Schema
     objects: tuple[Stored, ...]
-    #: per task: (partition, [(key, base, end, lo, hi, compacted span, droppable)])
+    #: per task: (partition, [(key, base, end, lo, hi, compacted span, droppable)]);
+    #: a planned segment's append id is its object's (none for a compacted object)
     tasks: tuple[tuple[int, tuple[tuple[Any, ...], ...]], ...]
     #: objects that must hold a dictionary-encoded column (else the case tests less)
     dictionaries: tuple[str, ...] = field(default=())
@@ -258,6 +275,62 @@ def compacted_case() -> Case:
     return Case("compacted", KEYED, (whole, after), ((0, planned),))
 
 
+def staged_case() -> Case:
+    """Staged appends: a segment ``[0, 3)``, then a commit object at 3 naming
+    two staged data objects (a plain batch of 4 records and an idempotent
+    producer's of 3, ZSTD; their headers say offset 0), then a segment at 10.
+    The plan reads ``[1, 12)``: the staged batches from their own objects at
+    the offsets the commit gives them (the commit object itself is stored for
+    the self-test, which must refuse it planned as records)."""
+    first = segment("staged", 0, keyed(0, 3), Compression.LZ4)
+    producer = WriterIdentity(producer_id=7, producer_epoch=0, base_sequence=0)
+    plain = _staged(TIMESTAMP_MS + 3, keyed(3, 4), WriterIdentity(), 0xA)
+    idempotent = _staged(TIMESTAMP_MS + 4, keyed(7, 3), producer, 0xB)
+    refs = (_ref(plain), _ref(idempotent))
+    header = SegmentHeader(
+        base_offset=3, record_count=7, timestamp_ms=TIMESTAMP_MS + 5,
+        append_id=f"{0xC:032x}", refs=refs,
+    )  # fmt: skip
+    commit = Stored(
+        segment_key("staged", 0, 3), empty_batch(KEYED), header, Compression.NONE, False
+    )
+    last = segment("staged", 10, keyed(10, 2), Compression.LZ4)
+    # the staged batches as the index gives them (the planner's source)
+    batches = SegmentSummary.of(header, 0).batches()
+    planned = (
+        (first.key, 0, 3, 1, 3, None, False),
+        *((batch_key("staged", 0, b.base, b.at), b.base, b.end, b.base, b.end, None, False)
+          for b in batches),
+        (last.key, 10, 12, 10, 12, None, False),
+    )  # fmt: skip
+    return Case("staged", KEYED, (first, plain, idempotent, commit, last), ((0, planned),))
+
+
+def _ref(staged: Stored) -> Ref:
+    """The ref a commit object names ``staged`` by, as a staging writer makes it."""
+    data, header = encode(staged.batch, staged.header, staged.compression, stats=staged.stats)
+    return Ref(
+        at=staged.key[len(partition_dir("staged", 0)) :], record_count=header.record_count,
+        size=len(data), timestamp_ms=header.timestamp_ms, append_id=header.append_id,
+        identity=header.identity, stats=header.stats,
+    )  # fmt: skip
+
+
+def _staged(writer_ms: int, batch: pa.RecordBatch, identity: WriterIdentity, tag: int) -> Stored:
+    """A staged data object of topic ``staged``, partition 0."""
+    append_id = f"{tag:032x}"
+    name = StagedName(
+        writer_ms, append_id, batch.num_rows, identity.producer_id, identity.producer_epoch,
+        identity.base_sequence,
+    )  # fmt: skip
+    header = SegmentHeader(
+        base_offset=0, record_count=batch.num_rows, timestamp_ms=writer_ms,
+        append_id=append_id, identity=identity, staged=True,
+    )  # fmt: skip
+    key = partition_dir("staged", 0) + staged_at(name)
+    return Stored(key, batch, header, Compression.ZSTD)
+
+
 def cases() -> list[Case]:
     return [
         codec_case("codec-none", Compression.NONE),
@@ -266,6 +339,7 @@ def cases() -> list[Case]:
         nested_case(),
         dictionary_case(),
         compacted_case(),
+        staged_case(),
     ]
 
 
@@ -274,6 +348,7 @@ def contract() -> dict[str, Any]:
     return {
         "plan_wire_version": plan_wire.VERSION,
         "segment_format_version": FORMAT_VERSION,
+        "staged_format_version": STAGED_VERSION,
         "metadata_roles": list(METADATA_COLUMNS),
         "filter_ops": list(plan_wire.FILTER_OPS),
         "value_types": list(plan_wire.VALUE_TYPES),
@@ -295,7 +370,7 @@ def write(target: Path) -> None:
 def write_case(target: Path, case: Case) -> None:
     sizes: dict[str, int] = {}
     for stored in case.objects:
-        data, _ = encode(stored.batch, stored.header, stored.compression, stats=True)
+        data, _ = encode(stored.batch, stored.header, stored.compression, stats=stored.stats)
         path = target / stored.key
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(bytes(data))
@@ -303,7 +378,10 @@ def write_case(target: Path, case: Case) -> None:
         if stored.key in case.dictionaries:
             schema = pa.ipc.open_file(pa.py_buffer(bytes(data))).schema
             assert DICTIONARY_KEY in (schema.metadata or {}), f"{stored.key}: no dictionary"
-    tasks = [_task(case, partition, planned, sizes) for partition, planned in case.tasks]
+    append_ids = {s.key: s.header.append_id for s in case.objects}
+    tasks = [
+        _task(case, partition, planned, sizes, append_ids) for partition, planned in case.tasks
+    ]
     spark = spark_read_schema(case.schema)
     answer = plan_wire.plan_answer(
         [plan_wire.task_wire(t, location=lambda key: key) for t in tasks],
@@ -319,11 +397,15 @@ def write_case(target: Path, case: Case) -> None:
 
 
 def _task(
-    case: Case, partition: int, planned: tuple[tuple[Any, ...], ...], sizes: dict[str, int]
+    case: Case,
+    partition: int,
+    planned: tuple[tuple[Any, ...], ...],
+    sizes: dict[str, int],
+    append_ids: dict[str, str],
 ) -> ScanTask:
     segments = []
     for key, base, end, lo, hi, span, droppable in planned:
-        append_id = None if span is not None else f"golden-{case.name}-{partition}-{base}"
+        append_id = None if span is not None else append_ids[key]
         segments.append(ScanSegment(key, base, end, lo, hi, sizes[key], span, append_id, droppable))
     size = sum(sizes[k] for k in {s.key for s in segments})
     return ScanTask(case.name, partition, tuple(segments), size, case.schema)

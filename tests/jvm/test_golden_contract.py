@@ -2,8 +2,9 @@
 without a Spark session.
 
 Python writes golden files (:mod:`tests.jvm.golden`: segments of every codec,
-nested and dictionary-encoded columns, a compacted object, plan, check,
-relocate and error answers, the names both sides share); the Java self-test
+nested and dictionary-encoded columns, a compacted object, staged data objects
+and the commit object naming them, plan, check, relocate and error answers,
+the names both sides share); the Java self-test
 (``jvm/src/test/java/io/arrowlog/spark/GoldenSelfTest.java``), compiled here
 with ``javac`` together with ``jvm/src/main`` against pyspark's jars and run
 with ``java``, reads them with the JVM reader's own classes and must read the
@@ -128,6 +129,9 @@ def test_the_jvm_reader_reads_the_golden_files_as_the_python_reader_does(
     code, output, _ = self_test
     assert code == 0, output
     assert "0 failed" in output and "case compacted reads as Python reads it" in output
+    # staged data objects at the offsets their commit gives, each wrong plan of them refused
+    assert "case staged reads as Python reads it" in output
+    assert output.count("ok     staged objects: ") == 6, output
 
 
 def test_the_planner_parses_the_requests_the_jvm_sends(self_test: tuple[int, str, Path]) -> None:

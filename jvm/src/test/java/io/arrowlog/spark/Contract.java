@@ -66,6 +66,10 @@ final class Contract {
         "segment format version: Python " + contract.get("segment_format_version")
             + ", Java " + SegmentFile.FORMAT_VERSION);
     expect(
+        contract.get("staged_format_version").asInt() == SegmentFile.STAGED_VERSION,
+        "staged format version: Python " + contract.get("staged_format_version")
+            + ", Java " + SegmentFile.STAGED_VERSION);
+    expect(
         strings(contract.get("metadata_roles")).equals(MetadataColumns.ROLES),
         "metadata roles: Python " + contract.get("metadata_roles") + ", Java "
             + MetadataColumns.ROLES);

@@ -55,6 +55,12 @@ public final class GoldenSelfTest {
     for (String answer : List.of("check", "check-failed", "relocate", "relocate-none", "error")) {
       test.check("answer " + answer + " reads as written", () -> test.answer(answer));
     }
+    Path staged = golden.resolve("staged");
+    for (Map.Entry<String, String> e : StagedObjects.REFUSALS.entrySet()) {
+      test.check(
+          "staged objects: " + e.getKey() + " is refused",
+          () -> StagedObjects.refused(staged, e.getKey(), e.getValue()));
+    }
     test.check("an answer of another version is refused", test::refusesOtherVersions);
     test.check("a planner answering another version is refused", () -> Versions.planner(out));
     test.check("the requests are written", () -> Contract.requests(out));
@@ -96,7 +102,7 @@ public final class GoldenSelfTest {
     try (Stream<Path> dirs = Files.list(golden)) {
       dirs.filter(d -> Files.isRegularFile(d.resolve("plan.json"))).sorted().forEach(out::add);
     }
-    expect(out.size() >= 6, "golden cases found: " + out);
+    expect(out.size() >= 7, "golden cases found: " + out);
     return out;
   }
 

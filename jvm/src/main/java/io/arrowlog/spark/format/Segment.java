@@ -11,7 +11,9 @@ import java.io.Serializable;
  * {@code droppable}: the object may leave the segment's records out (aborted,
  * read_uncommitted). {@code appendId} is the append id the index gives the segment (null:
  * unknown): an object at the key with another is not the planned segment but a late write
- * into a key freed since.
+ * into a key freed since. A batch a commit object committed is read from the staged data
+ * object the commit names ({@code key} under {@code staged/}, {@code appendId} the one the
+ * commit gives it): its offsets are the plan's, its header says none (docs/plan-wire.md).
  */
 public record Segment(
     String location,

@@ -8,6 +8,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
+import java.util.regex.Pattern;
 import java.util.zip.CRC32C;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
@@ -21,13 +22,25 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * (arrowlog/segment/__init__.py describes the keys named here).
  */
 public final class SegmentFile implements AutoCloseable {
-  /** The header's JSON (format version {@link #FORMAT_VERSION}). */
+  /** The header's JSON (format version {@link #FORMAT_VERSION} or {@link #STAGED_VERSION}). */
   static final String HEADER_KEY = "arrowlog.header";
   /** A compacted object's table of runs, and its CRC32C. */
   static final String COMPACTED_KEY = "arrowlog.compacted";
   static final String COMPACTED_CRC_KEY = "arrowlog.compacted_crc32c";
-  /** The segment format version this reader reads (the header's {@code v}). */
+  /** In a commit object only: the staged data objects it commits. */
+  static final String REFS_KEY = "arrowlog.refs";
+  /** The segment format version of a segment and a compacted object (the header's {@code v}). */
   public static final int FORMAT_VERSION = 1;
+  /** The version of a staged data object's header and of a commit object's. */
+  public static final int STAGED_VERSION = 2;
+
+  /**
+   * The key of a staged data object: {@code staged/<folder>/<name>.arrow} under its
+   * partition's directory (arrowlog/format/topic.py, {@code staged_at}).
+   */
+  private static final Pattern STAGED_KEY =
+      Pattern.compile(
+          "(?:^|.*/)staged/\\d{10}/\\d{13}-[0-9a-f]{32}-\\d+(?:-p\\d+e\\d+s\\d+)?(?:-t)?\\.arrow");
 
   private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -127,11 +140,17 @@ public final class SegmentFile implements AutoCloseable {
     try {
       Schema found = reader.getVectorSchemaRoot().getSchema();
       JsonNode header = header(found.getCustomMetadata(), key);
-      long base = header.path("base_offset").asLong(-1);
       long count = header.path("record_count").asLong(-1);
       if (!header.path("control_type").isNull()) {
         throw corrupt("a transaction marker where the plan has records", key);
       }
+      if (found.getCustomMetadata().containsKey(REFS_KEY)) {
+        throw corrupt(
+            "a commit object where the plan has records: it holds none, the staged data "
+                + "objects it names do (a planner that predates staged appends?)",
+            key);
+      }
+      long base = staged(header, segment, count);
       if (topic != null) {
         TopicSchema.check(found, topic, reader, key);
       }
@@ -174,6 +193,46 @@ public final class SegmentFile implements AutoCloseable {
       }
       throw new ArrowLogException("CorruptSegmentError", key + ": unreadable Arrow IPC: " + e, e);
     }
+  }
+
+  /**
+   * The base offset of the object's records: its header's, or for a staged data object
+   * (whose header says 0) the plan's, which the commit naming it gave. A staged header
+   * must be read from a staged key and a staged key hold one, as the Python reader checks
+   * (arrowlog/partition/fetch.py, {@code check_segment}); a staged object must hold as many
+   * records as the commit says, and be the object the commit names (its append id).
+   */
+  private static long staged(JsonNode header, Segment segment, long count) {
+    String key = segment.key();
+    boolean staged = header.path("staged").asBoolean(false);
+    if (staged != STAGED_KEY.matcher(key).matches()) {
+      throw corrupt(
+          staged
+              ? "a staged data object outside staged/ (the plan names it as a segment)"
+              : "a segment under staged/ without a staged header",
+          key);
+    }
+    long base = header.path("base_offset").asLong(-1);
+    if (!staged) {
+      return base;
+    }
+    if (header.path("v").asInt() != STAGED_VERSION || base != 0) {
+      throw corrupt("staged data object with an impossible header", key);
+    }
+    if (count != segment.end() - segment.base()) {
+      throw corrupt(
+          "staged data object holds " + count + " records, the commit naming it says ["
+              + segment.base() + ", " + segment.end() + ")",
+          key);
+    }
+    String appended = header.path("append_id").asText();
+    if (!appended.equals(segment.appendId())) {
+      throw corrupt(
+          "not the staged data object the commit names (append " + appended + ", planned "
+              + segment.appendId() + ")",
+          key);
+    }
+    return segment.base();
   }
 
   /** A compacted object's table, checked by its CRC32C and against the plan. */
@@ -221,7 +280,8 @@ public final class SegmentFile implements AutoCloseable {
       throw corrupt("no arrowlog header: not a segment", key);
     }
     JsonNode header = JSON.readTree(raw);
-    if (header.path("v").asInt() != FORMAT_VERSION) {
+    int version = header.path("v").asInt();
+    if (version != FORMAT_VERSION && version != STAGED_VERSION) {
       throw corrupt("unsupported segment format version " + header.path("v"), key);
     }
     return header;
