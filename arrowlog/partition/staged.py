@@ -58,7 +58,7 @@ CONTENDED_S = 2.0
 MAX_REFS = 48
 #: a writer helps objects staged in the last this many ms of the writers'
 #: clocks (older ones its LIST would not reach; their writers commit them)
-HELP_WITHIN_MS = 2_000
+HELP_WITHIN_MS = 1_000
 #: a writer whose batch is not the oldest of those staged waits this long for
 #: the oldest's writer to commit it, looking at the log every POLL_S, before
 #: it commits itself (that writer may be paused or gone)
@@ -120,6 +120,14 @@ class Staged:
             # the object is staged: another writer may commit it whatever happens here
             raise self._unknown(str(e), since) from e
 
+    def _wait_for_growth(self, patience: float) -> None:
+        """Follow the log until it grows, or for ``patience`` seconds."""
+        until = _clock.elapsed() + patience
+        while _clock.elapsed() < until:
+            time.sleep(POLL_S)
+            if self._listing.sync_tail():
+                return
+
     def _unknown(self, why: str, since: int) -> AppendOutcomeUnknownError:
         return AppendOutcomeUnknownError(
             f"{self._shared.name}: a staged batch may still be committed by a writer: {why}",
@@ -136,12 +144,13 @@ class Staged:
             if landed is not None:
                 return AppendResult(self._shared.topic.name, self._shared.partition, landed, count)
             helped = self._helpable(mine)
-            if helped and helped[0].at < mine.at and _clock.elapsed() - staged_at_s < PATIENCE_S:
-                # the writer of an older staged batch commits this one with its
-                # own: wait for it rather than race it with the same batches
+            patience = staged_at_s + PATIENCE_S - _clock.elapsed()
+            if helped and helped[0].at < mine.at and patience > 0:
+                # the writer of an older staged batch is committing, with this
+                # one if it saw it: wait for the log to grow rather than race
+                # that commit with the same batches, then look again
                 self._stats["waits"] += 1
-                time.sleep(POLL_S)
-                self._listing.sync_tail()
+                self._wait_for_growth(patience)
                 continue
             owner = self._commit(mine, helped)
             if owner is Owner.OURS:

@@ -18,7 +18,7 @@ from arrowlog.config import Compression
 from arrowlog.errors import CorruptSegmentError
 from arrowlog.format.segment import SegmentHeader, WriterIdentity, encode, read_header
 from arrowlog.format.topic import StagedName, parse_staged_name, staged_at
-from arrowlog.partition import AppendResult
+from arrowlog.partition import AppendResult, fetch_segment
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.testing.scripted import ScriptedStore
 from tests.support.clocks import ClockStore
@@ -304,3 +304,13 @@ def test_an_upload_that_may_have_landed_once_stays_unknown_when_later_attempts_f
     refused.stop()
     assert late.land()  # and there it is, for any writer to commit
     assert list(clock.inner.list("t/0/staged/")) != []
+
+
+def test_a_commit_object_read_as_records_is_refused_by_name(clock: ClockStore) -> None:
+    a = connect(clock).partition("t", 0)
+    ready(clock, a)
+    connect(clock).partition("t", 0).append(rows(1))
+    a.append(rows(2))
+    key = "t/0/segments/00000000000000000002.arrow"
+    with pytest.raises(CorruptSegmentError, match="a commit object where the log has records"):
+        fetch_segment(clock, key, 2, 3)

@@ -63,6 +63,12 @@ def project(batch: pa.RecordBatch, key: str, wanted: Sequence[int] | None) -> pa
 def checked(
     header: SegmentHeader, batch: pa.RecordBatch, key: str
 ) -> tuple[SegmentHeader, pa.RecordBatch]:
+    if header.refs is not None:
+        raise CorruptSegmentError(
+            "a commit object where the log has records (its batches are in the staged "
+            "objects it names)",
+            key=key,
+        )
     if header.record_count != batch.num_rows:
         raise CorruptSegmentError(
             f"header says {header.record_count} records, batch has {batch.num_rows}", key=key
