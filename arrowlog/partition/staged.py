@@ -6,13 +6,12 @@ racing one upload per offset (flat combining over an object store; the
 upload-then-commit shape of Kafka's KIP-1163). See docs/protocol.md,
 "Staged appends".
 
-Why no batch is committed twice: a commit object at offset N is put only by
-a writer that knew the chain below N, and that leaves out every staged
-object a commit below N names (the :class:`~arrowlog.partition.known.
-CommittedIndex`); a commit put at N after another landed there fails. A
-writer helps only objects staged after the index's horizon (by the store's
-clock), which it can have seen committed wherever they were; an idempotent
-producer's batch only when it is the next of its producer's sequence.
+Why no batch is committed twice: every staged batch is a producer's (a
+plain append's is staged under a producer id this client claims for its
+staged appends), a commit object at offset N is put only by a writer that
+knew the chain below N, and a writer commits another's batch only if it is
+the next of its producer's sequence in that chain: once committed, it never
+is again. A commit put at N after another landed there fails.
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from arrowlog.partition.checkpoints import Checkpoints
 from arrowlog.partition.claims import Claims, Owner
 from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
+from arrowlog.partition.producer_ids import claim_producer_id
 from arrowlog.partition.reads import Reads
 from arrowlog.storage import ObjectInfo
 
@@ -88,6 +88,10 @@ class Staged:
         self._reads = reads
         self._stats = stats
         self._lost_at = -1e9
+        # the producer id this client stages its plain appends under, and the
+        # sequence of the next: never given twice, whatever became of a batch
+        self._plain_id: int | None = None
+        self._plain_sequence = 0
 
     def contended(self) -> bool:
         """Whether this process lost a race for the end a moment ago."""
@@ -107,6 +111,8 @@ class Staged:
                 seen committed; it may still be, by another writer.
         """
         since = self._known.end  # the batch cannot be committed below this
+        if identity.producer_id < 0:
+            identity = self._plain_identity(batch.num_rows)
         try:
             mine = self._upload(batch, identity, append_id)
         except TransientStoreError as e:
@@ -119,6 +125,21 @@ class Staged:
         except TransientStoreError as e:
             # the object is staged: another writer may commit it whatever happens here
             raise self._unknown(str(e), since) from e
+
+    def _plain_identity(self, count: int) -> WriterIdentity:
+        """The identity a plain append is staged under: this client's own
+        producer id (claimed once) and the next sequence, so that helpers
+        can tell it committed as they tell an idempotent producer's batch.
+        A sequence is never given again: a batch whose outcome was unknown
+        keeps its own, and the next batch goes past it."""
+        if self._plain_id is None:
+            shared = self._shared
+            self._plain_id = shared.config.retry.call(lambda: claim_producer_id(shared.store, None))
+        who = WriterIdentity(
+            producer_id=self._plain_id, producer_epoch=0, base_sequence=self._plain_sequence
+        )
+        self._plain_sequence += count
+        return who
 
     def _wait_for_growth(self, patience: float) -> None:
         """Follow the log until it grows, or for ``patience`` seconds."""
@@ -302,13 +323,10 @@ class Staged:
 
     def _helpable(self, mine: Ref) -> list[Ref]:
         """The staged objects of other writers that this commit may carry:
-        listed in the last :data:`HELP_WITHIN_MS`, staged after the committed
-        index's horizon, named by no commit it holds, not transactional, and
-        for an idempotent producer, the next batch of its sequence."""
+        listed in the last :data:`HELP_WITHIN_MS`, not transactional, and the
+        next batch of their producer's sequence in the chain known (so never
+        one committed already: its producer's latest is it, or past it)."""
         committed = self._known.committed
-        if committed.since_ms is None:
-            return []
-        horizon_s = committed.since_ms // 1000
         shared = self._shared
         home = partition_dir(shared.topic.prefix, shared.partition)
         producers = _Sequences(self._known)
@@ -321,8 +339,7 @@ class Staged:
                 or name.transactional
                 or at == mine.at
                 or at in committed.at
-                or info.modified_ms is None
-                or info.modified_ms // 1000 <= horizon_s
+                or name.producer_id < 0
                 or not producers.next_of(name, mine)
             ):
                 continue
@@ -365,10 +382,8 @@ class _Sequences:
         self._latest: dict[int, ProducerEntry] | None = None
 
     def next_of(self, name: StagedName, mine: Ref) -> bool:
-        """Whether ``name``'s batch follows its producer's latest (a plain
-        batch always does); if so, it is planned."""
-        if name.producer_id < 0:
-            return True
+        """Whether ``name``'s batch follows its producer's latest; if so, it
+        is planned."""
         if self._latest is None:
             state = advance(self._known.base_state, self._known.tail_summaries())
             self._latest = dict(state.producers)

@@ -41,6 +41,7 @@ from arrowlog.errors import (
     TransientStoreError,
 )
 from arrowlog.format.checkpoint import Decision
+from arrowlog.partition.producer_ids import PRODUCER_IDS_PREFIX as PRODUCER_IDS_PREFIX
 from arrowlog.storage import Store
 from arrowlog.txn.entrylog import entry_name, landed, log_start, parse_entry_name, remove_entry
 
@@ -51,7 +52,6 @@ TXN_IDS_PREFIX = "_arrowlog/transactional-ids/"
 EXPIRE = "expire"  # the transaction outlived its timeout
 EXPIRE_ID = "expire-id"  # the id was idle past the cleanup horizon (arrowlog.maintenance.cleanup)
 OPERATOR_ABORT = "operator-abort"  # arrowlog abort-transaction
-PRODUCER_IDS_PREFIX = "_arrowlog/producer-ids/"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,248}")
 
 

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import random
-import time
-
-from arrowlog import _checked_json
-from arrowlog.txn.coordinator import PRODUCER_IDS_PREFIX
+from arrowlog.partition.producer_ids import MAX_PRODUCER_ID, claim_producer_id
 from arrowlog.txn.view import LogView
 
-MAX_PRODUCER_ID = 2**62
+__all__ = ["MAX_PRODUCER_ID", "allocate_producer_id"]
 
 
 def allocate_producer_id(log: LogView, transactional_id: str | None) -> int:
-    """A producer id no other producer has, anywhere: a random id claimed with
-    put-if-absent (a collision, vanishingly rare, just draws again)."""
-    rng = random.SystemRandom()
-    while True:
-        pid = rng.randrange(1, MAX_PRODUCER_ID)
-        body = _checked_json.dump(
-            {"transactional_id": transactional_id, "created_ms": int(time.time() * 1000)}
-        )
-        try:
-            log.store.put_if_absent(f"{PRODUCER_IDS_PREFIX}{pid:020d}", body)
-            return pid
-        except FileExistsError:
-            continue
+    """A producer id no other producer has, anywhere (see
+    :func:`~arrowlog.partition.producer_ids.claim_producer_id`)."""
+    return claim_producer_id(log.store, transactional_id)
