@@ -214,7 +214,9 @@ def _first_record_ms(log: LogView, part: PartitionLog, offset: int) -> int | Non
     start = part.start_offset(refresh=True)
     for at in dict.fromkeys((offset, max(offset, start))):
         try:
-            return _modified_ms(log, part.segments(at, at + 1)[0].key)
+            # the object at the offset's key: a staged batch's own object may
+            # have been uploaded long before its commit put it there
+            return _modified_ms(log, part.segment_key(part.objects(at, at + 1)[0].base))
         except (OffsetOutOfRangeError, FileNotFoundError, IndexError):  # removed since
             continue
     if start <= offset:

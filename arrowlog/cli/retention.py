@@ -1,7 +1,8 @@
 """``arrowlog delete-records`` (kafka-delete-records: the log start moves),
 ``arrowlog compact`` (small segments into compacted objects) and ``arrowlog
 vacuum`` (removes what deleted records and compaction left once their topic's
-delete_delay_ms has passed; ``--dry-run`` lists it)."""
+delete_delay_ms has passed; ``--dry-run`` lists it; staged objects no commit
+names are listed and left in place)."""
 
 from __future__ import annotations
 
@@ -110,14 +111,29 @@ _duration_ms = _with_units(
 def vacuum(session: Session, topics: tuple[str, ...], dry_run: bool, retain_ms: int) -> None:
     """Remove the segments of deleted records (below the log start) and of
     compacted ranges whose topic's delete_delay_ms has passed, in TOPICS
-    (default: every topic), applying each topic's retention. Without TOPICS,
-    also remove the bookkeeping idle longer than --retain that nothing refers
-    to. Killed anywhere, running it again finishes."""
+    (default: every topic), applying each topic's retention; a commit object
+    goes with the staged objects it names. Without TOPICS, also remove the
+    bookkeeping idle longer than --retain that nothing refers to. Staged
+    objects that no commit names, older than the delay (a writer killed
+    between its upload and its commit leaves one), are listed with action
+    "leave" and never removed: a commit could still name one. Killed
+    anywhere, running it again finishes."""
     log = session.connect()
     removed = log.maintenance.vacuum(topics or None, dry_run=dry_run, retain_ms=retain_ms)
-    session.table([{"key": r.key, "reason": r.reason} for r in removed])
+    rows = [{"key": r.key, "action": "remove", "reason": r.reason} for r in removed]
+    rows += [
+        {
+            "key": o.key,
+            "action": "leave",
+            "reason": f"orphaned staged object: no commit names it, written {o.age_ms // 1000} s "
+            "ago; left in place (vacuum never removes one: a commit could still name it)",
+        }
+        for o in removed.orphans
+    ]
+    session.table(rows)
     verb = "would remove" if dry_run else "removed"
-    session.message(f"{verb} {len(removed)} object(s)")
+    left = f"; left {len(removed.orphans)} orphaned staged object(s) in place"
+    session.message(f"{verb} {len(removed)} object(s){left if removed.orphans else ''}")
 
 
 @click.command("compact")
@@ -162,6 +178,7 @@ def compact(session: Session, topics: tuple[str, ...], target_bytes: int, dry_ru
                 "start": c.start,
                 "end": c.end,
                 "segments": c.segments,
+                "staged": c.staged,
                 "bytes": c.bytes_before,
                 "records": c.records,
                 "key": c.key,
@@ -171,4 +188,6 @@ def compact(session: Session, topics: tuple[str, ...], target_bytes: int, dry_ru
     )
     verb = "would compact" if dry_run else "compacted"
     segments = sum(c.segments for c in done)
-    session.message(f"{verb} {segments} segment(s) into {len(done)} object(s)")
+    staged = sum(c.staged for c in done)
+    named = f" (and {staged} staged object(s) their commits name)" if staged else ""
+    session.message(f"{verb} {segments} segment(s){named} into {len(done)} object(s)")

@@ -1,6 +1,9 @@
 """The index a compacted object carries: the summary of every segment whose
 offsets it covers (those whose records it left out too) and the checkpoint
-windows they fall in.
+windows they fall in. Its summaries are of the objects at segment keys, as
+the checkpoints hold them: a commit object's with the batches it commits
+(``refs``, each with its staged object's ``at``), so a window rebuilt from it
+is the checkpoint's; the object's runs are per batch.
 
 Checkpoints stay the log's index. This is their copy for the day one of them
 is found corrupt after vacuum removed the segments it summarised: the window
@@ -32,6 +35,9 @@ from arrowlog.format.segment import Compaction
 
 INDEX_KEY = b"arrowlog.compacted_index"
 INDEX_VERSION = 1
+#: the version of an index holding a commit object: readers that predate
+#: staged appends refuse it by this number (and pass the index over)
+REFS_INDEX_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +55,7 @@ class CompactedIndex:
     def to_json(self) -> bytes:
         return _checked_json.dump(
             {
-                "v": INDEX_VERSION,
+                "v": REFS_INDEX_VERSION if any(s.refs for s in self.segments) else INDEX_VERSION,
                 "start": self.start,
                 "end": self.end,
                 "windows": [list(w) for w in self.windows],
@@ -72,7 +78,7 @@ class CompactedIndex:
         except CorruptObjectError as e:  # "index: checksum mismatch", with this key
             raise CorruptSegmentError(str(e), key=key) from e
         try:
-            if fields.get("v") != INDEX_VERSION:
+            if fields.get("v") not in (INDEX_VERSION, REFS_INDEX_VERSION):
                 raise ValueError(f"unsupported index version {fields.get('v')}")
             columns: dict[str, list[Any]] = fields["segments"]
             index = cls(
@@ -113,17 +119,22 @@ class CompactedIndex:
                 f"compacted object's index does not describe [{start}, {end})", key=key
             )
 
+    def batches(self) -> list[SegmentSummary]:
+        """The batches of the index's objects, in offset order: a segment's,
+        or those a commit object commits."""
+        return [b for s in self.segments for b in s.batches()]
+
     def check_runs(self, table: Compaction, *, key: str) -> None:
         """That the index agrees with the object's compaction table: each run
-        is a segment's (its offsets and timestamp), never a marker's, and a
-        segment of plain records has its run (a transactional one may have
+        is a batch's (its offsets and timestamp), never a marker's, and a
+        batch of plain records has its run (a transactional one may have
         none: aborted).
 
         Raises:
             CorruptSegmentError: they disagree.
         """
         runs = {base: (count, ts) for base, count, ts in table.runs}
-        for s in self.segments:
+        for s in self.batches():
             run = runs.pop(s.base, None)
             if run is None:
                 agrees = s.transactional or s.control
@@ -148,7 +159,8 @@ class CompactedIndex:
         held = {base for base, _, _ in table.runs}
         agreed: dict[int, bool] = {}
         markers: dict[tuple[int, int], list[SegmentSummary]] = {}
-        for s in reversed(self.segments):
+        batches = self.batches()
+        for s in reversed(batches):
             txn = (s.producer_id, s.producer_epoch)
             if s.control:
                 markers.setdefault(txn, []).append(s)
@@ -157,7 +169,7 @@ class CompactedIndex:
                     m.control_type == ControlType.COMMIT.value and s.base < m.txn_bound
                     for m in markers.get(txn, ())
                 )
-        return [(s, agreed[s.base]) for s in self.segments if s.base in agreed]
+        return [(s, agreed[s.base]) for s in batches if s.base in agreed]
 
     def as_committed(self, bases: Collection[int]) -> CompactedIndex:
         """This index with the segments at ``bases`` (transactional ones whose
@@ -165,11 +177,13 @@ class CompactedIndex:
         every reader, as the object's table says they are."""
         if not bases:
             return self
-        segments = tuple(
-            dataclasses.replace(s, transactional=False) if s.base in bases else s
-            for s in self.segments
-        )
-        return dataclasses.replace(self, segments=segments)
+
+        def committed(s: SegmentSummary) -> SegmentSummary:
+            if s.refs:
+                return dataclasses.replace(s, refs=tuple(committed(r) for r in s.refs))
+            return dataclasses.replace(s, transactional=False) if s.base in bases else s
+
+        return dataclasses.replace(self, segments=tuple(committed(s) for s in self.segments))
 
     def window(self, start: int) -> tuple[int, tuple[SegmentSummary, ...]] | None:
         """The end of the window that starts at ``start`` and the segments of it
@@ -203,4 +217,4 @@ def index_metadata(index: CompactedIndex) -> dict[bytes, bytes]:
     return {INDEX_KEY: index.to_json()}
 
 
-__all__ = ["INDEX_KEY", "CompactedIndex", "index_metadata"]
+__all__ = ["INDEX_KEY", "REFS_INDEX_VERSION", "CompactedIndex", "index_metadata"]

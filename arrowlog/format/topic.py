@@ -451,6 +451,11 @@ def partition_dir(prefix: str, partition: int) -> str:
     return f"{prefix}/{partition}/"
 
 
+def staged_prefix(prefix: str, partition: int) -> str:
+    """Every staged data object of a partition lies under this."""
+    return f"{prefix}/{partition}/staged/"
+
+
 def staged_folder(prefix: str, partition: int, writer_ms: int) -> str:
     """The folder of the data objects staged at ``writer_ms`` (the writer's clock:
     it only orders keys for listing, never decides anything)."""

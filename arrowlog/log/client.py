@@ -62,9 +62,13 @@ class PartitionInfo:
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int
+    #: objects at segment keys from the log start: segments and commit objects
     segments: int
     live_producer_ids: int
     open_transactions: int
+    #: record batches from the log start: a segment's, or each staged batch a
+    #: commit object names
+    batches: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,6 +419,7 @@ class ArrowLog:
         infos = []
         for log in self.iter_partitions(name):
             end, state = log.state()
+            objects = log.objects(end=end)
             infos.append(
                 PartitionInfo(
                     partition=log.partition,
@@ -423,9 +428,10 @@ class ArrowLog:
                     last_stable_offset=last_stable_offset(
                         end, state, decide, log_start=log.start_offset()
                     ),
-                    segments=len(log.segments(end=end)),
+                    segments=len(objects),
                     live_producer_ids=len(state.producers),
                     open_transactions=len(state.open_txns),
+                    batches=len(log.segments(end=end)),
                 )
             )
         return TopicDescription(self.topic(topic.name), tuple(infos))

@@ -11,10 +11,10 @@ from arrowlog.config import DEFAULT_RETAIN_MS
 from arrowlog.maintenance import compaction as _compaction
 from arrowlog.maintenance import vacuum as _vacuum
 from arrowlog.maintenance.compaction import DEFAULT_TARGET_BYTES, Compacted
-from arrowlog.partition import Removal
+from arrowlog.maintenance.vacuum import Vacuumed
 from arrowlog.txn.view import LogView
 
-__all__ = ["Compacted", "Maintenance"]
+__all__ = ["Compacted", "Maintenance", "Vacuumed"]
 
 
 class Maintenance:
@@ -52,11 +52,13 @@ class Maintenance:
         *,
         dry_run: bool = False,
         retain_ms: int | None = None,
-    ) -> list[Removal]:
+    ) -> Vacuumed:
         """Apply each topic's retention, remove the segments of deleted records
-        whose delay has passed, in ``topics`` (default: every topic), and,
-        with no ``topics``, the bookkeeping idle for longer than ``retain_ms``
-        (default 7 days); see :func:`arrowlog.maintenance.vacuum.vacuum`.
+        whose delay has passed (a commit object with the staged data objects it
+        names), in ``topics`` (default: every topic), and, with no ``topics``,
+        the bookkeeping idle for longer than ``retain_ms`` (default 7 days);
+        see :func:`arrowlog.maintenance.vacuum.vacuum`. Returns what went,
+        and in ``orphans`` the staged objects no commit names, left in place.
 
         Raises:
             InvalidConfigError: ``topics``, ``dry_run`` or ``retain_ms`` is not

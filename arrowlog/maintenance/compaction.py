@@ -1,16 +1,18 @@
 """Compacting small segments: the committed records of decided ranges are
 rewritten into large compacted objects, which readers and the Spark planner
-read instead; ``vacuum`` removes the segments once the topic's
-``delete_delay_ms`` has passed. See docs/protocol.md, "Compacting small
-segments".
+read instead; ``vacuum`` removes the segments (a commit object with the
+staged data objects it names) once the topic's ``delete_delay_ms`` has
+passed. See docs/protocol.md, "Compacting small segments".
 
 A range is whole checkpoint windows below the newest one and below the last
 stable offset: every transaction in it is decided, and no writer appends there.
 What a read_committed reader sees of it is what the compacted object holds:
-aborted records and transaction markers are left out, and each kept segment's
-records keep their offsets and timestamp (a run of the object's table). Its
-index holds every segment's summary and the windows they fall in (see
-:mod:`arrowlog.format.compacted_index`).
+aborted records and transaction markers are left out, and each kept batch's
+records keep their offsets and timestamp (a run of the object's table: one
+per segment, and one per staged batch a commit object names, read from its
+staged object). Its index holds the summary of every object at a segment key,
+as the checkpoints do (a commit's with its batches), and the windows they
+fall in (see :mod:`arrowlog.format.compacted_index`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from arrowlog.maintenance.vacuum import named_topics
 from arrowlog.read.visibility import last_stable_offset, plan_committed
 
 if TYPE_CHECKING:
-    from arrowlog.format.checkpoint import PartitionState, SegmentSummary
+    from arrowlog.format.checkpoint import PartitionState
     from arrowlog.partition import CompactionRange, PartitionLog
     from arrowlog.txn.resolver import Snapshot
     from arrowlog.txn.view import LogView
@@ -48,12 +50,15 @@ class Compacted:
     partition: int
     start: int
     end: int
-    #: segments the range held, and their bytes
+    #: objects at segment keys the range held (segments and commit objects),
+    #: and their bytes with those of the staged data objects the commits name
     segments: int
     bytes_before: int
     #: records kept and the object's key (None in a dry run)
     records: int | None = None
     key: str | None = None
+    #: staged data objects the range's commit objects name
+    staged: int = 0
 
 
 def compact(
@@ -108,30 +113,32 @@ def compact_partition(
     for r in part.plan_compaction(target_bytes, stable):
         name, p = part.topic.name, part.partition
         if dry_run:
-            done.append(Compacted(name, p, r.start, r.end, r.segments, r.size))
+            done.append(Compacted(name, p, r.start, r.end, r.segments, r.size, staged=r.staged))
             continue
         try:
-            batch, runs, segments = _committed_records(part, r, decide, view)
+            batch, runs = _committed_records(part, r, decide, view)
         except _TooLarge as e:
             # ranges follow each other: this partition compacts no further
             warnings.warn(f"{name}/{p}: not compacted from {r.start}: {e}", stacklevel=2)
             break
         except _Overtaken:
             break  # the next run plans from the newer mark
-        index = CompactedIndex(start=r.start, end=r.end, windows=r.windows, segments=segments)
+        index = CompactedIndex(start=r.start, end=r.end, windows=r.windows, segments=r.objects)
         key = part.write_compacted(r.start, r.end, batch, runs, index)
-        done.append(Compacted(name, p, r.start, r.end, r.segments, r.size, batch.num_rows, key))
+        done.append(
+            Compacted(name, p, r.start, r.end, r.segments, r.size, batch.num_rows, key, r.staged)
+        )
     return done
 
 
 def _committed_records(
     part: PartitionLog, r: CompactionRange, decide: Snapshot, view: tuple[int, PartitionState]
-) -> tuple[pa.RecordBatch, list[tuple[int, int, int]], tuple[SegmentSummary, ...]]:
+) -> tuple[pa.RecordBatch, list[tuple[int, int, int]]]:
     """What a read_committed reader sees of ``r``: one batch, and the run
-    ``(base, count, timestamp_ms)`` of each segment whose records it holds;
-    and the summary of every segment of ``r`` (the object's index)."""
+    ``(base, count, timestamp_ms)`` of each batch whose records it holds (a
+    segment's, or a staged batch's: reads resolve a commit object into the
+    staged objects it names)."""
     plan = plan_committed(part, r.start, r.end, decide, view)
-    segments = tuple(s for s in plan.segments if r.start <= s.base < r.end)
     if plan.forgotten:
         # records of transactions cleanup forgot: compacted already, by a
         # compactor that got here first (this one planned on an older mark)
@@ -155,13 +162,13 @@ def _committed_records(
     table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
     combined = table.to_batches()
     if not combined:
-        return pa.RecordBatch.from_pylist([], schema=schema), runs, segments
+        return pa.RecordBatch.from_pylist([], schema=schema), runs
     if len(combined) != 1:
         raise _TooLarge(
             "its records decode to more than one Arrow record batch holds (2 GiB of a "
             "string or binary column): compact with a smaller target_bytes"
         )
-    return combined[0], runs, segments
+    return combined[0], runs
 
 
 class _TooLarge(Exception):

@@ -1,7 +1,9 @@
 """Removing what no reader needs any more: each topic's retention (by time
 and by size) moves its partitions' log starts, and the segments of deleted
 records (below the log start) go once their topic's ``delete_delay_ms`` has
-passed. See docs/protocol.md, "Deleting records".
+passed, a commit object with the staged data objects it names. Staged
+objects that no commit names are reported, never removed. See
+docs/protocol.md, "Deleting records".
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from arrowlog.config import DEFAULT_RETAIN_MS, TopicConfig, check_retain
 from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.format.topic import check_topic_name, log_start_key
 from arrowlog.maintenance.cleanup import InUse, clean_up, older_under, remove
-from arrowlog.partition import Removal
+from arrowlog.partition import Orphan, Removal
 from arrowlog.txn.view import CLOCK_PREFIX, store_now_ms
 
 if TYPE_CHECKING:
@@ -24,15 +26,29 @@ if TYPE_CHECKING:
 STALE_CLOCK_MS = 60_000
 
 
+class Vacuumed(list[Removal]):
+    """What a vacuum removed (or, in a dry run, would), in order; and in
+    :attr:`orphans`, the staged data objects it found that no commit object
+    names, older than their topic's ``delete_delay_ms``, which it left where
+    they are (a writer killed between its upload and its commit leaves one;
+    a commit could still name it)."""
+
+    def __init__(self, removed: Iterable[Removal] = (), orphans: Iterable[Orphan] = ()) -> None:
+        super().__init__(removed)
+        self.orphans = list(orphans)
+
+
 def vacuum(
     log: LogView,
     topics: Iterable[str] | None = None,
     *,
     dry_run: bool = False,
     retain_ms: int = DEFAULT_RETAIN_MS,
-) -> list[Removal]:
+) -> Vacuumed:
     """Remove what :meth:`PartitionLog.plan_vacuum` names in every partition of
-    ``topics`` (default: all), segments in offset order; return it. Idempotent:
+    ``topics`` (default: all), segments in offset order (each commit object
+    after the staged objects it names); return it, with the orphaned staged
+    objects found (left in place). Idempotent:
     killed anywhere, a rerun finishes. With ``dry_run``, nothing is written or
     removed, and the delay is measured on this machine's clock instead of the
     store's (reading the store's clock writes an object). A vacuum of every
@@ -44,7 +60,7 @@ def vacuum(
     check_retain(retain_ms)
     names = named_topics(log, topics)
     now_ms = int(time.time() * 1000) if dry_run else store_now_ms(log)
-    removed: list[Removal] = []
+    removed = Vacuumed()
     # the bookkeeping is shared by every topic: only a vacuum of all of them
     # knows what still refers to it
     in_use = InUse() if topics is None else None
@@ -52,7 +68,9 @@ def vacuum(
         try:
             config = log.topic(name, refresh=True).config
             for part in log.iter_partitions(name):
-                start, found = part.plan_vacuum(now_ms, config, retain_ms)
+                plan = part.plan_vacuum(now_ms, config, retain_ms)
+                start, found = plan.start, plan.removals
+                removed.orphans += plan.orphans
                 if start is not None and not dry_run:
                     # another vacuum may have moved it further meanwhile: what is
                     # reported is what was written

@@ -80,7 +80,7 @@ from arrowlog.partition.checkpoints import PRODUCER_STATE_RETENTION_MS
 from arrowlog.partition.compaction import CompactionRange
 from arrowlog.partition.fetch import fetch_compacted, fetch_segment, projected
 from arrowlog.partition.log import PartitionLog
-from arrowlog.partition.retention import Removal
+from arrowlog.partition.retention import Orphan, Removal, VacuumPlan
 from arrowlog.partition.units import CompactedRef, SegmentRef
 
 __all__ = [
@@ -88,9 +88,11 @@ __all__ = [
     "AppendResult",
     "CompactedRef",
     "CompactionRange",
+    "Orphan",
     "PartitionLog",
     "Removal",
     "SegmentRef",
+    "VacuumPlan",
     "fetch_compacted",
     "fetch_segment",
     "projected",

@@ -150,7 +150,7 @@ class Claims:
                 offset=ours.base,
             ) from e
         theirs = [s for s in window[1] if s.base == ours.base]
-        return not theirs or replace(theirs[0], stats=None) == replace(ours, stats=None)
+        return not theirs or _without_stats(theirs[0]) == _without_stats(ours)
 
     def _list_markers(self) -> int:
         """The floor (the log start, or the compaction mark if higher), from
@@ -201,3 +201,9 @@ class Claims:
     def record_append(self, summary: SegmentSummary) -> None:
         self._known.extend_tail(summary)
         self._checkpoints.write_due_checkpoints()
+
+
+def _without_stats(s: SegmentSummary) -> SegmentSummary:
+    """``s`` without column statistics, a commit's batches' too (a compacted
+    object's index keeps none)."""
+    return replace(s, stats=None, refs=tuple(replace(r, stats=None) for r in s.refs))

@@ -16,6 +16,7 @@ from typing import Literal
 import pyarrow as pa
 
 from arrowlog.errors import CorruptCheckpointError, CorruptSegmentError
+from arrowlog.format.checkpoint import SegmentSummary
 from arrowlog.format.compacted_index import CompactedIndex, index_metadata
 from arrowlog.format.segment import Compaction, SegmentHeader, encode
 from arrowlog.format.topic import (
@@ -40,14 +41,19 @@ from arrowlog.partition.units import CompactedRef
 @dataclass(frozen=True, slots=True)
 class CompactionRange:
     """Offsets ``[start, end)`` to compact: whole checkpoint windows (the
-    first may start inside one), ``segments`` segments of ``size`` bytes;
-    ``windows`` are those windows' ``(start, end)``."""
+    first may start inside one), ``segments`` objects at segment keys
+    (segments and commit objects) and the ``staged`` data objects their
+    commits name, of ``size`` bytes in all; ``windows`` are those windows'
+    ``(start, end)``, and ``objects`` the summaries of those objects, as the
+    checkpoints hold them (the compacted object's index)."""
 
     start: int
     end: int
     segments: int
     size: int
     windows: tuple[tuple[int, int], ...] = ()
+    staged: int = 0
+    objects: tuple[SegmentSummary, ...] = ()
 
 
 class Compactions:
@@ -108,9 +114,10 @@ class Compactions:
             if start >= horizon:
                 return ranges
             lo: int | None = None
-            count = size = 0
+            size = 0
             end = start  # where the last window taken ends
             windows: list[tuple[int, int]] = []
+            objects: list[SegmentSummary] = []
             for cp in self._checkpoints.checkpoints_from(start):
                 if cp.end > horizon:
                     break
@@ -120,15 +127,15 @@ class Compactions:
                 for s in cp.segments:
                     if s.base >= start:
                         lo = s.base if lo is None else lo
-                        count += 1
-                        size += s.size
+                        objects.append(s)
+                        size += s.size + sum(r.size for r in s.refs)
                 if lo is not None:
                     windows.append((cp.start, cp.end))
                 if lo is not None and size >= target_bytes:
-                    ranges.append(CompactionRange(lo, end, count, size, tuple(windows)))
-                    lo, count, size, windows = None, 0, 0, []
-            if lo is not None and count:
-                ranges.append(CompactionRange(lo, end, count, size, tuple(windows)))
+                    ranges.append(_range(lo, end, size, windows, objects))
+                    lo, size, windows, objects = None, 0, [], []
+            if lo is not None and objects:
+                ranges.append(_range(lo, end, size, windows, objects))
             return ranges
 
     def write_compacted(
@@ -191,9 +198,7 @@ class Compactions:
         """
         with self._shared.lock:
             log_start, mark = self._known.log_start, self._known.compacted
-        bases = [
-            b for r in removals if (b := parse_segment_key(r.key)) is not None and b >= log_start
-        ]
+        bases = [b for r in removals if (b := _segment_of(r)) is not None and b >= log_start]
         if not bases:
             return removals
         cover = self._reads.compacted_objects(min(bases), mark)
@@ -202,7 +207,7 @@ class Compactions:
         out: list[Removal] = []
         kept = False
         for removal in removals:
-            base = parse_segment_key(removal.key)
+            base = _segment_of(removal)  # a staged object goes or stays with its commit
             if base is not None and base >= log_start and not kept:
                 obj = next((o for o in cover if o.start <= base < o.end), None)
                 if obj is not None and obj.key not in stay_from:
@@ -264,6 +269,19 @@ class Compactions:
             )
             return "unreadable"
         return "unindexed" if index is None else "indexed"
+
+
+def _range(
+    lo: int, end: int, size: int, windows: list[tuple[int, int]], objects: list[SegmentSummary]
+) -> CompactionRange:
+    staged = sum(len(s.refs) for s in objects)
+    return CompactionRange(lo, end, len(objects), size, tuple(windows), staged, tuple(objects))
+
+
+def _segment_of(removal: Removal) -> int | None:
+    """The base of the segment a removal is of: its own, or for a staged data
+    object, that of the commit object naming it."""
+    return removal.commit if removal.commit is not None else parse_segment_key(removal.key)
 
 
 def _warn_kept(obj: CompactedRef, window: int, why: str) -> None:

@@ -160,6 +160,12 @@ def check_segment(
             f"segment holds columns {batch.schema.types} where the topic has {schema.types}",
             key=key,
         )
+    if header.refs is not None:
+        raise CorruptSegmentError(
+            "a commit object where the index says records are: its records are in the staged "
+            "objects it names",
+            key=key,
+        )
     if header.staged != (parse_staged_name(key) is not None):
         raise CorruptSegmentError("a staged data object outside staged/, or the reverse", key=key)
     if header.staged and header.record_count == end - base:

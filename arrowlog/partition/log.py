@@ -24,7 +24,7 @@ from arrowlog.partition.indexes import CompactedIndexes
 from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
 from arrowlog.partition.reads import Reads
-from arrowlog.partition.retention import Removal, Retention
+from arrowlog.partition.retention import Removal, Retention, VacuumPlan
 from arrowlog.partition.units import CompactedRef, Fetcher, SegmentRef
 from arrowlog.storage import Store
 
@@ -119,9 +119,14 @@ class PartitionLog:
         return self._reads.segments(start, end)
 
     def summaries(self, start: int | None = None, end: int | None = None) -> list[SegmentSummary]:
-        """Header summaries of the segments holding ``[start, end)``: see
+        """Header summaries of the batches holding ``[start, end)``: see
         :meth:`Reads.summaries`."""
         return self._reads.summaries(start, end)
+
+    def objects(self, start: int | None = None, end: int | None = None) -> list[SegmentSummary]:
+        """Summaries of the objects at segment keys holding ``[start, end)``
+        (a commit object with the batches it commits): see :meth:`Reads.objects`."""
+        return self._reads.objects(start, end)
 
     def iter_segments(
         self,
@@ -215,7 +220,7 @@ class PartitionLog:
 
     def plan_vacuum(
         self, now_ms: int, config: TopicConfig, retain_ms: int = DEFAULT_RETAIN_MS
-    ) -> tuple[int | None, list[Removal]]:
+    ) -> VacuumPlan:
         """What ``vacuum`` does here: see :meth:`Retention.plan_vacuum`."""
         return self._retention.plan_vacuum(now_ms, config, retain_ms)
 

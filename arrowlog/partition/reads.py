@@ -119,15 +119,40 @@ class Reads:
         checkpoints where they cover the range, else from the segments' heads.
         A commit object gives the batches it commits, each with the staged
         data object that holds it (``at``), never itself."""
+        start, end, out = self._objects(start, end)
+        return [b for s in out for b in s.batches() if b.end > start and b.base < end]
+
+    def objects(self, start: int | None = None, end: int | None = None) -> list[SegmentSummary]:
+        """Summaries of the objects at segment keys holding ``[start, end)``,
+        as checkpoints keep them: a segment, or a commit object with the
+        batches it commits (``refs``)."""
+        return self._objects(start, end)[2]
+
+    def _objects(self, start: int | None, end: int | None) -> tuple[int, int, list[SegmentSummary]]:
         with self._shared.lock:
             start, end = self._resolve_range(start, end)
             out: list[SegmentSummary] = []
-            if start >= end:
-                return out
-            for cp in self._checkpoints.checkpoints_from(start):
-                out.extend(s for s in cp.segments if s.end > start and s.base < end)
-            out.extend(s for s in self._known.tail_summaries() if s.end > start and s.base < end)
-            return [b for s in out for b in s.batches() if b.end > start and b.base < end]
+            if start < end:
+                for s in self.objects_from(start):
+                    if s.base >= end:
+                        break
+                    out.append(s)
+            return start, end, out
+
+    def objects_from(self, start: int) -> Iterator[SegmentSummary]:
+        """The objects at segment keys, in offset order, from the one holding
+        ``start`` to the known end, through the checkpoint windows (rebuilt
+        where one is corrupt) and the tail; below the log start too, as long
+        as the windows' checkpoints are there. Runs with the partition's lock
+        held by the caller.
+
+        Raises:
+            OffsetOutOfRangeError: a window below the log start is gone.
+            SegmentNotFoundError: a corrupt window cannot be rebuilt.
+        """
+        for cp in self._checkpoints.checkpoints_from(start):
+            yield from (s for s in cp.segments if s.end > start)
+        yield from (s for s in self._known.tail_summaries() if s.end > start)
 
     def _plan(self, start: int | None, end: int | None) -> tuple[int, int, list[SegmentRef]]:
         with self._shared.lock:

@@ -1,6 +1,7 @@
 """Deleting records: moving the log start (Kafka's DeleteRecords) and, once
-the topic's ``delete_delay_ms`` has passed, removing the segments below it.
-See docs/protocol.md, "Deleting records".
+the topic's ``delete_delay_ms`` has passed, removing the segments below it,
+and with a commit object the staged data objects it names. See
+docs/protocol.md, "Deleting records".
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from arrowlog.format.topic import (
     parse_compacted_mark_key,
     parse_log_start_key,
     parse_segment_key,
+    parse_staged_name,
+    partition_dir,
     segment_prefix,
+    staged_prefix,
 )
 from arrowlog.partition._base import Shared
 from arrowlog.partition.checkpoints import Checkpoints
@@ -40,6 +44,32 @@ class Removal:
 
     key: str
     reason: str
+    #: a staged data object: the base offset of the commit object that names
+    #: it, which goes right after it (and stays if that stays)
+    commit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """A staged data object that no commit object of the log names, written
+    more than the topic's ``delete_delay_ms`` before (on the store's
+    clock): a writer was killed between its upload and its commit, or gave
+    up. ``vacuum`` reports it and leaves it where it is: a commit could
+    still name it."""
+
+    key: str
+    age_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumPlan:
+    """What ``vacuum`` does in one partition: where retention moves the log
+    start (None: nowhere), what it removes, in order, and the staged
+    objects it finds orphaned (and leaves)."""
+
+    start: int | None
+    removals: list[Removal]
+    orphans: list[Orphan]
 
 
 class Retention:
@@ -92,14 +122,18 @@ class Retention:
 
     def plan_vacuum(
         self, now_ms: int, config: TopicConfig, retain_ms: int = DEFAULT_RETAIN_MS
-    ) -> tuple[int | None, list[Removal]]:
+    ) -> VacuumPlan:
         """What ``vacuum`` does here at ``now_ms`` on the store's clock, from one
         listing of the partition's segments: where ``config``'s retention moves
-        the log start (None: nowhere), and what may be removed (see
+        the log start (None: nowhere), what may be removed (see
         :func:`_removable`; ``retain_ms`` is the horizon for checkpoints below
-        the log start). Cost: one LIST, one more of the checkpoints if
-        anything is ripe, one of them all once a log start is older than
-        ``retain_ms`` (and a sync, unless the partition opens just now)."""
+        the log start), with each commit object the staged data objects it
+        names, and the staged objects orphaned (see :meth:`_with_staged`).
+        Cost: two LISTs (segments, staged objects), one more of the
+        checkpoints if anything is ripe, one of them all once a log start is
+        older than ``retain_ms`` (and a sync, unless the partition opens just
+        now); where staged objects are listed, the checkpoints of the windows
+        from the oldest that may name one."""
         with self._shared.lock:
             if not self._checkpoints.ensure_open():
                 self._listing.sync_tail()
@@ -117,7 +151,7 @@ class Retention:
 
             start = None
             if config.retention_ms is not None or config.retention_bytes is not None:
-                live = self._reads.summaries(self._known.log_start, self._known.end)
+                live = self._reads.objects(self._known.log_start, self._known.end)
                 if live:
                     ages = _Ages.of(
                         found, list_compacted() if self._known.compacted else [], now_ms
@@ -133,7 +167,69 @@ class Retention:
                 list_compacted,
                 lambda: self._shared.retry(lambda: list(self._shared.store.list(checkpoints))),
             )
-            return start, removable
+            removable, orphans = self._with_staged(removable, found, now_ms)
+            return VacuumPlan(start, removable, orphans)
+
+    def _with_staged(
+        self, removals: list[Removal], found: list[ObjectInfo], now_ms: int
+    ) -> tuple[list[Removal], list[Orphan]]:
+        """``removals`` with, right before each commit object that goes, the
+        staged data objects it names (after the same delay: they go with it),
+        never one that an object staying names; and the staged objects that
+        no object of the log names, older than the topic's ``delete_delay_ms``
+        (reported, never removed: a commit could still name one).
+
+        What a commit names comes from the log's index (its checkpoints, as
+        a read finds them, and the tail), never from the object now at its
+        key: below the log start a key may hold a stray commit, put on a
+        stale view, naming batches a later commit of the log names too. The
+        index is read from the oldest object that goes, or that may name an
+        old staged object: a commit is written after the objects it names
+        (on the store's clock), so from the first segment listed that was
+        written since the oldest of them. Nothing is read when no staged
+        object is listed."""
+        shared = self._shared
+        home = partition_dir(shared.topic.prefix, shared.partition)
+        prefix = staged_prefix(shared.topic.prefix, shared.partition)
+        listed = shared.retry(lambda: list(shared.store.list(prefix)))
+        staged = {i.key[len(home) :]: i for i in listed if parse_staged_name(i.key) is not None}
+        if not staged:
+            return removals, []
+        going = {b for r in removals if (b := parse_segment_key(r.key)) is not None}
+        ripe = shared.topic.config.delete_delay_ms + CLOCK_GRAIN_MS
+        old = [i for i in staged.values() if _age_ms(i, now_ms) >= ripe]
+        lo = min(going, default=self._known.end)
+        if old:
+            lo = min(lo, _written_since(found, min(_ms(i) for i in old) - CLOCK_GRAIN_MS, lo))
+        named: dict[int, list[str]] = {}  # base of an object that goes -> what it names
+        kept: set[str] = set()  # named by an object that stays
+        for s in self._objects_from(lo):
+            held = [r.at for r in s.refs if r.at is not None]
+            if s.base in going:
+                named[s.base] = held
+            else:
+                kept.update(held)
+        out = []
+        for removal in removals:
+            base = parse_segment_key(removal.key)
+            for at in named.get(base, []) if base is not None else []:
+                if at in staged and at not in kept:
+                    why = f"named by the commit object at {base}, which goes: {removal.reason}"
+                    out.append(Removal(home + at, why, commit=base))
+            out.append(removal)
+        seen = kept.union(*named.values())
+        orphans = [Orphan(i.key, _age_ms(i, now_ms)) for i in old if i.key[len(home) :] not in seen]
+        return out, sorted(orphans, key=lambda o: o.key)
+
+    def _objects_from(self, lo: int) -> list[SegmentSummary]:
+        """The objects of the log's index from the one holding ``lo``. Below
+        the log start, windows whose checkpoints vacuum removed are passed
+        over: their segments went before them, and what a listing still shows
+        there is a stray."""
+        try:
+            return list(self._reads.objects_from(lo))
+        except OffsetOutOfRangeError:
+            return list(self._reads.objects_from(max(lo, self._known.log_start)))
 
 
 @dataclass(frozen=True)
@@ -190,11 +286,11 @@ def _retention_start(
                 break
             start = max(start, s.end)
     if config.retention_bytes is not None:
-        total = sum(s.size for s in live)
+        total = sum(_stored_bytes(s) for s in live)
         for s in older:
             if total <= config.retention_bytes:
                 break
-            total -= s.size
+            total -= _stored_bytes(s)
             start = max(start, s.end)
     return start if start > log_start else None
 
@@ -338,3 +434,27 @@ def _ripe(
 
 def _age_ms(info: ObjectInfo, now_ms: int) -> int:
     return -1 if info.modified_ms is None else now_ms - info.modified_ms
+
+
+def _ms(info: ObjectInfo) -> int:
+    assert info.modified_ms is not None  # an object of a known age
+    return info.modified_ms
+
+
+def _stored_bytes(s: SegmentSummary) -> int:
+    """The bytes an object holds: a commit's own and its staged objects'."""
+    return s.size + sum(r.size for r in s.refs)
+
+
+def _written_since(found: list[ObjectInfo], ms: int, default: int) -> int:
+    """The base of the first segment listed in ``found`` that was written at
+    or after ``ms`` on the store's clock (or whose time is unknown); the
+    objects below it were all written before (each one after those below
+    it: its writer knew them), so they name no object staged since."""
+    bases = [
+        base
+        for info in found
+        if (base := parse_segment_key(info.key)) is not None
+        and (info.modified_ms is None or info.modified_ms >= ms)
+    ]
+    return min(bases, default=default)

@@ -12,6 +12,10 @@ import pytest
 import arrowlog
 from arrowlog.config import TopicConfig
 from tests.support.cli import SCHEMA, build_mixed_log, fails, rows, run
+from tests.support.clocks import ClockStore
+from tests.support.schedules import SCHEMA as STAGED_SCHEMA
+from tests.support.schedules import rows as staged_rows
+from tests.support.staged import TwoWriters, named_by_commits
 
 
 def test_get_offsets_by_time(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,3 +111,51 @@ def test_dump_errors(
 ) -> None:
     build_mixed_log(str(root))
     assert message in fails(capsys, code, *argv)
+
+
+def log_with_a_commit(root: Path) -> dict[int, list[str]]:
+    """Topic t (windows of 2): 0, 1 and 3 plain segments, at 2 a commit object
+    of one staged batch (value 2), then at 4 a commit object naming two staged
+    batches, [4, 6) (values 5 and 4), then 6 plain.
+    Returns the commit's base -> its staged objects' keys."""
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", STAGED_SCHEMA, config=TopicConfig(checkpoint_interval=2))
+    log.append("t", staged_rows(0))
+    clock = ClockStore(log.store)
+    TwoWriters(clock).commit_two((1, 2, 3), (4, 5))
+    log.append("t", staged_rows(6))
+    return named_by_commits(log.store)
+
+
+def test_dump_shows_a_commit_object_its_staged_batches_and_a_staged_object(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    named = log_with_a_commit(root)
+    assert {b: len(k) for b, k in named.items()} == {2: 1, 4: 2}
+
+    commit = json.loads(run(capsys, "dump", "t/0/segments/00000000000000000004.arrow",
+                            "--output", "json"))  # fmt: skip
+    assert commit["checksum"] == "ok" and "rows" not in commit
+    assert commit["header"]["record_count"] == 2 and "2 staged" in commit["header"]["commits"]
+    refs = [(r["base_offset"], r["record_count"], r["key"]) for r in commit["refs"]]
+    assert refs == [(4, 1, named[4][0]), (5, 1, named[4][1])]
+
+    held = json.loads(run(capsys, "dump", "--topic", "t", "--offset", "5", "--output", "json"))
+    assert held["key"] == named[4][1]
+    header = held["header"]
+    assert (header["base_offset"], header["staged"]) == (5, True)
+    assert header["committed_by"] == "t/0/segments/00000000000000000004.arrow"
+    assert [(r["offset"], r["v"]) for r in held["rows"]] == [(5, 4)]
+
+    alone = json.loads(run(capsys, "dump", named[4][0], "--output", "json"))
+    assert alone["header"]["base_offset"] == "given by the commit that names it"
+    assert [(r["row"], r["v"]) for r in alone["rows"]] == [(0, 5)]
+
+    window = json.loads(run(capsys, "dump", "t/0/checkpoints/99999999999999999995.json",
+                            "--output", "json"))  # fmt: skip
+    assert [(r["base"], r.get("refs")) for r in window["rows"]] == [(4, 2), (6, None)]
+    assert [(r["commit"], r["base"], f"t/0/{r['at']}") for r in window["refs"]] == [
+        (4, 4, named[4][0]), (4, 5, named[4][1])
+    ]  # fmt: skip
+    text = run(capsys, "dump", "t/0/segments/00000000000000000004.arrow")
+    assert "refs:" in text and named[4][1] in text

@@ -13,6 +13,9 @@ import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.jobs.commandline import EXIT_NOT_FOUND, EXIT_USAGE
 from tests.support.cli import SCHEMA, fails, files, rows, run
+from tests.support.schedules import SCHEMA as STAGED_SCHEMA
+from tests.support.schedules import rows as staged_rows
+from tests.support.staged import append_staged, named_by_commits, stage_orphan, staged_writer
 
 
 def ten(root: Path) -> arrowlog.ArrowLog:
@@ -188,3 +191,36 @@ def test_a_bad_retain_fails_in_one_line_and_writes_nothing(
     before = files(root)
     assert "retain" in fails(capsys, EXIT_USAGE, "vacuum", "--retain", retain)
     assert files(root) == before
+
+
+def test_vacuum_lists_an_orphaned_staged_object_and_leaves_it(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A staged object that no commit names (its writer was killed between
+    its upload and its commit), older than the delay: listed with action
+    "leave", said so, and never removed; with a commit's staged object
+    removed with it."""
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", STAGED_SCHEMA, config=TopicConfig(checkpoint_interval=2))
+    append_staged(log.store, staged_writer(log.store), 1, 0)  # 0 plain, 1 a commit
+    for v in range(2, 5):
+        log.append("t", staged_rows(v))
+    (named,) = named_by_commits(log.store).values()
+    orphan = stage_orphan(log.store, 99)
+    log.delete_records("t", 0, 2)
+    hour_ago = time.time() - 3600  # everything written longer ago than the delay (15 min)
+    for path in root.rglob("*"):
+        os.utime(path, (hour_ago, hour_ago))
+    before = files(root)
+
+    planned = json.loads(run(capsys, "vacuum", "--dry-run", "--output", "json"))
+
+    assert files(root) == before
+    actions = {r["key"]: r["action"] for r in planned}
+    assert actions[orphan] == "leave" and actions[named[0]] == "remove"
+    assert "left in place" in next(r["reason"] for r in planned if r["key"] == orphan)
+    out = run(capsys, "vacuum", "t")
+    assert "left 1 orphaned staged object(s) in place" in out
+    left = files(root) or {}
+    assert orphan in left and named[0] not in left
+    assert arrowlog.connect(str(root)).read("t", 0).column("v").to_pylist() == [2, 3, 4]

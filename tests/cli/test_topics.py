@@ -14,6 +14,10 @@ import pytest
 
 import arrowlog
 from tests.support.cli import fails, files, run
+from tests.support.clocks import ClockStore
+from tests.support.schedules import SCHEMA as STAGED_SCHEMA
+from tests.support.schedules import rows as staged_rows
+from tests.support.staged import TwoWriters
 
 
 def test_create_list_describe(
@@ -93,3 +97,22 @@ def test_bad_create_is_one_line_and_writes_nothing(
     assert "TopicExistsError" in err
     assert fails(capsys, 2, "topics", "create", "bad/name", "--schema", "a: int8")
     assert files(root) == before
+
+
+def test_describe_counts_the_objects_and_the_batches_a_commit_object_names(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A commit object naming two staged batches is one object at a segment
+    key (``segments``) and two record batches (``batches``)."""
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", STAGED_SCHEMA)
+    log.append("t", staged_rows(0))
+    TwoWriters(ClockStore(log.store)).commit_two((1, 2, 3), (4, 5))  # [4, 6): one commit
+    log.append("t", staged_rows(6))
+
+    described = json.loads(run(capsys, "topics", "describe", "t", "--output", "json"))
+
+    (offsets,) = described[0]["partition_offsets"]
+    assert (offsets["high_watermark"], offsets["segments"], offsets["batches"]) == (7, 6, 7)
+    text = run(capsys, "topics", "describe", "t")
+    assert "BATCHES" in text

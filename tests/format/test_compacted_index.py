@@ -14,7 +14,7 @@ import pytest
 from arrowlog import _checked_json
 from arrowlog.errors import CorruptSegmentError
 from arrowlog.format.checkpoint import SegmentSummary
-from arrowlog.format.compacted_index import CompactedIndex
+from arrowlog.format.compacted_index import REFS_INDEX_VERSION, CompactedIndex
 from arrowlog.format.segment import Compaction
 
 KEY = "t/0/compacted/00000000000000000009-00000000000000000002.arrow"
@@ -81,7 +81,7 @@ def _rewritten(**changes: object) -> bytes:
 @pytest.mark.parametrize(
     "changes",
     [
-        {"v": 2},
+        {"v": 3},  # a version no reader knows (2 holds commit objects)
         {"start": 3},
         {"windows": [[0, 5], [6, 9]]},  # a gap between windows
         {"windows": [[0, 3], [3, 9]]},  # a window ending inside a segment
@@ -151,3 +151,43 @@ def test_a_held_transactional_segment_is_named_with_whether_its_markers_commit_i
     assert made.segments[3] == dataclasses.replace(two.segments[3], transactional=False)
     assert made.segments[:3] == two.segments[:3] and made.windows == two.windows
     assert two.as_committed([]) == two
+
+
+def commit_index() -> CompactedIndex:
+    """[2, 9): a plain segment [2, 4), a commit object [4, 7) of two staged
+    batches (one of an idempotent producer), a plain segment [7, 9); one
+    window [0, 9) holding the log start, 2."""
+    batches = (
+        SegmentSummary(4, 300, 1, 2001, append_id="x", at="staged/0000000001/x.arrow"),
+        SegmentSummary(5, 310, 2, 2002, producer_id=3, producer_epoch=0, base_sequence=7,
+                       append_id="y", at="staged/0000000001/y.arrow"),
+    )  # fmt: skip
+    commit = SegmentSummary(4, 90, 3, 2003, append_id="c", refs=batches)
+    segments = (
+        SegmentSummary(2, 100, 2, 1000, append_id="a"),
+        commit,
+        SegmentSummary(7, 100, 2, 1005, append_id="b"),
+    )
+    return CompactedIndex(start=2, end=9, windows=((0, 9),), segments=segments)
+
+
+def test_an_index_of_a_commit_object_reads_back_with_its_batches_and_their_objects() -> None:
+    """A compacted object's index keeps the objects at segment keys as the
+    checkpoints do: a commit with the staged batches it names (where each
+    is, its offsets), so a window rebuilt from it is the checkpoint's; the
+    object's runs are the batches'. Readers that predate commits refuse it
+    by its version."""
+    written = commit_index()
+    raw = written.to_json()
+    assert json.loads(raw)["v"] == REFS_INDEX_VERSION
+    read = CompactedIndex.from_json(raw, key=KEY, start=2, end=9)
+    assert read.segments == written.segments
+    assert [b.at for b in read.segments[1].refs] == [
+        "staged/0000000001/x.arrow", "staged/0000000001/y.arrow"
+    ]  # fmt: skip
+    runs = ((2, 2, 1000), (4, 1, 2001), (5, 2, 2002), (7, 2, 1005))
+    read.check_runs(Compaction(2, 9, runs), key=KEY)
+    with pytest.raises(CorruptSegmentError, match="disagree"):
+        read.check_runs(Compaction(2, 9, ((2, 2, 1000), (4, 3, 2003), (7, 2, 1005))), key=KEY)
+    end, held = read.window(0) or (None, ())
+    assert end == 9 and [s.base for s in held] == [2, 4, 7]

@@ -324,5 +324,7 @@ def test_a_commit_object_read_as_records_is_refused_by_name(clock: ClockStore) -
     connect(clock).partition("t", 0).append(rows(1))
     a.append(rows(2))
     key = "t/0/segments/00000000000000000002.arrow"
-    with pytest.raises(CorruptSegmentError, match="a commit object where the log has records"):
+    with pytest.raises(
+        CorruptSegmentError, match="a commit object where the index says records are"
+    ):
         fetch_segment(clock, key, 2, 3)

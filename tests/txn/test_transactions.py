@@ -15,8 +15,12 @@ import arrowlog.txn.groups
 from arrowlog import ArrowLog, TopicConfig, TxnState
 from arrowlog.storage import Store
 from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.coordinator import is_transition_valid
 from arrowlog.txn.resolver import Outcome
+from tests.support.clocks import ClockStore
+from tests.support.schedules import FAST, Background
+from tests.support.staged import STAGED
 
 SCHEMA = pa.schema([("v", pa.int64())])
 
@@ -301,6 +305,45 @@ def test_a_new_instance_fences_the_old_one(
     assert committed(log, "a", 0) == [4]
     assert log.stable_offsets("a")[0] == log.end_offsets("a")[0]
     assert committed(log, "a", 1) == []
+
+
+def test_an_unregistered_transaction_whose_first_record_was_deleted_is_no_younger_than_it(
+    store: Store,
+) -> None:
+    """The first record of an open transaction (no coordinator entry yet)
+    deleted below the log start: its age counts from the object at the log
+    start's key, written after it. When that offset holds a staged batch,
+    the object is the commit naming it: the batch's own object was uploaded
+    before the transaction began, and dated by it the transaction would
+    look older than it is, and expire early."""
+    clock = ClockStore(store)
+    log = arrowlog.connect(clock, config=FAST)
+    log.create_topic("t", SCHEMA)
+    log.append("t", rows(0))
+    scripted = ScriptedStore(clock)
+    writer = arrowlog.connect(scripted, config=STAGED).partition("t", 0)
+    writer.end_offset()
+    log.append("t", rows(1))  # the writer's view is stale: its put loses, its batch is staged
+    held = scripted.hold("put_if_absent", "t/0/segments/*", nth=2)  # its commit
+    staging = Background(lambda: writer.append(rows(2)))
+    held.wait_reached()
+    clock.advance(10_000)
+    p = log.producer(transactional_id="slow")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", rows(3), partition=0)  # offset 2, ten seconds after the staged upload
+    first_ms = clock.head(log.partition("t", 0).segment_key(2)).modified_ms
+    assert first_ms is not None
+    clock.advance(10_000)
+    held.release()
+    result = staging.result()
+    assert isinstance(result, arrowlog.AppendResult) and result.base_offset == 3
+    log.delete_records("t", 0, 3)
+
+    (hanging,) = arrowlog.connect(clock).admin.open_transactions()
+
+    assert (hanging.first_offset, hanging.registered) == (2, False)
+    assert hanging.started_ms is not None and hanging.started_ms >= first_ms
 
 
 def test_an_expired_transaction_is_aborted_by_anyone(

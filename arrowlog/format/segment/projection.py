@@ -63,15 +63,11 @@ def project(batch: pa.RecordBatch, key: str, wanted: Sequence[int] | None) -> pa
 def checked(
     header: SegmentHeader, batch: pa.RecordBatch, key: str
 ) -> tuple[SegmentHeader, pa.RecordBatch]:
-    if header.refs is not None:
+    # a commit object's records are in the staged objects it names, not in it
+    held = 0 if header.refs is not None else header.record_count
+    if held != batch.num_rows:
         raise CorruptSegmentError(
-            "a commit object where the log has records (its batches are in the staged "
-            "objects it names)",
-            key=key,
-        )
-    if header.record_count != batch.num_rows:
-        raise CorruptSegmentError(
-            f"header says {header.record_count} records, batch has {batch.num_rows}", key=key
+            f"header says {held} records, batch has {batch.num_rows}", key=key
         )
     return header, batch.replace_schema_metadata(user_metadata(batch.schema.metadata))
 
