@@ -100,21 +100,21 @@ def test_a_staged_object_named_by_a_commit_that_stays_never_goes(
 ) -> None:
     """The log start inside a commit naming two staged batches: that commit
     holds records past it, so it stays with both its staged objects, while
-    the commit below it goes with its own."""
+    the commits below it go with their own."""
     log = arrowlog.connect(clock, config=FAST)
     log.create_topic("t", SCHEMA, config=CONFIG)
     append_staged(clock, staged_writer(clock), 1, 0)  # 0 plain, 1 a commit of one batch
-    TwoWriters(clock).commit_two((2, 3, 4), (5, 6))  # 2-4 plain; [5, 7) one commit
+    TwoWriters(clock).commit_two((2, 3, 4), (5, 6))  # 2, 4 plain, 3 a commit; [5, 7) one
     for v in range(7, 11):
         log.append("t", rows(v))
     named = named_by_commits(clock)
-    assert {b: len(keys) for b, keys in named.items()} == {1: 1, 5: 2}
+    assert {b: len(keys) for b, keys in named.items()} == {1: 1, 3: 1, 5: 2}
     log.delete_records("t", 0, 6)
     clocks.advance(DELAY + MIN)
 
     removed = arrowlog.connect(clock).maintenance.vacuum(["t"])
 
-    assert [r.key for r in removed if "/staged/" in r.key] == named[1]
+    assert [r.key for r in removed if "/staged/" in r.key] == named[1] + named[3]
     assert staged_keys(clock) == set(named[5])
     assert values(clock) == [5, 7, 8, 9, 10]
 
@@ -129,8 +129,8 @@ def test_retention_by_time_counts_a_commit_of_several_batches_by_its_own_age(
     config = TopicConfig(checkpoint_interval=2, delete_delay_ms=DELAY, retention_ms=DELAY)
     log.create_topic("t", SCHEMA, config=config)
     log.append("t", rows(0))
-    TwoWriters(clock).commit_two((1, 2, 3), (4, 5))  # 1-3 plain; [4, 6) one commit
-    assert list(named_by_commits(clock)) == [4]
+    TwoWriters(clock).commit_two((1, 2, 3), (4, 5))  # 1, 3 plain, 2 a commit; [4, 6) one
+    assert list(named_by_commits(clock)) == [2, 4]
     clocks.advance(DELAY + MIN)
     for v in range(6, 10):
         log.append("t", rows(v))
