@@ -1,0 +1,215 @@
+"""Staged appends under schedules that attack the argument in
+docs/protocol.md, "Staged appends": each test here is a deterministic
+schedule whose expected outcome is what the protocol claims. Those marked
+xfail (strict) are breaks found on main: the schedule shows the claim
+failing, and the reason names the step of the argument that does not hold."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import arrowlog
+from arrowlog import LogConfig
+from arrowlog.config import Compression
+from arrowlog.errors import CorruptSegmentError
+from arrowlog.format.segment import SegmentHeader, empty_batch, encode, read_header
+from arrowlog.format.topic import StagedName, staged_at
+from arrowlog.storage.memory import MemoryStore
+from tests.support.clocks import ClockStore
+from tests.support.schedules import FAST, SCHEMA, rows
+
+STAGED = LogConfig(retry=FAST.retry, staged_appends=True)
+WRITER_MS = 1_800_000_000_000
+
+
+def connect(store: Any) -> arrowlog.ArrowLog:
+    return arrowlog.connect(store, config=STAGED)
+
+
+def values(store: Any) -> list[int]:
+    """Every record of partition 0, read by a new client, in offset order."""
+    column = arrowlog.connect(store).partition("t", 0).read().column("v")
+    return [v for v in column.to_pylist() if isinstance(v, int)]
+
+
+@pytest.fixture
+def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every writer's wall clock stands still: what a helper lists as "staged
+    in the last second" does not depend on how fast the test runs."""
+    monkeypatch.setattr(time, "time", lambda: WRITER_MS / 1000)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "the horizon compares whole seconds of LastModified strictly: a store clock that steps "
+        "back (by a few ms across a second's boundary) makes a staged object committed below "
+        "the committed index look staged after it: it is committed twice"
+    ),
+)
+@pytest.mark.parametrize("step_back_ms", [3, 3_000], ids=["3ms-across-a-second", "3s"])
+def test_a_store_clock_that_steps_back_does_not_let_a_committed_batch_be_committed_again(
+    frozen: None, step_back_ms: int
+) -> None:
+    """A writer stages a batch and commits it itself, just after a second
+    starts on the store's clock; the objects written after that are stamped
+    ``step_back_ms`` earlier (an NTP step, or another node of the store whose
+    clock is a few ms behind: S3 is many hosts). A helper that opened from a
+    checkpoint past that commit dates its horizon by an object written after
+    it, in the second before: the staged object looks younger than the
+    horizon, and it is committed a second time. Whole seconds compared
+    strictly leave no margin at a second's boundary."""
+    store = ClockStore(MemoryStore(), start_ms=WRITER_MS)
+    arrowlog.connect(store).create_topic(
+        "t", SCHEMA, config=arrowlog.TopicConfig(checkpoint_interval=2)
+    )
+    x = connect(store).partition("t", 0)
+    x.end_offset()
+    x.end_offset()
+    store.now_ms = WRITER_MS + 2_001  # one ms into a second
+    connect(store).partition("t", 0).append(rows(1))
+    x.append(rows(2))  # staged, committed by x itself at offset 1
+    assert x.stats["staged"] == 1
+    store.now_ms -= step_back_ms  # the store's clock steps back
+    for v in (3, 4, 5):
+        connect(store).partition("t", 0).append(rows(v))  # the commit is checkpointed
+    h = connect(store).partition("t", 0)
+    h.end_offset()
+    h.end_offset()
+    connect(store).partition("t", 0).append(rows(6))
+    h.append(rows(7))
+    assert h.stats["helped"] == 0
+    assert sorted(values(store)) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def ready(clock: ClockStore, *parts: arrowlog.PartitionLog) -> None:
+    """Each writer has followed the chain and dated it (two syncs), and the
+    store's clock has moved on: what is staged from now on is helpable."""
+    for part in parts:
+        part.end_offset()
+        part.end_offset()
+    clock.advance(2_000)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a staged object's header is larger than a segment's at a small offset: a batch within "
+        "max_batch_bytes is refused with RecordBatchTooLargeError only when it loses a race"
+    ),
+)
+def test_a_batch_that_fits_when_it_wins_the_race_is_not_refused_when_it_loses_it(
+    frozen: None,
+) -> None:
+    """max_batch_bytes counts the encoded object. A staged data object's
+    header says ``"staged": true`` besides its offsets, so it encodes a few
+    bytes larger than the same batch's segment at a small offset: a batch
+    within the limit as a segment, appended while another writer wins the
+    race, is refused as too large once it is staged (and appended as any
+    other when it wins). Whether a valid batch is accepted then depends on a
+    race the caller cannot see."""
+    store = ClockStore(MemoryStore(), start_ms=WRITER_MS)
+    arrowlog.connect(store).create_topic(
+        "t", SCHEMA, config=arrowlog.TopicConfig(max_batch_bytes=1600, compression=Compression.NONE)
+    )
+    arrowlog.connect(store).partition("t", 0).append(rows(0))
+    uncontended = arrowlog.connect(store).partition("t", 0).append(rows(1, 2))
+    assert uncontended.base_offset == 1  # the batch fits as a segment
+    x = connect(store).partition("t", 0)
+    ready(store, x)
+    connect(store).partition("t", 0).append(rows(3))
+
+    result = x.append(rows(4, 5))  # loses the race for offset 4: staged
+
+    assert result.base_offset == 4
+    assert values(store) == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "nothing checks that a commit's refs are distinct: a commit naming one staged object "
+        "twice is read as two batches"
+    ),
+)
+def test_a_commit_object_naming_one_staged_object_twice_is_refused() -> None:
+    """A commit object is the claim on the offsets of the batches it names;
+    one that names the same staged object twice (forged, or written by a
+    broken writer) would give the same records two ranges of offsets.
+    Readers take its refs as they are and read the batch twice."""
+    store = ClockStore(MemoryStore())
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    arrowlog.connect(store).partition("t", 0).append(rows(0))
+    x = connect(store).partition("t", 0)
+    ready(store, x)
+    connect(store).partition("t", 0).append(rows(1))
+    x.append(rows(2))  # staged, committed at 2 by x
+    commit = read_header(store.get("t/0/segments/00000000000000000002.arrow"), key="c")
+    assert not isinstance(commit, int) and commit.refs is not None
+    (ref,) = commit.refs
+    forged = SegmentHeader(
+        base_offset=3,
+        record_count=2,
+        timestamp_ms=commit.timestamp_ms,
+        append_id="f" * 32,
+        refs=(ref, ref),
+    )
+    data, _ = encode(empty_batch(SCHEMA), forged, Compression.NONE)
+    store.put_if_absent("t/0/segments/00000000000000000003.arrow", data)
+
+    with pytest.raises(CorruptSegmentError):
+        values(store)
+
+
+def stage_directly(store: Any, batch: pa.RecordBatch) -> None:
+    """A plain batch staged in partition 0, as a writer that lost a race
+    stages it (and then is paused: another writer's commit may carry it)."""
+    append_id = uuid.uuid4().hex
+    name = StagedName(WRITER_MS, append_id, batch.num_rows)
+    header = SegmentHeader(
+        base_offset=0,
+        record_count=batch.num_rows,
+        timestamp_ms=WRITER_MS,
+        append_id=append_id,
+        staged=True,
+    )
+    data, _ = encode(batch, header, Compression.ZSTD)
+    store.put_if_absent(f"t/0/{staged_at(name)}", data)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "retention by time dates each batch by the segment key at its base offset: a batch "
+        "after the first in a commit object has none, so retention stops there for good"
+    ),
+)
+def test_retention_by_time_passes_a_commit_object_that_carries_several_batches(
+    frozen: None,
+) -> None:
+    """Retention removes the records of segments written more than
+    ``retention_ms`` ago (store clock), up to the newest segment. A commit
+    object carrying two batches is one object with one LastModified; the
+    log start must be able to pass it."""
+    store = ClockStore(MemoryStore(), start_ms=WRITER_MS)
+    log = arrowlog.connect(store)
+    log.create_topic("t", SCHEMA, config=arrowlog.TopicConfig(retention_ms=60_000))
+    log.partition("t", 0).append(rows(0))
+    x = connect(store).partition("t", 0)
+    ready(store, x)
+    stage_directly(store, rows(3))  # another writer's staged batch, helpable
+    connect(store).partition("t", 0).append(rows(1))
+    x.append(rows(2))  # loses the race: one commit at 2 carries [2, 4)
+    assert (x.stats["commits"], x.stats["helped"]) == (1, 1)
+    for v in (4, 5):
+        connect(store).partition("t", 0).append(rows(v))
+    store.advance(120_000)  # every segment is older than retention_ms
+
+    arrowlog.connect(store).maintenance.vacuum()
+
+    assert arrowlog.connect(store).partition("t", 0).start_offset() == 5
