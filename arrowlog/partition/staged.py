@@ -53,6 +53,11 @@ from arrowlog.storage import ObjectInfo
 #: a writer that lost a race within this many seconds stages its next batch
 #: at once, without trying the log end first
 CONTENDED_S = 2.0
+#: how many bytes more than ``max_batch_bytes`` a staged object may have: its
+#: header says it is staged and carries a producer id where a plain segment's
+#: has none (in the schema message and its copy in the footer, padded), and a
+#: batch that fits as a segment must not be refused for losing a race
+STAGED_SLACK = 256
 #: a commit names at most this many staged objects (its header then fits the
 #: first bytes a listing reads)
 MAX_REFS = 48
@@ -199,7 +204,7 @@ class Staged:
         )  # fmt: skip
         data, header = encode(batch, header, shared.topic.config.compression, stats=True)
         limit = shared.topic.config.max_batch_bytes
-        if len(data) > limit:
+        if len(data) > limit + STAGED_SLACK:
             raise RecordBatchTooLargeError(
                 f"batch encodes to {len(data)} bytes, over the topic's max_batch_bytes "
                 f"({limit}); split it"
@@ -259,7 +264,8 @@ class Staged:
         if committed.since is not None and committed.since <= since:
             return None
         # the index does not reach back to where the batch was staged
-        for s in self._reads.summaries(since, self._known.end):
+        # from the log start if records were deleted past where it was staged
+        for s in self._reads.summaries(max(since, self._known.log_start), self._known.end):
             if s.at == mine.at:
                 return s.base
         return None

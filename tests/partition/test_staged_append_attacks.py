@@ -1,8 +1,8 @@
 """Staged appends under schedules that attack the argument in
 docs/protocol.md, "Staged appends": each test here is a deterministic
-schedule whose expected outcome is what the protocol claims. Those marked
-xfail (strict) are breaks found on main: the schedule shows the claim
-failing, and the reason names the step of the argument that does not hold."""
+schedule whose expected outcome is what the protocol claims. Each was a
+break found by an adversary; the docstrings say which step of the
+argument did not hold."""
 
 from __future__ import annotations
 
@@ -17,7 +17,13 @@ import arrowlog
 from arrowlog import LogConfig
 from arrowlog.config import Compression
 from arrowlog.errors import CorruptSegmentError
-from arrowlog.format.segment import SegmentHeader, empty_batch, encode, read_header
+from arrowlog.format.segment import (
+    SegmentHeader,
+    WriterIdentity,
+    empty_batch,
+    encode,
+    read_header,
+)
 from arrowlog.format.topic import StagedName, staged_at
 from arrowlog.storage.memory import MemoryStore
 from tests.support.clocks import ClockStore
@@ -44,14 +50,6 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(time, "time", lambda: WRITER_MS / 1000)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the horizon compares whole seconds of LastModified strictly: a store clock that steps "
-        "back (by a few ms across a second's boundary) makes a staged object committed below "
-        "the committed index look staged after it: it is committed twice"
-    ),
-)
 @pytest.mark.parametrize("step_back_ms", [3, 3_000], ids=["3ms-across-a-second", "3s"])
 def test_a_store_clock_that_steps_back_does_not_let_a_committed_batch_be_committed_again(
     frozen: None, step_back_ms: int
@@ -60,10 +58,10 @@ def test_a_store_clock_that_steps_back_does_not_let_a_committed_batch_be_committ
     starts on the store's clock; the objects written after that are stamped
     ``step_back_ms`` earlier (an NTP step, or another node of the store whose
     clock is a few ms behind: S3 is many hosts). A helper that opened from a
-    checkpoint past that commit dates its horizon by an object written after
-    it, in the second before: the staged object looks younger than the
-    horizon, and it is committed a second time. Whole seconds compared
-    strictly leave no margin at a second's boundary."""
+    checkpoint past that commit still lists the staged object among the
+    recent ones. No clock decides whether it may commit it: its producer's
+    sequence in the chain does, and that batch is its producer's latest
+    already. (It broke when a horizon on the store's clock decided.)"""
     store = ClockStore(MemoryStore(), start_ms=WRITER_MS)
     arrowlog.connect(store).create_topic(
         "t", SCHEMA, config=arrowlog.TopicConfig(checkpoint_interval=2)
@@ -71,10 +69,12 @@ def test_a_store_clock_that_steps_back_does_not_let_a_committed_batch_be_committ
     x = connect(store).partition("t", 0)
     x.end_offset()
     x.end_offset()
+    connect(store).partition("t", 0).append(rows(10))
+    x.append(rows(11))  # staged: the first batch of x's producer id for plain appends
     store.now_ms = WRITER_MS + 2_001  # one ms into a second
     connect(store).partition("t", 0).append(rows(1))
-    x.append(rows(2))  # staged, committed by x itself at offset 1
-    assert x.stats["staged"] == 1
+    x.append(rows(2))  # staged (the next of that producer: helpable), committed by x itself
+    assert x.stats["staged"] == 2 and x.stats["commits"] == 2
     store.now_ms -= step_back_ms  # the store's clock steps back
     for v in (3, 4, 5):
         connect(store).partition("t", 0).append(rows(v))  # the commit is checkpointed
@@ -83,8 +83,8 @@ def test_a_store_clock_that_steps_back_does_not_let_a_committed_batch_be_committ
     h.end_offset()
     connect(store).partition("t", 0).append(rows(6))
     h.append(rows(7))
-    assert h.stats["helped"] == 0
-    assert sorted(values(store)) == [1, 2, 3, 4, 5, 6, 7]
+    assert h.stats["staged"] == 1 and h.stats["helped"] == 0
+    assert sorted(values(store)) == [1, 2, 3, 4, 5, 6, 7, 10, 11]
 
 
 def ready(clock: ClockStore, *parts: arrowlog.PartitionLog) -> None:
@@ -96,13 +96,6 @@ def ready(clock: ClockStore, *parts: arrowlog.PartitionLog) -> None:
     clock.advance(2_000)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a staged object's header is larger than a segment's at a small offset: a batch within "
-        "max_batch_bytes is refused with RecordBatchTooLargeError only when it loses a race"
-    ),
-)
 def test_a_batch_that_fits_when_it_wins_the_race_is_not_refused_when_it_loses_it(
     frozen: None,
 ) -> None:
@@ -130,13 +123,6 @@ def test_a_batch_that_fits_when_it_wins_the_race_is_not_refused_when_it_loses_it
     assert values(store) == [0, 1, 2, 3, 4, 5]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "nothing checks that a commit's refs are distinct: a commit naming one staged object "
-        "twice is read as two batches"
-    ),
-)
 def test_a_commit_object_naming_one_staged_object_twice_is_refused() -> None:
     """A commit object is the claim on the offsets of the batches it names;
     one that names the same staged object twice (forged, or written by a
@@ -166,29 +152,28 @@ def test_a_commit_object_naming_one_staged_object_twice_is_refused() -> None:
         values(store)
 
 
-def stage_directly(store: Any, batch: pa.RecordBatch) -> None:
-    """A plain batch staged in partition 0, as a writer that lost a race
+def producer(sequence: int) -> WriterIdentity:
+    return WriterIdentity(producer_id=9, producer_epoch=0, base_sequence=sequence)
+
+
+def stage_directly(store: Any, batch: pa.RecordBatch, who: WriterIdentity) -> None:
+    """A producer's batch staged in partition 0, as a writer that lost a race
     stages it (and then is paused: another writer's commit may carry it)."""
     append_id = uuid.uuid4().hex
-    name = StagedName(WRITER_MS, append_id, batch.num_rows)
+    name = StagedName(WRITER_MS, append_id, batch.num_rows, who.producer_id,
+                      who.producer_epoch, who.base_sequence)  # fmt: skip
     header = SegmentHeader(
         base_offset=0,
         record_count=batch.num_rows,
         timestamp_ms=WRITER_MS,
         append_id=append_id,
+        identity=who,
         staged=True,
     )
     data, _ = encode(batch, header, Compression.ZSTD)
     store.put_if_absent(f"t/0/{staged_at(name)}", data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "retention by time dates each batch by the segment key at its base offset: a batch "
-        "after the first in a commit object has none, so retention stops there for good"
-    ),
-)
 def test_retention_by_time_passes_a_commit_object_that_carries_several_batches(
     frozen: None,
 ) -> None:
@@ -199,10 +184,10 @@ def test_retention_by_time_passes_a_commit_object_that_carries_several_batches(
     store = ClockStore(MemoryStore(), start_ms=WRITER_MS)
     log = arrowlog.connect(store)
     log.create_topic("t", SCHEMA, config=arrowlog.TopicConfig(retention_ms=60_000))
-    log.partition("t", 0).append(rows(0))
+    log.partition("t", 0).append(rows(0), identity=producer(0))
     x = connect(store).partition("t", 0)
     ready(store, x)
-    stage_directly(store, rows(3))  # another writer's staged batch, helpable
+    stage_directly(store, rows(3), producer(1))  # the producer's next batch: helpable
     connect(store).partition("t", 0).append(rows(1))
     x.append(rows(2))  # loses the race: one commit at 2 carries [2, 4)
     assert (x.stats["commits"], x.stats["helped"]) == (1, 1)

@@ -368,6 +368,8 @@ def _parse_refs(
         raise CorruptSegmentError(f"unreadable commit refs: {e}", key=key) from e
     if not refs or sum(r.record_count for r in refs) != header.record_count or header.staged:
         raise CorruptSegmentError("commit refs do not cover the commit's offsets", key=key)
+    if len({r.at for r in refs}) != len(refs) or len({r.append_id for r in refs}) != len(refs):
+        raise CorruptSegmentError("a commit names one staged object twice", key=key)
     return refs
 
 
