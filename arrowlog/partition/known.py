@@ -117,12 +117,10 @@ class KnownLog:
             base = parse_segment_key(info.key)
             if base is not None and base >= self.window_start and info.modified_ms is not None:
                 self.stored[base] = info.modified_ms
-                self.committed.dated(base, info.modified_ms)
 
     def store_time(self, base: int, modified_ms: int) -> None:
         """When the segment at ``base`` was written, on the store's clock."""
         self.stored[base] = modified_ms
-        self.committed.dated(base, modified_ms)
 
     def stored_by(self, offset: int) -> int | None:
         """A time on the store's clock by which the batch at ``offset`` had
@@ -135,17 +133,10 @@ class KnownLog:
 class CommittedIndex:
     """The staged data objects committed by the objects this process has
     seen join the chain, one after another, since it opened the partition:
-    ``at`` -> the offset its batch got. Whoever commits staged objects must
-    not commit one twice, and this is how it knows which are committed.
-
-    It holds the commits of the last :data:`KEPT` objects of the chain, from
-    :attr:`since` on, and :attr:`since_ms`, a time on the store's clock
-    after which every object put in the chain is at or past :attr:`since`
-    (the store time of an object at or past it: an object written after
-    one at offset K can only be past K, as a writer writes only at the end
-    it knows). So a staged object written after :attr:`since_ms` can have
-    been committed only where this index sees it (docs/protocol.md,
-    "Staged appends")."""
+    ``at`` -> the offset its batch got, for the commits of the last
+    :data:`KEPT` objects, from offset :attr:`since` on. A writer waiting for
+    its staged batch finds it here without a request; below :attr:`since`
+    it reads the chain (docs/protocol.md, "Staged appends")."""
 
     KEPT = 4096
 
@@ -154,7 +145,6 @@ class CommittedIndex:
         #: (base of a chain object, the ``at`` of the batches it commits)
         self._objects: collections.deque[tuple[int, tuple[str, ...]]] = collections.deque()
         self.since: int | None = None
-        self.since_ms: int | None = None
 
     def add(self, summary: SegmentSummary) -> None:
         """``summary`` (an object that continues the chain) joined it."""
@@ -171,9 +161,3 @@ class CommittedIndex:
                 for at in gone:
                     self.at.pop(at, None)
             self.since = self._objects[0][0]
-            self.since_ms = None
-
-    def dated(self, base: int, modified_ms: int) -> None:
-        """The object at ``base`` was written at ``modified_ms`` (store clock)."""
-        if self.since_ms is None and self.since is not None and base >= self.since:
-            self.since_ms = modified_ms
