@@ -40,20 +40,24 @@ def latency_ms(seconds: Sequence[float]) -> dict[str, float]:
 class WriterRun:
     """What one writer did in one row of ``seconds``: the appends acknowledged
     within them, each append's wall time (those acknowledged after the end
-    too: the append a writer had started when time ran out), and the lost
-    races (conflicts) and retriable failures its client counted."""
+    too: the append a writer had started when time ran out), the lost races
+    (conflicts) and retriable failures its client counted, and whether its
+    last append was cut: given up on, still unacknowledged, its wait so far
+    counted as its latency (a lower bound)."""
 
     appends: int
     latencies: Sequence[float]
     conflicts: int
     failures: int = 0
+    cut: int = 0
 
 
 def summarize_row(runs: Sequence[WriterRun], seconds: float) -> dict[str, float]:
     """One row of the writers table: appends acknowledged within the row's
     ``seconds`` per second, the slowest and the fastest writer's appends among
-    them, p50/p99 of every append's acknowledgement, conflicts per append
-    (of every append made), and the appends acknowledged after the end.
+    them, p50/p99 of every append's acknowledgement (a cut one's wait so
+    far: with any cut, p99 is a lower bound), conflicts per append (of every
+    append made), the appends acknowledged after the end, and those cut.
 
     Raises:
         ValueError: no writers, or no writer got an append acknowledged.
@@ -64,6 +68,7 @@ def summarize_row(runs: Sequence[WriterRun], seconds: float) -> dict[str, float]
     if not latencies:
         raise ValueError("no writer got an append acknowledged")
     total = sum(r.appends for r in runs)
+    cut = sum(r.cut for r in runs)
     counts = [r.appends for r in runs]
     return {
         "writers": float(len(runs)),
@@ -73,6 +78,7 @@ def summarize_row(runs: Sequence[WriterRun], seconds: float) -> dict[str, float]
         "fastest": float(max(counts)),
         **latency_ms(latencies),
         "conflicts_per_append": sum(r.conflicts for r in runs) / len(latencies),
-        "late": float(len(latencies) - total),
+        "late": float(len(latencies) - total - cut),
+        "cut": float(cut),
         "failures": float(sum(r.failures for r in runs)),
     }
