@@ -1,22 +1,25 @@
 """Many writers on one partition: does adding writers add appends?
 
-Each writer is its own OS process (spawned: threads would share one GIL, and
-obstore hangs in a forked child) with its own ``arrowlog.connect`` client.
-The writers of a row open their partition, wait at a barrier, then append
-64 KiB batches for a fixed time, each measuring every append's wall time (the
-acknowledgement latency). A row counts the appends acknowledged within its
-time; an append a writer had started when time ran out still finishes (and
-is timed), so a row of starving writers lasts longer than its time. Two
-layouts: *shared*, every writer appends to partition 0 of one topic;
-*spread*, writer i appends to partition i of a topic of 16 partitions (what
-as many independent writers get from this machine and store). Two
-kinds of writer: a plain ``PartitionLog.append`` and an idempotent producer
-(``send`` to the partition, then ``flush``: each send acknowledged before the
-next). A 64-writer shared row checks that no writer starves.
+Each writer is its own OS process (threads would share one GIL) with its own
+``arrowlog.connect`` client, forked from a forkserver that imported arrowlog
+and never used a store (obstore hangs in a fork of a process that has; a
+spawned interpreter per writer costs a second of CPU). The writers of a row
+open their partition, wait at a barrier, then append 64 KiB batches for a
+fixed time, each measuring every append's wall time (the acknowledgement
+latency). A row counts the appends acknowledged within its time; an append
+a writer had started when time ran out may still finish (and is timed) for a
+while, then it is cut.
 
-The processes are kept for the whole suite (spawning 16 interpreters costs
-more than a row) and take one job per row; they stop when told to, or by
-themselves once the process that started them is gone.
+Two layouts: *shared*, every writer appends to partition 0 of one topic;
+*spread*, writer i appends to partition i of a topic of 16 partitions (what
+as many independent writers get from this machine and store). Two kinds of
+writer: a plain ``PartitionLog.append`` and an idempotent producer (``send``
+to the partition, then ``flush``: each send acknowledged before the next). A
+64-writer shared row checks that no writer starves.
+
+The processes are kept for the whole suite and take one job per row; they
+stop when told to, by themselves once the process that started them is gone,
+or when a row's watchdog cuts a starving writer (see ``_Writer``).
 """
 
 from __future__ import annotations
