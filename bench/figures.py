@@ -55,9 +55,10 @@ class WriterRun:
 def summarize_row(runs: Sequence[WriterRun], seconds: float) -> dict[str, float]:
     """One row of the writers table: appends acknowledged within the row's
     ``seconds`` per second, the slowest and the fastest writer's appends among
-    them, p50/p99 of every append's acknowledgement (a cut one's wait so
-    far: with any cut, p99 is a lower bound), conflicts per append (of every
-    append made), the appends acknowledged after the end, and those cut.
+    them, how many writers got none (starved), p50/p99 of every append's
+    acknowledgement (a cut one's wait so far: with any cut, p99 is a lower
+    bound), conflicts per append (of every append made), the appends
+    acknowledged after the end, and those cut.
 
     Raises:
         ValueError: no writers, or no writer got an append acknowledged.
@@ -76,6 +77,7 @@ def summarize_row(runs: Sequence[WriterRun], seconds: float) -> dict[str, float]
         "appends_per_s": total / seconds,
         "slowest": float(min(counts)),
         "fastest": float(max(counts)),
+        "starved": float(counts.count(0)),
         **latency_ms(latencies),
         "conflicts_per_append": sum(r.conflicts for r in runs) / len(latencies),
         "late": float(len(latencies) - total - cut),

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from bench.writers import KIND_NAMES
-
 PANEL_WIDTH, PANEL_HEIGHT = 430, 330
 #: room around a panel's plot area: left (y labels), right, top (title, legend), bottom
 LEFT, RIGHT, TOP, BOTTOM = 62, 16, 74, 44
-BACKEND_COLORS = {"local": "#1f77b4", "seaweedfs": "#d62728"}
-OTHER_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#ff7f0e")
+LAYOUT_COLORS = {"shared": "#d62728", "spread": "#1f77b4"}
+LAYOUT_NAMES = {"shared": "one partition", "spread": "one each"}
+KIND_LEGEND = {"append": "append", "producer": "producer"}
 
 
 @dataclass(frozen=True)
@@ -39,13 +38,14 @@ class Panel:
     y_label: str = "appends/s"
 
 
-def nice_ceiling(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 or 10 times a power of ten that is at least
-    ``value`` (the top of a y axis); 1 for nothing to show."""
-    if value <= 0:
-        return 1.0
-    power = 10.0 ** math.floor(math.log10(value))
-    return next(step * power for step in (1, 2, 2.5, 5, 10) if step * power >= value)
+def y_axis(largest: float) -> tuple[float, float]:
+    """The top of a y axis from 0 that shows ``largest``, and the step of its
+    grid: 1, 2 or 5 times a power of ten, about five steps."""
+    largest = largest if largest > 0 else 1.0
+    raw = largest / 5
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
+    return math.ceil(largest / step - 1e-9) * step, step
 
 
 def _number(value: float) -> str:
@@ -55,7 +55,7 @@ def _number(value: float) -> str:
 def _panel(panel: Panel, left: float) -> list[str]:
     """The SVG elements of one panel whose box starts at x = ``left``."""
     xs = sorted({x for s in panel.series for x, _ in s.points}) or [1.0]
-    top_y = nice_ceiling(max((y for s in panel.series for _, y in s.points), default=0.0))
+    top_y, step = y_axis(max((y for s in panel.series for _, y in s.points), default=0.0))
     x0, x1 = left + LEFT, left + PANEL_WIDTH - RIGHT
     y0, y1 = PANEL_HEIGHT - BOTTOM, TOP  # y0: the axis (value 0), y1: the top
     lo, hi = math.log2(xs[0]), math.log2(xs[-1])
@@ -70,8 +70,8 @@ def _panel(panel: Panel, left: float) -> list[str]:
         f'<text x="{left + PANEL_WIDTH / 2:.1f}" y="18" text-anchor="middle" '
         f'font-weight="bold">{escape(panel.title)}</text>'
     ]
-    for i in range(5):  # horizontal grid and y labels
-        value = top_y * i / 4
+    for i in range(round(top_y / step) + 1):  # horizontal grid and y labels
+        value = i * step
         y = py(value)
         out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#e0e0e0"/>')
         out.append(f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end">{_number(value)}</text>')
@@ -99,7 +99,7 @@ def _panel(panel: Panel, left: float) -> list[str]:
             for x, y in s.points
         )
         # legend: two columns under the title
-        lx, ly = x0 + (i % 2) * (x1 - x0) / 2, 36 + (i // 2) * 16
+        lx, ly = left + 16 + (i % 2) * (PANEL_WIDTH - 32) / 2, 36 + (i // 2) * 16
         out.append(
             f'<line x1="{lx:.1f}" y1="{ly}" x2="{lx + 22:.1f}" y2="{ly}" stroke="{s.color}" '
             f'stroke-width="2"{dash}/>'
@@ -123,28 +123,27 @@ def chart_svg(panels: Sequence[Panel]) -> str:
 
 
 def writers_panels(results: dict[str, Any]) -> list[Panel]:
-    """One panel per kind of writer in the writers suite's results: appends/s
-    against writers, a series per backend and layout."""
+    """One panel per backend in the writers suite's results (each its own
+    scale: a local directory takes several times SeaweedFS's appends):
+    appends/s against writers, a series per layout (color) and kind of
+    writer (solid: plain append, dashed: the others)."""
     rows: list[dict[str, Any]] = results["rows"]
     panels = []
-    for kind, title in KIND_NAMES.items():
-        of_kind = [r for r in rows if r["kind"] == kind]
-        if not of_kind:
-            continue
-        backends = list(dict.fromkeys(r["backend"] for r in of_kind))
+    for backend in dict.fromkeys(r["backend"] for r in rows):
         series = []
-        for b, backend in enumerate(backends):
-            color = BACKEND_COLORS.get(backend, OTHER_COLORS[b % len(OTHER_COLORS)])
-            for layout in ("shared", "spread"):
+        for layout, layout_name in LAYOUT_NAMES.items():
+            for kind, kind_name in KIND_LEGEND.items():
                 points = [
                     (float(r["writers"]), float(r["appends_per_s"]))
-                    for r in of_kind
-                    if r["backend"] == backend and r["layout"] == layout
+                    for r in rows
+                    if r["backend"] == backend and r["layout"] == layout and r["kind"] == kind
                 ]
                 if points:
-                    name = f"{backend}, {'one partition' if layout == 'shared' else 'one each'}"
-                    series.append(Series(name, sorted(points), color, dashed=layout == "spread"))
-        panels.append(Panel(f"{title}, {results['batch_bytes'] >> 10} KiB batches", series))
+                    name = f"{layout_name}, {kind_name}"
+                    color = LAYOUT_COLORS[layout]
+                    series.append(Series(name, sorted(points), color, dashed=kind != "append"))
+        title = f"{backend}, {results['batch_bytes'] >> 10} KiB batches"
+        panels.append(Panel(title, series))
     return panels
 
 

@@ -262,7 +262,7 @@ def bench_row(
     layout: Layout,
     writers: int,
     seconds: float,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """One row: ``writers`` processes appending to a new topic for ``seconds``
     (and how long the row took, stragglers and all: ``wall_s``)."""
     began = time.perf_counter()
@@ -276,8 +276,9 @@ def bench_row(
             writers)
         for i in range(writers)
     ]  # fmt: skip
-    row = summarize_row(pool.run(jobs), seconds)
-    return row | {"wall_s": time.perf_counter() - began}
+    runs = pool.run(jobs)
+    row: dict[str, Any] = summarize_row(runs, seconds)
+    return row | {"wall_s": time.perf_counter() - began, "counts": [r.appends for r in runs]}
 
 
 def bench_writers(
@@ -292,7 +293,7 @@ def bench_writers(
     and the starvation check (``crowd`` writers, shared, plain appends) on
     every backend; ``crowd`` 0 leaves it out."""
     rows: list[dict[str, Any]] = []
-    starvation: dict[str, dict[str, float]] = {}
+    starvation: dict[str, dict[str, Any]] = {}
     sizes = sorted({*counts, *([crowd] if crowd else [])})
     with writer_pool(sizes) as pool:
         for backend in found:
@@ -368,7 +369,8 @@ def print_writers(results: dict[str, Any]) -> None:
               f"slowest writer {r['slowest']:.0f} appends, fastest {r['fastest']:.0f}; p50 "
               f"{r['p50_ms']:.1f} ms, p99 {_p99(r)} ms = {r['p99_vs_one_writer']:.1f}x the "
               f"1-writer p99 ({r['one_writer_p99_ms']:.1f} ms); "
-              f"{r['conflicts_per_append']:.2f} conflicts per append; {r['cut']:.0f} of "
-              f"{r['writers']:.0f} writers cut")  # fmt: skip
+              f"{r['conflicts_per_append']:.2f} conflicts per append; {r['starved']:.0f} of "
+              f"{r['writers']:.0f} writers got no append acknowledged in the time, "
+              f"{r['cut']:.0f} were cut")  # fmt: skip
     if results["starvation"]:
         print()

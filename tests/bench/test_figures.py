@@ -45,7 +45,7 @@ def test_a_row_counts_the_appends_acknowledged_within_its_seconds() -> None:
     assert row["appends"] == 399
     assert row["appends_per_s"] == 399 / 4.0
     assert row["late"] == 1
-    assert (row["slowest"], row["fastest"]) == (0, 300)
+    assert (row["slowest"], row["fastest"], row["starved"]) == (0, 300, 1)
     assert row["p50_ms"] == pytest.approx(2.0)  # over every append, not per writer
     assert row["p99_ms"] == pytest.approx(10.0)
     assert row["conflicts_per_append"] == 105 / 400  # of every append made

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.plot import Panel, Series, chart_svg, nice_ceiling, writers_svg
+from bench.plot import Panel, Series, chart_svg, writers_svg, y_axis
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -49,8 +49,11 @@ def test_writers_go_right_on_a_log_2_scale_and_more_appends_go_up() -> None:
     assert y16 < y2 < y1 < y4  # SVG's y grows downwards
 
 
-def test_the_top_of_the_y_axis_is_a_round_number_above_the_largest_value() -> None:
-    assert [nice_ceiling(v) for v in (0, 1, 478, 1042, 2432, 0.3)] == [1, 1, 500, 2000, 2500, 0.5]
+def test_the_y_axis_ends_at_a_round_step_above_the_largest_value() -> None:
+    cases = {4469.2: (5000, 1000), 985.0: (1000, 200), 478: (500, 100), 1042: (1500, 500),
+             1000: (1000, 200), 0: (1, 0.2), 0.3: (0.3, 0.1)}  # fmt: skip
+    for largest, (top, step) in cases.items():
+        assert y_axis(largest) == pytest.approx((top, step)), largest
 
 
 def _row(backend: str, kind: str, layout: str, writers: int, rate: float) -> dict[str, Any]:
@@ -58,7 +61,7 @@ def _row(backend: str, kind: str, layout: str, writers: int, rate: float) -> dic
             "appends_per_s": rate}  # fmt: skip
 
 
-def test_the_writers_results_draw_a_panel_per_kind_and_a_series_per_backend_and_layout() -> None:
+def test_the_writers_results_draw_a_panel_per_backend_and_a_series_per_layout_and_kind() -> None:
     rows = [
         _row(backend, kind, layout, n, 100.0 * n)
         for backend in ("local", "seaweedfs")
@@ -68,11 +71,13 @@ def test_the_writers_results_draw_a_panel_per_kind_and_a_series_per_backend_and_
     ]
     svg = writers_svg({"rows": rows, "batch_bytes": 65536})
     lines = _polylines(svg)
-    assert len(lines) == 8  # 2 kinds x 2 backends x 2 layouts
+    assert len(lines) == 8  # 2 backends x 2 layouts x 2 kinds
     assert all(len(_points(line)) == 5 for line in lines)
-    only_plain = writers_svg({"rows": [r for r in rows if r["kind"] == "append"],
+    dashed = ["stroke-dasharray" in line.attrib for line in lines]
+    assert dashed == [False, True] * 4  # the producer's series dashed
+    only_local = writers_svg({"rows": [r for r in rows if r["backend"] == "local"],
                               "batch_bytes": 65536})  # fmt: skip
-    assert len(_polylines(only_plain)) == 4
+    assert len(_polylines(only_local)) == 4
     width = {name: int(ET.fromstring(doc).attrib["width"]) for name, doc in
-             (("both", svg), ("plain", only_plain))}  # fmt: skip
-    assert width["both"] == 2 * width["plain"]  # one panel per kind, side by side
+             (("both", svg), ("local", only_local))}  # fmt: skip
+    assert width["both"] == 2 * width["local"]  # one panel per backend, side by side
