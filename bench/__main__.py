@@ -4,7 +4,7 @@
     python -m bench --suite compaction   # 10,000 small segments read before/after compaction
     python -m bench --suite columns      # one column of ten (8 MiB segments) against all
     python -m bench --suite writers      # writers per partition, latency, Spark's write
-                                         # (about 4 minutes; not part of --suite all)
+                                         # (about 5 minutes; not part of --suite all)
 
 For every backend (a local directory, SeaweedFS over HTTP on 127.0.0.1, and with
 ``s3fs`` the same server through the s3fs client, for comparison), the
@@ -13,7 +13,7 @@ baselines are the fastest clients a user could pick for the same bytes
 plus pyarrow's IPC decoding for reads. Transactions (bench/txn.py) and Spark
 (bench/spark.py) have their own. The writers suite (bench/writers.py,
 bench/latency.py, and the keyed write of bench/spark.py) runs only when asked
-for: it takes about 4 minutes, which ``--suite all`` would not fit in.
+for: it takes about 5 minutes, which ``--suite all`` would not fit in.
 
 Ratios above 1 mean arrowlog is faster than the baseline. Results also go to
 bench/results/latest.json.
@@ -168,7 +168,7 @@ def main() -> None:
         "--suite",
         choices=["all", "core", "columns", "txn", "spark", "compaction", "writers"],
         default="all",
-        help="all = every suite but writers (which takes about 4 minutes of its own)",
+        help="all = every suite but writers (which takes about 5 minutes of its own)",
     )
     parser.add_argument(
         "--writer-seconds", type=float, default=4.0, help="writers: seconds per row"
