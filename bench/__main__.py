@@ -3,13 +3,17 @@
     python -m bench [--backends local,s3,s3fs] [--mib 128] [--repeat 3] [--suite core|...]
     python -m bench --suite compaction   # 10,000 small segments read before/after compaction
     python -m bench --suite columns      # one column of ten (8 MiB segments) against all
+    python -m bench --suite writers      # writers per partition, latency, Spark's write
+                                         # (about 5 minutes; not part of --suite all)
 
 For every backend (a local directory, SeaweedFS over HTTP on 127.0.0.1, and with
 ``s3fs`` the same server through the s3fs client, for comparison), the
 baselines are the fastest clients a user could pick for the same bytes
 (bench/core.py): obstore put-if-absent for appends, obstore GETs on 8 threads
 plus pyarrow's IPC decoding for reads. Transactions (bench/txn.py) and Spark
-(bench/spark.py) have their own.
+(bench/spark.py) have their own. The writers suite (bench/writers.py,
+bench/latency.py, and the keyed write of bench/spark.py) runs only when asked
+for: it takes about 5 minutes, which ``--suite all`` would not fit in.
 
 Ratios above 1 mean arrowlog is faster than the baseline. Results also go to
 bench/results/latest.json.
@@ -39,8 +43,11 @@ from bench.core import (
     bench_read,
     make_batch,
 )
-from bench.spark import bench_spark, print_spark
+from bench.latency import bench_latency, print_latency
+from bench.plot import writers_svg
+from bench.spark import bench_spark, bench_spark_write, print_spark, print_spark_write
 from bench.txn import bench_commit, bench_small_transactions
+from bench.writers import KINDS, bench_writers, print_writers
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -114,6 +121,43 @@ def delta_target(backend: Backend) -> tuple[str, dict[str, str] | None]:
     }
 
 
+WRITERS_PARTS = ("scaling", "latency", "spark")
+
+
+def writers_suite(args: argparse.Namespace) -> None:
+    """Writers per partition, latency beside obstore's floor, and the keyed
+    Spark write, from one run; printed, and saved under "writers" in
+    bench/results/latest.json (the other suites' results there are kept)."""
+    kinds = [k for k in KINDS if k in args.writer_kinds.split(",")]
+    parts = args.writer_parts.split(",")
+    out: dict[str, Any] = {}
+    with backends(args.backends.split(",")) as found:
+        if "latency" in parts:
+            out["latency"] = {}
+            for backend in found:
+                print(f"[{backend.name}] latency of one batch, beside obstore's ...", flush=True)
+                out["latency"][backend.name] = bench_latency(backend)
+        if "scaling" in parts:
+            out |= bench_writers(found, kinds=kinds, seconds=args.writer_seconds)
+    if "spark" in parts:
+        print("[spark] keyed batch write against Parquet and a discarding writer ...", flush=True)
+        out["spark"] = bench_spark_write()
+    print()
+    if "rows" in out:
+        print_writers(out)
+    if "latency" in out:
+        print_latency(out["latency"])
+    if "spark" in out:
+        print_spark_write(out["spark"])
+    RESULTS.mkdir(exist_ok=True)
+    latest = RESULTS / "latest.json"
+    everything = json.loads(latest.read_text()) if latest.exists() else {}
+    everything["writers"] = out
+    latest.write_text(json.dumps(everything, indent=2))
+    if out.get("rows"):
+        (RESULTS / "writers.svg").write_text(writers_svg(out))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="arrowlog core benchmarks")
     parser.add_argument("--backends", default="local,s3")
@@ -121,9 +165,26 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rows", type=int, default=1_000_000, help="demo events for bytes")
     parser.add_argument(
-        "--suite", choices=["all", "core", "columns", "txn", "spark", "compaction"], default="all"
+        "--suite",
+        choices=["all", "core", "columns", "txn", "spark", "compaction", "writers"],
+        default="all",
+        help="all = every suite but writers (which takes about 5 minutes of its own)",
+    )
+    parser.add_argument(
+        "--writer-seconds", type=float, default=4.0, help="writers: seconds per row"
+    )
+    parser.add_argument(
+        "--writer-kinds", default=",".join(KINDS), help="writers: append, producer or both"
+    )
+    parser.add_argument(
+        "--writer-parts",
+        default=",".join(WRITERS_PARTS),
+        help="writers: which of scaling, latency, spark to run",
     )
     args = parser.parse_args()
+    if args.suite == "writers":
+        writers_suite(args)
+        return
     results: dict[str, dict[str, dict[str, float]]] = {}  # case -> measure -> figures
     commits: dict[str, dict[int, dict[str, float]]] = {}
     sizes: dict[str, dict[str, float]] = {}

@@ -69,6 +69,83 @@ def _load(
         bulk_load(log.partition(topic, p), part, start_offset=0, rows_per_batch=500_000)
 
 
+def columns_frame(spark: Any, rows: int, partitions: int) -> Any:
+    """``rows`` rows of :data:`COLUMNS` columns in ``partitions`` Spark partitions."""
+    extra = [f"cast(id * {c} % 997 as double) as c{c}" for c in range(3, COLUMNS)]
+    return spark.range(0, rows, 1, partitions).selectExpr(
+        "id", "cast(id % 1000 as double) * 0.5 as value", "cast(id % 7 as int) as kind", *extra
+    )
+
+
+def log_schema(root: str) -> Any:
+    return arrowlog.connect(root, {"fsync": False}).topic("bench").schema
+
+
+def measure_writes(
+    spark: Any,
+    source: Any,
+    schema: Any,
+    root: str,
+    tmp: Path,
+    partitions: int,
+    *,
+    rounds: int = WRITE_ROUNDS,
+    options: dict[str, str] | None = None,
+) -> dict[str, float]:
+    """``source`` written by ``df.write.format("arrowlog")`` (with ``options``;
+    ``txnVersion`` counts up when ``txnAppId`` is one) into a new topic of
+    ``partitions`` under ``root``, by Spark's Parquet writer into a new folder
+    under ``tmp``, by a Python writer that discards every batch, and by Spark's
+    noop sink: once each to warm up, then ``rounds`` rounds in alternating
+    order; medians, and the ratios of the baselines' times to arrowlog's."""
+    from bench.discard import register
+
+    register(spark)
+    log = arrowlog.connect(root, {"fsync": False})
+    # every write into a new topic (or folder), created before the clock runs
+    topics = [f"out{r}" for r in range(rounds + 1)]
+    for topic in topics:
+        log.create_topic(topic, schema, partitions=partitions)
+    fresh = iter(enumerate(topics))
+    folders = iter(range(rounds + 1))
+    extra = dict(options or {})
+
+    def to_arrowlog() -> None:
+        version, topic = next(fresh)
+        writer = source.write.format("arrowlog").mode("append").option("topic", topic)
+        for key, value in extra.items():
+            writer = writer.option(key, value)
+        if "txnAppId" in extra:
+            writer = writer.option("txnVersion", str(version))
+        writer.option("storage.fsync", "false").save(root)
+
+    runs: dict[str, Callable[[], Any]] = {
+        "parquet": lambda: source.write.parquet(str(tmp / f"pout{next(folders)}")),
+        "discard": lambda: source.write.format("arrowlog-discard").mode("append").save(),
+        "arrowlog": to_arrowlog,
+        # Spark's own sink that drops every row: what any writer in the JVM
+        # would start from (the rows computed, nothing handed to Python)
+        "noop": lambda: source.write.format("noop").mode("overwrite").save(),
+    }
+    # Both cores are busy through every write (the JVM turns rows into Arrow
+    # while Python takes them), so one write's time moves by 10% from round
+    # to round: more rounds than the reads, in alternating order.
+    writes: dict[str, list[float]] = {name: [] for name in runs}
+    for run in runs.values():
+        run()  # warm the workers
+    for r in range(rounds):
+        for name in reversed(runs) if r % 2 else runs:
+            writes[name].append(timed(runs[name]))
+    spread = [d / a for d, a in zip(writes["discard"], writes["arrowlog"], strict=True)]
+    out = {f"write_{k}_s": statistics.median(v) for k, v in writes.items()}
+    out["write_ceiling_ratio_min"] = min(spread)
+    out["write_ceiling_ratio_max"] = max(spread)
+    out["write_ratio"] = out["write_parquet_s"] / out["write_arrowlog_s"]
+    out["write_ceiling_ratio"] = out["write_discard_s"] / out["write_arrowlog_s"]
+    out["write_rounds"] = rounds
+    return out
+
+
 def bench_spark(rows: int = ROWS, repeat: int = 3, s3: Any = None) -> dict[str, float]:
     """``s3``: a running SeaweedFS (:class:`arrowlog.testing.seaweedfs.S3Server`) for the
     JVM-against-Python read there, or None to leave it out."""
@@ -77,10 +154,7 @@ def bench_spark(rows: int = ROWS, repeat: int = 3, s3: Any = None) -> dict[str, 
     with tempfile.TemporaryDirectory(prefix="arrowlog-bench-spark-") as tmp:
         root = str(Path(tmp) / "log")
         parquet = str(Path(tmp) / "parquet")
-        extra = [f"cast(id * {c} % 997 as double) as c{c}" for c in range(3, COLUMNS)]
-        source = spark.range(0, rows, 1, PARTITIONS).selectExpr(
-            "id", "cast(id % 1000 as double) * 0.5 as value", "cast(id % 7 as int) as kind", *extra
-        )
+        source = columns_frame(spark, rows, PARTITIONS)
         source.write.parquet(parquet)
         _load(root, {"fsync": False}, parquet, "bench")
         names = ["id", "value", "kind", *[f"c{c}" for c in range(3, COLUMNS)]]
@@ -172,48 +246,61 @@ def bench_spark(rows: int = ROWS, repeat: int = 3, s3: Any = None) -> dict[str, 
             out["s3_read_python_s"] = on_s3["python"]
             out["s3_jvm_vs_python"] = on_s3["python"] / on_s3["jvm"]
 
-        from bench.discard import register
-
-        register(spark)
-        log = arrowlog.connect(root, {"fsync": False})
-        schema = log.topic("bench").schema
-        # every write into a new topic (or folder), created before the clock runs
-        topics = [f"out{r}" for r in range(WRITE_ROUNDS + 1)]
-        for topic in topics:
-            log.create_topic(topic, schema, partitions=PARTITIONS)
-        fresh = iter(topics)
-        folders = iter(range(WRITE_ROUNDS + 1))
-
-        def to_arrowlog() -> None:
-            source.write.format("arrowlog").mode("append").option("topic", next(fresh)).option(
-                "storage.fsync", "false"
-            ).save(root)
-
-        runs: dict[str, Callable[[], Any]] = {
-            "parquet": lambda: source.write.parquet(str(Path(tmp) / f"pout{next(folders)}")),
-            "discard": lambda: source.write.format("arrowlog-discard").mode("append").save(),
-            "arrowlog": to_arrowlog,
-            # Spark's own sink that drops every row: what any writer in the JVM
-            # would start from (the rows computed, nothing handed to Python)
-            "noop": lambda: source.write.format("noop").mode("overwrite").save(),
-        }
-        # Both cores are busy through every write (the JVM turns rows into Arrow
-        # while Python takes them), so one write's time moves by 10% from round
-        # to round: more rounds than the reads, in alternating order.
-        writes: dict[str, list[float]] = {name: [] for name in runs}
-        for run in runs.values():
-            run()  # warm the workers
-        for r in range(WRITE_ROUNDS):
-            for name in reversed(runs) if r % 2 else runs:
-                writes[name].append(timed(runs[name]))
-        spread = [d / a for d, a in zip(writes["discard"], writes["arrowlog"], strict=True)]
-        out["write_ceiling_ratio_min"] = min(spread)
-        out["write_ceiling_ratio_max"] = max(spread)
-        out |= {f"write_{k}_s": statistics.median(v) for k, v in writes.items()}
-        out["write_ratio"] = out["write_parquet_s"] / out["write_arrowlog_s"]
-        out["write_ceiling_ratio"] = out["write_discard_s"] / out["write_arrowlog_s"]
+        out |= measure_writes(spark, source, log_schema(root), root, Path(tmp), PARTITIONS)
     spark.stop()
     return out
+
+
+#: the writers suite's Spark write (issue 26's figures): rows, topic partitions
+KEYED_ROWS = 4_000_000
+KEYED_PARTITIONS = 8
+KEYED_ROUNDS = 3
+KEYED_OPTIONS = {"keyColumn": "id", "txnAppId": "bench-keyed"}
+
+
+def bench_spark_write(
+    rows: int = KEYED_ROWS, partitions: int = KEYED_PARTITIONS, rounds: int = KEYED_ROUNDS
+) -> dict[str, float]:
+    """The keyed batch write alone, in a default session: ``rows`` rows of
+    :data:`COLUMNS` columns in ``partitions`` Spark partitions, each row sent
+    to the partition of its ``id`` (so every task writes into every partition),
+    as one transaction with ``txnAppId``/``txnVersion``, into a topic of
+    ``partitions``; against Parquet, the discarding writer and the noop sink."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    spark = local_session("arrowlog-bench")
+    try:
+        with tempfile.TemporaryDirectory(prefix="arrowlog-bench-spark-write-") as tmp:
+            source = columns_frame(spark, rows, partitions)
+            schema = to_arrow_schema(source.schema)
+            root = str(Path(tmp) / "log")
+            out = measure_writes(
+                spark, source, schema, root, Path(tmp), partitions, rounds=rounds,
+                options=KEYED_OPTIONS,
+            )  # fmt: skip
+    finally:
+        spark.stop()
+    return {"rows": float(rows), "partitions": float(partitions), **out}
+
+
+def print_spark_write(r: dict[str, float]) -> None:
+    options = ", ".join(f"{k}={v}" for k, v in KEYED_OPTIONS.items())
+    print(f"Spark keyed batch write, {int(r['rows']):,} rows of {COLUMNS} columns into "
+          f"{int(r['partitions'])} partitions, local[2], median of {int(r['write_rounds'])} "
+          f"alternating rounds (ratio = its time / arrowlog's: above 1, arrowlog is "
+          f"faster)")  # fmt: skip
+    print(f"{'writer':<58} {'seconds':>8} {'ratio':>6}")
+    arrowlog_s = r["write_arrowlog_s"]
+    for label, key in (
+        (f"arrowlog ({options}, txnVersion)", "arrowlog"),
+        ("Spark's Parquet write (goal: ratio >= 1.0, aim 1.5)", "parquet"),
+        ("a Python writer that discards its rows", "discard"),
+        ("Spark's noop sink (no row leaves the JVM)", "noop"),
+    ):
+        seconds = r[f"write_{key}_s"]
+        print(f"{label:<58} {seconds:>8.2f} {seconds / arrowlog_s:>6.2f}")
+    print(f"(the discarding writer against arrowlog, round by round: "
+          f"{r['write_ceiling_ratio_min']:.2f}-{r['write_ceiling_ratio_max']:.2f})")  # fmt: skip
 
 
 def print_spark(r: dict[str, float]) -> None:
@@ -255,4 +342,4 @@ def print_spark(r: dict[str, float]) -> None:
     print("  ratio = Parquet time / arrowlog time (goal >= 1.0 for the reads)")
 
 
-__all__ = ["bench_spark", "print_spark"]
+__all__ = ["bench_spark", "bench_spark_write", "print_spark", "print_spark_write"]
