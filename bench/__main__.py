@@ -138,7 +138,10 @@ def writers_suite(args: argparse.Namespace) -> None:
                 print(f"[{backend.name}] latency of one batch, beside obstore's ...", flush=True)
                 out["latency"][backend.name] = bench_latency(backend)
         if "scaling" in parts:
-            out |= bench_writers(found, kinds=kinds, seconds=args.writer_seconds)
+            out |= bench_writers(
+                found, kinds=kinds, seconds=args.writer_seconds, staged=args.staged
+            )
+            out["staged_appends"] = args.staged
     if "spark" in parts:
         print("[spark] keyed batch write against Parquet and a discarding writer ...", flush=True)
         out["spark"] = bench_spark_write()
@@ -152,10 +155,11 @@ def writers_suite(args: argparse.Namespace) -> None:
     RESULTS.mkdir(exist_ok=True)
     latest = RESULTS / "latest.json"
     everything = json.loads(latest.read_text()) if latest.exists() else {}
-    everything["writers"] = out
+    name = "writers-staged" if args.staged else "writers"
+    everything[name.replace("-", "_")] = out
     latest.write_text(json.dumps(everything, indent=2))
     if out.get("rows"):
-        (RESULTS / "writers.svg").write_text(writers_svg(out))
+        (RESULTS / f"{name}.svg").write_text(writers_svg(out))
 
 
 def main() -> None:
@@ -175,6 +179,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--writer-kinds", default=",".join(KINDS), help="writers: append, producer or both"
+    )
+    parser.add_argument(
+        "--staged",
+        action="store_true",
+        help="writers: with staged appends (LogConfig(staged_appends=True)), saved apart",
     )
     parser.add_argument(
         "--writer-parts",

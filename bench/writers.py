@@ -74,6 +74,10 @@ class Job:
     kind: Kind
     seconds: float
     writers: int  # which barrier: the row's size
+    #: staged appends on (docs/protocol.md, "Staged appends"); the writer then
+    #: appends once before the start, as a running writer has (a client's
+    #: first staged batch is its own to commit)
+    staged: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,14 @@ class _Writer:
     def run(self, barrier: Any, batch: Any) -> None:
         job = self.job
         try:
-            log = arrowlog.connect(job.url, job.options)
+            config = arrowlog.LogConfig(staged_appends=job.staged)
+            log = arrowlog.connect(job.url, job.options, config=config)
             # the producer appends through the client's own (cached) partition log
             part = self.part = log.partition(job.topic, job.partition)
             part.end_offset()  # opened before the start, as a running writer is
             producer = log.producer() if job.kind == "producer" else None
+            if job.staged:
+                _send(part, producer, batch)
         except BaseException:
             barrier.abort()  # the others stop waiting at once
             raise
@@ -262,6 +269,7 @@ def bench_row(
     layout: Layout,
     writers: int,
     seconds: float,
+    staged: bool = False,
 ) -> dict[str, Any]:
     """One row: ``writers`` processes appending to a new topic for ``seconds``
     (and how long the row took, stragglers and all: ``wall_s``)."""
@@ -273,7 +281,7 @@ def bench_row(
         log.create_topic(topic, schema, partitions, config=config(Compression.NONE))
     jobs = [
         Job(backend.url, backend.options, topic, i if layout == "spread" else 0, kind, seconds,
-            writers)
+            writers, staged)
         for i in range(writers)
     ]  # fmt: skip
     runs = pool.run(jobs)
@@ -288,6 +296,7 @@ def bench_writers(
     seconds: float = 4.0,
     counts: Sequence[int] = WRITER_COUNTS,
     crowd: int = CROWD,
+    staged: bool = False,
 ) -> dict[str, Any]:
     """The scaling table for every backend, kind, layout and writer count,
     and the starvation check (``crowd`` writers, shared, plain appends) on
@@ -302,14 +311,14 @@ def bench_writers(
                     for n in counts:
                         print(f"[{backend.name}] {n} writers, {layout}, {KIND_NAMES[kind]} ...",
                               end=" ", flush=True)  # fmt: skip
-                        row = bench_row(pool, backend, kind, layout, n, seconds)
+                        row = bench_row(pool, backend, kind, layout, n, seconds, staged)
                         print(f"{row['wall_s']:.1f} s", flush=True)
                         rows.append({"backend": backend.name, "kind": kind, "layout": layout}
                                     | row)  # fmt: skip
             if crowd:
                 print(f"[{backend.name}] {crowd} writers, shared, plain append ...", end=" ",
                       flush=True)  # fmt: skip
-                row = bench_row(pool, backend, "append", "shared", crowd, seconds)
+                row = bench_row(pool, backend, "append", "shared", crowd, seconds, staged)
                 print(f"{row['wall_s']:.1f} s", flush=True)
                 starvation[backend.name] = row
     for row in rows:
@@ -346,7 +355,8 @@ def print_writers(results: dict[str, Any]) -> None:
         of_kind = [r for r in rows if r["kind"] == kind]
         if not of_kind:
             continue
-        print(f"Writers per partition, {KIND_NAMES[kind]}: {results['batch_bytes'] >> 10} KiB "
+        mode = " (staged appends)" if results.get("staged_appends") else ""
+        print(f"Writers per partition{mode}, {KIND_NAMES[kind]}: {results['batch_bytes'] >> 10} KiB "
               f"batches, {results['seconds_per_row']:g} s per row after a barrier start, one "
               f"OS process and client per writer; shared = all on partition 0, spread = "
               f"writer i on partition i of {results['spread_partitions']}")  # fmt: skip

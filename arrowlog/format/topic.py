@@ -443,7 +443,7 @@ def parse_segment_key(key: str) -> int | None:
 
 #: how much of the writer's clock one folder of staged data objects covers (ms):
 #: a helper lists one or two folders, never every staged object of the history
-STAGED_FOLDER_MS = 2_000
+STAGED_FOLDER_MS = 10_000
 
 
 def partition_dir(prefix: str, partition: int) -> str:

@@ -58,6 +58,9 @@ CONTENDED_S = 2.0
 #: has none (in the schema message and its copy in the footer, padded), and a
 #: batch that fits as a segment must not be refused for losing a race
 STAGED_SLACK = 256
+#: a writer that has not lost a race lately looks for others' staged batches
+#: this often (seconds)
+LOOK_EVERY_S = 0.1
 #: a commit names at most this many staged objects (its header then fits the
 #: first bytes a listing reads)
 MAX_REFS = 48
@@ -93,14 +96,29 @@ class Staged:
         self._reads = reads
         self._stats = stats
         self._lost_at = -1e9
+        self._looked_at = -1e9
         # the producer id this client stages its plain appends under, and the
         # sequence of the next: never given twice, whatever became of a batch
         self._plain_id: int | None = None
         self._plain_sequence = 0
 
     def contended(self) -> bool:
-        """Whether this process lost a race for the end a moment ago."""
-        return _clock.elapsed() - self._lost_at < CONTENDED_S
+        """Whether this writer should stage its next batch: it lost a race
+        for the end a moment ago, or others' staged batches wait to be
+        committed. A writer that wins every race (it knows the end it just
+        wrote, so it is always first there) would otherwise never see that
+        others stage behind it, and never commit their batches: so every
+        :data:`LOOK_EVERY_S` it lists the staged objects (one LIST)."""
+        now = _clock.elapsed()
+        if now - self._lost_at < CONTENDED_S:
+            return True
+        if now - self._looked_at < LOOK_EVERY_S:
+            return False
+        self._looked_at = now
+        if self._helpable(None):
+            self._lost_at = now
+            return True
+        return False
 
     def lost_race(self) -> None:
         self._lost_at = _clock.elapsed()
@@ -147,11 +165,15 @@ class Staged:
         return who
 
     def _wait_for_growth(self, patience: float) -> None:
-        """Follow the log until it grows, or for ``patience`` seconds."""
+        """Follow the log until it grows, or for ``patience`` seconds: a HEAD
+        of the key at the end each time (a LIST of the tail is dearer, and
+        the writers waiting are many)."""
         until = _clock.elapsed() + patience
+        end = self._known.end
         while _clock.elapsed() < until:
             time.sleep(POLL_S)
-            if self._listing.sync_tail():
+            self._listing.probe_tail()
+            if self._known.end > end:
                 return
 
     def _unknown(self, why: str, since: int) -> AppendOutcomeUnknownError:
@@ -327,7 +349,7 @@ class Staged:
                 self._listing.probe_tail()
         return owner
 
-    def _helpable(self, mine: Ref) -> list[Ref]:
+    def _helpable(self, mine: Ref | None) -> list[Ref]:
         """The staged objects of other writers that this commit may carry:
         listed in the last :data:`HELP_WITHIN_MS`, not transactional, and the
         next batch of their producer's sequence in the chain known (so never
@@ -343,7 +365,7 @@ class Staged:
             if (
                 name is None
                 or name.transactional
-                or at == mine.at
+                or (mine is not None and at == mine.at)
                 or at in committed.at
                 or name.producer_id < 0
                 or not producers.next_of(name, mine)
@@ -387,13 +409,13 @@ class _Sequences:
         self._known = known
         self._latest: dict[int, ProducerEntry] | None = None
 
-    def next_of(self, name: StagedName, mine: Ref) -> bool:
+    def next_of(self, name: StagedName, mine: Ref | None) -> bool:
         """Whether ``name``'s batch follows its producer's latest; if so, it
         is planned."""
         if self._latest is None:
             state = advance(self._known.base_state, self._known.tail_summaries())
             self._latest = dict(state.producers)
-            if mine.identity.producer_id >= 0:
+            if mine is not None and mine.identity.producer_id >= 0:
                 self._plan(mine.identity.producer_id, mine.identity, mine.record_count)
         latest = self._latest.get(name.producer_id)
         if (

@@ -37,6 +37,12 @@ def connect(store: Any) -> arrowlog.ArrowLog:
     return arrowlog.connect(store, config=STAGED)
 
 
+def plain(store: Any) -> arrowlog.PartitionLog:
+    """Partition 0 through a client that never stages: another writer whose
+    appends only move the end."""
+    return arrowlog.connect(store, config=FAST).partition("t", 0)
+
+
 def values(store: Any) -> list[int]:
     """Every record of partition 0, read by a new client, in offset order."""
     column = arrowlog.connect(store).partition("t", 0).read().column("v")
@@ -69,19 +75,19 @@ def test_a_store_clock_that_steps_back_does_not_let_a_committed_batch_be_committ
     x = connect(store).partition("t", 0)
     x.end_offset()
     x.end_offset()
-    connect(store).partition("t", 0).append(rows(10))
+    plain(store).append(rows(10))
     x.append(rows(11))  # staged: the first batch of x's producer id for plain appends
     store.now_ms = WRITER_MS + 2_001  # one ms into a second
-    connect(store).partition("t", 0).append(rows(1))
+    plain(store).append(rows(1))
     x.append(rows(2))  # staged (the next of that producer: helpable), committed by x itself
     assert x.stats["staged"] == 2 and x.stats["commits"] == 2
     store.now_ms -= step_back_ms  # the store's clock steps back
     for v in (3, 4, 5):
-        connect(store).partition("t", 0).append(rows(v))  # the commit is checkpointed
+        plain(store).append(rows(v))  # the commit is checkpointed
     h = connect(store).partition("t", 0)
     h.end_offset()
     h.end_offset()
-    connect(store).partition("t", 0).append(rows(6))
+    plain(store).append(rows(6))
     h.append(rows(7))
     assert h.stats["staged"] == 1 and h.stats["helped"] == 0
     assert sorted(values(store)) == [1, 2, 3, 4, 5, 6, 7, 10, 11]
@@ -110,12 +116,12 @@ def test_a_batch_that_fits_when_it_wins_the_race_is_not_refused_when_it_loses_it
     arrowlog.connect(store).create_topic(
         "t", SCHEMA, config=arrowlog.TopicConfig(max_batch_bytes=1600, compression=Compression.NONE)
     )
-    arrowlog.connect(store).partition("t", 0).append(rows(0))
-    uncontended = arrowlog.connect(store).partition("t", 0).append(rows(1, 2))
+    plain(store).append(rows(0))
+    uncontended = plain(store).append(rows(1, 2))
     assert uncontended.base_offset == 1  # the batch fits as a segment
     x = connect(store).partition("t", 0)
     ready(store, x)
-    connect(store).partition("t", 0).append(rows(3))
+    plain(store).append(rows(3))
 
     result = x.append(rows(4, 5))  # loses the race for offset 4: staged
 
@@ -130,10 +136,10 @@ def test_a_commit_object_naming_one_staged_object_twice_is_refused() -> None:
     Readers take its refs as they are and read the batch twice."""
     store = ClockStore(MemoryStore())
     arrowlog.connect(store).create_topic("t", SCHEMA)
-    arrowlog.connect(store).partition("t", 0).append(rows(0))
+    plain(store).append(rows(0))
     x = connect(store).partition("t", 0)
     ready(store, x)
-    connect(store).partition("t", 0).append(rows(1))
+    plain(store).append(rows(1))
     x.append(rows(2))  # staged, committed at 2 by x
     commit = read_header(store.get("t/0/segments/00000000000000000002.arrow"), key="c")
     assert not isinstance(commit, int) and commit.refs is not None
@@ -188,11 +194,11 @@ def test_retention_by_time_passes_a_commit_object_that_carries_several_batches(
     x = connect(store).partition("t", 0)
     ready(store, x)
     stage_directly(store, rows(3), producer(1))  # the producer's next batch: helpable
-    connect(store).partition("t", 0).append(rows(1))
+    plain(store).append(rows(1))
     x.append(rows(2))  # loses the race: one commit at 2 carries [2, 4)
     assert (x.stats["commits"], x.stats["helped"]) == (1, 1)
     for v in (4, 5):
-        connect(store).partition("t", 0).append(rows(v))
+        plain(store).append(rows(v))
     store.advance(120_000)  # every segment is older than retention_ms
 
     arrowlog.connect(store).maintenance.vacuum()

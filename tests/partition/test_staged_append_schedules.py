@@ -33,6 +33,12 @@ def connect(store: Any) -> arrowlog.ArrowLog:
     return arrowlog.connect(store, config=STAGED)
 
 
+def plain(store: Any) -> arrowlog.PartitionLog:
+    """Partition 0 through a client that never stages: another writer whose
+    appends only move the end."""
+    return arrowlog.connect(store, config=FAST).partition("t", 0)
+
+
 def values(store: Any) -> list[int]:
     """Every record of partition 0, read by a new client, in offset order."""
     column = arrowlog.connect(store).partition("t", 0).read().column("v")
@@ -52,7 +58,7 @@ def ready(clock: ClockStore, *parts: arrowlog.PartitionLog) -> None:
 def clock() -> ClockStore:
     store = ClockStore(MemoryStore())
     arrowlog.connect(store).create_topic("t", SCHEMA)
-    arrowlog.connect(store).partition("t", 0).append(rows(0))
+    plain(store).append(rows(0))
     return store
 
 
@@ -61,7 +67,7 @@ def staged_once(clock: ClockStore, part: arrowlog.PartitionLog, value: int) -> N
     it itself: the first batch of the producer id its plain appends are staged
     under, which no one else may commit (nothing in the log says it is next).
     Its next plain batch is then helpable, and it stages it at once."""
-    connect(clock).partition("t", 0).append(rows(value))
+    plain(clock).append(rows(value))
     part.append(rows(value + 1))
     assert part.stats["staged"] == 1 and part.stats["commits"] == 1
 
@@ -77,7 +83,7 @@ def staged_behind(clock: ClockStore) -> tuple[ScriptedStore, arrowlog.PartitionL
 def test_a_lost_race_stages_the_batch_and_a_commit_names_it(clock: ClockStore) -> None:
     a = connect(clock).partition("t", 0)
     ready(clock, a)
-    connect(clock).partition("t", 0).append(rows(1))  # a's end is now stale
+    plain(clock).append(rows(1))  # a's end is now stale
 
     result = a.append(rows(2))
 
@@ -97,13 +103,13 @@ def test_a_writer_paused_between_upload_and_commit_is_committed_by_another_once(
     b = connect(clock).partition("t", 0)
     ready(clock, a, b)
     staged_once(clock, a, 20)
-    connect(clock).partition("t", 0).append(rows(1))
+    plain(clock).append(rows(1))
     # a stages its batch at once (it lost a race a moment ago) and is held at its commit
     held = scripted.hold("put_if_absent", SEGMENTS)
     run_a = Background(lambda: a.append(rows(2)))
     held.wait_reached()
     # meanwhile b loses a race too (its view is stale): its commit carries a's batch
-    connect(clock).partition("t", 0).append(rows(3))
+    plain(clock).append(rows(3))
     b_result = b.append(rows(4))
     assert b.stats["helped"] == 1
     held.release()  # a's commit goes to an offset b took: lost
@@ -124,7 +130,7 @@ def test_a_late_upload_of_a_batch_a_helper_committed_is_not_committed_again(
     b = connect(clock).partition("t", 0)
     ready(clock, a, b)
     staged_once(clock, a, 20)
-    connect(clock).partition("t", 0).append(rows(1))
+    plain(clock).append(rows(1))
     # a's upload times out on a's side; a sends it again and is held there;
     # the first upload lands late, b commits it, then a's resend meets "exists"
     late = scripted.late_put(STAGED_KEYS)
@@ -132,7 +138,7 @@ def test_a_late_upload_of_a_batch_a_helper_committed_is_not_committed_again(
     run_a = Background(lambda: a.append(rows(2)))
     resend.wait_reached()
     assert late.land()
-    connect(clock).partition("t", 0).append(rows(3))
+    plain(clock).append(rows(3))
     b.append(rows(4))
     assert b.stats["helped"] == 1
     resend.release()
@@ -150,11 +156,11 @@ def test_a_commit_carries_an_idempotent_batch_next_in_its_sequence(clock: ClockS
     ready(clock, a, b)
     a.append(rows(10), identity=identity(0))  # sequence 0 is in the log
     b.end_offset()
-    connect(clock).partition("t", 0).append(rows(1))
+    plain(clock).append(rows(1))
     held = scripted.hold("put_if_absent", SEGMENTS, nth=2)  # a's commit
     run_a = Background(lambda: a.append(rows(12), identity=identity(1)))
     held.wait_reached()
-    connect(clock).partition("t", 0).append(rows(3))
+    plain(clock).append(rows(3))
     b.append(rows(4))
     assert b.stats["helped"] == 1  # sequence 1 follows 0
     held.release()
@@ -173,7 +179,7 @@ def test_a_commit_leaves_out_an_idempotent_batch_out_of_its_sequence(
     b.append(rows(10), identity=identity(0))
     b.end_offset()
     stage_directly(clock, rows(99), identity(sequence))
-    connect(clock).partition("t", 0).append(rows(1))
+    plain(clock).append(rows(1))
     b.append(rows(4))
     assert b.stats["staged"] == 1 and b.stats["helped"] == 0
     assert sorted(values(clock)) == [0, 1, 4, 10]
@@ -198,7 +204,7 @@ def stage_directly(store: Any, batch: Any, who: WriterIdentity) -> None:
 def test_a_staged_object_put_at_a_segment_key_is_refused(clock: ClockStore) -> None:
     a = connect(clock).partition("t", 0)
     ready(clock, a)
-    connect(clock).partition("t", 0).append(rows(1))
+    plain(clock).append(rows(1))
     a.append(rows(2))
     commit = read_header(clock.get("t/0/segments/00000000000000000002.arrow"), key="c")
     assert not isinstance(commit, int) and commit.refs is not None
@@ -220,15 +226,15 @@ def test_a_staged_object_committed_before_a_writer_followed_the_chain_is_not_hel
         checkpoint_interval=2))  # fmt: skip
     x = connect(store).partition("t", 0)
     ready(store, x)
-    connect(store).partition("t", 0).append(rows(1))
+    plain(store).append(rows(1))
     x.append(rows(2))  # staged, committed by x itself
     assert x.stats["staged"] == 1
     store.advance(2_000)
     for v in (3, 4, 5):
-        connect(store).partition("t", 0).append(rows(v))  # the commit's window is checkpointed
+        plain(store).append(rows(v))  # the commit's window is checkpointed
     h = connect(store).partition("t", 0)
     ready(store, h)
-    connect(store).partition("t", 0).append(rows(6))
+    plain(store).append(rows(6))
     h.append(rows(7))
     assert h.stats["staged"] == 1 and h.stats["helped"] == 0
     assert sorted(values(store)) == [1, 2, 3, 4, 5, 6, 7]
@@ -246,17 +252,17 @@ def test_a_resend_staged_anew_is_not_committed_beside_the_earlier_copy_a_helper_
     ready(clock, a, b)
     a.append(rows(10), identity=identity(0))
     b.end_offset()
-    connect(clock).partition("t", 0).append(rows(1))
+    plain(clock).append(rows(1))
     stuck = scripted.throttle("put_if_absent", SEGMENTS, nth=2, times=FOREVER)  # its commits
     with pytest.raises(arrowlog.errors.AppendOutcomeUnknownError):
         a.append(rows(11), identity=identity(1))  # staged; no commit gets through
     stuck.stop()
     assert a.stats["staged"] == 1
-    connect(clock).partition("t", 0).append(rows(2))  # a's view is stale again
+    plain(clock).append(rows(2))  # a's view is stale again
     held = scripted.hold("put_if_absent", SEGMENTS)  # the resend (staged at once: a lost a race)
     resend = Background(lambda: a.append(rows(11), identity=identity(1)))
     held.wait_reached()
-    connect(clock).partition("t", 0).append(rows(3))
+    plain(clock).append(rows(3))
     b.append(rows(4))  # commits the first copy (the oldest staged), not the resend
     assert b.stats["helped"] == 1
     held.release()
@@ -281,13 +287,13 @@ def test_an_upload_whose_replies_are_lost_is_an_unknown_outcome_and_its_resend_i
     ready(clock, a, b)
     a.append(rows(10), identity=identity(0))
     b.end_offset()
-    connect(clock).partition("t", 0).append(rows(1))
+    plain(clock).append(rows(1))
     late = scripted.late_put(STAGED_KEYS, times=FOREVER)
     with pytest.raises(arrowlog.errors.AppendOutcomeUnknownError):
         a.append(rows(11), identity=identity(1))
     late.stop()
     assert late.land()
-    connect(clock).partition("t", 0).append(rows(3))
+    plain(clock).append(rows(3))
     b.append(rows(4))
     assert b.stats["helped"] == 1
 
@@ -307,7 +313,7 @@ def test_an_upload_that_may_have_landed_once_stays_unknown_when_later_attempts_f
     any writer: the outcome is unknown, not "not written"."""
     scripted, a = staged_behind(clock)
     ready(clock, a)
-    connect(clock).partition("t", 0).append(rows(1))
+    plain(clock).append(rows(1))
     late = scripted.late_put(STAGED_KEYS)
     refused = scripted.fail("put_if_absent", STAGED_KEYS, nth=2, times=FOREVER,
                             maybe_applied=False)  # fmt: skip
@@ -321,10 +327,29 @@ def test_an_upload_that_may_have_landed_once_stays_unknown_when_later_attempts_f
 def test_a_commit_object_read_as_records_is_refused_by_name(clock: ClockStore) -> None:
     a = connect(clock).partition("t", 0)
     ready(clock, a)
-    connect(clock).partition("t", 0).append(rows(1))
+    plain(clock).append(rows(1))
     a.append(rows(2))
     key = "t/0/segments/00000000000000000002.arrow"
     with pytest.raises(
         CorruptSegmentError, match="a commit object where the index says records are"
     ):
         fetch_segment(clock, key, 2, 3)
+
+
+def test_a_writer_that_wins_every_race_still_commits_the_batches_staged_behind_it(
+    clock: ClockStore,
+) -> None:
+    """A writer alone at the end knows the end it just wrote: it is first
+    there every time, and never loses a race. Others' batches staged behind
+    it would wait for ever; it looks for them (a LIST every tenth of a
+    second) and commits them with its own."""
+    w = connect(clock).partition("t", 0)
+    w.append(rows(10), identity=identity(0))  # producer 7's first batch, in a segment
+    w.append(rows(1))
+    stage_directly(clock, rows(11), identity(1))  # producer 7's next, staged: helpable
+    time.sleep(0.15)  # w last looked more than a tenth of a second ago
+
+    w.append(rows(2))
+
+    assert (w.stats["staged"], w.stats["helped"]) == (1, 1)
+    assert sorted(values(clock)) == [0, 1, 2, 10, 11]
