@@ -356,8 +356,9 @@ def print_writers(results: dict[str, Any]) -> None:
         if not of_kind:
             continue
         mode = " (staged appends)" if results.get("staged_appends") else ""
-        print(f"Writers per partition{mode}, {KIND_NAMES[kind]}: {results['batch_bytes'] >> 10} KiB "
-              f"batches, {results['seconds_per_row']:g} s per row after a barrier start, one "
+        print(f"Writers per partition{mode}, {KIND_NAMES[kind]}: "
+              f"{results['batch_bytes'] >> 10} KiB batches, {results['seconds_per_row']:g} s "
+              f"per row after a barrier start, one "
               f"OS process and client per writer; shared = all on partition 0, spread = "
               f"writer i on partition i of {results['spread_partitions']}")  # fmt: skip
         print(f"{'backend':<10} {'layout':<7} {'writers':>7} {'appends/s':>10} {'x 1':>6} "
