@@ -89,11 +89,15 @@ def write_staged_batches(clock: ClockStore) -> tuple[int, int]:
     b = arrowlog.connect(clock, config=STAGED).partition("t", 0)
     ready(clock, a, b)
     other.append("t", batch(4, 2), partition=0)  # a and b are behind now
-    # a loses its first put, stages its batch, and is held at its commit
-    held = scripted.hold("put_if_absent", "t/0/segments/*", nth=2)
+    # a loses its put and stages: the first batch of the producer id it stages
+    # plain appends under, which only a commits (nothing says it is next)
+    a.append(batch(500, 1))
+    other.append("t", batch(6, 3), partition=0)
+    # a stages its next batch at once (it lost a moment ago) and is held at its commit
+    held = scripted.hold("put_if_absent", "t/0/segments/*")
     run_a = Background(lambda: a.append(batch(10, 5)))
     held.wait_reached()
-    other.append("t", batch(6, 3), partition=0)
+    other.append("t", batch(9, 1), partition=0)
     b.append(batch(20, 6))  # loses too: its commit carries a's batch and its own
     held.release()  # a's commit goes to an offset b took: lost, and a sees its batch in
     run_a.result()
@@ -122,11 +126,13 @@ def test_staged_batches_read_the_same_through_both_readers(spark: Any, tmp_path:
     config = TopicConfig(compression=Compression.ZSTD, checkpoint_interval=3)
     arrowlog.connect(clock).create_topic("t", SCHEMA, partitions=2, config=config)
     staged, helped = write_staged_batches(clock)
-    assert (staged, helped) == (6, 1)
+    assert (staged, helped) == (7, 1)
     log = spec.connect()
     keys = [s.key for t in plan_scan(log, ["t"]).tasks for s in t.segments]
     assert sum("/staged/" in k for k in keys) == staged  # every staged batch, from its object
-    commit = read_header(clock.get("t/0/segments/00000000000000000009.arrow"), key="c")
+    carried = [o for o in log.partition("t", 0).objects() if len(o.refs) == 2]
+    assert len(carried) == 1  # b's commit of a's batch and its own
+    commit = read_header(clock.get(log.partition("t", 0).segment_key(carried[0].base)), key="c")
     assert not isinstance(commit, int) and commit.refs is not None and len(commit.refs) == 2
 
     jvm, python = (rows_of(read(spark, spec, r)) for r in ("jvm", "python"))
