@@ -7,10 +7,8 @@ argument did not hold."""
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 import arrowlog
@@ -24,10 +22,10 @@ from arrowlog.format.segment import (
     encode,
     read_header,
 )
-from arrowlog.format.topic import StagedName, staged_at
 from arrowlog.storage.memory import MemoryStore
 from tests.support.clocks import ClockStore
 from tests.support.schedules import FAST, SCHEMA, rows
+from tests.support.staged import put_staged
 
 STAGED = LogConfig(retry=FAST.retry, staged_appends=True)
 WRITER_MS = 1_800_000_000_000
@@ -162,24 +160,6 @@ def producer(sequence: int) -> WriterIdentity:
     return WriterIdentity(producer_id=9, producer_epoch=0, base_sequence=sequence)
 
 
-def stage_directly(store: Any, batch: pa.RecordBatch, who: WriterIdentity) -> None:
-    """A producer's batch staged in partition 0, as a writer that lost a race
-    stages it (and then is paused: another writer's commit may carry it)."""
-    append_id = uuid.uuid4().hex
-    name = StagedName(WRITER_MS, append_id, batch.num_rows, who.producer_id,
-                      who.producer_epoch, who.base_sequence)  # fmt: skip
-    header = SegmentHeader(
-        base_offset=0,
-        record_count=batch.num_rows,
-        timestamp_ms=WRITER_MS,
-        append_id=append_id,
-        identity=who,
-        staged=True,
-    )
-    data, _ = encode(batch, header, Compression.ZSTD)
-    store.put_if_absent(f"t/0/{staged_at(name)}", data)
-
-
 def test_retention_by_time_passes_a_commit_object_that_carries_several_batches(
     frozen: None,
 ) -> None:
@@ -193,7 +173,9 @@ def test_retention_by_time_passes_a_commit_object_that_carries_several_batches(
     log.partition("t", 0).append(rows(0), identity=producer(0))
     x = connect(store).partition("t", 0)
     ready(store, x)
-    stage_directly(store, rows(3), producer(1))  # the producer's next batch: helpable
+    put_staged(
+        store, rows(3), producer(1), writer_ms=WRITER_MS
+    )  # the producer's next batch: helpable
     plain(store).append(rows(1))
     x.append(rows(2))  # loses the race: one commit at 2 carries [2, 4)
     assert (x.stats["commits"], x.stats["helped"]) == (1, 1)

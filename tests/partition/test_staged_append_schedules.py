@@ -7,22 +7,21 @@ its writer was told."""
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 import pytest
 
 import arrowlog
 from arrowlog import LogConfig
-from arrowlog.config import Compression
 from arrowlog.errors import CorruptSegmentError
-from arrowlog.format.segment import SegmentHeader, WriterIdentity, encode, read_header
-from arrowlog.format.topic import StagedName, parse_staged_name, staged_at
+from arrowlog.format.segment import WriterIdentity, read_header
+from arrowlog.format.topic import parse_staged_name
 from arrowlog.partition import AppendResult, fetch_segment
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.testing.scripted import ScriptedStore
 from tests.support.clocks import ClockStore
 from tests.support.schedules import FAST, FOREVER, SCHEMA, Background, rows
+from tests.support.staged import put_staged
 
 STAGED = LogConfig(retry=FAST.retry, staged_appends=True)
 SEGMENTS = "t/0/segments/*"
@@ -178,7 +177,7 @@ def test_a_commit_leaves_out_an_idempotent_batch_out_of_its_sequence(
     ready(clock, b)
     b.append(rows(10), identity=identity(0))
     b.end_offset()
-    stage_directly(clock, rows(99), identity(sequence))
+    put_staged(clock, rows(99), identity(sequence))
     plain(clock).append(rows(1))
     b.append(rows(4))
     assert b.stats["staged"] == 1 and b.stats["helped"] == 0
@@ -187,18 +186,6 @@ def test_a_commit_leaves_out_an_idempotent_batch_out_of_its_sequence(
 
 def identity(sequence: int) -> WriterIdentity:
     return WriterIdentity(producer_id=7, producer_epoch=0, base_sequence=sequence)
-
-
-def stage_directly(store: Any, batch: Any, who: WriterIdentity) -> None:
-    """A staged object of producer ``who``, put as a writer would stage it."""
-    now = int(time.time() * 1000)
-    append_id = uuid.uuid4().hex
-    name = StagedName(now, append_id, batch.num_rows, who.producer_id, who.producer_epoch,
-                      who.base_sequence)  # fmt: skip
-    header = SegmentHeader(base_offset=0, record_count=batch.num_rows, timestamp_ms=now,
-                           append_id=append_id, identity=who, staged=True)  # fmt: skip
-    data, _ = encode(batch, header, Compression.ZSTD)
-    store.put_if_absent(f"t/0/{staged_at(name)}", data)
 
 
 def test_a_staged_object_put_at_a_segment_key_is_refused(clock: ClockStore) -> None:
@@ -346,7 +333,7 @@ def test_a_writer_that_wins_every_race_still_commits_the_batches_staged_behind_i
     w = connect(clock).partition("t", 0)
     w.append(rows(10), identity=identity(0))  # producer 7's first batch, in a segment
     w.append(rows(1))
-    stage_directly(clock, rows(11), identity(1))  # producer 7's next, staged: helpable
+    put_staged(clock, rows(11), identity(1))  # producer 7's next, staged: helpable
     time.sleep(0.15)  # w last looked more than a tenth of a second ago
 
     w.append(rows(2))

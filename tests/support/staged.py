@@ -11,10 +11,12 @@ import time
 import uuid
 from typing import Any
 
+import pyarrow as pa
+
 import arrowlog
 from arrowlog import LogConfig
 from arrowlog.config import Compression
-from arrowlog.format.segment import SegmentHeader, encode, read_header
+from arrowlog.format.segment import PLAIN_APPEND, SegmentHeader, WriterIdentity, encode, read_header
 from arrowlog.format.topic import StagedName, parse_segment_key, staged_at
 from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.storage import Store
@@ -83,19 +85,32 @@ class TwoWriters:
         assert isinstance(run_a.result(), AppendResult)
 
 
-def stage_orphan(store: Any, value: int, topic: str = "t") -> str:
-    """A staged data object of partition 0 that no commit names, as a
-    writer killed between its upload and its commit leaves it; its key."""
-    batch = rows(value)
-    now = int(time.time() * 1000)
+def put_staged(
+    store: Any,
+    batch: pa.RecordBatch,
+    who: WriterIdentity = PLAIN_APPEND,
+    *,
+    writer_ms: int | None = None,
+    topic: str = "t",
+) -> str:
+    """A staged data object of partition 0 as a writer stages it (named and
+    encoded the same way), put with no commit naming it; its key."""
+    now = int(time.time() * 1000) if writer_ms is None else writer_ms
     append_id = uuid.uuid4().hex
-    name = StagedName(now, append_id, batch.num_rows)
+    name = StagedName(now, append_id, batch.num_rows, who.producer_id, who.producer_epoch,
+                      who.base_sequence)  # fmt: skip
     header = SegmentHeader(base_offset=0, record_count=batch.num_rows, timestamp_ms=now,
-                           append_id=append_id, staged=True)  # fmt: skip
+                           append_id=append_id, identity=who, staged=True)  # fmt: skip
     data, _ = encode(batch, header, Compression.ZSTD)
     key = f"{topic}/0/{staged_at(name)}"
     store.put_if_absent(key, data)
     return key
+
+
+def stage_orphan(store: Any, value: int, topic: str = "t") -> str:
+    """A staged data object of partition 0 that no commit names, as a
+    writer killed between its upload and its commit leaves it; its key."""
+    return put_staged(store, rows(value), topic=topic)
 
 
 def staged_keys(store: Store, topic: str = "t") -> set[str]:
