@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -31,9 +32,11 @@ from arrowlog.format.control import ControlType, marker_batch
 from arrowlog.format.segment import (
     HEADER_SLACK,
     PLAIN_APPEND,
+    Ref,
     SegmentHeader,
     WriterIdentity,
     compression_slack,
+    empty_batch,
     encode,
     has_dictionaries,
     metadata_slack,
@@ -48,7 +51,7 @@ from arrowlog.partition.indexes import CompactedIndexes
 from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
 from arrowlog.partition.reads import Reads
-from arrowlog.partition.staged import Staged
+from arrowlog.partition.staged import Staged, check_own_refs
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +231,109 @@ class Appends:
                 )  # fmt: skip
                 self._in_doubt.pop(identity.producer_id, None)
             return result
+
+    def commit_refs(self, refs: Sequence[Ref]) -> AppendResult:
+        """Commit staged objects their own writer uploaded (a Spark job's
+        executors upload, its driver commits): one commit object at the log end
+        naming ``refs``, in order. The refs are one producer's batches, in
+        sequence from the first, each with its own identity; the producer's
+        sequence is checked as an append of the first batch is (a retry after
+        an unknown outcome finds the commit by it).
+
+        Raises:
+            InvalidBatchError: ``refs`` are not such batches; nothing was written.
+            DuplicateSequenceError, OutOfOrderSequenceError, ProducerFencedError:
+                as for :meth:`append`.
+            AppendOutcomeUnknownError: as for :meth:`append`.
+        """
+        check_own_refs(refs)
+        first = refs[0]
+        who = first.identity
+        append_id = uuid.uuid4().hex
+        with self._shared.lock:
+            if not self._checkpoints.ensure_open() and self._claims.end_is_stale():
+                self._listing.sync_tail()
+            duplicate = self._check_sequence(who, first.record_count)
+            if duplicate is not None:
+                return self._whole_commit(duplicate, refs)
+            first_try = self._known.end
+            try:
+                result = self._put_refs(refs, append_id)
+            except AppendOutcomeUnknownError:
+                self._in_doubt.setdefault(who.producer_id, first_try)
+                raise
+            last = refs[-1]
+            self._own[who.producer_id] = ProducerEntry(
+                who.producer_id, who.producer_epoch, last.identity.base_sequence,
+                last.record_count, result.next_offset - last.record_count, last.timestamp_ms,
+            )  # fmt: skip
+            self._in_doubt.pop(who.producer_id, None)
+            return result
+
+    def _whole_commit(self, first: AppendResult, refs: Sequence[Ref]) -> AppendResult:
+        count = sum(r.record_count for r in refs)
+        shared = self._shared
+        return AppendResult(shared.topic.name, shared.partition, first.base_offset, count)
+
+    def _put_refs(self, refs: Sequence[Ref], append_id: str) -> AppendResult:
+        """Put the commit object of ``refs`` at the log end, following the end
+        past every object that wins a race for it."""
+        count = sum(r.record_count for r in refs)
+        who = refs[0].identity
+        sleeps = self._shared.config.retry.sleeps()
+        uncertain = False
+        while True:
+            offset = self._known.end
+            header = SegmentHeader(
+                base_offset=offset, record_count=count, timestamp_ms=int(time.time() * 1000),
+                append_id=append_id, refs=tuple(refs),
+            )  # fmt: skip
+            data, header = encode(empty_batch(self._shared.topic.schema), header, Compression.NONE)
+            began = _clock.elapsed()
+            owner, maybe_applied = self._claims.try_put(offset, data, append_id)
+            uncertain = uncertain or maybe_applied
+            summary = SegmentSummary.of(header, len(data))
+            if (
+                owner is Owner.OURS
+                and self._claims.end_is_stale()
+                and not self._claims.in_log(summary)
+            ):
+                self.stats["below_log_start"] += 1
+                self._checkpoints.reopen()
+                uncertain = False
+                continue
+            if owner is Owner.OURS:
+                self.stats["appends"] += 1
+                self._known.end_seen(began)
+                self._claims.record_append(summary)
+                return AppendResult(self._shared.topic.name, self._shared.partition, offset, count)
+            if owner is Owner.THEIRS:
+                self.stats["conflicts"] += 1
+                self._listing.sync_tail()
+                if self._known.end <= offset:
+                    self._listing.probe_tail()
+                if uncertain:
+                    # an earlier attempt of ours may have landed at another
+                    # offset before this one lost: find it by the first batch
+                    self._in_doubt.setdefault(who.producer_id, offset)
+                    duplicate = self._check_sequence(who, refs[0].record_count)
+                    if duplicate is not None:
+                        return self._whole_commit(duplicate, refs)
+                uncertain = False
+                continue
+            pause = next(sleeps, None)
+            if pause is None:
+                if uncertain:
+                    raise AppendOutcomeUnknownError(
+                        f"{self._shared.key(offset)}: gave up after the deadline; the last "
+                        "attempt may still have landed",
+                        offset=offset,
+                    )
+                raise TransientStoreError(
+                    f"{self._shared.key(offset)}: store unavailable until the deadline",
+                    maybe_applied=False,
+                )
+            time.sleep(pause)
 
     def _check_sequence(self, who: WriterIdentity, count: int) -> AppendResult | None:
         """Check ``who``'s sequence against the producer's latest batch here (the

@@ -11,7 +11,7 @@ from arrowlog.config import DEFAULT_RETAIN_MS, LogConfig, TopicConfig
 from arrowlog.format.checkpoint import Decision, OpenTxn, PartitionState, SegmentSummary
 from arrowlog.format.compacted_index import CompactedIndex
 from arrowlog.format.control import ControlType
-from arrowlog.format.segment import PLAIN_APPEND, SegmentHeader, WriterIdentity
+from arrowlog.format.segment import PLAIN_APPEND, Ref, SegmentHeader, WriterIdentity
 from arrowlog.format.stats import Predicate
 from arrowlog.format.topic import Topic
 from arrowlog.partition._base import RefreshTopic, Shared
@@ -195,6 +195,10 @@ class PartitionLog:
         """Append ``batch`` at the log end, or exactly at ``expected_offset``:
         see :meth:`Appends.append`."""
         return self._appends.append(batch, expected_offset=expected_offset, identity=identity)
+
+    def commit_refs(self, refs: Sequence[Ref]) -> AppendResult:
+        """Commit staged objects their writer uploaded: see :meth:`Appends.commit_refs`."""
+        return self._appends.commit_refs(refs)
 
     def append_control(
         self, kind: ControlType, identity: WriterIdentity, entry: int, *, bound: int = -1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import time
 import uuid
+from collections.abc import Sequence
 
 import pyarrow as pa
 
@@ -27,6 +28,7 @@ from arrowlog.config import Compression
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
     DuplicateSequenceError,
+    InvalidBatchError,
     ProducerFencedError,
     RecordBatchTooLargeError,
     TransientStoreError,
@@ -72,6 +74,39 @@ HELP_WITHIN_MS = 1_000
 #: it commits itself (that writer may be paused or gone)
 PATIENCE_S = 0.25
 POLL_S = 0.003
+
+
+def check_own_refs(refs: Sequence[Ref]) -> None:
+    """Refuse refs that one commit of their own writer cannot carry: none,
+    more than :data:`MAX_REFS`, a key that is not a staged object's or whose
+    name gives another record count, or batches that are not one producer's
+    in sequence from the first.
+
+    Raises:
+        InvalidBatchError: they are not such refs.
+    """
+    if not 1 <= len(refs) <= MAX_REFS:
+        raise InvalidBatchError(f"a commit names 1 to {MAX_REFS} staged objects, not {len(refs)}")
+    first = refs[0].identity
+    if first.producer_id < 0:
+        raise InvalidBatchError("staged objects committed by their writer need a producer id")
+    sequence = first.base_sequence
+    for ref in refs:
+        name = parse_staged_name(ref.at)
+        if name is None or name.record_count != ref.record_count or staged_at(name) != ref.at:
+            raise InvalidBatchError(
+                f"{ref.at!r} is not a staged object of {ref.record_count} records"
+            )
+        who = ref.identity
+        same = (who.producer_id, who.producer_epoch, who.transactional, who.transactional_id)
+        if same != (first.producer_id, first.producer_epoch, first.transactional,
+                    first.transactional_id) or who.control:  # fmt: skip
+            raise InvalidBatchError("staged objects of one commit must be one producer's batches")
+        if who.base_sequence != sequence:
+            raise InvalidBatchError(
+                f"staged object {ref.at!r} has sequence {who.base_sequence}, not {sequence}"
+            )
+        sequence += ref.record_count
 
 
 class Staged:

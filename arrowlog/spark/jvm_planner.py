@@ -304,6 +304,19 @@ def location(store: Store, key: str) -> str:
     return url
 
 
+def write(request: plan_wire.WriteRequest) -> plan_wire.WriteAnswer:
+    """A batch write's request, answered by :mod:`arrowlog.spark.jvm_writing`."""
+    from arrowlog.spark import jvm_writing
+
+    steps = {
+        "write_check": jvm_writing.check,
+        "write_begin": jvm_writing.begin,
+        "write_commit": jvm_writing.commit,
+        "write_abort": jvm_writing.abort,
+    }
+    return {"version": plan_wire.VERSION, **steps[request["kind"]](request)}
+
+
 def answer(line: str, clients: Clients | None = None) -> str:
     """One request line to one answer line (:mod:`arrowlog.spark.plan_wire`):
     the plan, the check or the relocation asked for, or an error answer with
@@ -312,6 +325,8 @@ def answer(line: str, clients: Clients | None = None) -> str:
     started = time.perf_counter()
     try:
         request = plan_wire.read_request(line)
+        if request["kind"] in plan_wire.WRITE_KINDS:
+            return plan_wire.encode(write(request))
         if request["kind"] == "check":
             return plan_wire.encode(check(request, clients))
         if request["kind"] == "relocate":

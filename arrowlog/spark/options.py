@@ -68,7 +68,10 @@ WRITE_OPTIONS = (
 )
 # Only a batch write takes the session-level keys (arrowlog.spark.sink.save passes
 # them as options).
-BATCH_WRITE_OPTIONS = (SESSION_APP_ID, SESSION_VERSION)
+BATCH_WRITE_OPTIONS = (SESSION_APP_ID, SESSION_VERSION, "writer")
+#: what option ``writer`` takes (a batch write in a session with the JVM jar;
+#: io/arrowlog/spark/OptionNames.java names them too)
+WRITERS: tuple[Literal["jvm", "python"], ...] = ("jvm", "python")
 # Spark itself hands a streaming sink the query's checkpoint location.
 STREAM_WRITE_OPTIONS = ("checkpointLocation",)
 
@@ -504,6 +507,9 @@ class WriteOptions:
     rows_per_batch: int
     #: after each commit, compact the topic's complete windows (log.compact)
     compact_after_commit: bool = False
+    #: who encodes a batch write's rows: the JVM (where the session has the
+    #: jar and the write allows it) or the Python source
+    writer: Literal["jvm", "python"] = "jvm"
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -553,7 +559,16 @@ class WriteOptions:
             or 15 * 60 * 1000,
             rows_per_batch=_int(options, "rowsPerBatch", minimum=1) or 100_000,
             compact_after_commit=_bool(options, "compactAfterCommit", False),
+            writer=_writer(options.get("writer")),
         )
+
+
+def _writer(value: str | None) -> Literal["jvm", "python"]:
+    choice = (value or WRITERS[0]).strip().lower()
+    for writer in WRITERS:
+        if choice == writer:
+            return writer
+    raise InvalidConfigError(f"option writer: expected {' or '.join(WRITERS)}, got {value!r}")
 
 
 WRITE_LOWER = frozenset(

@@ -29,10 +29,15 @@ from arrowlog.read.scan import ScanTask
 
 VERSION: Final = 1
 
-Kind = Literal["plan", "check", "relocate"]
-#: what a request asks: a read's tasks, whether the JVM can read its topic, or
-#: where a segment removed since the plan lies now
-KINDS: Final[tuple[Kind, ...]] = ("plan", "check", "relocate")
+WriteKind = Literal["write_check", "write_begin", "write_commit", "write_abort"]
+Kind = Literal["plan", "check", "relocate"] | WriteKind
+#: what a request asks: a read's tasks, whether the JVM can read its topic,
+#: where a segment removed since the plan lies now, or a batch write's steps
+KINDS: Final[tuple[Kind, ...]] = (
+    "plan", "check", "relocate", "write_check", "write_begin", "write_commit", "write_abort",
+)  # fmt: skip
+#: the kinds of a batch write's requests (:mod:`arrowlog.spark.jvm_writing` answers them)
+WRITE_KINDS: Final = ("write_check", "write_begin", "write_commit", "write_abort")
 
 #: the Spark filters a plan request may carry (pyspark.sql.datasource's names);
 #: the JVM leaves out any other, and any value of a type without a tag below
@@ -94,7 +99,24 @@ class RelocateRequest(TypedDict):
     relocate: RelocatedWanted
 
 
-Request = PlanRequest | CheckRequest | RelocateRequest
+class _WriteRequired(TypedDict):
+    version: int
+    kind: WriteKind
+    #: the write's options as Spark passed them (``path`` included)
+    options: dict[str, str]
+
+
+class WriteRequest(_WriteRequired, total=False):
+    #: the DataFrame's Spark schema as JSON (check, begin)
+    schema: str
+    #: what ``write_begin`` answered (commit, abort)
+    begun: dict[str, Any]
+    #: the staged objects of the task attempts Spark committed (commit, abort):
+    #: ``[partition, at, records, bytes, timestamp_ms, append_id]`` each
+    refs: list[list[Any]]
+
+
+Request = PlanRequest | CheckRequest | RelocateRequest | WriteRequest
 
 
 class _SegmentRequired(TypedDict):
@@ -175,7 +197,10 @@ class ErrorAnswer(TypedDict):
     error: ErrorBody
 
 
-Answer = PlanAnswer | CheckAnswer | RelocateAnswer | ErrorAnswer
+#: a write request's answer: ``version`` and what :mod:`arrowlog.spark.jvm_writing` says
+WriteAnswer = dict[str, Any]
+
+Answer = PlanAnswer | CheckAnswer | RelocateAnswer | ErrorAnswer | WriteAnswer
 
 
 def read_request(line: str) -> Request:

@@ -262,6 +262,29 @@ class ArrowLogWriter(DataSourceArrowWriter):
         if self.skip:
             return
         members = [m.producer_id for m in messages if isinstance(m, TaskCommit)]
+        self.job().commit(members)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if not self.skip:
+            self.job().abort()
+
+    def job(self) -> JobTransaction:
+        """The job's transaction, as the driver commits or aborts it."""
+        return JobTransaction(self.options, self.transactional_id, self.epoch)
+
+
+@dataclass(frozen=True)
+class JobTransaction:
+    """A batch write's transaction, begun by :class:`ArrowLogWriter`, as its
+    driver ends it once the tasks have run."""
+
+    options: WriteOptions
+    transactional_id: str
+    epoch: int
+
+    def commit(self, members: list[int]) -> None:
+        """Commit the batches of the producers ``members`` (the task attempts
+        that succeeded), with the job's ``txnVersion``; then compact if asked."""
         metadata = None
         if self.options.app_version is not None:
             metadata = {"txnVersion": str(self.options.app_version)}
@@ -278,11 +301,10 @@ class ArrowLogWriter(DataSourceArrowWriter):
                 if attempt + 1 == _COMMIT_ATTEMPTS or not self._still_running():
                     raise
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        # Not a reliable cleanup (a task may still write after it): nothing needs
-        # it to be. Aborting only releases the LSO at once instead of at expiry.
-        if self.skip:
-            return
+    def abort(self) -> None:
+        """Abort, if it still runs. Not a reliable cleanup (a task may still
+        write after it): nothing needs it to be. Aborting only releases the LSO
+        at once instead of at expiry."""
         for attempt in range(_COMMIT_ATTEMPTS):
             try:
                 with self._resume() as producer:
@@ -377,4 +399,11 @@ def _refuse_unseen_session_keys(options: WriteOptions) -> None:
         )
 
 
-__all__ = ["POOL_PREFIX", "ArrowLogWriter", "TaskCommit", "committed_version", "save"]
+__all__ = [
+    "POOL_PREFIX",
+    "ArrowLogWriter",
+    "JobTransaction",
+    "TaskCommit",
+    "committed_version",
+    "save",
+]

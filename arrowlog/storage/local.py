@@ -62,6 +62,11 @@ class LocalStore:
         local = coerce_options("a local directory", storage_options, LOCAL_OPTIONS)
         return cls(Path(url.path if url.is_path else unquote(url.path)), **local)
 
+    def temporary_directory(self) -> Path:
+        """Where a writer puts an object's bytes before linking it into place
+        (a hidden directory: listings skip it)."""
+        return self._tmp_dir()
+
     def _tmp_dir(self) -> Path:
         tmp = self._root / _TMP_DIR
         if not self._tmp_ready:

@@ -500,7 +500,7 @@ def test_an_abort_that_loses_its_entry_to_a_late_task_still_releases_the_lso(
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from arrowlog.spark.options import WriteOptions
-    from arrowlog.spark.sink import ArrowLogWriter
+    from arrowlog.spark.sink import ArrowLogWriter, JobTransaction
     from arrowlog.txn.distributed import join_partitions
 
     spec = local(tmp_path)
@@ -510,17 +510,17 @@ def test_an_abort_that_loses_its_entry_to_a_late_task_still_releases_the_lso(
     spark_schema = StructType([StructField("id", LongType()), StructField("name", StringType())])
     w = ArrowLogWriter(options, spark_schema)
     w.write(iter([pa.record_batch({"id": [1, 2], "name": ["a", "b"]}, schema=SCHEMA)]))
-    resume = ArrowLogWriter._resume
+    resume = JobTransaction._resume
     late: list[int] = []
 
-    def resume_then_a_late_task_joins(self: ArrowLogWriter) -> arrowlog.Producer:
+    def resume_then_a_late_task_joins(self: JobTransaction) -> arrowlog.Producer:
         producer = resume(self)
         if not late:
             join_partitions(log, self.transactional_id, self.epoch, [("w", 1)])
             late.append(1)
         return producer
 
-    monkeypatch.setattr(ArrowLogWriter, "_resume", resume_then_a_late_task_joins)
+    monkeypatch.setattr(JobTransaction, "_resume", resume_then_a_late_task_joins)
     w.abort([None])
     assert late
     [txn] = log.admin.list_transactions()

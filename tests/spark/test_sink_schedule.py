@@ -11,7 +11,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import arrowlog
 from arrowlog.spark.options import WriteOptions
-from arrowlog.spark.sink import ArrowLogWriter, TaskCommit
+from arrowlog.spark.sink import ArrowLogWriter, JobTransaction, TaskCommit
 from arrowlog.txn.coordinator import CoordinatorLog, TxnEntry
 from arrowlog.txn.distributed import join_partitions
 from tests.support.spark_write import SCHEMA
@@ -32,17 +32,17 @@ def test_a_commit_that_loses_its_entry_to_a_late_task_resumes_and_commits(
     writer = ArrowLogWriter(options, SPARK_SCHEMA)
     rows = pa.record_batch({"id": [1, 2, 3], "name": ["a", "b", "c"]}, schema=SCHEMA)
     message = writer.write(iter([rows]))  # outside Spark: to partition 0
-    resume = ArrowLogWriter._resume
+    resume = JobTransaction._resume
     late: list[int] = []
 
-    def resume_then_a_late_task_joins(self: ArrowLogWriter) -> arrowlog.Producer:
+    def resume_then_a_late_task_joins(self: JobTransaction) -> arrowlog.Producer:
         producer = resume(self)
         if not late:  # the first commit's entry is taken by a failed task's late attempt
             join_partitions(log, self.transactional_id, self.epoch, [("w", 1)])
             late.append(1)
         return producer
 
-    monkeypatch.setattr(ArrowLogWriter, "_resume", resume_then_a_late_task_joins)
+    monkeypatch.setattr(JobTransaction, "_resume", resume_then_a_late_task_joins)
     writer.commit([message])
     assert late
     assert log.consumer().read("w", 0).column("id").to_pylist() == [1, 2, 3]

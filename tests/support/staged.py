@@ -16,7 +16,14 @@ import pyarrow as pa
 import arrowlog
 from arrowlog import LogConfig
 from arrowlog.config import Compression
-from arrowlog.format.segment import PLAIN_APPEND, SegmentHeader, WriterIdentity, encode, read_header
+from arrowlog.format.segment import (
+    PLAIN_APPEND,
+    Ref,
+    SegmentHeader,
+    WriterIdentity,
+    encode,
+    read_header,
+)
 from arrowlog.format.topic import StagedName, parse_segment_key, staged_at
 from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.storage import Store
@@ -131,3 +138,20 @@ def named_by_commits(store: Store, topic: str = "t") -> dict[int, list[str]]:
         if header.refs is not None:
             out[base] = [f"{topic}/0/{r.at}" for r in header.refs]
     return out
+
+
+def stage_own(
+    store: Any, batch: pa.RecordBatch, who: WriterIdentity, *, topic: str = "t", partition: int = 0
+) -> Ref:
+    """A transaction's staged data object as a JVM task uploads it (named
+    with no producer, ``-t``; committed later by its own driver), and the ref
+    a commit names it by, with the identity ``who``."""
+    now = int(time.time() * 1000)
+    append_id = uuid.uuid4().hex
+    name = StagedName(now, append_id, batch.num_rows, transactional=True)
+    header = SegmentHeader(base_offset=0, record_count=batch.num_rows, timestamp_ms=now,
+                           append_id=append_id, identity=who, staged=True)  # fmt: skip
+    data, _ = encode(batch, header, Compression.ZSTD)
+    store.put_if_absent(f"{topic}/{partition}/{staged_at(name)}", data)
+    return Ref(at=staged_at(name), record_count=batch.num_rows, size=len(data), timestamp_ms=now,
+               append_id=append_id, identity=who)  # fmt: skip
