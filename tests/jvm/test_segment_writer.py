@@ -64,17 +64,30 @@ _ZSTD_FRAME = b"\x28\xb5\x2f\xfd"
 
 
 @pytest.fixture(scope="module")
-def written(jvm_classes: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The directory the Java self-test wrote its objects into, once it read
-    each one back with the JVM reader's classes."""
+def self_test(jvm_classes: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
+    """The Java self-test run: its exit code, its output and the directory it
+    wrote its objects into (each is written before the JVM reads it back, so
+    a failure there leaves the Python reader its say too)."""
     out = tmp_path_factory.mktemp("jvm-writer")
     ran = run_java(jvm_classes, "io.arrowlog.spark.WriterSelfTest", str(out))
-    output = ran.stdout + ran.stderr
-    assert ran.returncode == 0 and " 0 failed" in output, output
-    # each case read back by the JVM reader, whole and (a large one) by columns
+    return ran.returncode, ran.stdout + ran.stderr, out
+
+
+@pytest.fixture
+def written(self_test: tuple[int, str, Path]) -> Path:
+    return self_test[2]
+
+
+def test_the_jvm_reader_reads_back_every_object_the_jvm_wrote(
+    self_test: tuple[int, str, Path],
+) -> None:
+    """Whole through SegmentFile (checksum, header against the plan, the topic's
+    schema, every column equal to the vectors written), and a large object's two
+    columns by the column table (ColumnRanges); wrong input refused."""
+    code, output, _ = self_test
+    assert code == 0 and " 0 failed" in output, output
     assert output.count("ok     case ") == len(CASES), output
     assert "ok     a batch of another count than its header's is refused" in output
-    return out
 
 
 def _object(written: Path, case: str) -> tuple[str, bytes]:

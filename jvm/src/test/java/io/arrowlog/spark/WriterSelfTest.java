@@ -52,6 +52,8 @@ public final class WriterSelfTest {
   static final int PRODUCER_EPOCH = 7;
   static final String TRANSACTIONAL_ID = "spark-write-\"é\"-1";
 
+  private static int passed;
+
   private WriterSelfTest() {}
 
   static String id(int k) {
@@ -74,8 +76,7 @@ public final class WriterSelfTest {
     check("a header of no records is refused", failures, () ->
         refused(() -> new StagedHeader(id(0), 0, 0, 1, 0, "t"), "InvalidConfigError"));
     Files.writeString(out.resolve("probes.json"), probes().toString());
-    System.out.println(
-        (CASES.size() + 3 - failures.size()) + " checks passed, " + failures.size() + " failed");
+    System.out.println(passed + " checks passed, " + failures.size() + " failed");
     for (String failure : failures) {
       System.out.println("FAILED " + failure);
     }
@@ -89,6 +90,7 @@ public final class WriterSelfTest {
   private static void check(String name, List<String> failures, Check check) {
     try {
       check.run();
+      passed++;
       System.out.println("ok     " + name);
     } catch (Throwable t) { // every failure is reported, then the exit code says so
       failures.add(name + ": " + t);
