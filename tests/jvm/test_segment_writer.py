@@ -13,6 +13,7 @@ DataFrame), rows, column statistics and column table."""
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import functools
 import json
@@ -35,8 +36,11 @@ from arrowlog.format.segment.header import (
     SegmentHeader,
     WriterIdentity,
     hex8,
+    read_header,
+    stats_metadata,
 )
 from arrowlog.format.segment.projection import decode_columns
+from arrowlog.format.stats import column_stats
 from arrowlog.format.topic import StagedName, parse_staged_name, staged_at
 from tests.jvm.jdk import run_java
 
@@ -150,6 +154,39 @@ def test_a_large_object_gives_two_columns_by_ranged_reads_of_its_column_table(
     assert len(head) + sum(hi - lo for lo, hi in fetched) < len(data) / 2
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_object_carries_the_column_statistics_python_computes(
+    written: Path, case: str
+) -> None:
+    """``column_stats`` of the same rows (no dictionaries: strings and binaries
+    a null count alone), as the same JSON bytes; nested columns none."""
+    _, rows, _, _ = CASES[case]
+    at, data = _object(written, case)
+    want = column_stats(expected_batch(rows))
+    assert want is not None and {"f", "dec", "ts", "s"} <= want.keys()
+    header = read_header(data, key=at)
+    assert isinstance(header, SegmentHeader)
+    assert header.stats == want
+    metadata = pa.ipc.open_file(pa.py_buffer(data)).schema.metadata
+    expected = stats_metadata(dataclasses.replace(header, stats=want))
+    assert {k: metadata[k] for k in expected} == expected
+
+
+def test_numbers_in_statistics_are_written_as_python_writes_them(written: Path) -> None:
+    """Doubles (Python's shortest repr, its switch to exponents, floats widened,
+    powers of two) and decimals (str of a Decimal of the column's scale, as
+    pyarrow gives it) as the JVM's statistics write them."""
+    probes = json.loads((written / "probes.json").read_text())
+    assert len(probes["doubles"]) > 5000
+    for bits, text in probes["doubles"]:
+        value = struct.unpack(">d", bytes.fromhex(bits))[0]
+        assert text == json.dumps(value), (bits, value)
+    assert len(probes["decimals"]) > 20
+    for unscaled, scale, text in probes["decimals"]:
+        value = pa.array([decimal.Decimal(f"{unscaled}E{-scale}")], pa.decimal128(38, scale))
+        assert text == str(value[0].as_py()), (unscaled, scale)
+
+
 def test_compression_makes_the_same_rows_smaller(written: Path) -> None:
     for size in ("small", "big"):
         plain, zstd = _object(written, f"none-{size}")[1], _object(written, f"zstd-{size}")[1]
@@ -235,7 +272,7 @@ def _bytes(i: int) -> bytes:
 
 def _big(i: int, r: int) -> decimal.Decimal:
     unscaled = i - 5 if i in (5, 6) else _signed(r, 64) * 1_000_003 + i
-    return decimal.Decimal(unscaled).scaleb(-10)
+    return decimal.Decimal(f"{unscaled}E-10")  # exact: scaleb rounds to 28 digits
 
 
 def spec_row(i: int) -> list[Any]:
@@ -254,7 +291,7 @@ def spec_row(i: int) -> list[Any]:
         None if i % 23 == 7 else float(r % 2_000_001 - 1_000_000) * 1.0e-7,
         None if i % 6 == 1 else f"row {i}" + (" é€😀" if i % 4 == 0 else ""),
         None if i % 8 == 7 else _bytes(i),
-        None if i % 10 == 9 else decimal.Decimal(r % 19_999_999_999 - 9_999_999_999).scaleb(-2),
+        None if i % 10 == 9 else decimal.Decimal(f"{r % 19_999_999_999 - 9_999_999_999}E-2"),
         None if i % 12 == 11 else _big(i, r),
         None if i % 14 == 13 else (i * 37) % 40_000 - 10_000,
         None if i % 15 == 14 else r % (2 * four + 1) - four,

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.arrowlog.spark.errors.ArrowLogException;
 import io.arrowlog.spark.format.ColumnRanges;
 import io.arrowlog.spark.format.Fetch;
+import io.arrowlog.spark.format.JsonProbes;
 import io.arrowlog.spark.format.Segment;
 import io.arrowlog.spark.format.SegmentFile;
 import io.arrowlog.spark.format.SegmentWriter;
@@ -183,9 +184,11 @@ public final class WriterSelfTest {
         "every wanted column compared");
   }
 
-  /** JSON as the encoder writes it, for Python to compare with json.dumps and str(Decimal). */
+  /** JSON as the encoder writes it, for Python to compare with its own. */
   private static ObjectNode probes() {
     ObjectNode probes = GoldenSelfTest.JSON.createObjectNode();
+    probes.set("doubles", JsonProbes.doubles());
+    probes.set("decimals", JsonProbes.decimals());
     ArrayNode headers = probes.putArray("headers");
     String[] ids = {TRANSACTIONAL_ID, null, "", "tab\t nl\n cr\r bs\\ del\u007f nul\u0000 😀"};
     long[] ms = {0, 9_999, 10_000, 1_700_000_000_123L, 9_999_999_999_999L};

@@ -24,8 +24,9 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * (arrowlog/format/segment/codec.py, {@code encode}): an Arrow IPC file of one record
  * batch whose schema metadata carries the header and its CRC32C, and the whole-file
  * CRC32C in both copies of the schema (the schema message and the footer's), taken with
- * both reading dashes and then written over them; a large batch gets a column table
- * ({@link ColumnTable}). No column is dictionary-encoded.
+ * both reading dashes and then written over them. Beside the header: the batch's column
+ * statistics ({@link ColumnStats}) and, for a large batch, a column table ({@link
+ * ColumnTable}). No column is dictionary-encoded.
  */
 public final class SegmentWriter {
   /** The IPC buffer compression of a topic that the JVM writes. */
@@ -59,7 +60,7 @@ public final class SegmentWriter {
               + rows + " rows");
     }
     boolean tabled = ColumnTable.wanted(root);
-    Map<String, String> metadata = metadata(root.getSchema(), header);
+    Map<String, String> metadata = metadata(root, header);
     if (tabled) {
       metadata.put(ColumnTable.KEY, ColumnTable.placeholder(root.getFieldVectors().size()));
     }
@@ -81,10 +82,13 @@ public final class SegmentWriter {
     return size == data.length ? data : Arrays.copyOf(data, size);
   }
 
-  /** The schema metadata of the object: the topic's own entries, then arrowlog's. */
-  private static Map<String, String> metadata(Schema schema, StagedHeader header) {
+  /**
+   * The schema metadata of the object: the topic's own entries, then arrowlog's (the
+   * header, the column statistics, the file CRC's placeholder).
+   */
+  private static Map<String, String> metadata(VectorSchemaRoot root, StagedHeader header) {
     Map<String, String> metadata = new LinkedHashMap<>();
-    Map<String, String> own = schema.getCustomMetadata();
+    Map<String, String> own = root.getSchema().getCustomMetadata();
     if (own != null) {
       for (Map.Entry<String, String> e : own.entrySet()) {
         if (e.getKey().startsWith("arrowlog.")) {
@@ -99,6 +103,11 @@ public final class SegmentWriter {
     String json = header.toJson();
     metadata.put(SegmentFile.HEADER_KEY, json);
     metadata.put(HEADER_CRC_KEY, crc32c(json));
+    String stats = ColumnStats.json(root);
+    if (stats != null) {
+      metadata.put(ColumnStats.KEY, stats);
+      metadata.put(ColumnStats.CRC_KEY, crc32c(stats));
+    }
     metadata.put(CRC_KEY, "arrowlog-crc32c:--------");
     return metadata;
   }
