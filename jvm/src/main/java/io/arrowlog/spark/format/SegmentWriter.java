@@ -17,6 +17,7 @@ import org.apache.arrow.vector.dictionary.DictionaryProvider;
 import org.apache.arrow.vector.ipc.ArrowFileWriter;
 import org.apache.arrow.vector.ipc.message.ArrowBlock;
 import org.apache.arrow.vector.ipc.message.IpcOption;
+import org.apache.arrow.vector.types.pojo.Field;
 import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
@@ -64,7 +65,7 @@ public final class SegmentWriter {
     if (tabled) {
       metadata.put(ColumnTable.KEY, ColumnTable.placeholder(root.getFieldVectors().size()));
     }
-    Sink sink = new Sink(estimate(root, codec));
+    Sink sink = new Sink(capacity(root, metadata));
     ArrowBlock block = write(root, metadata, codec, sink);
     byte[] data = sink.buffer;
     int size = sink.size;
@@ -165,15 +166,41 @@ public final class SegmentWriter {
     }
   }
 
-  /** Room for the object, so that the sink seldom grows. */
-  private static int estimate(VectorSchemaRoot root, Codec codec) {
-    long data = 0;
+  /**
+   * More room than the object takes, so that the sink never grows: every buffer stored
+   * plain or compressed (Arrow stores a buffer that does not shrink plain), each with its
+   * length, padding and place in the batch's metadata, and the schema written twice.
+   */
+  private static int capacity(VectorSchemaRoot root, Map<String, String> metadata) {
+    long bytes = 0;
+    long buffers = 0;
     for (FieldVector v : root.getFieldVectors()) {
-      data += v.getBufferSize();
+      bytes += v.getBufferSize();
+      buffers += ColumnRanges.bufferCount(v.getField());
     }
-    long guess = (codec == Codec.ZSTD ? data / 2 : data + 8L * root.getFieldVectors().size())
-        + 4096 + 2L * root.getSchema().getFields().size() * 128;
-    return (int) Math.min(guess, Integer.MAX_VALUE - 64);
+    long schema = 512;
+    for (Map.Entry<String, String> e : metadata.entrySet()) {
+      schema += 3L * (e.getKey().length() + e.getValue().length()) + 16;
+    }
+    for (Field f : root.getSchema().getFields()) {
+      schema += described(f);
+    }
+    long room = bytes + 48 * buffers + 2 * schema + 1024;
+    return (int) Math.min(room, Integer.MAX_VALUE - 64);
+  }
+
+  /** Generous bytes for a field's description in a schema, its children's included. */
+  private static long described(Field f) {
+    long n = 128 + 3L * f.getName().length();
+    if (f.getMetadata() != null) {
+      for (Map.Entry<String, String> e : f.getMetadata().entrySet()) {
+        n += 3L * (e.getKey().length() + e.getValue().length()) + 16;
+      }
+    }
+    for (Field child : f.getChildren()) {
+      n += described(child);
+    }
+    return n;
   }
 
   static String crc32c(String text) {
