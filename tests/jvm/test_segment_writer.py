@@ -255,6 +255,7 @@ def spark_schema() -> Any:
         f("arr", T.ArrayType(T.IntegerType())),
         f("st", T.StructType([f("a", T.IntegerType()), f("b", T.StringType())])),
         f("m", T.MapType(T.StringType(), T.IntegerType())),
+        f("blank", T.StringType()), f("nothing", T.NullType()),
     ])  # fmt: skip
 
 
@@ -299,6 +300,8 @@ def spec_row(i: int) -> list[Any]:
         None if i % 9 == 8 else [None if j == 2 else j * i - 5 for j in range(i % 4)],
         None if i % 10 == 3 else {"a": None if i % 3 == 0 else i * 3, "b": f"b{i}"},
         None if i % 11 == 10 else [(f"k{k}", None if k == 1 else i + k) for k in range(i % 3)],
+        None if i % 2 == 0 else "",
+        None,
     ]  # fmt: skip
 
 

@@ -21,14 +21,18 @@ import org.apache.spark.unsafe.types.UTF8String;
  * reader needs an object of more than 1 MiB).
  */
 final class WriterRows {
-  /** A column of every type Spark's Arrow conversion writes that a topic may have. */
+  /**
+   * A column of every type Spark's Arrow conversion writes that a topic may have, and two
+   * with empty buffers (no string bytes; no buffers at all).
+   */
   static final StructType SCHEMA =
       (StructType)
           DataType.fromDDL(
               "id BIGINT NOT NULL, flag BOOLEAN, tiny TINYINT, small SMALLINT, i INT, l BIGINT,"
                   + " f FLOAT, d DOUBLE, s STRING, bin BINARY, dec DECIMAL(10,2),"
                   + " big DECIMAL(38,10), day DATE, ts TIMESTAMP, ntz TIMESTAMP_NTZ,"
-                  + " arr ARRAY<INT>, st STRUCT<a: INT, b: STRING>, m MAP<STRING, INT>");
+                  + " arr ARRAY<INT>, st STRUCT<a: INT, b: STRING>, m MAP<STRING, INT>,"
+                  + " blank STRING, nothing VOID");
 
   private WriterRows() {}
 
@@ -68,6 +72,8 @@ final class WriterRows {
     v[16] = i % 10 == 3 ? null : new GenericInternalRow(new Object[] {
         i % 3 == 0 ? null : i * 3, UTF8String.fromString("b" + i)});
     v[17] = i % 11 == 10 ? null : map(i);
+    v[18] = i % 2 == 0 ? null : UTF8String.EMPTY_UTF8; // no data bytes: an empty buffer
+    v[19] = null;
     return new GenericInternalRow(v);
   }
 

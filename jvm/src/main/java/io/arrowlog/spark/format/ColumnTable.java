@@ -48,7 +48,8 @@ final class ColumnTable {
    * Writes the table over its placeholders in {@code data[0, size)}, the one-batch IPC
    * file whose record batch is at {@code block}. Left dashes (readers then fetch the
    * object whole) where the batch's buffers do not map onto the fields as the readers
-   * count them, as Python leaves it.
+   * count them, or the placeholder is not found once in each copy of the schema, as
+   * Python leaves it.
    */
   static void fill(byte[] data, int size, List<Field> fields, ArrowBlock block) {
     int metaStart = Math.toIntExact(block.getOffset()) + 8;
@@ -88,14 +89,14 @@ final class ColumnTable {
     byte[] table = text.toString().getBytes(StandardCharsets.US_ASCII);
     int schemaEnd = 16 + Framing.le32(data, 12);
     int footerStart = size - 10 - Framing.le32(data, size - 10);
-    for (int slot :
-        new int[] {
-          ColumnRanges.tableSlot(data, 16, schemaEnd),
-          ColumnRanges.tableSlot(data, footerStart, size - 10)
-        }) {
-      if (slot < 0) {
-        throw new IllegalStateException("the column table's placeholder is not in the file");
-      }
+    int[] slots = {
+      ColumnRanges.tableSlot(data, 16, schemaEnd),
+      ColumnRanges.tableSlot(data, footerStart, size - 10)
+    };
+    if (slots[0] < 0 || slots[1] < 0) {
+      return; // the tag also in a name of the schema: left dashes, as Python leaves it
+    }
+    for (int slot : slots) {
       System.arraycopy(table, 0, data, slot, table.length);
     }
   }
