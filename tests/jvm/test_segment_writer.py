@@ -33,6 +33,7 @@ from arrowlog.format.segment.header import (
     HEAD_BYTES,
     HEADER_CRC_KEY,
     HEADER_KEY,
+    STATS_KEY,
     SegmentHeader,
     WriterIdentity,
     hex8,
@@ -170,6 +171,8 @@ def test_each_object_carries_the_column_statistics_python_computes(
     metadata = pa.ipc.open_file(pa.py_buffer(data)).schema.metadata
     expected = stats_metadata(dataclasses.replace(header, stats=want))
     assert {k: metadata[k] for k in expected} == expected
+    # and handed to the caller, for the ref that commits the object
+    assert (written / case / "stats.json").read_bytes() == expected[STATS_KEY]
 
 
 def test_numbers_in_statistics_are_written_as_python_writes_them(written: Path) -> None:

@@ -15,6 +15,7 @@ import io.arrowlog.spark.format.StagedHeader;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import org.apache.arrow.memory.BufferAllocator;
@@ -137,10 +138,14 @@ public final class WriterSelfTest {
       StagedHeader header =
           new StagedHeader(
               c.appendId(), c.rows(), c.ms(), PRODUCER_ID, PRODUCER_EPOCH, TRANSACTIONAL_ID);
-      byte[] data = SegmentWriter.staged(root, header, c.codec());
+      SegmentWriter.Encoded encoded = SegmentWriter.encode(root, header, c.codec());
+      byte[] data = encoded.bytes();
+      expect(Arrays.equals(SegmentWriter.staged(root, header, c.codec()), data),
+          "staged() writes what encode() does, and the same bytes twice");
       Path file = out.resolve(c.name()).resolve(header.at());
       Files.createDirectories(file.getParent());
       Files.write(file, data);
+      Files.writeString(out.resolve(c.name()).resolve("stats.json"), encoded.stats());
       Segment segment =
           new Segment(
               file.toString(), "t/0/" + header.at(), 10, 10 + c.rows(), 10, 10 + c.rows(),

@@ -53,6 +53,19 @@ public final class SegmentWriter {
    *     checksum tag or keys; {@code RecordBatchTooLargeError}: past 2 GiB encoded.
    */
   public static byte[] staged(VectorSchemaRoot root, StagedHeader header, Codec codec) {
+    return encode(root, header, codec).bytes();
+  }
+
+  /**
+   * A staged data object's bytes, and the column statistics written into it: JSON as a
+   * commit's ref carries them ({@code {"column":[min,max,nulls],...}}, arrowlog's {@code
+   * Ref.stats}; null when no column has any), so that the driver need not read them back
+   * from the object for the checkpoint's pruning.
+   */
+  public record Encoded(byte[] bytes, String stats) {}
+
+  /** {@link #staged}, with the statistics it wrote (same errors). */
+  public static Encoded encode(VectorSchemaRoot root, StagedHeader header, Codec codec) {
     int rows = root.getRowCount();
     if (rows < 1 || rows != header.recordCount()) {
       throw new ArrowLogException(
@@ -61,7 +74,8 @@ public final class SegmentWriter {
               + rows + " rows");
     }
     boolean tabled = ColumnTable.wanted(root);
-    Map<String, String> metadata = metadata(root, header);
+    String stats = ColumnStats.json(root);
+    Map<String, String> metadata = metadata(root.getSchema(), header, stats);
     if (tabled) {
       metadata.put(ColumnTable.KEY, ColumnTable.placeholder(root.getFieldVectors().size()));
     }
@@ -80,16 +94,17 @@ public final class SegmentWriter {
     for (int slot : slots) {
       System.arraycopy(value, 0, data, slot, 8);
     }
-    return size == data.length ? data : Arrays.copyOf(data, size);
+    return new Encoded(size == data.length ? data : Arrays.copyOf(data, size), stats);
   }
 
   /**
    * The schema metadata of the object: the topic's own entries, then arrowlog's (the
    * header, the column statistics, the file CRC's placeholder).
    */
-  private static Map<String, String> metadata(VectorSchemaRoot root, StagedHeader header) {
+  private static Map<String, String> metadata(
+      Schema schema, StagedHeader header, String stats) {
     Map<String, String> metadata = new LinkedHashMap<>();
-    Map<String, String> own = root.getSchema().getCustomMetadata();
+    Map<String, String> own = schema.getCustomMetadata();
     if (own != null) {
       for (Map.Entry<String, String> e : own.entrySet()) {
         if (e.getKey().startsWith("arrowlog.")) {
@@ -104,7 +119,6 @@ public final class SegmentWriter {
     String json = header.toJson();
     metadata.put(SegmentFile.HEADER_KEY, json);
     metadata.put(HEADER_CRC_KEY, crc32c(json));
-    String stats = ColumnStats.json(root);
     if (stats != null) {
       metadata.put(ColumnStats.KEY, stats);
       metadata.put(ColumnStats.CRC_KEY, crc32c(stats));
