@@ -5,7 +5,7 @@ Python writes golden files (:mod:`tests.jvm.golden`: segments of every codec,
 nested and dictionary-encoded columns, a compacted object, staged data objects
 and the commit object naming them, plan, check, relocate and error answers,
 the names both sides share); the Java self-test
-(``jvm/src/test/java/io/arrowlog/spark/GoldenSelfTest.java``), compiled here
+(``jvm/src/test/java/io/arrowlog/spark/GoldenSelfTest.java``), compiled
 with ``javac`` together with ``jvm/src/main`` against pyspark's jars and run
 with ``java``, reads them with the JVM reader's own classes and must read the
 rows the Python reader reads. A change on either side that the other does not
@@ -28,8 +28,8 @@ import pytest
 
 from arrowlog.format.segment import CRC_KEY, decode_segment
 from arrowlog.spark import plan_wire
-from arrowlog.spark.jvm import spark_jars
 from tests.jvm import golden
+from tests.jvm.jdk import run_java
 
 pytestmark = [
     pytest.mark.spark,
@@ -39,7 +39,6 @@ pytestmark = [
     ),
 ]
 
-JVM = Path(__file__).resolve().parents[2] / "jvm" / "src"
 #: the layers of the JVM reader's packages: each may use only those below it
 LAYERS = {
     "io.arrowlog.spark.errors": 0,
@@ -86,38 +85,16 @@ def _same_segment(a: bytes, b: bytes) -> bool:
 
 
 @pytest.fixture(scope="module")
-def self_test(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str, Path]]:
-    """The Java self-test compiled (as the Makefile compiles the jar, with the
-    test sources beside the main ones) and run on the committed goldens: its
-    exit code, its output and the directory it wrote its requests into."""
-    javac, java = shutil.which("javac"), shutil.which("java")
-    assert javac and java, "the JVM reader's contract needs a JDK (javac, java)"
-    work = tmp_path_factory.mktemp("jvm-self-test")
-    classes, out = work / "classes", work / "out"
-    classes.mkdir()
+def self_test(
+    jvm_classes: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[int, str, Path]]:
+    """The Java self-test (compiled with the main sources, see
+    tests/jvm/conftest.py) run on the committed goldens: its exit code, its
+    output and the directory it wrote its requests into."""
+    out = tmp_path_factory.mktemp("jvm-self-test") / "out"
     out.mkdir()
-    classpath = f"{spark_jars()}/*"
-    sources = sorted(str(p) for p in JVM.rglob("*.java"))
-    compiled = subprocess.run(
-        [
-            *(javac, "--release", "17", "-Xlint:all,-path,-serial,-classfile", "-Werror"),
-            *("-encoding", "UTF-8", "-cp", classpath, "-d", str(classes), *sources),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
-    ran = subprocess.run(
-        [
-            *(java, "--add-opens=java.base/java.nio=ALL-UNNAMED", "-cp", f"{classes}:{classpath}"),
-            *("io.arrowlog.spark.GoldenSelfTest", str(golden.GOLDEN), str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    yield ran.returncode, ran.stdout + ran.stderr, classes
+    ran = run_java(jvm_classes, "io.arrowlog.spark.GoldenSelfTest", str(golden.GOLDEN), str(out))
+    yield ran.returncode, ran.stdout + ran.stderr, out
 
 
 def test_the_jvm_reader_reads_the_golden_files_as_the_python_reader_does(
@@ -137,8 +114,8 @@ def test_the_jvm_reader_reads_the_golden_files_as_the_python_reader_does(
 def test_the_planner_parses_the_requests_the_jvm_sends(self_test: tuple[int, str, Path]) -> None:
     from pyspark.sql import datasource as ds
 
-    _, output, classes = self_test
-    lines = (classes.parent / "out" / "requests.jsonl").read_text().splitlines()
+    _, output, out = self_test
+    lines = (out / "requests.jsonl").read_text().splitlines()
     requests = [plan_wire.read_request(line) for line in lines]
     assert [r["kind"] for r in requests] == ["plan", "plan", "check", "relocate"], output
     assert all(r["options"] == {"path": "/golden/log", "topic": "t"} for r in requests)
@@ -165,16 +142,13 @@ def test_the_planner_parses_the_requests_the_jvm_sends(self_test: tuple[int, str
     assert relocate["relocate"] == {"key": "t/0/segments/5.arrow", "base": 5, "end": 8}
 
 
-def test_the_jvm_packages_use_only_the_layers_below_them(
-    self_test: tuple[int, str, Path],
-) -> None:
+def test_the_jvm_packages_use_only_the_layers_below_them(jvm_classes: Path) -> None:
     """errors, then format and vectors, then planning, then the DSv2 glue in
     io.arrowlog.spark: jdeps over the compiled classes finds no other edge."""
     jdeps = shutil.which("jdeps")
     assert jdeps, "the JVM reader's contract needs a JDK (jdeps)"
-    _, _, classes = self_test
     found = subprocess.run(
-        [jdeps, "-verbose:package", "-filter:none", "-e", r"io\.arrowlog\..*", str(classes)],
+        [jdeps, "-verbose:package", "-filter:none", "-e", r"io\.arrowlog\..*", str(jvm_classes)],
         capture_output=True,
         text=True,
         check=True,

@@ -39,7 +39,7 @@ public final class ColumnRanges {
   /** Columns closer than this are read in one request. */
   private static final long GAP = 256 * 1024;
 
-  private static final byte[] TAG = "arrowlog-columns:".getBytes(StandardCharsets.US_ASCII);
+  static final byte[] TAG = "arrowlog-columns:".getBytes(StandardCharsets.US_ASCII);
   private static final int OFFSET = 12;
   private static final ExecutorService POOL =
       Executors.newFixedThreadPool(
@@ -246,7 +246,7 @@ public final class ColumnRanges {
   }
 
   /** Where the table's text starts in {@code [lo, hi)}: after its one tag, or -1. */
-  private static int tableSlot(byte[] data, int lo, int hi) {
+  static int tableSlot(byte[] data, int lo, int hi) {
     int found = -1;
     for (int i = lo; i + TAG.length <= hi; i++) {
       if (data[i] == TAG[0] && Arrays.equals(data, i, i + TAG.length, TAG, 0, TAG.length)) {
@@ -259,7 +259,8 @@ public final class ColumnRanges {
     return found;
   }
 
-  private static int width(int columns) {
+  /** The characters of a column table of {@code columns} columns after its tag. */
+  static int width(int columns) {
     return (2 * OFFSET + 8) * (columns + 1) + 8;
   }
 
