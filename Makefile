@@ -71,12 +71,12 @@ test: lint
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not s3 and not spark and not slow"
 
-# The read tests (both readers, parity, S3) again with executors in JVMs and Python
-# workers of their own: nothing read may depend on the driver's process, files or
-# credentials.
+# The read tests (both readers, parity, S3) and the JVM writer's again with executors
+# in JVMs and Python workers of their own: nothing read or written may depend on the
+# driver's process, files or credentials.
 test-spark-cluster: setup
 	ARROWLOG_SPARK_MASTER='local-cluster[2,1,1024]' $(BIN)/python -m pytest -p no:cacheprovider \
-		tests/spark/test_spark_read.py tests/spark/test_jvm_reader.py
+		tests/spark/test_spark_read.py tests/spark/test_jvm_reader.py tests/spark/test_jvm_writer.py
 
 # The lower bound of the spark extra, read from pyproject.toml (its one source):
 # test-spark-min runs a read, a filtered read, a batch write and streaming reads

@@ -29,6 +29,7 @@ them as orphans).
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -95,7 +96,7 @@ def unwritable(log: arrowlog.ArrowLog, options: WriteOptions, spark_schema: str)
     if arrow.names != topic.schema.names:
         return f"columns {arrow.names} are not the topic's {topic.schema.names}, in order"
     for ours, theirs in zip(arrow, topic.schema, strict=True):
-        if not ours.type.equals(theirs.type):
+        if not _same_type(ours.type, theirs.type):
             return f"column {ours.name!r} is {ours.type}, the topic's is {theirs.type}"
     nested = [f.name for f in topic.schema if _not_null_inside(f.type)]
     if nested:
@@ -110,6 +111,15 @@ def unwritable(log: arrowlog.ArrowLog, options: WriteOptions, spark_schema: str)
     return None
 
 
+def _same_type(spark: pa.DataType, topic: pa.DataType) -> bool:
+    """Whether Spark's rows of Arrow type ``spark`` fill vectors of ``topic``'s
+    as they are: the same type, but for a timestamp's zone (Spark's values
+    are UTC instants; a zone names how to show them)."""
+    if pa.types.is_timestamp(spark) and pa.types.is_timestamp(topic):
+        return spark.unit == topic.unit and (spark.tz is None) == (topic.tz is None)
+    return bool(spark.equals(topic))
+
+
 def _not_null_inside(kind: pa.DataType) -> bool:
     """Whether a nested type has a not-null field anywhere inside it (a map's
     keys and entries are never null, in Spark as in Arrow: not those)."""
@@ -121,8 +131,6 @@ def _not_null_inside(kind: pa.DataType) -> bool:
 
 
 def _json(schema: str) -> dict[str, Any]:
-    import json
-
     parsed = json.loads(schema)
     if not isinstance(parsed, dict):
         raise ValueError("not a Spark schema")
@@ -180,10 +188,10 @@ def begin(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def commit(request: Mapping[str, Any]) -> dict[str, Any]:
     """Commit the staged objects ``refs`` (``[partition, at, records, bytes,
-    timestamp_ms, append_id]`` each, in the order each task wrote them, the
-    tasks in Spark's order) in the transaction ``begun`` (what
-    :func:`begin` answered), then the transaction. Returns the records
-    committed by partition."""
+    timestamp_ms, append_id, stats]`` each, stats as JSON or null, in the
+    order each task wrote them, the tasks in Spark's order) in the
+    transaction ``begun`` (what :func:`begin` answered), then the
+    transaction. Returns the records committed by partition."""
     from arrowlog.spark.sink import JobTransaction
 
     options = write_options(request)
@@ -254,14 +262,15 @@ def _refs(rows: Sequence[Sequence[Any]], pid: int, epoch: int, txn_id: str) -> l
     partition)."""
     refs = []
     sequence = 0
-    for _, at, records, size, timestamp_ms, append_id in rows:
+    for _, at, records, size, timestamp_ms, append_id, *rest in rows:
+        stats = json.loads(rest[0]) if rest and rest[0] is not None else None
         who = WriterIdentity(
             producer_id=pid, producer_epoch=epoch, base_sequence=sequence,
             transactional=True, transactional_id=txn_id,
         )  # fmt: skip
         ref = Ref(
             at=str(at), record_count=int(records), size=int(size),
-            timestamp_ms=int(timestamp_ms), append_id=str(append_id), identity=who,
+            timestamp_ms=int(timestamp_ms), append_id=str(append_id), identity=who, stats=stats,
         )  # fmt: skip
         refs.append(ref)
         sequence += int(records)

@@ -112,7 +112,8 @@ class WriteRequest(_WriteRequired, total=False):
     #: what ``write_begin`` answered (commit, abort)
     begun: dict[str, Any]
     #: the staged objects of the task attempts Spark committed (commit, abort):
-    #: ``[partition, at, records, bytes, timestamp_ms, append_id]`` each
+    #: ``[partition, at, records, bytes, timestamp_ms, append_id, stats]`` each
+    #: (stats: the column statistics' JSON, or null)
     refs: list[list[Any]]
 
 

@@ -145,3 +145,22 @@ def test_a_store_executors_cannot_upload_to_goes_to_the_python_sink(tmp_path: Pa
         {"options": {"path": "memory://x", "topic": "t"}, "schema": json.dumps(SPARK.jsonValue())}
     )
     assert answer["jvm"] is False
+
+
+def test_a_timestamp_column_of_any_zone_goes_to_the_jvm(tmp_path: Path) -> None:
+    """Spark's timestamps are UTC instants, whatever zone the topic shows them in."""
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    log = arrowlog.connect(str(tmp_path / "log"))
+    log.create_topic("z", pa.schema([pa.field("at", pa.timestamp("us", tz="Europe/Paris"))]))
+    log.create_topic("n", pa.schema([pa.field("at", pa.timestamp("us"))]))
+    aware = StructType([StructField("at", TimestampType())]).json()
+    naive = StructType([StructField("at", TimestampNTZType())]).json()
+    root = str(tmp_path / "log")
+
+    def check(topic: str, schema: str) -> bool:
+        answer = jvm_writing.check({"options": {"path": root, "topic": topic}, "schema": schema})
+        return bool(answer["jvm"])
+
+    assert check("z", aware) and check("n", naive)
+    assert not check("z", naive) and not check("n", aware)

@@ -146,11 +146,16 @@ def test_session_level_keys_work_as_in_delta(spark: Any, tmp_path: Path) -> None
         # options win over the session's keys
         assert save(df, spec.url, {**plain, "txnAppId": "session-app", "txnVersion": "2"})
         assert committed_ids(log, "w") == sorted(list(range(200)) * 2)
-        # df.write cannot see the session's keys: the job is refused before a row
-        # is written, rather than run without the idempotence it asked for
+        # df.write through the JVM writer reads the session's keys as save()
+        # does: version 2 is done, nothing is written
         before = log.end_offsets("w")
+        spark.conf.set(SESSION_VERSION, "2")
+        writer(df, spec, topic="w").save()
+        assert log.end_offsets("w") == before
+        # the Python source cannot see them: the job is refused before a row is
+        # written, rather than run without the idempotence it asked for
         with pytest.raises(Exception, match="cannot read it"):
-            writer(df, spec, topic="w").save()
+            writer(df, spec, topic="w").option("writer", "python").save()
         assert log.end_offsets("w") == before
         assert log.stable_offsets("w") == before
         spark.conf.unset(SESSION_VERSION)  # half a pair, as Delta refuses it

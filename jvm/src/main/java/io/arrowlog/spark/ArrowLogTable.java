@@ -1,10 +1,14 @@
 package io.arrowlog.spark;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import io.arrowlog.spark.errors.ArrowLogException;
 import io.arrowlog.spark.planning.MetadataColumns;
 import io.arrowlog.spark.planning.PlanWire;
 import io.arrowlog.spark.planning.Planner;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.Set;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -76,8 +80,32 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
     return new ArrowLogScanBuilder(delegate, options, schema, meta, planner);
   }
 
+  /**
+   * A JVM write, unless option {@link OptionNames#WRITER} says {@code python} or the
+   * planner says the JVM cannot write this DataFrame to this topic (then the Python source
+   * writes it, and raises its errors). The session's idempotence keys are options here too:
+   * the JVM can read them, where the Python source cannot.
+   */
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-    return ((SupportsWrite) python).newWriteBuilder(info);
+    WriteBuilder delegate = ((SupportsWrite) python).newWriteBuilder(info);
+    String writer = info.options().getOrDefault(OptionNames.WRITER, OptionNames.READER_JVM);
+    if (!writer.equalsIgnoreCase(OptionNames.READER_JVM)) {
+      return delegate;
+    }
+    Map<String, String> options = new HashMap<>(info.options().asCaseSensitiveMap());
+    SparkSession session = SparkSession.active();
+    for (String key : OptionNames.SESSION_WRITE_KEYS) {
+      String value = session.conf().get(key, null);
+      if (value != null && !info.options().containsKey(key)) {
+        options.put(key, value);
+      }
+    }
+    JsonNode check =
+        planner.write(PlanWire.WRITE_CHECK, options, r -> r.put("schema", info.schema().json()));
+    if (!check.path("jvm").asBoolean()) {
+      return delegate;
+    }
+    return new ArrowLogWriteBuilder(options, info.schema(), planner, delegate);
   }
 }

@@ -14,6 +14,13 @@ final class OptionNames {
 
   static final String READER_JVM = "jvm";
   static final String READER_PYTHON = "python";
+  /** Who writes a batch: the JVM (the default, where it can) or {@link #READER_PYTHON}. */
+  static final String WRITER = "writer";
+
+  /** The session's idempotence keys of a batch write (options win over them). */
+  static final List<String> SESSION_WRITE_KEYS =
+      List.of("spark.arrowlog.write.txnAppId", "spark.arrowlog.write.txnVersion");
+
   /** What a read subscribes to, as its description names it. */
   static final String TOPIC = "topic";
 

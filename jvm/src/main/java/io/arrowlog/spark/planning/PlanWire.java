@@ -33,6 +33,12 @@ public final class PlanWire {
   static final String PLAN = "plan";
   static final String CHECK = "check";
   static final String RELOCATE = "relocate";
+  /** The kinds of a batch write's requests (arrowlog/spark/jvm_writing.py answers them). */
+  public static final String WRITE_CHECK = "write_check";
+
+  public static final String WRITE_BEGIN = "write_begin";
+  public static final String WRITE_COMMIT = "write_commit";
+  public static final String WRITE_ABORT = "write_abort";
   static final String OPTIONS = "options";
   static final String COLUMNS = "columns";
   static final String FILTERS = "filters";
@@ -110,6 +116,11 @@ public final class PlanWire {
     wanted.put(BASE, segment.base());
     wanted.put(END, segment.end());
     return request;
+  }
+
+  /** A batch write's request of {@code kind} ({@link #WRITE_CHECK}, ...), its fields to add. */
+  public static ObjectNode writeRequest(String kind, Map<String, String> options) {
+    return request(kind, options);
   }
 
   private static ObjectNode request(String kind, Map<String, String> options) {

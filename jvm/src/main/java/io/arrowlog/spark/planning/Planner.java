@@ -1,9 +1,12 @@
 package io.arrowlog.spark.planning;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.arrowlog.spark.errors.ArrowLogException;
 import io.arrowlog.spark.format.Segment;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 import org.apache.spark.sql.errors.QueryCompilationErrors;
 import org.apache.spark.sql.sources.Filter;
@@ -63,6 +66,22 @@ public final class Planner {
   public Segment relocate(Map<String, String> options, Segment segment) {
     JsonNode answer = process.exchange(python(), PlanWire.relocateRequest(options, segment));
     return PlanWire.relocated(answer, segment);
+  }
+
+  /**
+   * A batch write's step {@code kind} (a {@code PlanWire.WRITE_*}) with {@code options},
+   * the request's other fields set by {@code fields}; the answer. An error answer is raised
+   * as the Python error, in one line.
+   */
+  public JsonNode write(String kind, Map<String, String> options, Consumer<ObjectNode> fields) {
+    ObjectNode request = PlanWire.writeRequest(kind, options);
+    fields.accept(request);
+    JsonNode answer = process.exchange(python(), request);
+    PlanWire.Failure e = PlanWire.failure(answer);
+    if (e != null) {
+      throw new ArrowLogException(e.type(), e.message());
+    }
+    return answer;
   }
 
   /** Throws {@code t}, checked or not (Spark's AnalysisException is checked in Java). */

@@ -1,0 +1,111 @@
+package io.arrowlog.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.arrowlog.spark.errors.ArrowLogException;
+import io.arrowlog.spark.planning.PlanWire;
+import io.arrowlog.spark.planning.Planner;
+import java.util.HashMap;
+import java.util.Map;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * A batch write on the JVM: executors encode and upload staged data objects ({@link
+ * StagedDataWriter}), the driver's planner process begins the job's transaction and commits
+ * what the task attempts Spark committed (arrowlog/spark/jvm_writing.py). Anything else a
+ * builder is asked (an overwrite) is the Python source's to answer.
+ */
+final class ArrowLogWriteBuilder implements WriteBuilder, SupportsTruncate {
+  private final Map<String, String> options;
+  private final StructType schema;
+  private final Planner planner;
+  private final WriteBuilder python;
+
+  ArrowLogWriteBuilder(
+      Map<String, String> options, StructType schema, Planner planner, WriteBuilder python) {
+    this.options = options;
+    this.schema = schema;
+    this.planner = planner;
+    this.python = python;
+  }
+
+  @Override
+  public WriteBuilder truncate() {
+    if (python instanceof SupportsTruncate truncating) {
+      return truncating.truncate();
+    }
+    throw new ArrowLogException("InvalidConfigError", "arrowlog appends: it cannot overwrite");
+  }
+
+  @Override
+  public Write build() {
+    return new Write() {
+      @Override
+      public String description() {
+        return "arrowlog (JVM writer)";
+      }
+
+      @Override
+      public BatchWrite toBatch() {
+        return new JobWrite(options, schema, planner);
+      }
+    };
+  }
+
+  /** The job: begun when Spark asks for the writers, committed or aborted by the driver. */
+  static final class JobWrite implements BatchWrite {
+    private final Map<String, String> options;
+    private final StructType schema;
+    private final Planner planner;
+    private JsonNode begun;
+
+    JobWrite(Map<String, String> options, StructType schema, Planner planner) {
+      this.options = new HashMap<>(options);
+      this.schema = schema;
+      this.planner = planner;
+    }
+
+    @Override
+    public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+      begun =
+          planner.write(PlanWire.WRITE_BEGIN, options, r -> r.put("schema", schema.json()));
+      return new StagedWriterFactory(begun, schema);
+    }
+
+    @Override
+    public boolean useCommitCoordinator() {
+      return true; // one attempt of each task commits: a speculative copy's objects stay unnamed
+    }
+
+    @Override
+    public void commit(WriterCommitMessage[] messages) {
+      planner.write(
+          PlanWire.WRITE_COMMIT,
+          options,
+          r -> {
+            r.set("begun", begun);
+            StagedCommit.refs(messages, r.putArray("refs"));
+          });
+    }
+
+    @Override
+    public void abort(WriterCommitMessage[] messages) {
+      if (begun == null) {
+        return; // nothing began
+      }
+      planner.write(
+          PlanWire.WRITE_ABORT,
+          options,
+          r -> {
+            r.set("begun", begun);
+            StagedCommit.refs(messages, r.putArray("refs"));
+          });
+    }
+  }
+}

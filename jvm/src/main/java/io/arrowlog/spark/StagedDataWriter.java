@@ -1,0 +1,239 @@
+package io.arrowlog.spark;
+
+import io.arrowlog.spark.errors.ArrowLogException;
+import io.arrowlog.spark.format.SegmentWriter;
+import io.arrowlog.spark.format.StagedHeader;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.zip.CRC32C;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ReadChannel;
+import org.apache.arrow.vector.ipc.message.MessageSerializer;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.util.ArrowUtils;
+
+/**
+ * One task attempt of a JVM write: routes each row to its partition (by the key's text, as
+ * {@code Producer.send_keyed} and the Python sink route it), fills that partition's Arrow
+ * vectors with Spark's own converter, and every {@code rowsPerBatch} rows or {@code budget}
+ * bytes encodes them as a staged data object and uploads it under a key of its own. The
+ * commit message names the objects; the driver commits them, or nobody does.
+ */
+final class StagedDataWriter implements DataWriter<InternalRow> {
+  private static final byte[] NONE = "None".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] TRUE = "True".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] FALSE = "False".getBytes(StandardCharsets.US_ASCII);
+
+  private final StagedWriterFactory job;
+  private final int defaultPartition;
+  private final BufferAllocator allocator;
+  private final Schema schema;
+  private final Pending[] pending;
+  private final List<StagedCommit.Ref> refs = new ArrayList<>();
+  private final List<Path> uploaded = new ArrayList<>();
+  private final CRC32C crc = new CRC32C();
+
+  /** One partition's rows not yet uploaded. */
+  private static final class Pending {
+    final VectorSchemaRoot root;
+    final ArrowWriter writer;
+    long rows;
+
+    Pending(VectorSchemaRoot root) {
+      this.root = root;
+      this.writer = ArrowWriter.create(root);
+    }
+  }
+
+  StagedDataWriter(StagedWriterFactory job, int defaultPartition) {
+    this.job = job;
+    this.defaultPartition = defaultPartition;
+    this.allocator =
+        ArrowUtils.rootAllocator().newChildAllocator("arrowlog-writer", 0, Long.MAX_VALUE);
+    this.schema = readSchema(job.schema);
+    this.pending = new Pending[job.partitions];
+  }
+
+  private static Schema readSchema(byte[] message) {
+    try {
+      return MessageSerializer.deserializeSchema(
+          new ReadChannel(Channels.newChannel(new ByteArrayInputStream(message))));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  @Override
+  public void write(InternalRow row) {
+    if (job.skip) {
+      return; // this version was committed already: nothing is written
+    }
+    int p = route(row);
+    Pending at = pending[p];
+    if (at == null) {
+      at = pending[p] = new Pending(VectorSchemaRoot.create(schema, allocator));
+    }
+    at.writer.write(row);
+    at.rows++;
+    if (at.rows >= job.rowsPerBatch || at.writer.sizeInBytes() >= job.budget) {
+      flush(p, at);
+    }
+  }
+
+  private int route(InternalRow row) {
+    int k = job.keyOrdinal;
+    if (k < 0) {
+      return defaultPartition;
+    }
+    byte[] text;
+    if (row.isNullAt(k)) {
+      text = NONE;
+    } else {
+      text =
+          switch (job.keyKind) {
+            case STRING -> row.getUTF8String(k).getBytes();
+            case LONG -> ascii(Long.toString(row.getLong(k)));
+            case INT -> ascii(Integer.toString(row.getInt(k)));
+            case SHORT -> ascii(Short.toString(row.getShort(k)));
+            case BYTE -> ascii(Byte.toString(row.getByte(k)));
+            case BOOLEAN -> row.getBoolean(k) ? TRUE : FALSE;
+          };
+    }
+    crc.reset();
+    crc.update(text);
+    return (int) (crc.getValue() % job.partitions);
+  }
+
+  private static byte[] ascii(String digits) {
+    return digits.getBytes(StandardCharsets.US_ASCII);
+  }
+
+  private void flush(int p, Pending at) {
+    at.writer.finish();
+    checkNulls(at.root);
+    upload(p, at.root);
+    at.writer.reset();
+    at.rows = 0;
+  }
+
+  private void checkNulls(VectorSchemaRoot root) {
+    for (int i = 0; i < job.nullable.length; i++) {
+      if (!job.nullable[i] && root.getVector(i).getNullCount() > 0) {
+        throw new ArrowLogException(
+            "SchemaMismatchError",
+            "column '" + job.names[i] + "' holds nulls, but the topic has it not null");
+      }
+    }
+  }
+
+  /** Encodes and uploads {@code root}'s rows, in halves while a segment would be too large. */
+  private void upload(int p, VectorSchemaRoot root) {
+    long now = System.currentTimeMillis();
+    String appendId = UUID.randomUUID().toString().replace("-", "");
+    StagedHeader header =
+        new StagedHeader(
+            appendId, root.getRowCount(), now, job.producerId, job.epoch, job.transactionalId);
+    SegmentWriter.Encoded encoded = SegmentWriter.encode(root, header, job.codec);
+    byte[] data = encoded.bytes();
+    if (data.length > job.maxBytes) {
+      int rows = root.getRowCount();
+      if (rows <= 1) {
+        throw new ArrowLogException(
+            "RecordBatchTooLargeError",
+            "a row encodes to " + data.length + " bytes, over the topic's max_batch_bytes ("
+                + job.maxBytes + ")");
+      }
+      try (VectorSchemaRoot first = root.slice(0, rows / 2);
+          VectorSchemaRoot second = root.slice(rows / 2, rows - rows / 2)) {
+        upload(p, first);
+        upload(p, second);
+      }
+      return;
+    }
+    Path target = Path.of(job.directories[p]).resolve(header.at());
+    put(target, data);
+    refs.add(
+        new StagedCommit.Ref(
+            p, header.at(), root.getRowCount(), data.length, now, appendId, encoded.stats()));
+  }
+
+  /** Writes {@code data} under {@code target} whole or not at all, as the local store does. */
+  private void put(Path target, byte[] data) {
+    try {
+      Files.createDirectories(target.getParent());
+      Path tmp = Files.createTempFile(Path.of(job.temporary), "staged-", ".tmp");
+      try {
+        try (FileChannel out = FileChannel.open(tmp, StandardOpenOption.WRITE)) {
+          ByteBuffer buffer = ByteBuffer.wrap(data);
+          while (buffer.hasRemaining()) {
+            out.write(buffer);
+          }
+          if (job.fsync) {
+            out.force(true);
+          }
+        }
+        Files.createLink(target, tmp);
+      } finally {
+        Files.deleteIfExists(tmp);
+      }
+      uploaded.add(target);
+      if (job.fsync) {
+        try (FileChannel dir = FileChannel.open(target.getParent(), StandardOpenOption.READ)) {
+          dir.force(true);
+        }
+      }
+    } catch (FileAlreadyExistsException e) {
+      throw new ArrowLogException("ArrowLogError", "staged object exists already: " + target, e);
+    } catch (IOException e) {
+      throw new ArrowLogException("StoreError", "cannot write " + target + ": " + e, e);
+    }
+  }
+
+  @Override
+  public WriterCommitMessage commit() {
+    for (int p = 0; p < pending.length; p++) {
+      if (pending[p] != null && pending[p].rows > 0) {
+        flush(p, pending[p]);
+      }
+    }
+    return new StagedCommit(List.copyOf(refs));
+  }
+
+  @Override
+  public void abort() {
+    for (Path path : uploaded) {
+      try {
+        Files.deleteIfExists(path);
+      } catch (IOException e) {
+        // an object left behind is an orphan no commit names: vacuum reports it
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    for (Pending at : pending) {
+      if (at != null) {
+        at.root.close();
+      }
+    }
+    allocator.close();
+  }
+}
