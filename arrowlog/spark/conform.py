@@ -32,7 +32,7 @@ from arrowlog.spark.time_zones import (
 #: what each metadata column of a DataFrame read from arrowlog holds: a column
 #: of that name and kind that the topic lacks is one, and is dropped; of another
 #: kind it is the user's own, and refused like any other extra column
-_METADATA_TYPES: dict[str, Callable[[pa.DataType], bool]] = {
+METADATA_TYPES: dict[str, Callable[[pa.DataType], bool]] = {
     "topic": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
     "partition": pa.types.is_integer,
     "offset": pa.types.is_integer,
@@ -75,7 +75,7 @@ def conform(
         n
         for n in names
         if n not in schema.names
-        and not (n in metadata and _METADATA_TYPES[metadata[n]](batch.schema.field(n).type))
+        and not (n in metadata and METADATA_TYPES[metadata[n]](batch.schema.field(n).type))
     ]
     if extra:
         raise arrowlog.SchemaMismatchError(

@@ -81,21 +81,22 @@ def check(request: Mapping[str, Any]) -> dict[str, Any]:
 def unwritable(log: arrowlog.ArrowLog, options: WriteOptions, spark_schema: str) -> str | None:
     """Why the JVM cannot write a DataFrame of ``spark_schema`` (Spark's JSON)
     to the topic of ``options``, or None."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType
-
     if not isinstance(log.store, LocalStore):
         return f"the JVM writer uploads to local directories, not to {log.store.url}"
     topic = log.topic(options.topic)
     if topic.config.compression not in _CODECS:
         return f"the JVM writer does not encode {topic.config.compression.value}"
     try:
-        arrow = to_arrow_schema(StructType.fromJson(_json(spark_schema)), timezone="UTC")
+        arrow = arrow_of(spark_schema)
     except (TypeError, ValueError) as e:  # a Spark type without an Arrow one
         return f"a column Spark does not convert to Arrow: {e}"
-    if arrow.names != topic.schema.names:
-        return f"columns {arrow.names} are not the topic's {topic.schema.names}, in order"
-    for ours, theirs in zip(arrow, topic.schema, strict=True):
+    width = len(topic.schema)
+    if arrow.names[:width] != topic.schema.names:
+        return f"columns {arrow.names} do not start with the topic's {topic.schema.names}, in order"
+    extras = _extras(arrow, topic.schema)
+    if extras is None:
+        return f"columns {arrow.names[width:]} after the topic's are not those of a read of it"
+    for ours, theirs in zip(arrow, topic.schema, strict=False):
         if not _same_type(ours.type, theirs.type):
             return f"column {ours.name!r} is {ours.type}, the topic's is {theirs.type}"
     nested = [f.name for f in topic.schema if _not_null_inside(f.type)]
@@ -109,6 +110,44 @@ def unwritable(log: arrowlog.ArrowLog, options: WriteOptions, spark_schema: str)
         if not (pa.types.is_string(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
             return f"keyColumn {key!r} of type {kind}: only strings, integers and booleans"
     return None
+
+
+def arrow_of(spark_schema: str) -> pa.Schema:
+    """The Arrow schema Spark's rows of ``spark_schema`` (its JSON) convert to.
+
+    Raises:
+        TypeError, ValueError: a column of a type Arrow has none for.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    return to_arrow_schema(StructType.fromJson(_json(spark_schema)), timezone="UTC")
+
+
+def _extras(arrow: pa.Schema, schema: pa.Schema) -> dict[str, str] | None:
+    """The columns of ``arrow`` after the topic's (``schema``'s), by their
+    role: the metadata columns of a read from arrowlog (``topic``,
+    ``partition``, ``offset``, ``timestamp``, under the names such a read
+    gives them), which the Python sink drops too; None for any other column."""
+    from arrowlog.read.scan import metadata_names
+    from arrowlog.spark.conform import METADATA_TYPES
+
+    roles = {name: role for role, name in metadata_names(schema).items()}
+    found = {}
+    for field in list(arrow)[len(schema) :]:
+        role = roles.get(field.name)
+        if role is None or role in found or not METADATA_TYPES[role](field.type):
+            return None
+        found[role] = field.name
+    return found
+
+
+def partition_column(arrow: pa.Schema, options: WriteOptions, schema: pa.Schema) -> str | None:
+    """The column that routes rows, where no ``keyColumn`` does: a read's
+    ``partition`` column, as the Python sink routes by it."""
+    if options.key_column is not None:
+        return None
+    return (_extras(arrow, schema) or {}).get("partition")
 
 
 def _same_type(spark: pa.DataType, topic: pa.DataType) -> bool:
@@ -175,6 +214,9 @@ def begin(request: Mapping[str, Any]) -> dict[str, Any]:
             "max_bytes": topic.config.max_batch_bytes,
             "rows_per_batch": options.rows_per_batch,
             "key": options.key_column,
+            "partition_column": partition_column(
+                arrow_of(request["schema"]), options, topic.schema
+            ),
             "nullable": [f.nullable for f in topic.schema],
             "directories": [
                 str(store.root / partition_dir(topic.prefix, p)) for p in range(topic.partitions)

@@ -126,6 +126,7 @@ def test_a_rerun_fences_the_first_attempt_whose_commit_then_fails(root: str) -> 
             "the topic's is int64",
         ),
         (SPARK, {"keyColumn": "nope"}, "not a column"),
+        (StructType([*SPARK.fields, StructField("extra", LongType())]), {}, "not those of a read"),
         (SPARK, {"writer": "scala"}, "expected jvm or python"),
     ],
 )

@@ -196,3 +196,37 @@ def test_a_rerun_of_a_committed_version_writes_nothing(spark: Any, tmp_path: Pat
         write(df, spec, topic, keyColumn="s", txnAppId="load", txnVersion="4")
     assert committed_ids(log, topic) == list(range(300))
     assert staged_batches(log, topic)[0] > 0
+
+
+def test_a_dataframe_read_from_arrowlog_is_written_back_by_its_partition_column(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Its metadata columns drop, and each row goes to the partition it came
+    from, as the Python sink writes it back."""
+    spec = local(tmp_path)
+    log = spec.connect()
+    source, copy = fresh_name(), fresh_name()
+    for topic in (source, copy):
+        log.create_topic(topic, TOPIC_SCHEMA, partitions=3)
+    write(keyed_frame(spark, 900), spec, source, keyColumn="s")
+    read = spark.read.format("arrowlog").option("topic", source).load(spec.url)
+    write(read, spec, copy)
+    assert staged_batches(log, copy)[0] > 0, "not written by the JVM writer"
+    consumer = log.consumer()
+    for p in range(3):
+        assert consumer.read(copy, p).sort_by("id").equals(consumer.read(source, p).sort_by("id"))
+
+
+def test_a_partition_column_outside_the_topic_fails_the_job_and_commits_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    spec = local(tmp_path)
+    log = spec.connect()
+    topic = fresh_name()
+    log.create_topic(topic, TOPIC_SCHEMA, partitions=2)
+    df = keyed_frame(spark, 100).selectExpr("*", "cast(id % 3 as int) as partition")
+    with pytest.raises(
+        Exception, match="UnknownTopicOrPartitionError: column partition has value 2"
+    ):
+        write(df, spec, topic)
+    assert committed_ids(log, topic) == []

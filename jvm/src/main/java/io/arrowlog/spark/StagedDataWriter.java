@@ -100,7 +100,7 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
   private int route(InternalRow row) {
     int k = job.keyOrdinal;
     if (k < 0) {
-      return defaultPartition;
+      return job.partitionOrdinal < 0 ? defaultPartition : byColumn(row);
     }
     byte[] text;
     if (row.isNullAt(k)) {
@@ -119,6 +119,31 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
     crc.reset();
     crc.update(text);
     return (int) (crc.getValue() % job.partitions);
+  }
+
+  /** The partition a read's {@code partition} column gives, as the Python sink checks it. */
+  private int byColumn(InternalRow row) {
+    int c = job.partitionOrdinal;
+    if (row.isNullAt(c)) {
+      throw new ArrowLogException(
+          "SchemaMismatchError",
+          "column " + job.partitionName + " has null(s): every row needs a partition");
+    }
+    long p =
+        switch (job.partitionKind) {
+          case LONG -> row.getLong(c);
+          case INT -> row.getInt(c);
+          case SHORT -> row.getShort(c);
+          case BYTE -> row.getByte(c);
+          default -> throw new IllegalStateException("partition column of " + job.partitionKind);
+        };
+    if (p < 0 || p >= job.partitions) {
+      throw new ArrowLogException(
+          "UnknownTopicOrPartitionError",
+          "column partition has value " + p + ", outside 0.." + (job.partitions - 1)
+              + " of the topic");
+    }
+    return (int) p;
   }
 
   private static byte[] ascii(String digits) {

@@ -42,6 +42,11 @@ final class StagedWriterFactory implements DataWriterFactory {
   final long rowsPerBatch;
   final int keyOrdinal;
   final KeyKind keyKind;
+  /** Where no key routes rows: the ordinal of a read's {@code partition} column, or -1. */
+  final int partitionOrdinal;
+
+  final KeyKind partitionKind;
+  final String partitionName;
   final int partitions;
   final boolean[] nullable;
   final String[] names;
@@ -71,9 +76,19 @@ final class StagedWriterFactory implements DataWriterFactory {
       keyOrdinal = sparkSchema.fieldIndex(key.asText());
       keyKind = kindOf(sparkSchema.fields()[keyOrdinal].dataType(), key.asText());
     }
+    JsonNode column = begun.path("partition_column");
+    if (column.isNull() || column.isMissingNode()) {
+      partitionOrdinal = -1;
+      partitionKind = null;
+      partitionName = null;
+    } else {
+      partitionName = column.asText();
+      partitionOrdinal = sparkSchema.fieldIndex(partitionName);
+      partitionKind = kindOf(sparkSchema.fields()[partitionOrdinal].dataType(), partitionName);
+    }
     names = sparkSchema.fieldNames();
-    nullable = new boolean[names.length];
-    for (int i = 0; i < names.length; i++) {
+    nullable = new boolean[begun.path("nullable").size()]; // the topic's columns
+    for (int i = 0; i < nullable.length; i++) {
       nullable[i] = begun.path("nullable").path(i).asBoolean(true);
     }
     JsonNode dirs = begun.path("directories");
