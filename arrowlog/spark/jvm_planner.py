@@ -311,6 +311,7 @@ def write(request: plan_wire.WriteRequest) -> plan_wire.WriteAnswer:
     steps = {
         "write_check": jvm_writing.check,
         "write_begin": jvm_writing.begin,
+        "write_sign": jvm_writing.sign,
         "write_commit": jvm_writing.commit,
         "write_abort": jvm_writing.abort,
     }

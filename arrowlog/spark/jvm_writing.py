@@ -39,10 +39,11 @@ import arrowlog
 from arrowlog.config import Compression
 from arrowlog.errors import InvalidConfigError
 from arrowlog.format.segment import Ref, WriterIdentity
-from arrowlog.format.topic import partition_dir
+from arrowlog.format.topic import parse_staged_name, partition_dir, staged_at
 from arrowlog.partition.staged import MAX_REFS
 from arrowlog.spark.options import WriteOptions
 from arrowlog.spark.writing import segment_budget
+from arrowlog.storage import Store
 from arrowlog.storage.local import LocalStore
 from arrowlog.txn.distributed import join_partitions
 from arrowlog.txn.producer_ids import allocate_producer_id
@@ -81,8 +82,11 @@ def check(request: Mapping[str, Any]) -> dict[str, Any]:
 def unwritable(log: arrowlog.ArrowLog, options: WriteOptions, spark_schema: str) -> str | None:
     """Why the JVM cannot write a DataFrame of ``spark_schema`` (Spark's JSON)
     to the topic of ``options``, or None."""
-    if not isinstance(log.store, LocalStore):
-        return f"the JVM writer uploads to local directories, not to {log.store.url}"
+    if upload_kind(log.store) is None:
+        return (
+            f"executors cannot upload to {log.store.url} without its credentials "
+            "(the JVM writer takes a local directory, or a store that pre-signs uploads)"
+        )
     topic = log.topic(options.topic)
     if topic.config.compression not in _CODECS:
         return f"the JVM writer does not encode {topic.config.compression.value}"
@@ -200,9 +204,7 @@ def begin(request: Mapping[str, Any]) -> dict[str, Any]:
         producer_id = -1
         if not writer.skip:
             producer_id = allocate_producer_id(log, writer.transactional_id)
-        store = log.store
-        assert isinstance(store, LocalStore)  # unwritable() said so
-        return {
+        answer = {
             "skip": writer.skip,
             "transactional_id": writer.transactional_id,
             "epoch": writer.epoch,
@@ -218,12 +220,60 @@ def begin(request: Mapping[str, Any]) -> dict[str, Any]:
                 arrow_of(request["schema"]), options, topic.schema
             ),
             "nullable": [f.nullable for f in topic.schema],
-            "directories": [
-                str(store.root / partition_dir(topic.prefix, p)) for p in range(topic.partitions)
-            ],
-            "temporary": str(store.temporary_directory()),
-            "fsync": store.fsync,
+            "upload": upload_kind(log.store),
         }
+        store = log.store
+        if isinstance(store, LocalStore):
+            answer["directories"] = [
+                str(store.root / partition_dir(topic.prefix, p)) for p in range(topic.partitions)
+            ]
+            answer["temporary"] = str(store.temporary_directory())
+            answer["fsync"] = store.fsync
+        return answer
+    finally:
+        log.close()
+
+
+def upload_kind(store: Store) -> str | None:
+    """How executors upload to ``store`` with no credentials: ``local`` (a
+    directory they write), ``presigned`` (a URL the driver signs for each
+    object), or None: they cannot."""
+    if isinstance(store, LocalStore):
+        return "local"
+    if callable(getattr(store, "presigned_put", None)):
+        return "presigned"
+    return None
+
+
+#: a pre-signed upload URL lasts this long: an executor asks for one right
+#: before it uploads
+UPLOAD_EXPIRY_S = 3600
+
+
+def sign(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Pre-signed PUT URLs for the staged objects ``keys`` (``[partition,
+    at]`` each) of the job ``begun``. Only a staged object of a transaction,
+    under a partition of the topic, is signed: the URL can write nothing
+    else.
+
+    Raises:
+        InvalidConfigError: a key that is no such object.
+    """
+    options = write_options(request)
+    log = arrowlog.connect(options.root, options.storage)
+    try:
+        topic = log.topic(options.topic)
+        presign = getattr(log.store, "presigned_put", None)
+        if presign is None:
+            raise InvalidConfigError(f"{log.store.url} does not pre-sign uploads")
+        urls = []
+        for p, at in request["keys"]:
+            name = parse_staged_name(str(at))
+            good = name is not None and name.transactional and name.producer_id < 0
+            if not (good and name and staged_at(name) == at and 0 <= int(p) < topic.partitions):
+                raise InvalidConfigError(f"not a staged object of this job: {p}/{at}")
+            urls.append(presign(partition_dir(topic.prefix, int(p)) + str(at), UPLOAD_EXPIRY_S))
+        return {"urls": urls}
     finally:
         log.close()
 
@@ -319,4 +369,4 @@ def _refs(rows: Sequence[Sequence[Any]], pid: int, epoch: int, txn_id: str) -> l
     return refs
 
 
-__all__ = ["abort", "begin", "check", "commit", "unwritable"]
+__all__ = ["abort", "begin", "check", "commit", "sign", "unwritable", "upload_kind"]

@@ -29,15 +29,16 @@ from arrowlog.read.scan import ScanTask
 
 VERSION: Final = 1
 
-WriteKind = Literal["write_check", "write_begin", "write_commit", "write_abort"]
+WriteKind = Literal["write_check", "write_begin", "write_sign", "write_commit", "write_abort"]
 Kind = Literal["plan", "check", "relocate"] | WriteKind
 #: what a request asks: a read's tasks, whether the JVM can read its topic,
 #: where a segment removed since the plan lies now, or a batch write's steps
 KINDS: Final[tuple[Kind, ...]] = (
-    "plan", "check", "relocate", "write_check", "write_begin", "write_commit", "write_abort",
+    "plan", "check", "relocate",
+    "write_check", "write_begin", "write_sign", "write_commit", "write_abort",
 )  # fmt: skip
 #: the kinds of a batch write's requests (:mod:`arrowlog.spark.jvm_writing` answers them)
-WRITE_KINDS: Final = ("write_check", "write_begin", "write_commit", "write_abort")
+WRITE_KINDS: Final = ("write_check", "write_begin", "write_sign", "write_commit", "write_abort")
 
 #: the Spark filters a plan request may carry (pyspark.sql.datasource's names);
 #: the JVM leaves out any other, and any value of a type without a tag below
@@ -109,8 +110,10 @@ class _WriteRequired(TypedDict):
 class WriteRequest(_WriteRequired, total=False):
     #: the DataFrame's Spark schema as JSON (check, begin)
     schema: str
-    #: what ``write_begin`` answered (commit, abort)
+    #: what ``write_begin`` answered (sign, commit, abort)
     begun: dict[str, Any]
+    #: the staged objects to pre-sign uploads of (sign): ``[partition, at]`` each
+    keys: list[list[Any]]
     #: the staged objects of the task attempts Spark committed (commit, abort):
     #: ``[partition, at, records, bytes, timestamp_ms, append_id, stats]`` each
     #: (stats: the column statistics' JSON, or null)

@@ -213,6 +213,19 @@ class ObjectStore:
             raise _map_error(e, key, write=False) from e
         return url
 
+    def presigned_put(self, key: str, expires_s: int) -> str:
+        """A URL that PUTs ``key`` without credentials for ``expires_s`` seconds
+        (for Spark's executors, which upload staged objects under keys of
+        their own: a plain PUT, no condition)."""
+        import datetime
+
+        check_key(key)
+        try:
+            url: str = obstore.sign(self._store, "PUT", key, datetime.timedelta(seconds=expires_s))
+        except Exception as e:
+            raise _map_error(e, key, write=True) from e
+        return url
+
     def get_range(self, key: str, start: int, end: int) -> bytes:
         return self.get_range_tagged(key, start, end)[0]
 

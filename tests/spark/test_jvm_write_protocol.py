@@ -165,3 +165,43 @@ def test_a_timestamp_column_of_any_zone_goes_to_the_jvm(tmp_path: Path) -> None:
 
     assert check("z", aware) and check("n", naive)
     assert not check("z", naive) and not check("n", aware)
+
+
+@pytest.mark.s3
+def test_executors_of_an_s3_write_get_no_credentials_and_urls_only_for_staged_objects(
+    s3_server: Any,
+) -> None:
+    """What the driver hands the tasks holds no secret; the signer signs a
+    PUT only for a transaction's staged object under a partition of the
+    topic, so a URL can overwrite nothing of the log."""
+    from arrowlog.spark.options import spark_storage_options
+    from arrowlog.testing import seaweedfs
+
+    server: seaweedfs.S3Server = s3_server
+    root = server.url("t-jvm-sign")
+    storage = spark_storage_options(server.storage_options)
+    arrowlog.connect(root, server.storage_options).create_topic("t", SCHEMA, partitions=2)
+    base = {"options": {"path": root, "topic": "t", **storage}, "schema": SPARK.json()}
+    begun = jvm_writing.begin(base)
+    assert begun["upload"] == "presigned" and "directories" not in begun
+    text = json.dumps(begun)
+    for name, secret in server.storage_options.items():
+        if "secret" in name or "key" in name:
+            assert str(secret) not in text
+    good = upload_key(begun)
+    [url] = jvm_writing.sign({**base, "begun": begun, "keys": [[1, good]]})["urls"]
+    assert url.startswith("http") and "t/1/staged/" in url
+    for p, at in (
+        (0, "segments/00000000000000000000.arrow"),  # the log itself
+        (2, good),  # no partition 2
+        (0, good.replace("-t.arrow", ".arrow")),  # a plain append's name
+        (0, "staged/x/../../segments/0.arrow"),
+    ):
+        with pytest.raises(arrowlog.InvalidConfigError):
+            jvm_writing.sign({**base, "begun": begun, "keys": [[p, at]]})
+
+
+def upload_key(begun: dict[str, Any]) -> str:
+    from arrowlog.format.topic import StagedName, staged_at
+
+    return staged_at(StagedName(1795823827325, "ab" * 16, 3, transactional=True))

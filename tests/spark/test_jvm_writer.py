@@ -16,6 +16,7 @@ import pytest
 
 import arrowlog
 from arrowlog.producer import key_partitions
+from tests.support.spark import with_options
 from tests.support.spark_write import committed_ids, fresh_name
 from tests.support.stores import StoreSpec
 
@@ -27,10 +28,9 @@ def local(tmp_path: Path) -> StoreSpec:
 
 
 def write(df: Any, spec: StoreSpec, topic: str, **options: str) -> None:
-    w = df.write.format("arrowlog").mode("append").option("topic", topic)
-    for key, value in {**options, "storage.fsync": "false"}.items():
-        w = w.option(key, value)
-    w.save(spec.url)
+    with_options(
+        df.write.format("arrowlog").mode("append"), spec, {"topic": topic, **options}
+    ).save()
 
 
 def staged_batches(log: arrowlog.ArrowLog, topic: str) -> tuple[int, int]:
@@ -44,19 +44,14 @@ def staged_batches(log: arrowlog.ArrowLog, topic: str) -> tuple[int, int]:
     return staged, total
 
 
-def staged_files(spec: StoreSpec, topic: str) -> list[Path]:
-    return sorted(Path(spec.url).glob(f"{topic}/*/staged/*/*.arrow"))
-
-
-def left_named(spec: StoreSpec, log: arrowlog.ArrowLog, topic: str) -> list[str]:
+def left_named(log: arrowlog.ArrowLog, topic: str) -> list[str]:
     """The staged objects of ``topic`` that a commit object names. (A task
     that finishes after its job failed may still upload: such an object is
     an orphan no commit names, which vacuum reports.)"""
     named = set()
     for p in range(log.topic(topic).partitions):
-        named |= {f"{p}/{s.at}" for s in log.partition(topic, p).summaries() if s.at}
-    left = [str(f.relative_to(Path(spec.url) / topic)) for f in staged_files(spec, topic)]
-    return [f for f in left if f in named]
+        named |= {f"{topic}/{p}/{s.at}" for s in log.partition(topic, p).summaries() if s.at}
+    return [i.key for i in log.store.list(f"{topic}/") if "/staged/" in i.key and i.key in named]
 
 
 def keyed_frame(spark: Any, n: int) -> Any:
@@ -78,9 +73,11 @@ TOPIC_SCHEMA = pa.schema(COLUMNS)
 
 @pytest.mark.parametrize("key", ["s", "id", "i", "b"])
 def test_a_keyed_write_puts_each_row_where_send_keyed_puts_it(
-    spark: Any, tmp_path: Path, key: str
+    spark: Any, shared_store_spec: StoreSpec, key: str
 ) -> None:
-    spec = local(tmp_path)
+    """On a local directory executors write the objects; on SeaweedFS they PUT
+    them to URLs the driver signs (they have no credentials)."""
+    spec = shared_store_spec
     log = spec.connect()
     topic = fresh_name()
     log.create_topic(topic, TOPIC_SCHEMA, partitions=3)
@@ -122,12 +119,12 @@ def test_the_jvm_and_the_python_writer_write_the_same_rows_to_each_partition(
 
 
 def test_a_failed_job_shows_nothing_and_its_driver_commits_no_staged_object(
-    spark: Any, tmp_path: Path
+    spark: Any, shared_store_spec: StoreSpec
 ) -> None:
     """Task 3 fails on its last rows (every attempt), after the others have
     committed their uploads: the driver aborts, and removes them; no commit
     names any staged object."""
-    spec = local(tmp_path)
+    spec = shared_store_spec
     log = spec.connect()
     topic = fresh_name()
     log.create_topic(topic, TOPIC_SCHEMA, partitions=2)
@@ -139,7 +136,7 @@ def test_a_failed_job_shows_nothing_and_its_driver_commits_no_staged_object(
         write(df, spec, topic, keyColumn="s", rowsPerBatch="100")
     assert committed_ids(log, topic) == []
     assert log.stable_offsets(topic) == log.end_offsets(topic)
-    assert left_named(spec, log, topic) == []
+    assert left_named(log, topic) == []
 
 
 def test_a_null_in_a_not_null_column_fails_the_job_and_commits_nothing(
@@ -154,7 +151,7 @@ def test_a_null_in_a_not_null_column_fails_the_job_and_commits_nothing(
     with pytest.raises(Exception, match="SchemaMismatchError: column 'id' holds nulls"):
         write(df, spec, topic)
     assert committed_ids(log, topic) == []
-    assert left_named(spec, log, topic) == []
+    assert left_named(log, topic) == []
 
 
 def test_rows_that_would_make_a_segment_too_large_are_cut_into_several(

@@ -6,6 +6,8 @@ import io.arrowlog.spark.planning.PlanWire;
 import io.arrowlog.spark.planning.Planner;
 import java.util.HashMap;
 import java.util.Map;
+import org.apache.spark.SparkConf;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
@@ -64,6 +66,7 @@ final class ArrowLogWriteBuilder implements WriteBuilder, SupportsTruncate {
     private final StructType schema;
     private final Planner planner;
     private JsonNode begun;
+    private UploadSigner signer;
 
     JobWrite(Map<String, String> options, StructType schema, Planner planner) {
       this.options = new HashMap<>(options);
@@ -75,7 +78,13 @@ final class ArrowLogWriteBuilder implements WriteBuilder, SupportsTruncate {
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
       begun =
           planner.write(PlanWire.WRITE_BEGIN, options, r -> r.put("schema", schema.json()));
-      return new StagedWriterFactory(begun, schema);
+      if (!"presigned".equals(begun.path("upload").asText())) {
+        return new StagedWriterFactory(begun, schema, null, null);
+      }
+      SparkConf conf = SparkSession.active().sparkContext().getConf();
+      String host = conf.get("spark.driver.host", "127.0.0.1");
+      signer = new UploadSigner(conf.get("spark.driver.bindAddress", host), host, planner, options, begun);
+      return new StagedWriterFactory(begun, schema, signer.address(), signer.token());
     }
 
     @Override
@@ -85,6 +94,7 @@ final class ArrowLogWriteBuilder implements WriteBuilder, SupportsTruncate {
 
     @Override
     public void commit(WriterCommitMessage[] messages) {
+      stopSigner();
       planner.write(
           PlanWire.WRITE_COMMIT,
           options,
@@ -94,8 +104,17 @@ final class ArrowLogWriteBuilder implements WriteBuilder, SupportsTruncate {
           });
     }
 
+    /** No URL is signed once the tasks are done: a late attempt's upload fails. */
+    private void stopSigner() {
+      if (signer != null) {
+        signer.close();
+        signer = null;
+      }
+    }
+
     @Override
     public void abort(WriterCommitMessage[] messages) {
+      stopSigner();
       if (begun == null) {
         return; // nothing began
       }

@@ -49,6 +49,7 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
   private final List<StagedCommit.Ref> refs = new ArrayList<>();
   private final List<Path> uploaded = new ArrayList<>();
   private final CRC32C crc = new CRC32C();
+  private final PresignedUploads presigned;
 
   /** One partition's rows not yet uploaded. */
   private static final class Pending {
@@ -69,6 +70,7 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
         ArrowUtils.rootAllocator().newChildAllocator("arrowlog-writer", 0, Long.MAX_VALUE);
     this.schema = readSchema(job.schema);
     this.pending = new Pending[job.partitions];
+    this.presigned = job.signer == null ? null : new PresignedUploads(job.signer, job.token);
   }
 
   private static Schema readSchema(byte[] message) {
@@ -192,8 +194,11 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
       }
       return;
     }
-    Path target = Path.of(job.directories[p]).resolve(header.at());
-    put(target, data);
+    if (presigned != null) {
+      presigned.put(p, header.at(), data);
+    } else {
+      put(Path.of(job.directories[p]).resolve(header.at()), data);
+    }
     refs.add(
         new StagedCommit.Ref(
             p, header.at(), root.getRowCount(), data.length, now, appendId, encoded.stats()));

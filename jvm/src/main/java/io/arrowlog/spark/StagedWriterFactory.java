@@ -56,8 +56,14 @@ final class StagedWriterFactory implements DataWriterFactory {
   final long producerId;
   final int epoch;
   final String transactionalId;
+  /** Pre-signed uploads: where the driver signs them, and the job's token (else null). */
+  final String signer;
 
-  StagedWriterFactory(JsonNode begun, StructType sparkSchema) {
+  final String token;
+
+  StagedWriterFactory(JsonNode begun, StructType sparkSchema, String signer, String token) {
+    this.signer = signer;
+    this.token = token;
     skip = begun.path("skip").asBoolean();
     schema = Base64.getDecoder().decode(begun.path("schema").asText());
     codec =
@@ -91,12 +97,12 @@ final class StagedWriterFactory implements DataWriterFactory {
     for (int i = 0; i < nullable.length; i++) {
       nullable[i] = begun.path("nullable").path(i).asBoolean(true);
     }
-    JsonNode dirs = begun.path("directories");
+    JsonNode dirs = begun.path("directories"); // a local directory store's partitions
     directories = new String[dirs.size()];
     for (int i = 0; i < directories.length; i++) {
       directories[i] = dirs.get(i).asText();
     }
-    temporary = begun.path("temporary").asText();
+    temporary = begun.path("temporary").asText(null);
     fsync = begun.path("fsync").asBoolean();
     producerId = begun.path("producer_id").asLong();
     epoch = begun.path("epoch").asInt();

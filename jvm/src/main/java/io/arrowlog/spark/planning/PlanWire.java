@@ -37,6 +37,7 @@ public final class PlanWire {
   public static final String WRITE_CHECK = "write_check";
 
   public static final String WRITE_BEGIN = "write_begin";
+  public static final String WRITE_SIGN = "write_sign";
   public static final String WRITE_COMMIT = "write_commit";
   public static final String WRITE_ABORT = "write_abort";
   static final String OPTIONS = "options";
