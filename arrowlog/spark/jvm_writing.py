@@ -37,7 +37,7 @@ import pyarrow as pa
 
 import arrowlog
 from arrowlog.config import Compression
-from arrowlog.errors import InvalidConfigError
+from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.format.segment import Ref, WriterIdentity
 from arrowlog.format.topic import parse_staged_name, partition_dir, staged_at
 from arrowlog.partition.staged import MAX_REFS
@@ -210,6 +210,7 @@ def begin(request: Mapping[str, Any]) -> dict[str, Any]:
             "epoch": writer.epoch,
             "producer_id": producer_id,
             "partitions": topic.partitions,
+            "incarnation": topic.incarnation,
             "schema": base64.b64encode(topic.schema.serialize().to_pybytes()).decode(),
             "codec": _CODECS[topic.config.compression],
             "budget": segment_budget(topic),
@@ -294,6 +295,13 @@ def commit(request: Mapping[str, Any]) -> dict[str, Any]:
     by_partition = _by_partition(request["refs"])
     log = arrowlog.connect(options.root, options.storage)
     try:
+        if log.topic(options.topic).incarnation != begun["incarnation"]:
+            # its objects are under the deleted incarnation's prefix: a commit
+            # in the new topic would name objects that are not there
+            raise UnknownTopicOrPartitionError(
+                f"topic {options.topic!r} was deleted (and created again) during the write: "
+                "nothing of it is committed"
+            )
         if by_partition:
             targets = [(options.topic, p) for p in sorted(by_partition)]
             join_partitions(log, txn_id, epoch, targets)

@@ -205,3 +205,16 @@ def upload_key(begun: dict[str, Any]) -> str:
     from arrowlog.format.topic import StagedName, staged_at
 
     return staged_at(StagedName(1795823827325, "ab" * 16, 3, transactional=True))
+
+
+def test_a_topic_created_again_during_the_write_gets_none_of_it(root: str) -> None:
+    """The objects are under the deleted topic's prefix: a commit in the new
+    topic would name objects that are not there."""
+    begun = jvm_writing.begin(request(root))
+    refs = [upload(root, begun, 0, 1)]
+    log = arrowlog.connect(root)
+    log.delete_topic("t")
+    log.create_topic("t", SCHEMA, partitions=2)
+    with pytest.raises(arrowlog.UnknownTopicOrPartitionError, match="during the write"):
+        jvm_writing.commit(request(root, begun=begun, refs=refs))
+    assert arrowlog.connect(root).partition("t", 0).end_offset() == 0
