@@ -8,7 +8,7 @@
 #               allows (its own venv, .venv-spark-min; about 2 min, 5 on first run)
 #   make test-spark-cluster   the Spark read tests in local-cluster mode
 #   make soak   a long soak (SOAK_SECONDS per store, local and SeaweedFS) with the
-#               history checker; SOAK_SEED=S replays a run's plan
+#               history checker and the Spark writer; SOAK_SEED=S replays a run's plan
 # Setup is a virtualenv in .venv with the project installed; it is redone when
 # pyproject.toml changes.
 
@@ -110,7 +110,7 @@ bench: setup
 
 SOAK_SECONDS ?= 300
 SOAK_SEED ?=
-SOAK_ARGS = --seconds $(SOAK_SECONDS) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
+SOAK_ARGS = --seconds $(SOAK_SECONDS) --spark $(if $(SOAK_SEED),--seed $(SOAK_SEED))
 soak: $(STAMP)
 	$(BIN)/python -m tests.soak --store local $(SOAK_ARGS); local=$$?; \
 	$(BIN)/python -m tests.soak --store s3 $(SOAK_ARGS); s3=$$?; \

@@ -18,12 +18,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, help="replays a run's plan (default: random)")
     parser.add_argument("--dir", type=Path, help="work directory (default: a new temp dir)")
+    parser.add_argument(
+        "--spark",
+        action="store_true",
+        help="with the Spark writer (runs past --seconds until killed twice)",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     workdir = args.dir or Path(tempfile.mkdtemp(prefix=f"arrowlog-soak-{seed}-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with store_for(args.store, workdir) as spec:
-        report = run(spec, seconds=args.seconds, seed=seed, workdir=workdir)
+        report = run(spec, seconds=args.seconds, seed=seed, workdir=workdir, spark=args.spark)
     return 0 if report.ok else 1
 
 

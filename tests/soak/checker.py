@@ -77,6 +77,11 @@ ANOMALIES: dict[str, str] = {
     "end is missing from a table after the final export (skipped, e.g. after the topic was "
     "created again)",
     "export_final_error": "the final export (no faults, no races) failed",
+    # the Spark writer's topic sp (tests.soak.spark_checker)
+    "spark_torn": "some but not all rows of a Spark job's version visible under read_committed",
+    "spark_misrouted": "a row a Spark job wrote is not in the partition send_keyed gives its key",
+    "spark_lso_held": "sp's LSO below its high watermark right after a Spark job was "
+    "acknowledged, or when the last Spark instance had ended cleanly",
 }
 
 #: Errors after which a write certainly did not happen.
@@ -143,6 +148,17 @@ class Report:
                 c.get("exp_recreated", 0), c.get("exp_compacted", 0), c.get("exp_removed", 0),
                 c.get("exp_deleted_at_end", 0), c.get("delta_rows", 0), c.get("iceberg_rows", 0),
                 c.get("exp_at_end", 0), c.get("exp_txn_committed", 0), c.get("exp_txn_aborted", 0),
+            ),
+            "spark: {} instances (slowest up in {} s), {} killed ({}); versions acknowledged {}, "
+            "committed {}; reruns {}; jobs failed on purpose {}, otherwise {}, unknown {}; "
+            "rows in staged objects {}".format(
+                c.get("spark_instances", 0), c.get("spark_startup_s", 0), c.get("spark_kills", 0),
+                ", ".join(f"{k[len('spark_kills_'):]} {v}" for k, v in sorted(c.items())
+                          if k.startswith("spark_kills_")) or "-",
+                c.get("spark_versions_acked", 0), c.get("spark_versions_committed", 0),
+                c.get("spark_reruns", 0), c.get("spark_jobs_failed_on_purpose", 0),
+                c.get("spark_jobs_failed", 0), c.get("spark_jobs_unknown", 0),
+                c.get("spark_rows_staged", 0),
             ),
             "errors told to clients: "
             + (", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())) or "none"),

@@ -58,7 +58,7 @@ from arrowlog.storage.url import open_store
 from arrowlog.txn.groups import GroupOffsets
 from arrowlog.txn.resolver import Outcome, Snapshot
 from arrowlog.txn.view import incarnation_of
-from tests.soak import chaos, exports
+from tests.soak import chaos, exports, spark_writer
 from tests.soak.chaos import (
     COORDINATOR,
     GROUPS,
@@ -127,6 +127,7 @@ PROFILES = {
         hold=(("list", "out/*"), ("get", COORDINATOR), ("list", "_arrowlog/groups/*")),
         hide=(SEGMENTS_OUT,), every=(0.5, 2.0), weights=(0, 3, 1, 0),
     ),
+    "spark": chaos.Profile(),  # its faults are kills: the JVM does not use this store
     **exports.PROFILES,
 }  # fmt: skip
 
@@ -138,8 +139,11 @@ KILL_PATTERNS = {
     "job": (COORDINATOR, SEGMENTS_OUT),
     "expirer": (COORDINATOR, SEGMENTS_OUT),
     "reader": (),
+    "spark": spark_writer.STEPS,  # steps, not keys: see tests.soak.spark_writer.plan
     **exports.KILL_PATTERNS,
 }
+#: roles that say READY themselves, once they are up (a Spark session takes seconds)
+LATE_READY = frozenset({"spark"})
 
 
 @dataclass
@@ -151,6 +155,13 @@ class Client:
 
     def stopping(self) -> bool:
         return os.path.exists(self.args.stop_file)
+
+    def ready(self) -> None:
+        """Tell the parent this client is up: its kill timer starts now. Every
+        client shares the zygote's stdout: one write() of one line, as print()
+        under PYTHONUNBUFFERED=1 writes the text and its newline separately and
+        two clients' lines interleave ("READY 1READY 2")."""
+        os.write(1, f"READY {os.getpid()}\n".encode())
 
     def connect(self, *, staged: bool = False) -> arrowlog.ArrowLog:
         config = dataclasses.replace(CLIENT_CONFIG, staged_appends=staged)
@@ -556,7 +567,7 @@ ROLES: dict[str, Callable[[Client], None]] = {
     "producer": producer, "crowd": functools.partial(producer, crowd=True),
     "copier": copier, "job": job, "expirer": expirer, "reader": reader,
     "feeder": exports.feeder, "compactor": exports.compactor, "vacuum": exports.vacuum,
-    "exporter": exports.exporter,
+    "exporter": exports.exporter, "spark": spark_writer.spark_writer,
 }  # fmt: skip
 
 
@@ -587,19 +598,18 @@ def main(argv: list[str] | None = None) -> None:
         time.time = lambda: real() + skew  # every library call now reads the skewed clock
     history.event("start", seed=args.seed, die_at=args.die_at, skew=args.clock_skew, tid=args.tid)
     profile = chaos.Profile() if args.no_faults else PROFILES[args.role]
-    kill = KillPoint.parse(args.die_at) if args.die_at else None
+    # the Spark writer's kill points are steps its JVM and planner take
+    kill = KillPoint.parse(args.die_at) if args.die_at and args.role != "spark" else None
     faults = Chaos(
         open_store(args.url, json.loads(args.options)), profile, args.seed, history, kill
     )
     faults.start()
-    # The parent's kill timer starts now. Every client shares the zygote's stdout:
-    # one write() of one line, as print() under PYTHONUNBUFFERED=1 writes the text
-    # and its newline separately and two clients' lines interleave ("READY 1READY 2").
-    os.write(1, f"READY {os.getpid()}\n".encode())
+    client = Client(args, history, faults.store, random.Random(args.seed))
+    if args.role not in LATE_READY:
+        client.ready()
     delay = args.start_at - now()
     if delay > 0:
         time.sleep(delay)  # twins start together, so that their inits race
-    client = Client(args, history, faults.store, random.Random(args.seed))
     try:
         ROLES[args.role](client)
     except Exception as e:  # noqa: BLE001 - reported, then the exit code

@@ -107,3 +107,45 @@ def declared_rids(tag: str, parts: dict[int, int]) -> dict[int, list[str]]:
 
 def in_rid(instance: str, n: int) -> str:
     return f"{instance}.{n}"
+
+
+# --- the Spark writer (tests.soak.spark_writer) --------------------------------------
+
+#: the topic the Spark writer's jobs write to, keyed by ``key``
+SP = "sp"
+SP_PARTITIONS = 3
+SP_SCHEMA = pa.schema([("rid", pa.string()), ("key", pa.string())])
+#: the jobs' ``txnAppId``: version v of it writes :func:`sp_rows` of v
+SP_APP = "soak"
+#: the jobs' transaction timeout: long beside a job (a second or two), short
+#: beside a soak, so that the expirer may end what a killed job left open
+SP_TXN_TIMEOUT_MS = 8_000
+
+
+def sp_count(version: int) -> int:
+    """How many rows version ``version`` writes."""
+    return 30 + (version * 37) % 50
+
+
+def sp_key(version: int, i: int) -> str:
+    """The key of row ``i`` of ``version`` (the Spark job computes the same in SQL:
+    :data:`SP_KEY_SQL`)."""
+    return f"k{(i * 7 + version) % 13}"
+
+
+#: :func:`sp_key` and :func:`sp_rid` as Spark SQL over ``spark.range``'s ``id``
+SP_KEY_SQL = "concat('k', (id * 7 + {v}) % 13)"
+SP_RID_SQL = "concat('sp.{v}.{x}', id)"
+
+
+def sp_rid(version: int, i: int, *, failed: bool = False) -> str:
+    """Row ``i`` of ``version``; ``failed``: of the attempt of that version that
+    fails on purpose (``sp.3.x7``), which must never be visible."""
+    return f"sp.{version}.{'x' if failed else ''}{i}"
+
+
+def parse_sp_rid(rid: str) -> tuple[int, int, bool]:
+    """(version, row, failed attempt) of an ``sp`` record id."""
+    _, version, row = rid.split(".")
+    failed = row.startswith("x")
+    return int(version), int(row[1:] if failed else row), failed

@@ -30,7 +30,7 @@ import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.errors import ArrowLogError
 from arrowlog.testing import seaweedfs
-from tests.soak import exports
+from tests.soak import exports, spark_checker, spark_writer
 from tests.soak.chaos import KillPoint
 from tests.soak.checker import Report, check
 from tests.soak.clients import CLIENT_CONFIG, KILL_PATTERNS
@@ -46,6 +46,9 @@ from tests.soak.model import (
     OUT,
     OUT_PARTITIONS,
     OUT_SCHEMA,
+    SP,
+    SP_PARTITIONS,
+    SP_SCHEMA,
     TXN_TIMEOUT_MS,
     tp,
 )
@@ -60,6 +63,14 @@ READY_TIMEOUT = 30.0
 #: how long a client stays down when it waits out its transaction's timeout (plus the
 #: second of rounding of S3 object times, and the expirer's own pace)
 DOWN_PAST_TIMEOUT = TXN_TIMEOUT_MS / 1000 + 2.5
+#: the Spark writer goes on after the soak until killed this often (a Spark
+#: session takes 10-30 s to start: a short soak would kill it once or not at all)
+SPARK_KILLS = 2
+#: ... but no longer than this after the soak
+SPARK_OVERTIME = 300.0
+#: how long a Spark client killed alone may leave its JVM and planner running
+#: before they are killed
+ORPHAN_WAIT = 5.0
 
 
 class Process:
@@ -71,11 +82,18 @@ class Process:
         self.done = threading.Event()
         self.returncode: int | None = None
 
-    def kill(self) -> None:
-        """SIGKILL, unless it has ended already."""
+    def kill(self, *, alone: bool = False) -> None:
+        """SIGKILL its process group (itself and whatever it started), or
+        ``alone`` the process itself, unless it has ended already."""
         if not self.done.is_set():
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
+                if alone:
+                    os.kill(self.pid, signal.SIGKILL)
+                    return
+                try:
+                    os.killpg(self.pid, signal.SIGKILL)
+                except ProcessLookupError:  # not yet the leader of its group
+                    os.kill(self.pid, signal.SIGKILL)
 
 
 class Zygote:
@@ -154,11 +172,16 @@ class Plan:
 
     timer: float
     point: KillPoint | None = None
+    #: the timer kills the process alone, not its group (what it started lives on)
+    alone: bool = False
 
 
 class Soak:
-    def __init__(self, spec: StoreSpec, *, seconds: float, seed: int, workdir: Path) -> None:
+    def __init__(
+        self, spec: StoreSpec, *, seconds: float, seed: int, workdir: Path, spark: bool = False
+    ) -> None:
         self.spec = spec
+        self.spark = spark
         self.seconds = seconds
         self.seed = seed
         self.workdir = workdir
@@ -167,6 +190,9 @@ class Soak:
         self.stop_file = workdir / "STOP"
         self.tables = workdir / "tables"
         self.stopping = threading.Event()
+        #: the Spark writer outlives the soak until it was killed enough (SPARK_KILLS)
+        self.spark_stop_file = workdir / "STOP-spark"
+        self.spark_stopping = threading.Event()
         # Requests to S3 take tens of milliseconds, not tens of microseconds:
         # clients there live longer between kills, or they would do nothing.
         self.pace = 2.0 if spec.kind == "s3" else 1.0
@@ -177,16 +203,22 @@ class Soak:
     # --- one client process ---------------------------------------------------------
 
     def _spawn(self, slot: str, role: str, seed: int, extra: list[str]) -> Process:
+        stop_file = self.spark_stop_file if role == "spark" else self.stop_file
         argv = [role, *self.spec.argv(), "--history", str(self.histories), "--slot", slot,
-                "--seed", str(seed), "--stop-file", str(self.stop_file), *extra]  # fmt: skip
+                "--seed", str(seed), "--stop-file", str(stop_file), *extra]  # fmt: skip
         proc = self.zygote.spawn(argv, self.logs / f"{slot}.log")
         with self._lock:
             self._procs.add(proc)
         return proc
 
-    def run_client(self, slot: str, role: str, rng: random.Random, extra: list[str]) -> None:
-        """Run one client process to its end (planned kill, exit, or stop)."""
-        plan = self._plan(role, rng)
+    def run_client(
+        self, slot: str, role: str, rng: random.Random, extra: list[str], plan: Plan | None = None
+    ) -> str | None:
+        """Run one client process to its end (planned kill, exit, or stop); how
+        it was killed (``timer``, ``point``, ``stop``), or None."""
+        plan = plan or self._plan(role, rng)
+        spark = role == "spark"
+        stopping = self.spark_stopping if spark else self.stopping
         if plan.point is not None:
             extra = [*extra, "--die-at", plan.point.text()]
         if role == "expirer":
@@ -194,23 +226,23 @@ class Soak:
         proc = self._spawn(slot, role, rng.randrange(2**31), extra)
         self.history.event("spawn", proc=proc.pid, client=slot, client_role=role,
                            timer=plan.timer, point=plan.point and plan.point.text(),
-                           args=extra)  # fmt: skip
+                           alone=plan.alone, args=extra)  # fmt: skip
         killed = None
         # The timer starts once the client is up: a client killed before its
         # first request tests nothing.
-        deadline = time.monotonic() + READY_TIMEOUT
+        deadline = time.monotonic() + (spark_writer.READY_TIMEOUT if spark else READY_TIMEOUT)
         started = False
         while not proc.done.is_set():
             if not started and proc.ready.is_set():
                 started = True
                 deadline = time.monotonic() + plan.timer * self.pace
-            if self.stopping.is_set():
+            if stopping.is_set():
                 if not proc.done.wait(STOP_GRACE):
                     proc.kill()
                     killed = "stop"
                 break
             if time.monotonic() >= deadline:
-                proc.kill()
+                proc.kill(alone=plan.alone)
                 killed = "timer"
                 break
             proc.done.wait(0.05)
@@ -219,9 +251,25 @@ class Soak:
         with self._lock:
             self._procs.discard(proc)
         if killed is None and code == -9:
-            killed = "point"  # its own store killed it where the plan said
+            killed = "point"  # its own store (or its planner) killed it where the plan said
         self.history.event("exit", proc=proc.pid, client=slot, client_role=role,
                            returncode=code, killed=killed)  # fmt: skip
+        if spark:
+            self._reap_group(proc, slot, killed)
+        return killed
+
+    def _reap_group(self, proc: Process, slot: str, killed: str | None) -> None:
+        """What a Spark client started (its JVM, the JVM's planner) may outlive
+        it when it was killed alone: record for how long, then kill it."""
+        started = time.monotonic()
+        alive = _live_members(proc.pid)
+        while alive and time.monotonic() - started < ORPHAN_WAIT:
+            time.sleep(0.1)
+            alive = _live_members(proc.pid)
+        self.history.event("orphans", proc=proc.pid, client=slot, alive=alive, killed=killed,
+                           seconds=round(time.monotonic() - started, 2))  # fmt: skip
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
     def _plan(self, role: str, rng: random.Random) -> Plan:
         patterns = KILL_PATTERNS[role]
@@ -250,6 +298,24 @@ class Soak:
             # ends what it left open.
             down = DOWN_PAST_TIMEOUT if role in ("copier", "job") and rng.random() < 0.2 else 0.0
             self.stopping.wait(down + rng.uniform(0.05, 0.4))
+
+    def _spark(self) -> None:
+        """The Spark writer, one instance after another, each killed; once the
+        soak is over and it was killed SPARK_KILLS times, a last instance
+        (never killed) that writes two versions and ends."""
+        rng = random.Random(f"{self.seed}/spark")
+        first = rng.randrange(len(spark_writer.STEPS))
+        kills = n = 0
+        while not (self.stopping.is_set() and kills >= SPARK_KILLS):
+            if self.spark_stopping.is_set():
+                return
+            plan = Plan(*spark_writer.plan(rng, n, first))
+            n += 1
+            if self.run_client("spark", "spark", rng, [], plan=plan) in ("timer", "point"):
+                kills += 1
+            self.spark_stopping.wait(rng.uniform(0.05, 0.4))
+        last = Plan(spark_writer.READY_TIMEOUT)
+        self.run_client("spark", "spark", rng, ["--max-txns", "2"], plan=last)
 
     def _twins(self) -> None:
         """Now and then, one or two more processes for a copier's transactional id,
@@ -300,6 +366,8 @@ class Soak:
         with self.spec.connect() as log:
             log.create_topic(IN, IN_SCHEMA, partitions=IN_PARTITIONS, config=config)
             log.create_topic(OUT, OUT_SCHEMA, partitions=OUT_PARTITIONS, config=config)
+            if self.spark:
+                log.create_topic(SP, SP_SCHEMA, partitions=SP_PARTITIONS, config=config)
             exports.create_topic(log)
         self.tables.mkdir(parents=True, exist_ok=True)
 
@@ -320,20 +388,33 @@ class Soak:
         threads = [threading.Thread(target=self._slot, args=s, daemon=True) for s in slots]
         threads.append(threading.Thread(target=self._twins, daemon=True))
         threads.append(threading.Thread(target=self._recreate, daemon=True))
-        self.history.event("soak", seed=self.seed, seconds=self.seconds, url=self.spec.url)
+        spark = threading.Thread(target=self._spark, daemon=True)
+        self.history.event("soak", seed=self.seed, seconds=self.seconds, url=self.spec.url,
+                           spark=self.spark)  # fmt: skip
         try:
             for t in threads:
                 t.start()
+            if self.spark:
+                spark.start()
             self.stopping.wait(self.seconds)
         finally:
             self.stop_file.touch()
             self.stopping.set()
             for t in threads:
                 t.join(timeout=STOP_GRACE + 30)
+            if self.spark:
+                spark.join(timeout=SPARK_OVERTIME)
+                self.spark_stop_file.touch()
+                self.spark_stopping.set()
+                spark.join(timeout=STOP_GRACE + 30)
             with self._lock:
                 for proc in self._procs:
                     proc.kill()
             self.zygote.close()
+        final_sp = None
+        if self.spark:
+            with self.spec.connect() as log:
+                final_sp = {"before_recovery": spark_checker.final_read(log)}
         self.recover()
         with arrowlog.connect(self.spec.url, self.spec.options, config=CLIENT_CONFIG) as log:
             export_errors = exports.final_export(log, self.tables, self.history)
@@ -347,6 +428,11 @@ class Soak:
         events = read_dir(self.histories)
         report = check(events, final)
         exports.check_exports(events, final_exp, tables, report)
+        if final_sp is not None:
+            with self.spec.connect() as log:
+                final_sp["after_recovery"] = spark_checker.final_read(log)
+            (self.workdir / "final-spark.json").write_text(json.dumps(final_sp))
+            spark_checker.check_spark(events, final_sp, report)
         return report
 
     def recover(self) -> None:
@@ -366,6 +452,22 @@ class Soak:
                             "producer_epoch": info.producer_epoch, "state": info.state.value,
                             "txn_epoch": info.txn_epoch, "txn_started_ms": info.txn_started_ms,
                             "timeout_ms": info.timeout_ms}])  # fmt: skip
+
+
+def _live_members(pgid: int) -> list[str]:
+    """The processes of group ``pgid`` that are not zombies (a SIGKILLed
+    process stays in its group until it is reaped), as ``pid:command``."""
+    live = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        command, _, rest = text.rpartition(")")
+        fields = rest.split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            live.append(f"{stat.parent.name}:{command.partition('(')[2]}")
+    return live
 
 
 def final_read(log: arrowlog.ArrowLog) -> dict[str, Any]:
@@ -440,14 +542,18 @@ def run(
     seconds: float,
     seed: int,
     workdir: Path,
+    spark: bool = False,
     say: Callable[[str], None] = print,
 ) -> Report:
-    """Run one soak and return the checker's report (also printed with ``say``)."""
-    say(f"arrowlog soak: store={spec.kind} seconds={seconds:g} seed={seed} workdir={workdir}")
+    """Run one soak and return the checker's report (also printed with ``say``).
+    ``spark``: with the Spark writer (:mod:`tests.soak.spark_writer`)."""
+    say(f"arrowlog soak: store={spec.kind} seconds={seconds:g} seed={seed} spark={spark} "
+        f"workdir={workdir}")  # fmt: skip
     started = time.monotonic()
-    report = Soak(spec, seconds=seconds, seed=seed, workdir=workdir).run()
+    report = Soak(spec, seconds=seconds, seed=seed, workdir=workdir, spark=spark).run()
     say(report.format())
     took = time.monotonic() - started
     replay = f"python -m tests.soak --store {spec.kind} --seconds {seconds:g} --seed {seed}"
+    replay += " --spark" if spark else ""
     say(f"took {took:.0f} s; replay: {replay}")
     return report

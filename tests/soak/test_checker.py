@@ -431,7 +431,8 @@ def test_a_clean_history_has_no_anomaly() -> None:
 
 
 def test_every_anomaly_class_has_a_history_that_shows_it() -> None:
-    assert {name for name, _ in CASES} == set(ANOMALIES)
+    # the Spark writer's classes: tests/soak/test_spark_checker.py
+    assert {name for name, _ in CASES} == {k for k in ANOMALIES if not k.startswith("spark_")}
 
 
 @pytest.mark.parametrize("anomaly,make", CASES, ids=[f"{a}-{m.__name__}" for a, m in CASES])

@@ -5,7 +5,7 @@ the bar; the counts prove the run did something worth checking.
 
 A failure prints the seed; replay it with ``python -m tests.soak --store KIND
 --seconds N --seed S`` (ARROWLOG_SOAK_SEED and ARROWLOG_SOAK_SECONDS set them
-here). ``make soak`` runs a longer soak on both stores.
+here). ``make soak`` runs a longer soak on both stores, with the Spark writer.
 """
 
 from __future__ import annotations
@@ -36,4 +36,32 @@ def test_a_soak_finds_no_anomaly(shared_store_spec: StoreSpec, tmp_path: Path) -
     assert counts.get("exports_ok", 0) > 0, text
     assert counts.get("exp_recreated", 0) == 1, text
     assert counts.get("staged_batches", 0) > 0, text
+    assert report.ok, text
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_soak_with_a_spark_writer_finds_no_anomaly(
+    shared_store_spec: StoreSpec, tmp_path: Path
+) -> None:
+    """The soak with the Spark writer (tests.soak.spark_writer): its instances
+    are killed at steps of the JVM writer's commit (each start of a Spark
+    session costs 10-30 s here, so the writer runs on after the soak until
+    it was killed twice, then once more to write two versions; 70-100 s in
+    all on a busy 2-core machine); every version it ran is committed exactly
+    once or not at all."""
+    seed = int(os.environ.get("ARROWLOG_SOAK_SEED") or random.SystemRandom().randrange(10**6))
+    lines: list[str] = []
+    report = run(
+        shared_store_spec, seconds=SECONDS, seed=seed, workdir=tmp_path, spark=True,
+        say=lines.append,
+    )  # fmt: skip
+    text = "\n".join(lines)
+    counts = report.counts
+    assert counts.get("spark_kills", 0) >= 2, text
+    assert sum(v for k, v in counts.items() if k.startswith("spark_kills_at_")) > 0, text
+    assert counts.get("spark_versions_committed", 0) > 0, text
+    assert counts.get("spark_reruns", 0) > 0, text
+    assert counts.get("spark_rows_staged", 0) > 0, text  # the JVM writer wrote them
+    assert counts.get("spark_rows_plain", 0) == 0, text
     assert report.ok, text

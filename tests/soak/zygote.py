@@ -14,11 +14,15 @@ Protocol (lines on stdin / stdout):
     <- READY <pid>                        written by the client once it is set up
     <- EXIT <pid> <code>                  the client ended (-9: SIGKILLed)
 
+Each client leads a process group of its own (its pid), which holds whatever it
+starts: the parent SIGKILLs the group.
+
 EOF on stdin: the zygote waits for its clients and exits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -64,6 +68,9 @@ def _warm_up() -> None:
 def _child(argv: list[str], log: str) -> None:
     code = 1
     try:
+        # A process group of its own: the parent kills a client with all it
+        # started (the Spark writer's JVM and that JVM's planner) in one signal.
+        os.setpgid(0, 0)
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 2)
         os.close(fd)
@@ -122,6 +129,8 @@ def main() -> None:
             pid = os.fork()
             if pid == 0:
                 _child(request["argv"], request["log"])
+            with contextlib.suppress(OSError):  # the child may have done it already
+                os.setpgid(pid, pid)
             live += 1
             _say(f"PID {pid}")
     while live > 0:
