@@ -89,6 +89,7 @@ SPARK_MIN_TESTS := \
 	tests/spark/test_spark_read.py::test_spark_reads_what_the_consumer_reads \
 	tests/spark/test_spark_read.py::test_filters_are_exact_with_and_without_pushdown \
 	tests/spark/test_spark_write.py::test_a_job_commits_once_across_partitions \
+	tests/spark/test_spark_idempotence.py::test_without_the_jar_session_keys_df_write_cannot_see_refuse_the_job \
 	tests/spark/test_spark_streaming.py::test_stream_offsets_take_kafkas_shape_and_old_checkpoints_still_read \
 	tests/spark/test_spark_streaming.py::test_streaming_progress_shows_kafka_offsets_and_the_latest
 

@@ -227,3 +227,51 @@ def test_a_partition_column_outside_the_topic_fails_the_job_and_commits_nothing(
     ):
         write(df, spec, topic)
     assert committed_ids(log, topic) == []
+
+
+def test_a_key_that_is_not_utf8_fails_the_jvm_write_as_it_fails_the_python_sink(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark's cast(binary as string) makes strings that are not text: Python
+    cannot print one as send_keyed hashes it, so neither writer routes it."""
+    spec = local(tmp_path)
+    log = spec.connect()
+    topic = fresh_name()
+    log.create_topic(topic, TOPIC_SCHEMA, partitions=3)
+    df = keyed_frame(spark, 300).selectExpr(
+        "id", "if(id = 150, cast(unhex('C3FF') as string), s) as s", "i", "b"
+    )
+    with pytest.raises(Exception, match="SchemaMismatchError"):
+        write(df, spec, topic, keyColumn="s", writer="python")
+    with pytest.raises(Exception, match="SchemaMismatchError: keyColumn 's' has a value that"):
+        write(df, spec, topic, keyColumn="s")
+    assert committed_ids(log, topic) == []
+    assert left_named(log, topic) == []
+
+
+@pytest.mark.parametrize(
+    "column",
+    ["if(id = 5, cast(unhex('C3') as string), 'ok') as s",  # a character cut short
+     "array('ok', if(id = 5, cast(unhex('A9') as string), null)) as s"],  # inside an array
+)  # fmt: skip
+def test_a_string_that_is_not_utf8_is_refused_anywhere_in_a_row(
+    spark: Any, tmp_path: Path, column: str
+) -> None:
+    """As the Python sink refuses it: Arrow's utf8 holds text only. (The
+    bytes C3 A9 are text together, é, but not cut between two values.)"""
+    spec = local(tmp_path)
+    log = spec.connect()
+    topic = fresh_name()
+    df = spark.range(0, 10, 1, 1).selectExpr("id", column)
+    kind: pa.DataType = pa.list_(pa.string()) if "array" in column else pa.string()
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("s", kind)])
+    log.create_topic(topic, schema)
+    with pytest.raises(Exception, match="SchemaMismatchError: column 's' holds a string that"):
+        write(df, spec, topic)
+    assert committed_ids(log, topic) == []
+    assert staged_batches(log, topic) == (0, 0)
+    # the same bytes as text in one value are written
+    write(spark.range(0, 3, 1, 1).selectExpr("id", column.replace("'C3'", "'C3A9'")
+                                             .replace("'A9'", "'C3A9'")), spec, topic)  # fmt: skip
+    assert committed_ids(log, topic) == [0, 1, 2]
+    assert staged_batches(log, topic)[0] == 1, "not written by the JVM writer"

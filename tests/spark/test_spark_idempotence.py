@@ -146,16 +146,13 @@ def test_session_level_keys_work_as_in_delta(spark: Any, tmp_path: Path) -> None
         # options win over the session's keys
         assert save(df, spec.url, {**plain, "txnAppId": "session-app", "txnVersion": "2"})
         assert committed_ids(log, "w") == sorted(list(range(200)) * 2)
-        # df.write through the JVM writer reads the session's keys as save()
-        # does: version 2 is done, nothing is written
+        # df.write in a session with the jar reads the session's keys as save()
+        # does, for the JVM writer and the Python sink alike: version 2 is
+        # done, nothing is written
         before = log.end_offsets("w")
         spark.conf.set(SESSION_VERSION, "2")
         writer(df, spec, topic="w").save()
-        assert log.end_offsets("w") == before
-        # the Python source cannot see them: the job is refused before a row is
-        # written, rather than run without the idempotence it asked for
-        with pytest.raises(Exception, match="cannot read it"):
-            writer(df, spec, topic="w").option("writer", "python").save()
+        writer(df, spec, topic="w").option("writer", "python").save()
         assert log.end_offsets("w") == before
         assert log.stable_offsets("w") == before
         spark.conf.unset(SESSION_VERSION)  # half a pair, as Delta refuses it
@@ -198,3 +195,52 @@ def test_writes_without_keys_share_one_transactional_id(
     assert committed_ids(log, "w") == list(range(4000))
     assert log.admin.transactional_ids() == ["spark-jobs.0"]
     assert log.stable_offsets("w") == log.end_offsets("w")
+
+
+@pytest.mark.spark
+def test_session_level_keys_count_for_a_dataframe_the_jvm_hands_to_the_python_sink(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A session with the jar counts its idempotence keys for every batch
+    write, also one the Python sink writes because the JVM does not (the
+    DataFrame's columns are the topic's, in another order, which the Python
+    sink reorders): version 1 written twice is written once."""
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("w", SCHEMA, partitions=2)
+    reordered = frame(spark, 200).select("name", "id")
+    spark.conf.set(SESSION_APP_ID, "session-app")
+    spark.conf.set(SESSION_VERSION, "1")
+    try:
+        for _ in range(2):
+            writer(reordered, spec, topic="w").save()
+    finally:
+        spark.conf.unset(SESSION_APP_ID)
+        spark.conf.unset(SESSION_VERSION)
+    assert committed_ids(log, "w") == list(range(200))
+    assert committed_version(log, "w", "session-app") == 1
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(
+    not os.environ.get("ARROWLOG_SPARK_MIN"),
+    reason="a session without the jar: make test-spark-min runs it",
+)
+def test_without_the_jar_session_keys_df_write_cannot_see_refuse_the_job(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The Python source alone cannot read the session's configuration: the job
+    is refused before a row is written, rather than run without the
+    idempotence it asked for."""
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("w", SCHEMA, partitions=2)
+    spark.conf.set(SESSION_APP_ID, "session-app")
+    spark.conf.set(SESSION_VERSION, "1")
+    try:
+        with pytest.raises(Exception, match="cannot read it"):
+            writer(frame(spark, 10), spec, topic="w").save()
+    finally:
+        spark.conf.unset(SESSION_APP_ID)
+        spark.conf.unset(SESSION_VERSION)
+    assert log.end_offsets("w") == {0: 0, 1: 0}

@@ -80,6 +80,37 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
     return new ArrowLogScanBuilder(delegate, options, schema, meta, planner);
   }
 
+  /** {@code info} with {@code options} in place of its own. */
+  private static LogicalWriteInfo withOptions(LogicalWriteInfo info, Map<String, String> options) {
+    CaseInsensitiveStringMap merged = new CaseInsensitiveStringMap(options);
+    return new LogicalWriteInfo() {
+      @Override
+      public CaseInsensitiveStringMap options() {
+        return merged;
+      }
+
+      @Override
+      public String queryId() {
+        return info.queryId();
+      }
+
+      @Override
+      public StructType schema() {
+        return info.schema();
+      }
+
+      @Override
+      public java.util.Optional<StructType> rowIdSchema() {
+        return info.rowIdSchema();
+      }
+
+      @Override
+      public java.util.Optional<StructType> metadataSchema() {
+        return info.metadataSchema();
+      }
+    };
+  }
+
   /**
    * A JVM write, unless option {@link OptionNames#WRITER} says {@code python} or the
    * planner says the JVM cannot write this DataFrame to this topic (then the Python source
@@ -88,11 +119,6 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
    */
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-    WriteBuilder delegate = ((SupportsWrite) python).newWriteBuilder(info);
-    String writer = info.options().getOrDefault(OptionNames.WRITER, OptionNames.READER_JVM);
-    if (!writer.equalsIgnoreCase(OptionNames.READER_JVM)) {
-      return delegate;
-    }
     Map<String, String> options = new HashMap<>(info.options().asCaseSensitiveMap());
     SparkSession session = SparkSession.active();
     for (String key : OptionNames.SESSION_WRITE_KEYS) {
@@ -100,6 +126,12 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
       if (value != null && !info.options().containsKey(key)) {
         options.put(key, value);
       }
+    }
+    // the Python source gets them too, whoever writes
+    WriteBuilder delegate = ((SupportsWrite) python).newWriteBuilder(withOptions(info, options));
+    String writer = info.options().getOrDefault(OptionNames.WRITER, OptionNames.READER_JVM);
+    if (!writer.equalsIgnoreCase(OptionNames.READER_JVM)) {
+      return delegate;
     }
     JsonNode check =
         planner.write(PlanWire.WRITE_CHECK, options, r -> r.put("schema", info.schema().json()));

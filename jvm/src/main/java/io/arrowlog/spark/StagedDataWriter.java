@@ -18,7 +18,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.zip.CRC32C;
+import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ReadChannel;
 import org.apache.arrow.vector.ipc.message.MessageSerializer;
@@ -28,6 +31,7 @@ import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.util.ArrowUtils;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * One task attempt of a JVM write: routes each row to its partition (by the key's text, as
@@ -110,7 +114,7 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
     } else {
       text =
           switch (job.keyKind) {
-            case STRING -> row.getUTF8String(k).getBytes();
+            case STRING -> utf8(row.getUTF8String(k));
             case LONG -> ascii(Long.toString(row.getLong(k)));
             case INT -> ascii(Integer.toString(row.getInt(k)));
             case SHORT -> ascii(Short.toString(row.getShort(k)));
@@ -148,6 +152,17 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
     return (int) p;
   }
 
+  /** A key's bytes, if they are text: Python cannot print any other as send_keyed hashes it. */
+  private byte[] utf8(UTF8String key) {
+    if (!key.isValid()) {
+      throw new ArrowLogException(
+          "SchemaMismatchError",
+          "keyColumn '" + job.names[job.keyOrdinal] + "' has a value that is not UTF-8 text,"
+              + " which Producer.send_keyed cannot route either");
+    }
+    return key.getBytes();
+  }
+
   private static byte[] ascii(String digits) {
     return digits.getBytes(StandardCharsets.US_ASCII);
   }
@@ -155,6 +170,9 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
   private void flush(int p, Pending at) {
     at.writer.finish();
     checkNulls(at.root);
+    for (int i = 0; i < job.nullable.length; i++) {
+      checkText(at.root.getVector(i), job.names[i]);
+    }
     upload(p, at.root);
     at.writer.reset();
     at.rows = 0;
@@ -167,6 +185,39 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
             "SchemaMismatchError",
             "column '" + job.names[i] + "' holds nulls, but the topic has it not null");
       }
+    }
+  }
+
+  /**
+   * Refuses strings that are not UTF-8 text (Spark's {@code cast(binary as string)} makes
+   * them), in a column or anywhere inside one, as the Python sink refuses them: Arrow's
+   * {@code utf8} holds text only. The bytes of all values are one UTF-8 sequence, and no
+   * value starts inside a character, if and only if every value is text.
+   */
+  private static void checkText(FieldVector vector, String column) {
+    if (vector instanceof VarCharVector strings) {
+      int n = strings.getValueCount();
+      if (n == 0) {
+        return;
+      }
+      ArrowBuf offsets = strings.getOffsetBuffer();
+      long data = strings.getDataBuffer().memoryAddress();
+      int start = offsets.getInt(0);
+      int end = offsets.getInt((long) n * VarCharVector.OFFSET_WIDTH);
+      boolean text = UTF8String.fromAddress(null, data + start, end - start).isValid();
+      for (int i = 0; text && i < n; i++) {
+        int at = offsets.getInt((long) i * VarCharVector.OFFSET_WIDTH);
+        int next = offsets.getInt((long) (i + 1) * VarCharVector.OFFSET_WIDTH);
+        text = at == next || (strings.getDataBuffer().getByte(at) & 0xC0) != 0x80;
+      }
+      if (!text) {
+        throw new ArrowLogException(
+            "SchemaMismatchError", "column '" + column + "' holds a string that is not UTF-8 text");
+      }
+      return;
+    }
+    for (FieldVector child : vector.getChildrenFromFields()) {
+      checkText(child, column);
     }
   }
 
