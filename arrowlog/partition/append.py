@@ -253,6 +253,14 @@ class Appends:
         with self._shared.lock:
             if not self._checkpoints.ensure_open() and self._claims.end_is_stale():
                 self._listing.sync_tail()
+            if who.producer_id not in self._own:
+                # even at sequence 0 (an append's first batch needs no history):
+                # a commit sent again by a new client must find the first one
+                self._listing.sync_tail()
+                state = advance(self._known.base_state, self._known.tail_summaries())
+                latest = state.producers.get(who.producer_id)
+                if latest is not None:
+                    self._own[who.producer_id] = latest
             duplicate = self._check_sequence(who, first.record_count)
             if duplicate is not None:
                 return self._whole_commit(duplicate, refs)

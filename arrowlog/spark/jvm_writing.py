@@ -45,7 +45,9 @@ from arrowlog.spark.options import WriteOptions
 from arrowlog.spark.writing import segment_budget
 from arrowlog.storage import Store
 from arrowlog.storage.local import LocalStore
+from arrowlog.txn.coordinator import CoordinatorLog, TxnState
 from arrowlog.txn.distributed import join_partitions
+from arrowlog.txn.finish import finish
 from arrowlog.txn.producer_ids import allocate_producer_id
 
 #: the codecs the JVM encodes with, by the topic's compression
@@ -295,6 +297,11 @@ def commit(request: Mapping[str, Any]) -> dict[str, Any]:
     by_partition = _by_partition(request["refs"])
     log = arrowlog.connect(options.root, options.storage)
     try:
+        committed = {
+            str(p): sum(int(row[2]) for row in rows) for p, rows in sorted(by_partition.items())
+        }
+        if _committed_before(log, txn_id, epoch):
+            return {"committed": committed}
         if log.topic(options.topic).incarnation != begun["incarnation"]:
             # its objects are under the deleted incarnation's prefix: a commit
             # in the new topic would name objects that are not there
@@ -305,17 +312,41 @@ def commit(request: Mapping[str, Any]) -> dict[str, Any]:
         if by_partition:
             targets = [(options.topic, p) for p in sorted(by_partition)]
             join_partitions(log, txn_id, epoch, targets)
-        committed = {}
         for p, rows in sorted(by_partition.items()):
-            refs = _refs(rows, pid, epoch, txn_id)
             partition = log.partition(options.topic, p)
+            refs = _not_named(partition, _refs(rows, pid, epoch, txn_id))
             for start in range(0, len(refs), MAX_REFS):
                 partition.commit_refs(refs[start : start + MAX_REFS])
-            committed[str(p)] = sum(r.record_count for r in refs)
     finally:
         log.close()
     JobTransaction(options, txn_id, epoch).commit([pid] if by_partition else [])
     return {"committed": committed}
+
+
+def _committed_before(log: arrowlog.ArrowLog, txn_id: str, epoch: int) -> bool:
+    """Whether this very commit ran before, up to its decision (the JVM sends
+    a request again to a new planner when the one it asked died before it
+    answered): then it is carried to its end, and nothing is written twice."""
+    coordinator = CoordinatorLog(log.store, txn_id, log.config.retry)
+    latest = coordinator.latest()
+    if latest is None or latest.txn_epoch != epoch:
+        return False
+    if latest.state is TxnState.PREPARE_COMMIT:
+        finish(log, coordinator, latest, reason="commit")
+    return latest.state in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
+
+
+def _not_named(partition: arrowlog.PartitionLog, refs: list[Ref]) -> list[Ref]:
+    """``refs`` but those an earlier sending of this commit named already:
+    the commit's producer id is the job's own, and its sequences follow the
+    refs' order, which a request sent again keeps."""
+    if not refs:
+        return refs
+    who = refs[0].identity
+    latest = partition.state()[1].producers.get(who.producer_id)
+    if latest is None or latest.producer_epoch != who.producer_epoch:
+        return refs
+    return [r for r in refs if r.identity.base_sequence > latest.last_sequence]
 
 
 def abort(request: Mapping[str, Any]) -> dict[str, Any]:

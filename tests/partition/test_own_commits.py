@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 import arrowlog
-from arrowlog.errors import AppendOutcomeUnknownError, InvalidBatchError, ProducerFencedError
+from arrowlog.errors import (
+    AppendOutcomeUnknownError,
+    DuplicateSequenceError,
+    InvalidBatchError,
+    ProducerFencedError,
+)
 from arrowlog.format.segment import Ref, WriterIdentity
 from arrowlog.partition.staged import MAX_REFS
 from arrowlog.storage.memory import MemoryStore
@@ -148,3 +153,19 @@ def test_a_commit_of_an_epoch_older_than_the_partitions_is_fenced(store: MemoryS
     with pytest.raises(ProducerFencedError):
         writer(store).commit_refs(staged(store, (2,), first=1, epoch=0))
     assert values(store) == [0, 1]
+
+
+def test_a_commit_sent_again_by_a_new_client_is_refused_not_written_twice(
+    store: MemoryStore,
+) -> None:
+    """A driver whose planner died after the commit landed sends it again
+    through a new client: the producer's sequence shows it, even at 0."""
+    refs = staged(store, (1,), (2, 3))
+    writer(store).commit_refs(refs)
+    with pytest.raises(DuplicateSequenceError):
+        writer(store).commit_refs(refs)
+    one = staged(store, (4,), first=3)
+    first = writer(store).commit_refs(one)
+    again = writer(store).commit_refs(one)  # one batch: acknowledged where it landed
+    assert again.base_offset == first.base_offset
+    assert values(store) == [0, 1, 2, 3, 4]

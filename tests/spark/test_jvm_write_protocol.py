@@ -218,3 +218,43 @@ def test_a_topic_created_again_during_the_write_gets_none_of_it(root: str) -> No
     with pytest.raises(arrowlog.UnknownTopicOrPartitionError, match="during the write"):
         jvm_writing.commit(request(root, begun=begun, refs=refs))
     assert arrowlog.connect(root).partition("t", 0).end_offset() == 0
+
+
+class _Died(Exception):
+    """The planner process dies here (the JVM sends the request again)."""
+
+
+@pytest.mark.parametrize("dies", ["between partitions", "after the transaction committed"])
+def test_a_commit_sent_again_after_its_planner_died_commits_every_row_once(
+    root: str, monkeypatch: pytest.MonkeyPatch, dies: str
+) -> None:
+    from arrowlog.partition.log import PartitionLog
+    from arrowlog.spark.sink import JobTransaction
+
+    begun = jvm_writing.begin(request(root))
+    refs = [upload(root, begun, 0, 1, 2), upload(root, begun, 1, 3), upload(root, begun, 0, 4)]
+    if dies == "between partitions":
+        real = PartitionLog.commit_refs
+
+        def dying(self: PartitionLog, chunk: Any) -> Any:
+            if self.partition == 1:
+                raise _Died
+            return real(self, chunk)
+
+        monkeypatch.setattr(PartitionLog, "commit_refs", dying)
+    else:
+        real_commit = JobTransaction.commit
+
+        def commit_then_die(self: JobTransaction, members: list[int]) -> None:
+            real_commit(self, members)
+            raise _Died
+
+        monkeypatch.setattr(JobTransaction, "commit", commit_then_die)
+    with pytest.raises(_Died):
+        jvm_writing.commit(request(root, begun=begun, refs=refs))
+    monkeypatch.undo()
+    answer = jvm_writing.commit(request(root, begun=begun, refs=refs))  # sent again
+    assert answer == {"committed": {"0": 3, "1": 1}}
+    assert committed(root, 0) == [1, 2, 4]
+    assert committed(root, 1) == [3]
+    assert arrowlog.connect(root).partition("t", 0).read().num_rows == 3  # named once
