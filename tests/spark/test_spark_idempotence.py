@@ -167,6 +167,38 @@ def test_session_level_keys_work_as_in_delta(spark: Any, tmp_path: Path) -> None
     assert committed_ids(log, "w") == sorted(list(range(200)) * 2)
 
 
+@pytest.mark.spark
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: in a session with the JVM writer, ArrowLogTable.newWriteBuilder reads the "
+    "session's spark.arrowlog.write.txnAppId/txnVersion but hands a DataFrame the JVM does "
+    "not write (here: columns in another order) to the Python source without them, whose "
+    "tasks then refuse the job ('df.write.format('arrowlog') cannot read it'): whether the "
+    "session's keys count depends on the DataFrame's column order",
+)
+def test_session_level_keys_count_for_a_dataframe_the_jvm_hands_to_the_python_sink(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A session with the jar counts its idempotence keys for every batch
+    write, also one the Python sink writes because the JVM does not (the
+    DataFrame's columns are the topic's, in another order, which the Python
+    sink reorders): version 1 written twice is written once."""
+    spec = StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
+    log = spec.connect()
+    log.create_topic("w", SCHEMA, partitions=2)
+    reordered = frame(spark, 200).select("name", "id")
+    spark.conf.set(SESSION_APP_ID, "session-app")
+    spark.conf.set(SESSION_VERSION, "1")
+    try:
+        for _ in range(2):
+            writer(reordered, spec, topic="w").save()
+    finally:
+        spark.conf.unset(SESSION_APP_ID)
+        spark.conf.unset(SESSION_VERSION)
+    assert committed_ids(log, "w") == list(range(200))
+    assert committed_version(log, "w", "session-app") == 1
+
+
 def killed_on_first_attempt(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Task 0's first attempt dies by SIGKILL halfway through its rows."""
     from pyspark import TaskContext
