@@ -196,3 +196,28 @@ def test_a_rerun_of_a_committed_version_writes_nothing(spark: Any, tmp_path: Pat
         write(df, spec, topic, keyColumn="s", txnAppId="load", txnVersion="4")
     assert committed_ids(log, topic) == list(range(300))
     assert staged_batches(log, topic)[0] > 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: the JVM writer routes a keyColumn string that is not UTF-8 (Spark's "
+    "cast(binary as string)) by its raw bytes and commits it; the Python sink refuses it "
+    "(SchemaMismatchError: send_keyed cannot route it), and the committed value is invalid "
+    "UTF-8 in a utf8 column (to_pylist raises UnicodeDecodeError)",
+)
+def test_a_key_that_is_not_utf8_fails_the_jvm_write_as_it_fails_the_python_sink(
+    spark: Any, tmp_path: Path
+) -> None:
+    spec = local(tmp_path)
+    log = spec.connect()
+    topic = fresh_name()
+    log.create_topic(topic, TOPIC_SCHEMA, partitions=3)
+    df = keyed_frame(spark, 300).selectExpr(
+        "id", "if(id = 150, cast(unhex('C3FF') as string), s) as s", "i", "b"
+    )
+    with pytest.raises(Exception, match="SchemaMismatchError"):
+        write(df, spec, topic, keyColumn="s", writer="python")
+    with pytest.raises(Exception, match="SchemaMismatchError"):
+        write(df, spec, topic, keyColumn="s")
+    assert committed_ids(log, topic) == []
+    assert left_named(spec, log, topic) == []
