@@ -9,6 +9,10 @@ that names objects the topic does not hold."""
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ import pytest
 from pyspark.errors import PySparkException
 
 import arrowlog
+from tests.support.spark import MASTER
 from tests.support.spark_write import fresh_name
 from tests.support.stores import StoreSpec
 
@@ -25,6 +30,7 @@ pytestmark = pytest.mark.spark
 COLUMNS: list[tuple[str, pa.DataType]] = [("id", pa.int64()), ("s", pa.string())]
 SCHEMA = pa.schema(COLUMNS)
 ROWS = 100
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def local(tmp_path: Path) -> StoreSpec:
@@ -133,3 +139,90 @@ def test_a_jvm_write_shows_its_rows_once_beside_a_producer_appending_to_the_same
     write(df.selectExpr("id", "concat('k', id) as s"), spec, topic, keyColumn="s")
     assert staged_batches(log, topic) > 0, "not written by the JVM writer"
     assert read_ids(log, topic) == [-2, -1, *range(ROWS)]
+
+
+#: run in the planner process of a driver of its own (as sitecustomize): the
+#: planner is killed (SIGKILL, itself only) right after the job's transaction
+#: committed, before it answers write_commit; the planner started next is not
+PLANNER_KILLED_AFTER_COMMIT = """
+import os, signal, sys
+
+def _hold():
+    mark = os.environ.get("KILL_PLANNER_MARK")
+    if not mark or os.path.exists(mark):
+        return
+    with open("/proc/self/cmdline", "rb") as f:
+        if b"arrowlog.spark.jvm_planner" not in f.read():
+            return
+    from arrowlog.spark import sink
+
+    commit = sink.JobTransaction.commit
+
+    def commit_then_die(self, members):
+        commit(self, members)
+        open(mark, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    sink.JobTransaction.commit = commit_then_die
+
+_hold()
+"""
+
+#: the driver: one JVM write of ids 0..99, then what became of it
+DRIVER = """
+import sys
+import arrowlog.spark
+from pyspark.sql import SparkSession
+
+master, root, topic = sys.argv[1:4]
+builder = SparkSession.builder.master(master).config("spark.ui.enabled", "false")
+spark = arrowlog.spark.configure(builder).getOrCreate()
+spark.sparkContext.setLogLevel("OFF")
+df = spark.range(0, 100, 1, 2).selectExpr("id", "concat('k', id) as s")
+try:
+    (df.write.format("arrowlog").mode("append").option("topic", topic)
+       .option("keyColumn", "s").option("storage.fsync", "false").save(root))
+    print("JOB SUCCEEDED")
+except Exception as e:
+    lines = str(e).splitlines()
+    print("JOB FAILED", next((x for x in lines if "Error:" in x), lines[0])[:300])
+spark.stop()
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: PlannerProcess.exchange sends a request again to a new planner when the "
+    "planner dies before answering, but write_commit is not idempotent: the job's "
+    "transaction committed, the second write_commit fails (ProducerFencedError: the "
+    "transaction is no longer running) and the job fails with all its rows visible "
+    "(a rerun without txnAppId writes them twice)",
+)
+def test_a_jvm_write_whose_planner_dies_after_committing_does_not_fail_with_its_rows_visible(
+    tmp_path: Path,
+) -> None:
+    """Schedule (its own driver, real processes): write_commit commits the
+    job's transaction, then its planner process is SIGKILLed before it
+    answers. The job must either succeed, its rows visible once, or fail
+    with nothing visible: never fail with its rows committed."""
+    spec = local(tmp_path)
+    spec.connect().create_topic("t", SCHEMA, partitions=2)
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(textwrap.dedent(PLANNER_KILLED_AFTER_COMMIT))
+    (tmp_path / "driver.py").write_text(textwrap.dedent(DRIVER))
+    mark = tmp_path / "planner-killed"
+    # the hook first; then this checkout's arrowlog, for the driver and its planner
+    paths = [str(hooks), str(REPOSITORY), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    env = {**os.environ, "KILL_PLANNER_MARK": str(mark), "PYTHONPATH": os.pathsep.join(paths)}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "driver.py"), MASTER, spec.url, "t"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert mark.exists(), f"the schedule did not run: {done.stdout} {done.stderr[-2000:]}"
+    ids = read_ids(spec.connect(), "t")
+    if "JOB SUCCEEDED" in done.stdout:
+        assert ids == list(range(ROWS))
+    else:
+        assert "JOB FAILED" in done.stdout, done.stderr[-2000:]
+        assert ids == [], f"the job failed ({done.stdout.strip()}) with its rows visible"
