@@ -164,3 +164,46 @@ def test_a_timestamp_column_of_any_zone_goes_to_the_jvm(tmp_path: Path) -> None:
 
     assert check("z", aware) and check("n", naive)
     assert not check("z", naive) and not check("n", aware)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: write_commit is not idempotent across planner processes (the JVM sends it "
+    "again to a new planner when one dies before answering): commit_refs of a fresh client "
+    "takes a first batch of sequence 0 as new without reading the log, and puts a second "
+    "commit object naming the same staged objects; their rows are visible twice",
+)
+def test_write_commit_sent_again_to_a_new_planner_commits_each_object_once(root: str) -> None:
+    """Schedule: the planner answering write_commit put partition 0's commit
+    object, then died; the JVM sends the same write_commit to the planner it
+    starts next (a process with no memory of the first)."""
+    begun = jvm_writing.begin(request(root))
+    refs = [upload(root, begun, 0, 1, 2), upload(root, begun, 0, 3), upload(root, begun, 1, 4)]
+    log = arrowlog.connect(root)
+    from arrowlog.txn.distributed import join_partitions
+
+    join_partitions(log, begun["transactional_id"], begun["epoch"], [("t", 0), ("t", 1)])
+    first = jvm_writing._refs(
+        refs[:2], begun["producer_id"], begun["epoch"], begun["transactional_id"]
+    )
+    log.partition("t", 0).commit_refs(first)  # the first planner, killed after this
+    jvm_writing.commit(request(root, begun=begun, refs=refs))  # the next planner
+    assert committed(root, 0) == [1, 2, 3]
+    assert committed(root, 1) == [4]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: write_commit sent again after the first committed the transaction (its "
+    "planner died before answering) raises ProducerFencedError from join_partitions, so "
+    "the JVM fails a job whose rows are committed and visible",
+)
+def test_write_commit_sent_again_after_the_transaction_committed_answers_the_commit(
+    root: str,
+) -> None:
+    begun = jvm_writing.begin(request(root))
+    refs = [upload(root, begun, 0, 1), upload(root, begun, 1, 2)]
+    jvm_writing.commit(request(root, begun=begun, refs=refs))  # its planner died then
+    again = jvm_writing.commit(request(root, begun=begun, refs=refs))  # the next planner
+    assert again == {"committed": {"0": 1, "1": 1}}
+    assert committed(root, 0) == [1] and committed(root, 1) == [2]
