@@ -258,3 +258,33 @@ def test_a_commit_sent_again_after_its_planner_died_commits_every_row_once(
     assert committed(root, 0) == [1, 2, 4]
     assert committed(root, 1) == [3]
     assert arrowlog.connect(root).partition("t", 0).read().num_rows == 3  # named once
+
+
+def test_write_commit_sent_again_to_a_new_planner_commits_each_object_once(root: str) -> None:
+    """Schedule: the planner answering write_commit put partition 0's commit
+    object, then died; the JVM sends the same write_commit to the planner it
+    starts next (a process with no memory of the first)."""
+    begun = jvm_writing.begin(request(root))
+    refs = [upload(root, begun, 0, 1, 2), upload(root, begun, 0, 3), upload(root, begun, 1, 4)]
+    log = arrowlog.connect(root)
+    from arrowlog.txn.distributed import join_partitions
+
+    join_partitions(log, begun["transactional_id"], begun["epoch"], [("t", 0), ("t", 1)])
+    first = jvm_writing._refs(
+        refs[:2], begun["producer_id"], begun["epoch"], begun["transactional_id"]
+    )
+    log.partition("t", 0).commit_refs(first)  # the first planner, killed after this
+    jvm_writing.commit(request(root, begun=begun, refs=refs))  # the next planner
+    assert committed(root, 0) == [1, 2, 3]
+    assert committed(root, 1) == [4]
+
+
+def test_write_commit_sent_again_after_the_transaction_committed_answers_the_commit(
+    root: str,
+) -> None:
+    begun = jvm_writing.begin(request(root))
+    refs = [upload(root, begun, 0, 1), upload(root, begun, 1, 2)]
+    jvm_writing.commit(request(root, begun=begun, refs=refs))  # its planner died then
+    again = jvm_writing.commit(request(root, begun=begun, refs=refs))  # the next planner
+    assert again == {"committed": {"0": 1, "1": 1}}
+    assert committed(root, 0) == [1] and committed(root, 1) == [2]
