@@ -127,7 +127,8 @@ WRITERS_PARTS = ("scaling", "latency", "spark")
 def writers_suite(args: argparse.Namespace) -> None:
     """Writers per partition, latency beside obstore's floor, and the keyed
     Spark write, from one run; printed, and saved under "writers" in
-    bench/results/latest.json (the other suites' results there are kept)."""
+    bench/results/latest.json (the other suites' results there are kept, and
+    the parts this run leaves out)."""
     kinds = [k for k in KINDS if k in args.writer_kinds.split(",")]
     parts = args.writer_parts.split(",")
     out: dict[str, Any] = {}
@@ -156,7 +157,8 @@ def writers_suite(args: argparse.Namespace) -> None:
     latest = RESULTS / "latest.json"
     everything = json.loads(latest.read_text()) if latest.exists() else {}
     name = "writers-staged" if args.staged else "writers"
-    everything[name.replace("-", "_")] = out
+    # a run of some parts replaces those, and keeps the others' last figures
+    everything[name.replace("-", "_")] = {**everything.get(name.replace("-", "_"), {}), **out}
     latest.write_text(json.dumps(everything, indent=2))
     if out.get("rows"):
         (RESULTS / f"{name}.svg").write_text(writers_svg(out))
