@@ -44,6 +44,8 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
   private static final byte[] NONE = "None".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] TRUE = "True".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] FALSE = "False".getBytes(StandardCharsets.US_ASCII);
+  /** The most rows written between two measures of a partition's bytes. */
+  private static final long MAX_UNMEASURED = 1024;
 
   private final StagedWriterFactory job;
   private final int defaultPartition;
@@ -60,6 +62,8 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
     final VectorSchemaRoot root;
     final ArrowWriter writer;
     long rows;
+    /** The row count at which to measure the vectors' bytes next. */
+    long nextCheck = 1;
 
     Pending(VectorSchemaRoot root) {
       this.root = root;
@@ -98,8 +102,19 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
     }
     at.writer.write(row);
     at.rows++;
-    if (at.rows >= job.rowsPerBatch || at.writer.sizeInBytes() >= job.budget) {
+    if (at.rows >= job.rowsPerBatch) {
       flush(p, at);
+    } else if (at.rows >= at.nextCheck) {
+      // measuring sets every vector's value count: not for every row, but
+      // when half the rows the bytes so far say still fit are written (a row
+      // larger than those before is cut off by the halving in upload)
+      long size = at.writer.sizeInBytes();
+      if (size >= job.budget) {
+        flush(p, at);
+      } else {
+        long fit = (job.budget - size) / Math.max(1, size / at.rows);
+        at.nextCheck = at.rows + Math.max(1, Math.min(MAX_UNMEASURED, fit / 2));
+      }
     }
   }
 
@@ -176,6 +191,7 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
     upload(p, at.root);
     at.writer.reset();
     at.rows = 0;
+    at.nextCheck = 1;
   }
 
   private void checkNulls(VectorSchemaRoot root) {
