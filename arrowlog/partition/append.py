@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -329,19 +329,7 @@ class Appends:
                         return self._whole_commit(duplicate, refs)
                 uncertain = False
                 continue
-            pause = next(sleeps, None)
-            if pause is None:
-                if uncertain:
-                    raise AppendOutcomeUnknownError(
-                        f"{self._shared.key(offset)}: gave up after the deadline; the last "
-                        "attempt may still have landed",
-                        offset=offset,
-                    )
-                raise TransientStoreError(
-                    f"{self._shared.key(offset)}: store unavailable until the deadline",
-                    maybe_applied=False,
-                )
-            time.sleep(pause)
+            self._pause_or_give_up(sleeps, offset, uncertain=uncertain)
 
     def _check_sequence(self, who: WriterIdentity, count: int) -> AppendResult | None:
         """Check ``who``'s sequence against the producer's latest batch here (the
@@ -497,19 +485,30 @@ class Appends:
                     self._staged.lost_race()
                     return self._staged.append(batch, identity, append_id)
                 continue
-            pause = next(sleeps, None)
-            if pause is None:
-                if uncertain:
-                    raise AppendOutcomeUnknownError(
-                        f"{self._shared.key(offset)}: gave up after the deadline; the last "
-                        "attempt may still have landed",
-                        offset=offset,
-                    )
-                raise TransientStoreError(
-                    f"{self._shared.key(offset)}: store unavailable until the deadline",
-                    maybe_applied=False,
-                )
+            self._pause_or_give_up(sleeps, offset, uncertain=uncertain)
+
+    def _pause_or_give_up(self, sleeps: Iterator[float], offset: int, *, uncertain: bool) -> None:
+        """Wait before the next attempt at ``offset``, or, past the deadline,
+        raise: the outcome is unknown if an attempt may have landed.
+
+        Raises:
+            AppendOutcomeUnknownError: past the deadline, ``uncertain``.
+            TransientStoreError: past the deadline, nothing written.
+        """
+        pause = next(sleeps, None)
+        if pause is not None:
             time.sleep(pause)
+            return
+        if uncertain:
+            raise AppendOutcomeUnknownError(
+                f"{self._shared.key(offset)}: gave up after the deadline; the last "
+                "attempt may still have landed",
+                offset=offset,
+            )
+        raise TransientStoreError(
+            f"{self._shared.key(offset)}: store unavailable until the deadline",
+            maybe_applied=False,
+        )
 
     def _may_stage(self, expected_offset: int | None, identity: WriterIdentity) -> bool:
         """Whether this append may be staged if it loses a race: not with an
