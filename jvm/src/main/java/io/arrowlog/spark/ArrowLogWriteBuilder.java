@@ -95,8 +95,13 @@ final class ArrowLogWriteBuilder implements WriteBuilder, SupportsTruncate {
     @Override
     public void commit(WriterCommitMessage[] messages) {
       stopSigner();
+      end(PlanWire.WRITE_COMMIT, messages);
+    }
+
+    /** Commits or aborts ({@code kind}) the job with the objects of {@code messages}. */
+    private void end(String kind, WriterCommitMessage[] messages) {
       planner.write(
-          PlanWire.WRITE_COMMIT,
+          kind,
           options,
           r -> {
             r.set("begun", begun);
@@ -118,13 +123,7 @@ final class ArrowLogWriteBuilder implements WriteBuilder, SupportsTruncate {
       if (begun == null) {
         return; // nothing began
       }
-      planner.write(
-          PlanWire.WRITE_ABORT,
-          options,
-          r -> {
-            r.set("begun", begun);
-            StagedCommit.refs(messages, r.putArray("refs"));
-          });
+      end(PlanWire.WRITE_ABORT, messages);
     }
   }
 }
