@@ -301,11 +301,7 @@ class Appends:
             owner, maybe_applied = self._claims.try_put(offset, data, append_id)
             uncertain = uncertain or maybe_applied
             summary = SegmentSummary.of(header, len(data))
-            if (
-                owner is Owner.OURS
-                and self._claims.end_is_stale()
-                and not self._claims.in_log(summary)
-            ):
+            if self._claims.below_log_start(owner, summary):
                 self.stats["below_log_start"] += 1
                 self._checkpoints.reopen()
                 uncertain = False
@@ -441,11 +437,7 @@ class Appends:
             if maybe_applied:
                 self.stats["ambiguous"] += 1
             summary = SegmentSummary.of(header, len(data))
-            if (
-                owner is Owner.OURS
-                and self._claims.end_is_stale()
-                and not self._claims.in_log(summary)
-            ):
+            if self._claims.below_log_start(owner, summary):
                 # our PUT took a key that records deleted since had freed: it is
                 # below the log start, in no one's log; write at the real end
                 self.stats["below_log_start"] += 1

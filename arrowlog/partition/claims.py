@@ -105,6 +105,12 @@ class Claims:
         trusted = _clock.elapsed() - self._known.end_known_at
         return trusted * 2000 > self._shared.topic.config.delete_delay_ms
 
+    def below_log_start(self, owner: Owner, ours: SegmentSummary) -> bool:
+        """Whether a put that ``owner`` says is ours took, on a stale view of
+        the log, a key that records deleted since had freed: the object is in
+        no one's log, and the write must go to the real end."""
+        return owner is Owner.OURS and self.end_is_stale() and not self.in_log(ours)
+
     def in_log(self, ours: SegmentSummary) -> bool:
         """Whether our segment, just put at ``ours.base`` on a stale view of the
         log, is the log's own there, and not a write into a key that a removed

@@ -367,7 +367,7 @@ class Staged:
         if maybe_applied:
             self._stats["ambiguous"] += 1
         summary = SegmentSummary.of(header, len(data))
-        if owner is Owner.OURS and self._claims.end_is_stale() and not self._claims.in_log(summary):
+        if self._claims.below_log_start(owner, summary):
             self._stats["below_log_start"] += 1
             self._checkpoints.reopen()
             return Owner.NOBODY
