@@ -27,7 +27,7 @@ from arrowlog.errors import (
     RecordBatchTooLargeError,
     TransientStoreError,
 )
-from arrowlog.format.checkpoint import ProducerEntry, SegmentSummary, advance
+from arrowlog.format.checkpoint import ProducerEntry, SegmentSummary
 from arrowlog.format.control import ControlType, marker_batch
 from arrowlog.format.segment import (
     HEADER_SLACK,
@@ -257,7 +257,7 @@ class Appends:
                 # even at sequence 0 (an append's first batch needs no history):
                 # a commit sent again by a new client must find the first one
                 self._listing.sync_tail()
-                state = advance(self._known.base_state, self._known.tail_summaries())
+                state = self._known.tail_state()
                 latest = state.producers.get(who.producer_id)
                 if latest is not None:
                     self._own[who.producer_id] = latest
@@ -340,7 +340,7 @@ class Appends:
         latest = self._own.get(pid)
         if pid in self._in_doubt or (latest is None and who.base_sequence != 0):
             self._listing.sync_tail()
-            state = advance(self._known.base_state, self._known.tail_summaries())
+            state = self._known.tail_state()
             latest = state.producers.get(pid)
         if pid in self._in_doubt:
             # A batch whose outcome was unknown may have landed, late, anywhere

@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable
 
-from arrowlog.format.checkpoint import Checkpoint, PartitionState, SegmentSummary
+from arrowlog.format.checkpoint import Checkpoint, PartitionState, SegmentSummary, advance
 from arrowlog.format.topic import parse_segment_key
 from arrowlog.storage import ObjectInfo
 
@@ -45,6 +45,8 @@ class KnownLog:
         self.last_base: int | None = None
         self.last_checkpoint: Checkpoint | None = None
         self.committed = CommittedIndex()
+        # base_state advanced by the tail (see tail_state), kept as the tail grows
+        self._tail_state: PartitionState | None = None
 
     def forget(self) -> None:
         """Know nothing (an opening starts over)."""
@@ -56,6 +58,7 @@ class KnownLog:
         self.window_start = self.end = self.log_start = self.compacted = 0
         self.stored = {}
         self.committed = CommittedIndex()
+        self._tail_state = None
 
     def open_from(self, cp: Checkpoint) -> None:
         """Know the log up to the end of the checkpoint ``cp`` (an opening)."""
@@ -65,6 +68,7 @@ class KnownLog:
         self.base_state = cp.state.copy()
         self.last_base = cp.segments[-1].base
         self.committed = CommittedIndex()
+        self._tail_state = None
 
     @property
     def floor(self) -> int:
@@ -89,12 +93,23 @@ class KnownLog:
         self.end = summary.end
         self.last_base = summary.base
         self.committed.add(summary)
+        if self._tail_state is not None:
+            self._tail_state.apply(summary)
 
     def tail_summaries(self, upto: int | None = None) -> list[SegmentSummary]:
         """Summaries of the tail segments (the first ``upto``). All are known: a
         sync reads the header of every segment it adds to the chain."""
         wanted = self.tail if upto is None else self.tail[:upto]
         return [self.summaries[base] for base, _ in wanted]
+
+    def tail_state(self) -> PartitionState:
+        """The partition state at :attr:`end`: :attr:`base_state` advanced by
+        the tail. Kept as the tail grows (a writer waiting for its staged
+        batch asks on every look at the log); the caller must not change it
+        (copy it to)."""
+        if self._tail_state is None:
+            self._tail_state = advance(self.base_state, self.tail_summaries())
+        return self._tail_state
 
     def pass_window(self, segments: int, cp: Checkpoint, state: PartitionState) -> None:
         """The first ``segments`` of the tail are the checkpoint ``cp``'s (the
@@ -106,6 +121,7 @@ class KnownLog:
         self.last_checkpoint = cp
         self.window_start = cp.end
         self.base_state = state
+        self._tail_state = None
         self.stored = {b: ms for b, ms in self.stored.items() if b >= self.window_start}
 
     def learn_stored(self, found: Iterable[ObjectInfo]) -> None:

@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pyarrow as pa
 
 from arrowlog.errors import OffsetOutOfRangeError
-from arrowlog.format.checkpoint import PartitionState, SegmentSummary, advance
+from arrowlog.format.checkpoint import PartitionState, SegmentSummary
 from arrowlog.format.segment import SegmentHeader, column_indices
 from arrowlog.format.stats import Predicate, check_predicates, may_match, row_filter
 from arrowlog.format.topic import batch_key
@@ -80,7 +80,7 @@ class Reads:
                 self._listing.sync_tail()
             if complete:
                 self._listing.probe_tail()
-            state = advance(self._known.base_state, self._known.tail_summaries())
+            state = self._known.tail_state().copy()
             state.date_producers(lambda entry: self._known.stored_by(entry.base_offset))
             return self._known.end, state
 

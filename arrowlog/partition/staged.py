@@ -33,7 +33,7 @@ from arrowlog.errors import (
     RecordBatchTooLargeError,
     TransientStoreError,
 )
-from arrowlog.format.checkpoint import ProducerEntry, SegmentSummary, advance
+from arrowlog.format.checkpoint import ProducerEntry, SegmentSummary
 from arrowlog.format.segment import Ref, SegmentHeader, WriterIdentity, empty_batch, encode
 from arrowlog.format.topic import (
     StagedName,
@@ -69,11 +69,27 @@ MAX_REFS = 48
 #: a writer helps objects staged in the last this many ms of the writers'
 #: clocks (older ones its LIST would not reach; their writers commit them)
 HELP_WITHIN_MS = 1_000
+#: a LIST of the staged objects starts this many ms before the oldest object
+#: the writer's last LIST showed and no commit it knows names (or, if none,
+#: before the newest it showed): an upload stamped earlier may land later. A
+#: LIST that went back the whole help window would return every object
+#: committed in it, and parsing them all costs the writers more than the
+#: store.
+LIST_SLACK_MS = 50
 #: a writer whose batch is not the oldest of those staged waits this long for
 #: the oldest's writer to commit it, looking at the log every POLL_S, before
 #: it commits itself (that writer may be paused or gone)
 PATIENCE_S = 0.25
 POLL_S = 0.003
+#: a writer that commits gathers others' batches, listing every
+#: GATHER_POLL_S, until it sees as many as its last commits carried, or for
+#: GATHER_S at most: the writers it helped upload their next batch only once
+#: they saw that commit, a moment after it did
+GATHER_S = 0.02
+GATHER_POLL_S = 0.001
+#: a follower first looks at the log this share of its usual wait after its
+#: upload (each look is a request, and the waiting writers are many)
+LAG_SHARE = 0.7
 
 
 def check_own_refs(refs: Sequence[Ref]) -> None:
@@ -136,6 +152,18 @@ class Staged:
         # sequence of the next: never given twice, whatever became of a batch
         self._plain_id: int | None = None
         self._plain_sequence = 0
+        # whether another writer committed this writer's last staged batch:
+        # it then waits for that writer's next commit before listing
+        self._follows = False
+        # how many batches this writer's last two commits carried: what a
+        # commit waits to gather
+        self._carried = collections.deque([1], maxlen=2)
+        # where the next LIST of the staged objects starts (writer's ms)
+        self._list_from_ms = 0
+        # how long after its upload a follower's batch is usually seen
+        # committed (a moving average, seconds): it looks at the log first a
+        # little before that, not every POLL_S from the upload on
+        self._lag_s = 0.0
 
     def contended(self) -> bool:
         """Whether this writer should stage its next batch: it lost a race
@@ -199,14 +227,17 @@ class Staged:
         self._plain_sequence += count
         return who
 
-    def _wait_for_growth(self, patience: float) -> None:
+    def _wait_for_growth(self, patience: float, first: float = POLL_S) -> None:
         """Follow the log until it grows, or for ``patience`` seconds: a HEAD
         of the key at the end each time (a LIST of the tail is dearer, and
-        the writers waiting are many)."""
+        the writers waiting are many), the first after ``first`` seconds,
+        then every :data:`POLL_S`."""
         until = _clock.elapsed() + patience
         end = self._known.end
+        pause = min(max(first, POLL_S), patience)
         while _clock.elapsed() < until:
-            time.sleep(POLL_S)
+            time.sleep(pause)
+            pause = POLL_S
             self._listing.probe_tail()
             if self._known.end > end:
                 return
@@ -219,33 +250,82 @@ class Staged:
 
     def _see_committed(self, mine: Ref, count: int, since: int) -> AppendResult:
         """Wait for ``mine`` to be committed, by another writer or by a
-        commit of this one."""
+        commit of this one.
+
+        Who commits: a writer whose last batch another committed (a
+        *follower*) waits for the log to grow, and looks whether the commit
+        names its batch; the writer that committed last (the *combiner*: it
+        knows the end it wrote and uploads first) gathers the batches staged
+        meanwhile and commits them with its own. Which writer commits
+        matters only for speed: any writer may commit any batch it may help.
+        A follower whose batch the next commit does not carry, or that sees
+        no commit for :data:`PATIENCE_S`, commits itself (it uploaded too
+        late for that commit; the combiner may be paused or gone).
+        """
         sleeps = self._shared.config.retry.sleeps()
         staged_at_s = _clock.elapsed()
+        follow = followed = self._follows
         while True:
             landed = self._landed(mine, since)
             if landed is not None:
+                if followed:
+                    lag = _clock.elapsed() - staged_at_s
+                    self._lag_s += (lag - self._lag_s) / 4
+                self._follows = True
+                self._lost_at = _clock.elapsed()  # others commit: the partition is contended
                 return AppendResult(self._shared.topic.name, self._shared.partition, landed, count)
-            helped = self._helpable(mine)
             patience = staged_at_s + PATIENCE_S - _clock.elapsed()
-            if helped and helped[0].at < mine.at and patience > 0:
-                # the writer of an older staged batch is committing, with this
-                # one if it saw it: wait for the log to grow rather than race
-                # that commit with the same batches, then look again
+            if follow and patience > 0:
+                # one commit: if it does not carry this batch, this writer
+                # commits (it uploaded after that commit's writer listed)
+                self._stats["waits"] += 1
+                waited = _clock.elapsed() - staged_at_s
+                self._wait_for_growth(patience, first=LAG_SHARE * self._lag_s - waited)
+                follow = False
+                continue
+            helped = self._helpable(mine)
+            if followed and helped and helped[0].at < mine.at and patience > 0:
+                # a follower the last commit did not carry: the writer of an
+                # older staged batch (the combiner's, or another such
+                # follower's) commits now, with this one if it saw it: wait
+                # for the log to grow rather than race that commit with the
+                # same batches. The combiner never waits so: the writers of
+                # older batches may all be followers waiting for it.
                 self._stats["waits"] += 1
                 self._wait_for_growth(patience)
                 continue
+            if patience <= 0:
+                self._stats["impatient"] += 1
+            helped = self._gather(mine, helped)
             owner = self._commit(mine, helped)
             if owner is Owner.OURS:
+                self._follows = False
+                self._carried.append(1 + len(helped))
+                if helped:
+                    self._lost_at = _clock.elapsed()
                 return AppendResult(
                     self._shared.topic.name, self._shared.partition, self._committed_at(mine), count
                 )
             if owner is Owner.THEIRS:
+                follow = True  # another writer commits: its next commit may carry this batch
+                staged_at_s = _clock.elapsed()
                 continue
             pause = next(sleeps, None)
             if pause is None:
                 raise self._unknown(f"{mine.at} not seen committed before the deadline", since)
             time.sleep(pause)
+
+    def _gather(self, mine: Ref, helped: list[Ref]) -> list[Ref]:
+        """The batches a commit of ``mine`` may help (``helped`` so far),
+        listed until there are as many as this writer's last commits
+        carried, or for :data:`GATHER_S`."""
+        want = max(self._carried) - 1
+        until = _clock.elapsed() + GATHER_S
+        while len(helped) < min(want, MAX_REFS - 1) and _clock.elapsed() < until:
+            self._stats["gather_lists"] += 1
+            time.sleep(GATHER_POLL_S)
+            helped = self._helpable(mine)
+        return helped
 
     def _upload(self, batch: pa.RecordBatch, identity: WriterIdentity, append_id: str) -> Ref:
         shared = self._shared
@@ -329,7 +409,7 @@ class Staged:
 
     def _same_sequence(self, mine: Ref) -> int | None:
         who = mine.identity
-        state = advance(self._known.base_state, self._known.tail_summaries())
+        state = self._known.tail_state()
         latest = state.producers.get(who.producer_id)
         if latest is None or latest.producer_epoch < who.producer_epoch:
             return None
@@ -394,17 +474,24 @@ class Staged:
         home = partition_dir(shared.topic.prefix, shared.partition)
         producers = _Sequences(self._known)
         out: list[Ref] = []
+        pending_ms: int | None = None  # the oldest listed that may wait for a helper
+        newest_ms: int | None = None
         for info in self._recent():
             name = parse_staged_name(info.key)
             at = info.key[len(home) :]
+            if name is None:
+                continue
+            newest_ms = name.writer_ms
             if (
-                name is None
-                or name.transactional
+                name.transactional
                 or (mine is not None and at == mine.at)
                 or at in committed.at
                 or name.producer_id < 0
-                or not producers.next_of(name, mine)
             ):
+                continue
+            if pending_ms is None:
+                pending_ms = name.writer_ms
+            if not producers.next_of(name, mine):
                 continue
             who = WriterIdentity(
                 producer_id=name.producer_id, producer_epoch=name.producer_epoch,
@@ -417,20 +504,25 @@ class Staged:
             out.append(ref)
             if len(out) == MAX_REFS - 1:
                 break
+        floor = pending_ms if pending_ms is not None else newest_ms
+        if floor is not None:
+            self._list_from_ms = floor - LIST_SLACK_MS
         return out
 
     def _recent(self) -> list[ObjectInfo]:
         """The objects staged in the partition in the last
-        :data:`HELP_WITHIN_MS` of the writer's clock, in key order."""
+        :data:`HELP_WITHIN_MS` of the writer's clock, from where the last
+        LIST showed the oldest that waits (see :data:`LIST_SLACK_MS`), in key
+        order."""
         shared = self._shared
         now = int(time.time() * 1000)
+        start = max(now - HELP_WITHIN_MS, self._list_from_ms)
         found: list[ObjectInfo] = []
         folders = dict.fromkeys(
-            staged_folder(shared.topic.prefix, shared.partition, ms)
-            for ms in (now - HELP_WITHIN_MS, now)
+            staged_folder(shared.topic.prefix, shared.partition, ms) for ms in (start, now)
         )
         for folder in folders:
-            after = f"{folder}{now - HELP_WITHIN_MS:013d}"
+            after = f"{folder}{start:013d}"
             found.extend(shared.retry(lambda f=folder, a=after: list(  # type: ignore[misc]
                 shared.store.list(f, start_after=a))))  # fmt: skip
         return found
@@ -448,7 +540,7 @@ class _Sequences:
         """Whether ``name``'s batch follows its producer's latest; if so, it
         is planned."""
         if self._latest is None:
-            state = advance(self._known.base_state, self._known.tail_summaries())
+            state = self._known.tail_state()
             self._latest = dict(state.producers)
             if mine is not None and mine.identity.producer_id >= 0:
                 self._plan(mine.identity.producer_id, mine.identity, mine.record_count)
