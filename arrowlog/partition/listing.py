@@ -36,7 +36,7 @@ from arrowlog.partition._base import Shared, _Reincarnated
 from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
 from arrowlog.partition.heads import HEADS
 from arrowlog.partition.known import KnownLog
-from arrowlog.storage import ObjectInfo, get_range_tagged
+from arrowlog.storage import ObjectInfo, get_range_tagged, read_start
 
 #: Segment headers a sync reads at once (in parallel).
 _HEADER_READS = 8
@@ -274,6 +274,15 @@ class Listing:
         shared = self._shared
         key = shared.key(base)
         head, tag = shared.retry(lambda: get_range_tagged(shared.store, key, 0, HEAD_BYTES))
+        return self._header_in(base, head, tag, size)
+
+    def _header_in(
+        self, base: int, head: bytes, tag: str | None, size: int | None
+    ) -> SegmentHeader:
+        """The header of the segment at ``base`` from its first bytes ``head``
+        (read again, longer, if its schema does not fit them)."""
+        shared = self._shared
+        key = shared.key(base)
         header = read_header(head, key=key)
         if isinstance(header, int):
             need = header
@@ -290,9 +299,11 @@ class Listing:
     def probe_tail(self) -> None:
         """Follow the chain past the listing, object by object: a listing racing
         appends may stop short of segments already written (a gap is "not
-        visible yet" to it), but a HEAD of the key at the known end sees any
-        completed write. One HEAD when nothing follows; a HEAD and a header read
-        per segment the listing missed. Where the end must cover everything
+        visible yet" to it), but a read of the key at the known end sees any
+        completed write. One request per segment the listing missed, and one
+        when nothing follows (a ranged read of the header that also tells the
+        object's size and time; a HEAD and a read where the store cannot).
+        Where the end must cover everything
         acknowledged before (a transaction's bound, a snapshot's views), not
         just what a listing showed."""
         shared, known = self._shared, self._known
@@ -300,10 +311,12 @@ class Listing:
             key = shared.key(known.end)
             began = _clock.elapsed()
             try:
-                info = shared.retry(functools.partial(shared.store.head, key))
+                head, info = shared.retry(
+                    functools.partial(read_start, shared.store, key, HEAD_BYTES)
+                )
             except FileNotFoundError:
                 known.end_seen(began)
                 return
-            header = self.read_header(known.end, info.size)
+            header = self._header_in(known.end, head, None, info.size)
             known.learn_stored([info])
             known.extend_tail(SegmentSummary.of(header, info.size))

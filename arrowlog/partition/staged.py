@@ -164,6 +164,8 @@ class Staged:
         # committed (a moving average, seconds): it looks at the log first a
         # little before that, not every POLL_S from the upload on
         self._lag_s = 0.0
+        # how long a commit's gathering usually takes (a moving average, s)
+        self._fill_s = 0.0
 
     def contended(self) -> bool:
         """Whether this writer should stage its next batch: it lost a race
@@ -228,7 +230,7 @@ class Staged:
         return who
 
     def _wait_for_growth(self, patience: float, first: float = POLL_S) -> None:
-        """Follow the log until it grows, or for ``patience`` seconds: a HEAD
+        """Follow the log until it grows, or for ``patience`` seconds: a read
         of the key at the end each time (a LIST of the tail is dearer, and
         the writers waiting are many), the first after ``first`` seconds,
         then every :data:`POLL_S`."""
@@ -283,7 +285,7 @@ class Staged:
                 self._wait_for_growth(patience, first=LAG_SHARE * self._lag_s - waited)
                 follow = False
                 continue
-            helped = self._helpable(mine)
+            helped = self._helpable(mine) if followed else None
             if followed and helped and helped[0].at < mine.at and patience > 0:
                 # a follower the last commit did not carry: the writer of an
                 # older staged batch (the combiner's, or another such
@@ -297,12 +299,14 @@ class Staged:
             if patience <= 0:
                 self._stats["impatient"] += 1
             helped = self._gather(mine, helped)
-            owner = self._commit(mine, helped)
+            owner = self._commit((mine, *helped))
             if owner is Owner.OURS:
                 self._follows = False
                 self._carried.append(1 + len(helped))
                 if helped:
                     self._lost_at = _clock.elapsed()
+                if len(helped) == MAX_REFS - 1:
+                    self._commit_rest()
                 return AppendResult(
                     self._shared.topic.name, self._shared.partition, self._committed_at(mine), count
                 )
@@ -315,16 +319,24 @@ class Staged:
                 raise self._unknown(f"{mine.at} not seen committed before the deadline", since)
             time.sleep(pause)
 
-    def _gather(self, mine: Ref, helped: list[Ref]) -> list[Ref]:
-        """The batches a commit of ``mine`` may help (``helped`` so far),
-        listed until there are as many as this writer's last commits
-        carried, or for :data:`GATHER_S`."""
-        want = max(self._carried) - 1
-        until = _clock.elapsed() + GATHER_S
-        while len(helped) < min(want, MAX_REFS - 1) and _clock.elapsed() < until:
+    def _gather(self, mine: Ref, helped: list[Ref] | None) -> list[Ref]:
+        """The batches a commit of ``mine`` may help (``helped``, if listed
+        already), listed until there are as many as this writer's last
+        commits carried, or for :data:`GATHER_S`. The first LIST waits for
+        most of the time such a gathering took before (the others' uploads
+        take that long; each LIST is a request)."""
+        began = _clock.elapsed()
+        want = min(max(self._carried) - 1, MAX_REFS - 1)
+        if helped is None:
+            if want > 0:
+                time.sleep(min(GATHER_S, LAG_SHARE * self._fill_s))
+            helped = self._helpable(mine)
+        while len(helped) < want and _clock.elapsed() < began + GATHER_S:
             self._stats["gather_lists"] += 1
             time.sleep(GATHER_POLL_S)
             helped = self._helpable(mine)
+        if want > 0 and len(helped) >= want:
+            self._fill_s += (_clock.elapsed() - began - self._fill_s) / 4
         return helped
 
     def _upload(self, batch: pa.RecordBatch, identity: WriterIdentity, append_id: str) -> Ref:
@@ -431,12 +443,28 @@ class Staged:
     def _committed_at(self, mine: Ref) -> int:
         return self._known.committed.at[mine.at]
 
-    def _commit(self, mine: Ref, helped: list[Ref]) -> Owner:
-        """Put a commit object of ``mine`` and the staged objects it helps at
-        the known end; who holds that offset afterwards (NOBODY: try again)."""
+    def _commit_rest(self) -> None:
+        """After a commit that named as many batches as one may: commit the
+        batches still waiting, at the end this writer just wrote, until none
+        is left or another writer's object takes the end (their writers, or
+        the next commit, carry them then). Its own batch is committed: a
+        store failing now leaves the rest staged, and is not this append's."""
+        while True:
+            try:
+                rest = self._helpable(None)
+                if not rest or self._commit(tuple(rest), own=False) is not Owner.OURS:
+                    return
+            except TransientStoreError:
+                return
+            if len(rest) < MAX_REFS - 1:
+                return
+
+    def _commit(self, refs: tuple[Ref, ...], *, own: bool = True) -> Owner:
+        """Put a commit object of ``refs`` (the first this writer's own
+        batch, if ``own``; the others those it helps) at the known end; who
+        holds that offset afterwards (NOBODY: try again)."""
         shared, known = self._shared, self._known
         offset = known.end
-        refs = (mine, *helped)
         header = SegmentHeader(
             base_offset=offset, record_count=sum(r.record_count for r in refs),
             timestamp_ms=int(time.time() * 1000), append_id=uuid.uuid4().hex, refs=refs,
@@ -453,7 +481,7 @@ class Staged:
             return Owner.NOBODY
         if owner is Owner.OURS:
             self._stats["commits"] += 1
-            self._stats["helped"] += len(refs) - 1
+            self._stats["helped"] += len(refs) - own
             known.end_seen(began)
             self._claims.record_append(summary)
             return owner

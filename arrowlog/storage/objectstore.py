@@ -242,6 +242,22 @@ class ObjectStore:
                 return b"", self._head(key)["e_tag"]
             raise _map_error(e, key, write=False) from e
 
+    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo]:
+        """See :func:`arrowlog.storage.read_start`: one ranged GET, whose
+        answer carries the object's size and time."""
+        check_key(key)
+        if length <= 0:
+            return b"", self.head(key)
+        try:
+            found = obstore.get(self._store, key, options={"range": (0, length)})
+            meta = found.meta
+            data = bytes(found.bytes())
+        except Exception as e:
+            if _status(_first_line(e)) == 416:  # an empty object
+                return b"", self.head(key)
+            raise _map_error(e, key, write=False) from e
+        return data, ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
+
     def head(self, key: str) -> ObjectInfo:
         check_key(key)
         meta = self._head(key)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from arrowlog.errors import InvalidNameError
-from arrowlog.storage import Store
+from arrowlog.storage import Store, read_start
+from arrowlog.storage.s3 import S3Store
 from arrowlog.storage.wrappers import CountingStore
 from arrowlog.testing.faulty import Faults, FaultyStore
 from arrowlog.testing.scripted import ScriptedStore
@@ -54,6 +55,26 @@ def test_get_range(store: Store) -> None:
     assert store.get_range("r", 8, 100) == b"89"
     assert store.get_range("r", 10, 20) == b""
     assert store.get_range("r", 3, 3) == b""
+
+
+def test_read_start_gives_the_first_bytes_and_the_head_in_one_request(store: Store) -> None:
+    """A writer following the log end reads the next key's header and learns
+    its size and time from the same answer; a store that has ``read_start``
+    answers with one request, and any other through the module's fallback."""
+    store.put_if_absent("s", b"0123456789")
+    counted = CountingStore(store)
+    data, info = read_start(counted, "s", 4)
+    assert data == b"0123"
+    assert info == store.head("s")
+    # every backend but s3fs's (a ranged read there tells no size) in one
+    one = not isinstance(store, S3Store)
+    assert counted.requests == (1 if one else 2)
+    assert read_start(store, "s", 100) == (b"0123456789", store.head("s"))
+    assert read_start(store, "s", 0)[1].size == 10
+    with pytest.raises(FileNotFoundError):
+        read_start(counted, "nothing/here", 4)
+    for wrapper in (FaultyStore(store, Faults()), ScriptedStore(store)):  # the fallback
+        assert read_start(wrapper, "s", 4) == (b"0123", store.head("s"))
 
 
 def test_ranges_of_one_object_carry_one_tag_and_other_bytes_another(store: Store) -> None:
