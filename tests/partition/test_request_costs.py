@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 
@@ -288,3 +290,30 @@ def test_a_change_costs_the_same_however_many_came_before() -> None:
     # versions 0 and 1, a LIST of the versions after 1, the newest, no next;
     # the announcement and the claim
     assert dict(fresh.counts) == {"get": 4, "list": 1, "put_if_absent": 2}
+
+
+def test_a_staged_append_lists_the_batches_that_wait_not_those_committed_in_the_last_second() -> (
+    None
+):
+    """A writer that stages lists the staged objects to find batches to
+    help. Its LIST starts a little before the oldest object its last LIST
+    showed that no commit it knows names: the objects committed before
+    (here one every 80 ms, nine of them within the second a LIST may reach
+    back) are not listed again on every append."""
+    counting = CountingStore(MemoryStore())
+    config = arrowlog.LogConfig(staged_appends=True)
+    arrowlog.connect(counting).create_topic("t", SCHEMA)
+    part = arrowlog.connect(counting, config=config).partition("t", 0)
+    part.append(one(0))
+    other = arrowlog.connect(counting).partition("t", 0)
+    other.append(one(1))  # part's view is stale: it loses a race, and stages from now on
+    for i in range(2, 11):
+        part.append(one(i))
+        time.sleep(0.08)
+    assert part.stats["staged"] == 9
+    counting.reset()
+    part.append(one(11))
+    assert counting.counts["list"] == 1
+    # its own batch and the last committed (the newest the last LIST showed);
+    # nine committed batches were in the second before
+    assert counting.objects_listed == 2

@@ -6,6 +6,7 @@ its writer was told."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -122,6 +123,42 @@ def test_a_writer_paused_between_upload_and_commit_is_committed_by_another_once(
     assert a.stats["commits"] == 1  # its first batch only
 
 
+def test_the_writer_that_committed_last_commits_an_older_batch_whose_writer_follows(
+    clock: ClockStore,
+) -> None:
+    """After b's commit carried a's batch, a follows: it stages its next batch
+    and waits for a commit. b, staging a newer batch, commits both at once:
+    were it to wait for the writer of the older batch, as a follower does,
+    the two would wait for each other until their patience ran out."""
+    scripted, a = staged_behind(clock)
+    b = connect(clock).partition("t", 0)
+    ready(clock, a, b)
+    staged_once(clock, a, 20)
+    plain(clock).append(rows(1))
+    held = scripted.hold("put_if_absent", SEGMENTS)
+    run_a = Background(lambda: a.append(rows(2)))
+    held.wait_reached()
+    plain(clock).append(rows(3))
+    b.append(rows(4))  # b's commit carries a's batch
+    held.release()
+    run_a.result()
+
+    following = scripted.hold("head", SEGMENTS)  # a's first look at the log end
+    run_a = Background(lambda: a.append(rows(5)))
+    following.wait_reached()  # a's batch is staged; a waits for a commit
+    time.sleep(0.005)  # b's batch is the newer by the writers' clock
+    waits, helped = b.stats["waits"], b.stats["helped"]
+    b_result = b.append(rows(6))
+    assert (b.stats["waits"], b.stats["helped"]) == (waits, helped + 1)
+    following.release()
+    a_result = run_a.result()
+    assert isinstance(a_result, AppendResult)
+
+    log = values(clock)
+    assert sorted(log) == [0, 1, 2, 3, 4, 5, 6, 20, 21]
+    assert log[a_result.base_offset] == 5 and log[b_result.base_offset] == 6
+
+
 def test_a_late_upload_of_a_batch_a_helper_committed_is_not_committed_again(
     clock: ClockStore,
 ) -> None:
@@ -182,6 +219,29 @@ def test_a_commit_leaves_out_an_idempotent_batch_out_of_its_sequence(
     b.append(rows(4))
     assert b.stats["staged"] == 1 and b.stats["helped"] == 0
     assert sorted(values(clock)) == [0, 1, 4, 10]
+
+
+def test_more_batches_waiting_than_one_commit_names_are_committed_by_the_next_commits(
+    clock: ClockStore,
+) -> None:
+    """60 producers' next batches are staged and waiting; one commit names
+    at most MAX_REFS objects. The writer whose commit carried the first
+    ones commits the rest right after, at the end it just wrote, rather
+    than leaving them to wait for the next round."""
+    b = connect(clock).partition("t", 0)
+    ready(clock, b)
+    producers = [WriterIdentity(producer_id=100 + i, producer_epoch=0, base_sequence=0)
+                 for i in range(60)]  # fmt: skip
+    for i, who in enumerate(producers):
+        b.append(rows(1000 + i), identity=who)
+    for i, who in enumerate(producers):
+        put_staged(clock, rows(2000 + i), dataclasses.replace(who, base_sequence=1))
+    plain(clock).append(rows(1))  # b's view is stale: it loses the race and stages
+    commits = b.stats["commits"]
+    b.append(rows(4))
+    assert b.stats["commits"] - commits == 2
+    assert b.stats["helped"] == 60
+    assert sorted(values(clock)) == sorted([0, 1, 4, *range(1000, 1060), *range(2000, 2060)])
 
 
 def identity(sequence: int) -> WriterIdentity:
