@@ -311,12 +311,12 @@ class Listing:
             key = shared.key(known.end)
             began = _clock.elapsed()
             try:
-                head, info = shared.retry(
+                head, info, tag = shared.retry(
                     functools.partial(read_start, shared.store, key, HEAD_BYTES)
                 )
             except FileNotFoundError:
                 known.end_seen(began)
                 return
-            header = self._header_in(known.end, head, None, info.size)
+            header = self._header_in(known.end, head, tag, info.size)
             known.learn_stored([info])
             known.extend_tail(SegmentSummary.of(header, info.size))

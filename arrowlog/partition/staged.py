@@ -17,6 +17,7 @@ is again. A commit put at N after another landed there fails.
 from __future__ import annotations
 
 import collections
+import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -151,6 +152,7 @@ class Staged:
         # the producer id this client stages its plain appends under, and the
         # sequence of the next: never given twice, whatever became of a batch
         self._plain_id: int | None = None
+        self._plain_pid = 0  # the process that claimed it
         self._plain_sequence = 0
         # whether another writer committed this writer's last staged batch:
         # it then waits for that writer's next commit before listing
@@ -219,10 +221,15 @@ class Staged:
         producer id (claimed once) and the next sequence, so that helpers
         can tell it committed as they tell an idempotent producer's batch.
         A sequence is never given again: a batch whose outcome was unknown
-        keeps its own, and the next batch goes past it."""
-        if self._plain_id is None:
+        keeps its own, and the next batch goes past it. A process forked
+        from this one (a multiprocessing pool) claims an id of its own: the
+        copy of the parent's id and sequence it inherits would give the same
+        identity to two batches."""
+        if self._plain_id is None or self._plain_pid != os.getpid():
             shared = self._shared
             self._plain_id = shared.config.retry.call(lambda: claim_producer_id(shared.store, None))
+            self._plain_pid = os.getpid()
+            self._plain_sequence = 0
         who = WriterIdentity(
             producer_id=self._plain_id, producer_epoch=0, base_sequence=self._plain_sequence
         )
@@ -504,10 +511,17 @@ class Staged:
         out: list[Ref] = []
         pending_ms: int | None = None  # the oldest listed that may wait for a helper
         newest_ms: int | None = None
+        newest_own_ms: int | None = None
         for info in self._recent():
             name = parse_staged_name(info.key)
             at = info.key[len(home) :]
             if name is None:
+                continue
+            if mine is not None and name.producer_id == mine.identity.producer_id:
+                # this writer's own: it never helps them, and dates the next
+                # LIST by them only if no other writer's are listed (its
+                # clock may be ahead of theirs)
+                newest_own_ms = name.writer_ms
                 continue
             newest_ms = name.writer_ms
             if (
@@ -532,9 +546,12 @@ class Staged:
             out.append(ref)
             if len(out) == MAX_REFS - 1:
                 break
-        floor = pending_ms if pending_ms is not None else newest_ms
+        floor = next((ms for ms in (pending_ms, newest_ms, newest_own_ms) if ms is not None), None)
         if floor is not None:
-            self._list_from_ms = floor - LIST_SLACK_MS
+            # never past this writer's own clock: a writer whose clock is
+            # ahead would otherwise hide the batches of all the others
+            now = int(time.time() * 1000)
+            self._list_from_ms = min(floor, now) - LIST_SLACK_MS
         return out
 
     def _recent(self) -> list[ObjectInfo]:

@@ -134,22 +134,24 @@ def get_range_tagged(store: Store, key: str, start: int, end: int) -> tuple[byte
     return found
 
 
-def read_start(store: Store, key: str, length: int) -> tuple[bytes, ObjectInfo]:
+def read_start(store: Store, key: str, length: int) -> tuple[bytes, ObjectInfo, str | None]:
     """The first ``length`` bytes of the object at ``key`` (fewer if it is
-    shorter) and its info, in one request where the store can (a ranged GET
-    answers with the object's size and time; ``store.read_start``), else a
-    HEAD and a ranged read. A writer following the log end looks at the next
-    key this way: one request whether or not an object is there.
+    shorter), its info and its tag (as :meth:`Store.get_range_tagged`'s), in
+    one request where the store can (a ranged GET answers with the object's
+    size, time and tag; ``store.read_start``), else a HEAD and a ranged read.
+    A writer following the log end looks at the next key this way: one
+    request whether or not an object is there.
 
     Raises:
         FileNotFoundError: no object at ``key``.
     """
     own = getattr(store, "read_start", None)
     if own is not None:
-        found: tuple[bytes, ObjectInfo] = own(key, length)
+        found: tuple[bytes, ObjectInfo, str | None] = own(key, length)
         return found
     info = store.head(key)
-    return store.get_range(key, 0, length), info
+    data, tag = get_range_tagged(store, key, 0, length)
+    return data, info, tag
 
 
 def epoch_ms(modified: datetime.datetime | None) -> int | None:

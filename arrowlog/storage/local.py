@@ -115,6 +115,16 @@ class LocalStore:
         return self.get_range_tagged(key, start, end)[0]
 
     def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
+        data, _, tag = self._read(key, start, end)
+        return data, tag
+
+    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo, str | None]:
+        """See :func:`arrowlog.storage.read_start`: one open, its stat and a read."""
+        data, st, tag = self._read(key, 0, length)
+        return data, ObjectInfo(key, st.st_size, st.st_mtime_ns // 1_000_000), tag
+
+    def _read(self, key: str, start: int, end: int) -> tuple[bytes, os.stat_result, str]:
+        """Bytes ``[start, end)``, the file's stat and its tag, through one descriptor."""
         path = self._path(key)
         try:
             with path.open("rb") as f:
@@ -128,18 +138,7 @@ class LocalStore:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise FileNotFoundError(key) from None
         who = f"{st.st_ino:x}" if generation is None else f"{st.st_ino:x}.{generation:x}"
-        return data, f"{st.st_dev:x}-{who}-{st.st_ctime_ns:x}-{st.st_size:x}"
-
-    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo]:
-        """See :func:`arrowlog.storage.read_start`: one open, its stat and a read."""
-        path = self._path(key)
-        try:
-            with path.open("rb") as f:
-                st = os.fstat(f.fileno())
-                data = f.read(max(0, length))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise FileNotFoundError(key) from None
-        return data, ObjectInfo(key, st.st_size, st.st_mtime_ns // 1_000_000)
+        return data, st, f"{st.st_dev:x}-{who}-{st.st_ctime_ns:x}-{st.st_size:x}"
 
     def head(self, key: str) -> ObjectInfo:
         path = self._path(key)

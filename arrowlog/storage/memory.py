@@ -82,13 +82,14 @@ class MemoryStore:
             except KeyError:
                 raise FileNotFoundError(key) from None
 
-    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo]:
+    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo, str | None]:
         check_key(key)
         with self._lock:
             if key not in self._objects:
                 raise FileNotFoundError(key)
             data = self._objects[key]
-            return data[: max(0, length)], ObjectInfo(key, len(data), self._modified[key])
+            info = ObjectInfo(key, len(data), self._modified[key])
+            return data[: max(0, length)], info, self._tags[key]
 
     def head(self, key: str) -> ObjectInfo:
         check_key(key)

@@ -242,21 +242,27 @@ class ObjectStore:
                 return b"", self._head(key)["e_tag"]
             raise _map_error(e, key, write=False) from e
 
-    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo]:
+    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo, str | None]:
         """See :func:`arrowlog.storage.read_start`: one ranged GET, whose
         answer carries the object's size and time."""
         check_key(key)
         if length <= 0:
-            return b"", self.head(key)
+            meta = self._head(key)
+            return (
+                b"",
+                ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"])),
+                meta["e_tag"],
+            )
         try:
             found = obstore.get(self._store, key, options={"range": (0, length)})
             meta = found.meta
             data = bytes(found.bytes())
         except Exception as e:
             if _status(_first_line(e)) == 416:  # an empty object
-                return b"", self.head(key)
+                return self.read_start(key, 0)
             raise _map_error(e, key, write=False) from e
-        return data, ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
+        info = ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
+        return data, info, meta["e_tag"]
 
     def head(self, key: str) -> ObjectInfo:
         check_key(key)

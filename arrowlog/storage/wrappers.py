@@ -85,16 +85,17 @@ class CountingStore:
         self._count("head")
         return self.inner.head(key)
 
-    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo]:
+    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo, str | None]:
         if getattr(self.inner, "read_start", None) is None:
             info = self.head(key)  # the inner store's two requests, each counted
-            return self.get_range(key, 0, length), info
+            data, tag = self.get_range_tagged(key, 0, length)
+            return data, info, tag
         self._count("get_range")  # one ranged GET, as S3 bills it
-        data, info = read_start(self.inner, key, length)
+        data, info, tag = read_start(self.inner, key, length)
         with self._lock:
             self.bytes_read["get_range"] += len(data)
             self.keys_read[key] += 1
-        return data, info
+        return data, info, tag
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         self._count("put_if_absent")

@@ -6,9 +6,13 @@ argument did not hold."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import arrowlog
@@ -22,7 +26,11 @@ from arrowlog.format.segment import (
     encode,
     read_header,
 )
+from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
+from arrowlog.partition.heads import HEADS
+from arrowlog.storage.local import LocalStore
 from arrowlog.storage.memory import MemoryStore
+from arrowlog.storage.wrappers import CountingStore
 from tests.support.clocks import ClockStore
 from tests.support.schedules import FAST, SCHEMA, rows
 from tests.support.staged import put_staged
@@ -186,3 +194,118 @@ def test_retention_by_time_passes_a_commit_object_that_carries_several_batches(
     arrowlog.connect(store).maintenance.vacuum()
 
     assert arrowlog.connect(store).partition("t", 0).start_offset() == 5
+
+
+def test_a_forked_child_and_its_parent_never_stage_plain_batches_under_one_identity(
+    tmp_path: Path,
+) -> None:
+    """A plain append is staged under a producer id its client claimed once,
+    with the next sequence of that id, "never given twice". A process that
+    forks after its client staged once (a multiprocessing pool on Linux, a
+    local directory as the store) leaves the child a copy of that id and of
+    the next sequence: the child and the parent both stage a batch as (id,
+    sequence 1). The parent then takes the child's committed batch for its
+    own (the same producer, sequence and count): its append is
+    acknowledged at the child's offset, and its record is in no log."""
+    store = LocalStore(tmp_path / "store", fsync=False)
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    plain(store).append(rows(0))
+    w = connect(store).partition("t", 0)
+    ready_local(w)
+    plain(store).append(rows(1))
+    w.append(rows(2))  # staged: its client's plain id claimed, sequence 0 used
+    assert w.stats["staged"] == 1
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's exit code says it all
+        code = 1
+        try:
+            plain(store).append(rows(3))
+            w.append(rows(7))  # staged again (its view is stale): sequence 1
+            code = 0 if w.stats["staged"] == 2 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+    result = w.append(rows(8))  # stale too: staged, as sequence 1 again
+
+    log = values(store)
+    assert sorted(log) == [0, 1, 2, 3, 7, 8]
+    assert log[result.base_offset] == 8
+
+
+def ready_local(*parts: arrowlog.PartitionLog) -> None:
+    for part in parts:
+        part.end_offset()
+        part.end_offset()
+
+
+@pytest.mark.parametrize("ahead_ms", [100, 1_000], ids=["100ms", "1s"])
+def test_a_writer_whose_clock_is_ahead_does_not_hide_fresh_batches_from_the_combiner(
+    monkeypatch: pytest.MonkeyPatch, ahead_ms: int
+) -> None:
+    """A combiner's LIST starts 50 ms before the newest object its last LIST
+    showed, if all were committed: the docs say an object it misses so is
+    one stamped earlier that landed late, which its own writer commits. The
+    newest object is stamped by its writer's clock: one writer whose clock
+    is ``ahead_ms`` ahead puts the combiner's next LIST start in the
+    combiner's own future. A batch another writer, its clock right, uploads
+    15 ms after that LIST (after the combiner's commit, as followers do) is
+    not listed, however long the combiner gathers: combining stops for
+    every writer whose clock is right, and each commits its own batch
+    again, racing for the end."""
+    now = [WRITER_MS]
+    monkeypatch.setattr(time, "time", lambda: now[0] / 1000)
+    store = ClockStore(MemoryStore(), start_ms=WRITER_MS)
+    log = arrowlog.connect(store)
+    log.create_topic("t", SCHEMA)
+    ahead, right = producer(0), WriterIdentity(producer_id=8, producer_epoch=0, base_sequence=0)
+    log.partition("t", 0).append(rows(0), identity=ahead)
+    log.partition("t", 0).append(rows(10), identity=right)
+    c = connect(store).partition("t", 0)
+    ready(store, c)
+    put_staged(store, rows(1), producer(1), writer_ms=now[0] + ahead_ms)
+    plain(store).append(rows(2))
+    c.append(rows(3))  # loses the race: staged; its commit carries the ahead writer's batch
+    assert (c.stats["staged"], c.stats["helped"]) == (1, 1)
+
+    now[0] += 20
+    put_staged(store, rows(11), dataclasses.replace(right, base_sequence=1), writer_ms=now[0] - 5)
+    c.append(rows(4))  # staged at once (it helped a moment ago): the combiner gathers
+
+    assert c.stats["staged"] == 2
+    assert c.stats["helped"] == 2, "the combiner did not list a batch uploaded after its LIST"
+    assert sorted(values(store)) == [0, 1, 2, 3, 4, 10, 11]
+
+
+def test_a_large_segment_found_by_following_the_log_end_is_read_by_columns_in_one_request(
+    tmp_path: Path,
+) -> None:
+    """A writer follows the log end with one ranged read of the next key
+    (``read_start``); the heads it reads so are offered to the process's
+    kept frames, as a listing's header reads are ("a process that has seen
+    a segment's frame once (a column read, or the header read that put the
+    segment in the tail) ... one round trip per segment instead of two";
+    docs/testing.md: "1 once the segment's frame is kept"). ``read_start``
+    gives no entity tag, so the frame is kept untagged on a store that has
+    tags, and a column read of that segment fetches the frame again: two
+    requests, as if it had never been seen."""
+    from tests.partition.test_column_reads import wide
+
+    store = LocalStore(tmp_path / "store", fsync=False)
+    log = arrowlog.connect(store)
+    log.create_topic("w", wide().schema, config=arrowlog.TopicConfig(compression=Compression.NONE))
+    HEADS.clear()
+    counting = CountingStore(store)
+    follower = arrowlog.connect(counting).partition("w", 0)
+    assert follower.end_offset() == 0
+    log.partition("w", 0).append(wide())
+    assert follower.end_offset(refresh=False, complete=True) > 0  # the end followed by key
+    (segment,) = follower.segments()
+    assert segment.size is not None and segment.size >= COLUMN_READ_MIN_BYTES
+
+    counting.reset()
+    got = follower.read(columns=["f"])
+
+    assert got.column("f").equals(pa.chunked_array([wide().column("f")]))
+    assert counting.counts["get_range"] == 1, "the kept frame was fetched again"
