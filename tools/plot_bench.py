@@ -3,6 +3,7 @@ the README's plot: appends/s against writers per partition, shared and
 spread, per backend, one panel per kind of writer.
 
     python tools/plot_bench.py                      # bench/results/latest.json -> docs/writers.svg
+    python tools/plot_bench.py --staged             # the --staged run -> docs/writers-staged.svg
     python tools/plot_bench.py --results R --out O
 """
 
@@ -22,13 +23,18 @@ from bench.plot import writers_svg  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "latest.json")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "writers.svg")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--staged", action="store_true", help="the run with --staged (staged appends)"
+    )
     args = parser.parse_args()
+    name, flag = ("writers_staged", " --staged") if args.staged else ("writers", "")
+    out = args.out or ROOT / "docs" / f"{name.replace('_', '-')}.svg"
     results = json.loads(args.results.read_text())
-    if "writers" not in results:
-        sys.exit(f"{args.results} has no writers results: run python -m bench --suite writers")
-    args.out.write_text(writers_svg(results["writers"]))
-    print(f"wrote {args.out}")
+    if name not in results:
+        sys.exit(f"{args.results} has no {name} results: run python -m bench --suite writers{flag}")
+    out.write_text(writers_svg(results[name]))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

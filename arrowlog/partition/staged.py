@@ -88,6 +88,8 @@ POLL_S = 0.003
 #: they saw that commit, a moment after it did
 GATHER_S = 0.02
 GATHER_POLL_S = 0.001
+#: ... or for this many times as long as this writer's uploads take, if longer
+GATHER_UPLOADS = 4
 #: a follower first looks at the log this share of its usual wait after its
 #: upload (each look is a request, and the waiting writers are many)
 LAG_SHARE = 0.7
@@ -166,8 +168,10 @@ class Staged:
         # committed (a moving average, seconds): it looks at the log first a
         # little before that, not every POLL_S from the upload on
         self._lag_s = 0.0
-        # how long a commit's gathering usually takes (a moving average, s)
+        # how long a commit's gathering usually takes, and this writer's
+        # uploads (moving averages, s)
         self._fill_s = 0.0
+        self._upload_s = 0.0
 
     def contended(self) -> bool:
         """Whether this writer should stage its next batch: it lost a race
@@ -203,8 +207,10 @@ class Staged:
         since = self._known.end  # the batch cannot be committed below this
         if identity.producer_id < 0:
             identity = self._plain_identity(batch.num_rows)
+        began = _clock.elapsed()
         try:
             mine = self._upload(batch, identity, append_id)
+            self._upload_s += (_clock.elapsed() - began - self._upload_s) / 4
         except TransientStoreError as e:
             if not e.maybe_applied:
                 raise
@@ -236,20 +242,23 @@ class Staged:
         self._plain_sequence += count
         return who
 
-    def _wait_for_growth(self, patience: float, first: float = POLL_S) -> None:
+    def _wait_for_growth(self, patience: float, first: float = POLL_S) -> int:
         """Follow the log until it grows, or for ``patience`` seconds: a read
         of the key at the end each time (a LIST of the tail is dearer, and
         the writers waiting are many), the first after ``first`` seconds,
-        then every :data:`POLL_S`."""
+        then every :data:`POLL_S`. How many reads found nothing."""
         until = _clock.elapsed() + patience
         end = self._known.end
         pause = min(max(first, POLL_S), patience)
+        misses = 0
         while _clock.elapsed() < until:
             time.sleep(pause)
             pause = POLL_S
             self._listing.probe_tail()
             if self._known.end > end:
-                return
+                return misses
+            misses += 1
+        return misses
 
     def _unknown(self, why: str, since: int) -> AppendOutcomeUnknownError:
         return AppendOutcomeUnknownError(
@@ -274,10 +283,16 @@ class Staged:
         sleeps = self._shared.config.retry.sleeps()
         staged_at_s = _clock.elapsed()
         follow = followed = self._follows
+        misses = -1  # of the first wait for a commit
         while True:
             landed = self._landed(mine, since)
             if landed is not None:
-                if followed:
+                if misses == 0:
+                    # the first read found the commit: it may have been there
+                    # a while (a wait measured so would only ever grow, as
+                    # each wait begins later): look earlier next time
+                    self._lag_s *= 0.8
+                elif misses > 0:
                     lag = _clock.elapsed() - staged_at_s
                     self._lag_s += (lag - self._lag_s) / 4
                 self._follows = True
@@ -289,7 +304,8 @@ class Staged:
                 # commits (it uploaded after that commit's writer listed)
                 self._stats["waits"] += 1
                 waited = _clock.elapsed() - staged_at_s
-                self._wait_for_growth(patience, first=LAG_SHARE * self._lag_s - waited)
+                missed = self._wait_for_growth(patience, first=LAG_SHARE * self._lag_s - waited)
+                misses = missed if misses < 0 else misses
                 follow = False
                 continue
             helped = self._helpable(mine) if followed else None
@@ -338,7 +354,10 @@ class Staged:
             if want > 0:
                 time.sleep(min(GATHER_S, LAG_SHARE * self._fill_s))
             helped = self._helpable(mine)
-        while len(helped) < want and _clock.elapsed() < began + GATHER_S:
+        # the writers helped see the commit (a read) and upload: a few of
+        # this store's round trips, however slow they are
+        limit = max(GATHER_S, GATHER_UPLOADS * self._upload_s)
+        while len(helped) < want and _clock.elapsed() < began + limit:
             self._stats["gather_lists"] += 1
             time.sleep(GATHER_POLL_S)
             helped = self._helpable(mine)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from arrowlog.errors import InvalidConfigError, TransientStoreError
-from arrowlog.storage import Blob, ObjectInfo, Store
+from arrowlog.storage import Blob, ObjectInfo, Store, read_start
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +94,10 @@ class FaultyStore:
     def head(self, key: str) -> ObjectInfo:
         self._before("head", key, write=False)
         return self.inner.head(key)
+
+    def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo, str | None]:
+        self._before("get_range", key, write=False)  # one request, or the inner store's two
+        return read_start(self.inner, key, length)
 
     def put_if_absent(self, key: str, data: Blob) -> None:
         self._before("put_if_absent", key, write=True)
