@@ -96,9 +96,12 @@ def test_a_lost_race_stages_the_batch_and_a_commit_names_it(clock: ClockStore) -
     assert parse_staged_name(commit.refs[0].at) is not None and len(staged) > 0
 
 
-def test_a_writer_paused_between_upload_and_commit_is_committed_by_another_once(
+def b_commits_a_paused_batch(
     clock: ClockStore,
-) -> None:
+) -> tuple[ScriptedStore, arrowlog.PartitionLog, arrowlog.PartitionLog, Any, AppendResult]:
+    """a (through the scripted store) stages 2 and is held at its commit; b,
+    stale, appends 4 and its commit carries a's batch; a's commit then loses.
+    The scripted store, a, b, a's result and b's."""
     scripted, a = staged_behind(clock)
     b = connect(clock).partition("t", 0)
     ready(clock, a, b)
@@ -113,7 +116,13 @@ def test_a_writer_paused_between_upload_and_commit_is_committed_by_another_once(
     b_result = b.append(rows(4))
     assert b.stats["helped"] == 1
     held.release()  # a's commit goes to an offset b took: lost
-    a_result = run_a.result()
+    return scripted, a, b, run_a.result(), b_result
+
+
+def test_a_writer_paused_between_upload_and_commit_is_committed_by_another_once(
+    clock: ClockStore,
+) -> None:
+    _, a, b, a_result, b_result = b_commits_a_paused_batch(clock)
     assert isinstance(a_result, AppendResult)
     b.append(rows(5))  # b stages at once (it lost a race a moment ago), a's object still listed
 
@@ -130,18 +139,7 @@ def test_the_writer_that_committed_last_commits_an_older_batch_whose_writer_foll
     and waits for a commit. b, staging a newer batch, commits both at once:
     were it to wait for the writer of the older batch, as a follower does,
     the two would wait for each other until their patience ran out."""
-    scripted, a = staged_behind(clock)
-    b = connect(clock).partition("t", 0)
-    ready(clock, a, b)
-    staged_once(clock, a, 20)
-    plain(clock).append(rows(1))
-    held = scripted.hold("put_if_absent", SEGMENTS)
-    run_a = Background(lambda: a.append(rows(2)))
-    held.wait_reached()
-    plain(clock).append(rows(3))
-    b.append(rows(4))  # b's commit carries a's batch
-    held.release()
-    run_a.result()
+    scripted, a, b, _, _ = b_commits_a_paused_batch(clock)
 
     following = scripted.hold("head", SEGMENTS)  # a's first look at the log end
     run_a = Background(lambda: a.append(rows(5)))
