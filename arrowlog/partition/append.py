@@ -51,7 +51,8 @@ from arrowlog.partition.indexes import CompactedIndexes
 from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
 from arrowlog.partition.reads import Reads
-from arrowlog.partition.staged import Staged, check_own_refs
+from arrowlog.partition.sequences import check_own_refs
+from arrowlog.partition.staged import Staged
 
 
 @dataclass(frozen=True, slots=True)

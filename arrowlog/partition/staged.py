@@ -20,7 +20,6 @@ import collections
 import os
 import time
 import uuid
-from collections.abc import Sequence
 
 import pyarrow as pa
 
@@ -29,12 +28,11 @@ from arrowlog.config import Compression
 from arrowlog.errors import (
     AppendOutcomeUnknownError,
     DuplicateSequenceError,
-    InvalidBatchError,
     ProducerFencedError,
     RecordBatchTooLargeError,
     TransientStoreError,
 )
-from arrowlog.format.checkpoint import ProducerEntry, SegmentSummary
+from arrowlog.format.checkpoint import SegmentSummary
 from arrowlog.format.segment import Ref, SegmentHeader, WriterIdentity, empty_batch, encode
 from arrowlog.format.topic import (
     StagedName,
@@ -51,6 +49,7 @@ from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
 from arrowlog.partition.producer_ids import claim_producer_id
 from arrowlog.partition.reads import Reads
+from arrowlog.partition.sequences import MAX_REFS, Sequences
 from arrowlog.storage import ObjectInfo
 
 #: a writer that lost a race within this many seconds stages its next batch
@@ -64,9 +63,6 @@ STAGED_SLACK = 256
 #: a writer that has not lost a race lately looks for others' staged batches
 #: this often (seconds)
 LOOK_EVERY_S = 0.1
-#: a commit names at most this many staged objects (its header then fits the
-#: first bytes a listing reads)
-MAX_REFS = 48
 #: a writer helps objects staged in the last this many ms of the writers'
 #: clocks (older ones its LIST would not reach; their writers commit them)
 HELP_WITHIN_MS = 1_000
@@ -93,39 +89,6 @@ GATHER_UPLOADS = 4
 #: a follower first looks at the log this share of its usual wait after its
 #: upload (each look is a request, and the waiting writers are many)
 LAG_SHARE = 0.7
-
-
-def check_own_refs(refs: Sequence[Ref]) -> None:
-    """Refuse refs that one commit of their own writer cannot carry: none,
-    more than :data:`MAX_REFS`, a key that is not a staged object's or whose
-    name gives another record count, or batches that are not one producer's
-    in sequence from the first.
-
-    Raises:
-        InvalidBatchError: they are not such refs.
-    """
-    if not 1 <= len(refs) <= MAX_REFS:
-        raise InvalidBatchError(f"a commit names 1 to {MAX_REFS} staged objects, not {len(refs)}")
-    first = refs[0].identity
-    if first.producer_id < 0:
-        raise InvalidBatchError("staged objects committed by their writer need a producer id")
-    sequence = first.base_sequence
-    for ref in refs:
-        name = parse_staged_name(ref.at)
-        if name is None or name.record_count != ref.record_count or staged_at(name) != ref.at:
-            raise InvalidBatchError(
-                f"{ref.at!r} is not a staged object of {ref.record_count} records"
-            )
-        who = ref.identity
-        same = (who.producer_id, who.producer_epoch, who.transactional, who.transactional_id)
-        if same != (first.producer_id, first.producer_epoch, first.transactional,
-                    first.transactional_id) or who.control:  # fmt: skip
-            raise InvalidBatchError("staged objects of one commit must be one producer's batches")
-        if who.base_sequence != sequence:
-            raise InvalidBatchError(
-                f"staged object {ref.at!r} has sequence {who.base_sequence}, not {sequence}"
-            )
-        sequence += ref.record_count
 
 
 class Staged:
@@ -526,7 +489,7 @@ class Staged:
         committed = self._known.committed
         shared = self._shared
         home = partition_dir(shared.topic.prefix, shared.partition)
-        producers = _Sequences(self._known)
+        producers = Sequences(self._known)
         out: list[Ref] = []
         pending_ms: int | None = None  # the oldest listed that may wait for a helper
         newest_ms: int | None = None
@@ -590,38 +553,3 @@ class Staged:
             found.extend(shared.retry(lambda f=folder, a=after: list(  # type: ignore[misc]
                 shared.store.list(f, start_after=a))))  # fmt: skip
         return found
-
-
-class _Sequences:
-    """The producers' sequences as the chain known leaves them, and as the
-    batches a commit plans to carry advance them."""
-
-    def __init__(self, known: KnownLog) -> None:
-        self._known = known
-        self._latest: dict[int, ProducerEntry] | None = None
-
-    def next_of(self, name: StagedName, mine: Ref | None) -> bool:
-        """Whether ``name``'s batch follows its producer's latest; if so, it
-        is planned."""
-        if self._latest is None:
-            state = self._known.tail_state()
-            self._latest = dict(state.producers)
-            if mine is not None and mine.identity.producer_id >= 0:
-                self._plan(mine.identity.producer_id, mine.identity, mine.record_count)
-        latest = self._latest.get(name.producer_id)
-        if (
-            latest is None
-            or latest.producer_epoch != name.producer_epoch
-            or name.base_sequence != latest.last_sequence + 1
-        ):
-            return False
-        who = WriterIdentity(
-            producer_id=name.producer_id, producer_epoch=name.producer_epoch,
-            base_sequence=name.base_sequence,
-        )  # fmt: skip
-        self._plan(name.producer_id, who, name.record_count)
-        return True
-
-    def _plan(self, pid: int, who: WriterIdentity, count: int) -> None:
-        assert self._latest is not None
-        self._latest[pid] = ProducerEntry(pid, who.producer_epoch, who.base_sequence, count, -1, 0)

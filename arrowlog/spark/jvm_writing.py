@@ -40,7 +40,7 @@ from arrowlog.config import Compression
 from arrowlog.errors import InvalidConfigError, UnknownTopicOrPartitionError
 from arrowlog.format.segment import Ref, WriterIdentity
 from arrowlog.format.topic import parse_staged_name, partition_dir, staged_at
-from arrowlog.partition.staged import MAX_REFS
+from arrowlog.partition.sequences import MAX_REFS
 from arrowlog.spark.options import WriteOptions
 from arrowlog.spark.writing import segment_budget
 from arrowlog.storage import Store

@@ -18,7 +18,7 @@ from arrowlog.errors import (
     ProducerFencedError,
 )
 from arrowlog.format.segment import Ref, WriterIdentity
-from arrowlog.partition.staged import MAX_REFS
+from arrowlog.partition.sequences import MAX_REFS
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.testing.scripted import ScriptedStore
 from tests.support.schedules import FAST, SCHEMA, rows
