@@ -272,7 +272,7 @@ class Staged:
                 follow = False
                 continue
             helped = self._helpable(mine) if followed else None
-            if followed and helped and helped[0].at < mine.at and patience > 0:
+            if helped and helped[0].at < mine.at and patience > 0:
                 # a follower the last commit did not carry: the writer of an
                 # older staged batch (the combiner's, or another such
                 # follower's) commits now, with this one if it saw it: wait

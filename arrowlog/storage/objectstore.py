@@ -230,44 +230,33 @@ class ObjectStore:
         return self.get_range_tagged(key, start, end)[0]
 
     def get_range_tagged(self, key: str, start: int, end: int) -> tuple[bytes, str | None]:
-        check_key(key)
-        if end <= start:
-            return b"", self._head(key)["e_tag"]
-        try:
-            # object_store takes u64 offsets: past any object's end is past it
-            found = obstore.get(self._store, key, options={"range": (start, min(end, 2**63))})
-            return bytes(found.bytes()), found.meta["e_tag"]
-        except Exception as e:
-            if _status(_first_line(e)) == 416:  # starts at or past the end
-                return b"", self._head(key)["e_tag"]
-            raise _map_error(e, key, write=False) from e
+        data, meta = self._ranged(key, start, end)
+        return data, meta["e_tag"]
 
     def read_start(self, key: str, length: int) -> tuple[bytes, ObjectInfo, str | None]:
         """See :func:`arrowlog.storage.read_start`: one ranged GET, whose
         answer carries the object's size and time."""
+        data, meta = self._ranged(key, 0, length)
+        return data, _info(key, meta), meta["e_tag"]
+
+    def _ranged(self, key: str, start: int, end: int) -> tuple[bytes, Any]:
+        """Bytes ``[start, end)`` and the object's metadata (obstore's), by
+        one ranged GET; by a HEAD for an empty range or one past the end."""
         check_key(key)
-        if length <= 0:
-            meta = self._head(key)
-            return (
-                b"",
-                ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"])),
-                meta["e_tag"],
-            )
+        if end <= start:
+            return b"", self._head(key)
         try:
-            found = obstore.get(self._store, key, options={"range": (0, length)})
-            meta = found.meta
-            data = bytes(found.bytes())
+            # object_store takes u64 offsets: past any object's end is past it
+            found = obstore.get(self._store, key, options={"range": (start, min(end, 2**63))})
+            return bytes(found.bytes()), found.meta
         except Exception as e:
-            if _status(_first_line(e)) == 416:  # an empty object
-                return self.read_start(key, 0)
+            if _status(_first_line(e)) == 416:  # starts at or past the end
+                return b"", self._head(key)
             raise _map_error(e, key, write=False) from e
-        info = ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
-        return data, info, meta["e_tag"]
 
     def head(self, key: str) -> ObjectInfo:
         check_key(key)
-        meta = self._head(key)
-        return ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
+        return _info(key, self._head(key))
 
     def _head(self, key: str) -> Any:
         """The object's metadata (obstore's), errors mapped."""
@@ -325,7 +314,7 @@ class ObjectStore:
                         if key > prefix:
                             return  # sorted: nothing after this one matches
                         continue
-                    yield ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
+                    yield _info(key, meta)
                     count += 1
                     if limit is not None and count >= limit:
                         return
@@ -528,6 +517,11 @@ _REFUSED_CODES = (
     # another conditional PUT of the same key is in flight
     "<Code>ConditionalRequestConflict</Code>",
 )
+
+
+def _info(key: str, meta: Any) -> ObjectInfo:
+    """An object's info from obstore's metadata of it."""
+    return ObjectInfo(key, int(meta["size"]), epoch_ms(meta["last_modified"]))
 
 
 def _map_error(e: BaseException, key: str, *, write: bool) -> Exception:
