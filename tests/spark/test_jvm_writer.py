@@ -27,6 +27,14 @@ def local(tmp_path: Path) -> StoreSpec:
     return StoreSpec("local", str(tmp_path / "log"), {"fsync": False})
 
 
+def two_partitions(spec: StoreSpec) -> tuple[arrowlog.ArrowLog, str]:
+    """A connection to ``spec`` and a new topic of two partitions there."""
+    log = spec.connect()
+    topic = fresh_name()
+    log.create_topic(topic, TOPIC_SCHEMA, partitions=2)
+    return log, topic
+
+
 def write(df: Any, spec: StoreSpec, topic: str, **options: str) -> None:
     with_options(
         df.write.format("arrowlog").mode("append"), spec, {"topic": topic, **options}
@@ -125,9 +133,7 @@ def test_a_failed_job_shows_nothing_and_its_driver_commits_no_staged_object(
     committed their uploads: the driver aborts, and removes them; no commit
     names any staged object."""
     spec = shared_store_spec
-    log = spec.connect()
-    topic = fresh_name()
-    log.create_topic(topic, TOPIC_SCHEMA, partitions=2)
+    log, topic = two_partitions(spec)
     df = keyed_frame(spark, 2000).selectExpr(
         "case when id = 1999 then cast(raise_error('boom') as bigint) else id end as id",
         "s", "i", "b",
@@ -174,9 +180,7 @@ def test_a_dataframe_the_jvm_does_not_write_goes_to_the_python_sink(
     spark: Any, tmp_path: Path
 ) -> None:
     spec = local(tmp_path)
-    log = spec.connect()
-    topic = fresh_name()
-    log.create_topic(topic, TOPIC_SCHEMA, partitions=2)
+    log, topic = two_partitions(spec)
     reordered = keyed_frame(spark, 300).select("s", "id", "b", "i")
     write(reordered, spec, topic, keyColumn="s")
     assert staged_batches(log, topic)[0] == 0
@@ -185,9 +189,7 @@ def test_a_dataframe_the_jvm_does_not_write_goes_to_the_python_sink(
 
 def test_a_rerun_of_a_committed_version_writes_nothing(spark: Any, tmp_path: Path) -> None:
     spec = local(tmp_path)
-    log = spec.connect()
-    topic = fresh_name()
-    log.create_topic(topic, TOPIC_SCHEMA, partitions=2)
+    log, topic = two_partitions(spec)
     df = keyed_frame(spark, 300)
     for _ in range(2):
         write(df, spec, topic, keyColumn="s", txnAppId="load", txnVersion="4")
@@ -218,9 +220,7 @@ def test_a_partition_column_outside_the_topic_fails_the_job_and_commits_nothing(
     spark: Any, tmp_path: Path
 ) -> None:
     spec = local(tmp_path)
-    log = spec.connect()
-    topic = fresh_name()
-    log.create_topic(topic, TOPIC_SCHEMA, partitions=2)
+    log, topic = two_partitions(spec)
     df = keyed_frame(spark, 100).selectExpr("*", "cast(id % 3 as int) as partition")
     with pytest.raises(
         Exception, match="UnknownTopicOrPartitionError: column partition has value 2"
