@@ -89,7 +89,12 @@ final class ArrowLogWriteBuilder implements WriteBuilder, SupportsTruncate {
 
     @Override
     public boolean useCommitCoordinator() {
-      return true; // one attempt of each task commits: a speculative copy's objects stay unnamed
+      // Spark hands commit() one message per partition (a speculative or
+      // retried attempt's objects stay unnamed), so the coordinator adds
+      // nothing; with it, a row refused in DataWriter.commit() (where the
+      // last rows are encoded and checked) gets its retries denied, and Spark
+      // reports "Commit denied" in place of the row's error
+      return false;
     }
 
     @Override
