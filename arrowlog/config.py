@@ -204,13 +204,16 @@ class LogConfig:
         staged_appends: a plain or idempotent append that loses the race for
             the log end is uploaded once under a key of its own and committed
             by whichever writer wins the next offset (docs/protocol.md,
-            "Staged appends"), instead of racing one upload per offset.
+            "Staged appends"), instead of racing one upload per offset. A
+            writer alone never stages (one request per append). False: every
+            append races for the end, and the log holds no commit objects
+            (for readers older than staged appends, which refuse them).
     """
 
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     read_ahead: int | None = None
     metadata_max_age_ms: int = 30_000
-    staged_appends: bool = False
+    staged_appends: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.retry, RetryPolicy):

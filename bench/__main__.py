@@ -140,9 +140,10 @@ def writers_suite(args: argparse.Namespace) -> None:
                 out["latency"][backend.name] = bench_latency(backend)
         if "scaling" in parts:
             out |= bench_writers(
-                found, kinds=kinds, seconds=args.writer_seconds, staged=args.staged
-            )
-            out["staged_appends"] = args.staged
+                found, kinds=kinds, seconds=args.writer_seconds, staged=not args.plain,
+                delay_ms=args.writer_delay_ms,
+            )  # fmt: skip
+            out["staged_appends"] = not args.plain
     if "spark" in parts:
         print("[spark] keyed batch write against Parquet and a discarding writer ...", flush=True)
         out["spark"] = bench_spark_write()
@@ -156,7 +157,9 @@ def writers_suite(args: argparse.Namespace) -> None:
     RESULTS.mkdir(exist_ok=True)
     latest = RESULTS / "latest.json"
     everything = json.loads(latest.read_text()) if latest.exists() else {}
-    name = "writers-staged" if args.staged else "writers"
+    name = "writers-plain" if args.plain else "writers"
+    if args.writer_delay_ms:
+        name += f"-delay{args.writer_delay_ms:g}ms"
     # a run of some parts replaces those, and keeps the others' last figures
     everything[name.replace("-", "_")] = {**everything.get(name.replace("-", "_"), {}), **out}
     latest.write_text(json.dumps(everything, indent=2))
@@ -183,9 +186,17 @@ def main() -> None:
         "--writer-kinds", default=",".join(KINDS), help="writers: append, producer or both"
     )
     parser.add_argument(
-        "--staged",
+        "--plain",
         action="store_true",
-        help="writers: with staged appends (LogConfig(staged_appends=True)), saved apart",
+        help="writers: with staged appends off (LogConfig(staged_appends=False)): every "
+        "writer races for the end; saved apart",
+    )
+    parser.add_argument(
+        "--writer-delay-ms",
+        type=float,
+        default=0.0,
+        help="writers scaling: each request first waits a uniform 0..this ms (a store farther away "
+        "than the local server); saved apart",
     )
     parser.add_argument(
         "--writer-parts",

@@ -39,6 +39,9 @@ from typing import Any, Literal
 
 import arrowlog
 from arrowlog.config import Compression
+from arrowlog.storage import Store
+from arrowlog.storage.url import open_store
+from arrowlog.testing.faulty import Faults, FaultyStore
 from bench.core import Backend, config, make_batch
 from bench.figures import WriterRun, summarize_row
 
@@ -77,7 +80,10 @@ class Job:
     #: staged appends on (docs/protocol.md, "Staged appends"); the writer then
     #: appends once before the start, as a running writer has (a client's
     #: first staged batch is its own to commit)
-    staged: bool = False
+    staged: bool = True
+    #: each of the writer's requests first waits a uniform time in [0, this]
+    #: ms: a store farther away than the one on this machine
+    delay_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,13 @@ def _send(part: arrowlog.PartitionLog, producer: arrowlog.Producer | None, batch
     else:
         producer.send(part.topic.name, batch, partition=part.partition)
         producer.flush()  # acknowledged before the next send, whatever send returns
+
+
+def _store(job: Job) -> Store:
+    store = open_store(job.url, job.options)
+    if job.delay_ms:
+        store = FaultyStore(store, Faults(latency=job.delay_ms / 1000))
+    return store
 
 
 class _Writer:
@@ -114,7 +127,7 @@ class _Writer:
         job = self.job
         try:
             config = arrowlog.LogConfig(staged_appends=job.staged)
-            log = arrowlog.connect(job.url, job.options, config=config)
+            log = arrowlog.connect(_store(job), config=config)
             # the producer appends through the client's own (cached) partition log
             part = self.part = log.partition(job.topic, job.partition)
             part.end_offset()  # opened before the start, as a running writer is
@@ -269,7 +282,8 @@ def bench_row(
     layout: Layout,
     writers: int,
     seconds: float,
-    staged: bool = False,
+    staged: bool = True,
+    delay_ms: float = 0.0,
 ) -> dict[str, Any]:
     """One row: ``writers`` processes appending to a new topic for ``seconds``
     (and how long the row took, stragglers and all: ``wall_s``)."""
@@ -281,7 +295,7 @@ def bench_row(
         log.create_topic(topic, schema, partitions, config=config(Compression.NONE))
     jobs = [
         Job(backend.url, backend.options, topic, i if layout == "spread" else 0, kind, seconds,
-            writers, staged)
+            writers, staged, delay_ms)
         for i in range(writers)
     ]  # fmt: skip
     runs = pool.run(jobs)
@@ -296,7 +310,8 @@ def bench_writers(
     seconds: float = 4.0,
     counts: Sequence[int] = WRITER_COUNTS,
     crowd: int = CROWD,
-    staged: bool = False,
+    staged: bool = True,
+    delay_ms: float = 0.0,
 ) -> dict[str, Any]:
     """The scaling table for every backend, kind, layout and writer count,
     and the starvation check (``crowd`` writers, shared, plain appends) on
@@ -311,14 +326,16 @@ def bench_writers(
                     for n in counts:
                         print(f"[{backend.name}] {n} writers, {layout}, {KIND_NAMES[kind]} ...",
                               end=" ", flush=True)  # fmt: skip
-                        row = bench_row(pool, backend, kind, layout, n, seconds, staged)
+                        row = bench_row(pool, backend, kind, layout, n, seconds, staged,
+                                        delay_ms)  # fmt: skip
                         print(f"{row['wall_s']:.1f} s", flush=True)
                         rows.append({"backend": backend.name, "kind": kind, "layout": layout}
                                     | row)  # fmt: skip
             if crowd:
                 print(f"[{backend.name}] {crowd} writers, shared, plain append ...", end=" ",
                       flush=True)  # fmt: skip
-                row = bench_row(pool, backend, "append", "shared", crowd, seconds, staged)
+                row = bench_row(pool, backend, "append", "shared", crowd, seconds, staged,
+                                delay_ms)  # fmt: skip
                 print(f"{row['wall_s']:.1f} s", flush=True)
                 starvation[backend.name] = row
     for row in rows:
@@ -332,6 +349,7 @@ def bench_writers(
         "batch_bytes": BATCH_BYTES,
         "seconds_per_row": seconds,
         "spread_partitions": SPREAD_PARTITIONS,
+        "delay_ms": delay_ms,
         "rows": rows,
         "starvation": starvation,
     }
@@ -355,7 +373,9 @@ def print_writers(results: dict[str, Any]) -> None:
         of_kind = [r for r in rows if r["kind"] == kind]
         if not of_kind:
             continue
-        mode = " (staged appends)" if results.get("staged_appends") else ""
+        mode = "" if results.get("staged_appends", True) else " (staged appends off)"
+        if results.get("delay_ms"):
+            mode += f" (each request delayed 0-{results['delay_ms']:g} ms)"
         print(f"Writers per partition{mode}, {KIND_NAMES[kind]}: "
               f"{results['batch_bytes'] >> 10} KiB batches, {results['seconds_per_row']:g} s "
               f"per row after a barrier start, one "

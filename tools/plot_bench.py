@@ -3,7 +3,7 @@ the README's plot: appends/s against writers per partition, shared and
 spread, per backend, one panel per kind of writer.
 
     python tools/plot_bench.py                      # bench/results/latest.json -> docs/writers.svg
-    python tools/plot_bench.py --staged             # the --staged run -> docs/writers-staged.svg
+    python tools/plot_bench.py --plain              # the --plain run -> docs/writers-plain.svg
     python tools/plot_bench.py --results R --out O
 """
 
@@ -25,10 +25,10 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results" / "latest.json")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
-        "--staged", action="store_true", help="the run with --staged (staged appends)"
+        "--plain", action="store_true", help="the run with --plain (staged appends off)"
     )
     args = parser.parse_args()
-    name, flag = ("writers_staged", " --staged") if args.staged else ("writers", "")
+    name, flag = ("writers_plain", " --plain") if args.plain else ("writers", "")
     out = args.out or ROOT / "docs" / f"{name.replace('_', '-')}.svg"
     results = json.loads(args.results.read_text())
     if name not in results:

@@ -114,6 +114,7 @@ class Staged:
         self._stats = stats
         self._lost_at = -1e9
         self._looked_at = -1e9
+        self._called_at = -1e9  # when contended() was last asked: the last append
         # the producer id this client stages its plain appends under, and the
         # sequence of the next: never given twice, whatever became of a batch
         self._plain_id: int | None = None
@@ -142,14 +143,27 @@ class Staged:
         committed. A writer that wins every race (it knows the end it just
         wrote, so it is always first there) would otherwise never see that
         others stage behind it, and never commit their batches: so every
-        :data:`LOOK_EVERY_S` it lists the staged objects (one LIST)."""
+        :data:`LOOK_EVERY_S` it lists the staged objects (one LIST), while
+        it appends without a pause that long."""
         now = _clock.elapsed()
+        previous, self._called_at = self._called_at, now
         if now - self._lost_at < CONTENDED_S:
             return True
+        if now - previous > LOOK_EVERY_S:
+            # a writer that appends now and then leaves the end free between
+            # its appends (others' commits land there): only one that appends
+            # without pause can keep them out, and only it pays for a look,
+            # the first LOOK_EVERY_S into its run
+            self._looked_at = now
+            return False
         if now - self._looked_at < LOOK_EVERY_S:
             return False
         self._looked_at = now
-        if self._helpable(None):
+        try:
+            helpable = self._helpable(None, once=True)
+        except TransientStoreError:
+            return False  # only a hint: the append itself meets the store's state
+        if helpable:
             self._lost_at = now
             return True
         return False
@@ -481,7 +495,7 @@ class Staged:
                 self._listing.probe_tail()
         return owner
 
-    def _helpable(self, mine: Ref | None) -> list[Ref]:
+    def _helpable(self, mine: Ref | None, *, once: bool = False) -> list[Ref]:
         """The staged objects of other writers that this commit may carry:
         listed in the last :data:`HELP_WITHIN_MS`, not transactional, and the
         next batch of their producer's sequence in the chain known (so never
@@ -494,7 +508,7 @@ class Staged:
         pending_ms: int | None = None  # the oldest listed that may wait for a helper
         newest_ms: int | None = None
         newest_own_ms: int | None = None
-        for info in self._recent():
+        for info in self._recent(once):
             name = parse_staged_name(info.key)
             at = info.key[len(home) :]
             if name is None:
@@ -536,11 +550,11 @@ class Staged:
             self._list_from_ms = min(floor, now) - LIST_SLACK_MS
         return out
 
-    def _recent(self) -> list[ObjectInfo]:
+    def _recent(self, once: bool = False) -> list[ObjectInfo]:
         """The objects staged in the partition in the last
         :data:`HELP_WITHIN_MS` of the writer's clock, from where the last
         LIST showed the oldest that waits (see :data:`LIST_SLACK_MS`), in key
-        order."""
+        order; asked ``once`` (no retry), or until the deadline."""
         shared = self._shared
         now = int(time.time() * 1000)
         start = max(now - HELP_WITHIN_MS, self._list_from_ms)
@@ -550,6 +564,9 @@ class Staged:
         )
         for folder in folders:
             after = f"{folder}{start:013d}"
-            found.extend(shared.retry(lambda f=folder, a=after: list(  # type: ignore[misc]
-                shared.store.list(f, start_after=a))))  # fmt: skip
+
+            def listed(f: str = folder, a: str = after) -> list[ObjectInfo]:
+                return list(shared.store.list(f, start_after=a))
+
+            found.extend(listed() if once else shared.retry(listed))
         return found

@@ -118,7 +118,7 @@ def log_with_a_commit(root: Path) -> dict[int, list[str]]:
     of one staged batch (value 2), then at 4 a commit object naming two staged
     batches, [4, 6) (values 5 and 4), then 6 plain.
     Returns the commit's base -> its staged objects' keys."""
-    log = arrowlog.connect(str(root))
+    log = arrowlog.connect(str(root), config=arrowlog.LogConfig(staged_appends=False))
     log.create_topic("t", STAGED_SCHEMA, config=TopicConfig(checkpoint_interval=2))
     log.append("t", staged_rows(0))
     clock = ClockStore(log.store)

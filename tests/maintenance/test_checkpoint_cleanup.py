@@ -24,7 +24,7 @@ from arrowlog.storage import Store
 from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.view import CLOCK_PREFIX
 from tests.support.clocks import Clocks, ClockStore
-from tests.support.schedules import FAST, SCHEMA, Background, rows
+from tests.support.schedules import FAST, PLAIN, SCHEMA, Background, rows
 
 DELAY_MS = 15 * 60 * 1000
 #: windows [0,2) [2,4) [4,6) [6,8) [8,10) for ten segments
@@ -41,7 +41,7 @@ def clocked(store: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[ClockStore, 
 
 
 def ten_records(store: Store | ClockStore, config: TopicConfig = CONFIG) -> arrowlog.ArrowLog:
-    log = arrowlog.connect(store, config=FAST)
+    log = arrowlog.connect(store, config=PLAIN)  # segments only: retention counts their sizes
     log.create_topic("t", SCHEMA, config=config)
     for v in range(10):
         log.append("t", rows(v))

@@ -141,17 +141,19 @@ def test_closing_the_stream_early_waits_for_the_batch_being_written_and_writes_n
     assert not list(log.append_batches("t", []))
 
 
+@pytest.mark.parametrize("staged", [False, True], ids=["plain", "staged"])
 def test_another_writer_between_two_batches_moves_the_rest(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch, staged: bool
 ) -> None:
     """The schedule: batch 2's PUT is held after batch 3 was encoded for the
     offset after it; another writer appends there; then the PUT goes on, loses
     the race, and batch 2 and 3 land after the other writer's batch, each
-    encoded again for where it really lands."""
+    encoded again for where it really lands (without staged appends), or
+    staged and committed there (with them)."""
     inner_log = new_log(store)
     scripted = ScriptedStore(store)
     gate = scripted.hold("put_if_absent", lambda key: "/segments/" in key, nth=2)
-    log = arrowlog.connect(scripted)
+    log = arrowlog.connect(scripted, config=arrowlog.LogConfig(staged_appends=staged))
     log.partition("t", 0).end_offset()
     encodes = Encodes(monkeypatch)
     results: list[arrowlog.AppendResult] = []
@@ -172,8 +174,12 @@ def test_another_writer_between_two_batches_moves_the_rest(
     assert not errors
     assert [(r.base_offset, r.next_offset) for r in results] == [(0, 10), (14, 24), (24, 34)]
     assert segments(log) == [(0, 10), (10, 14), (14, 24), (24, 34)]
-    assert log.partition("t", 0).stats["conflicts"] == 1
-    assert encodes.count == 6  # 3 ahead, the other writer's, then batches 2 and 3 again
+    stats = log.partition("t", 0).stats
+    assert stats["conflicts"] == 1
+    if staged:  # batch 2 lost its race: it and batch 3 are staged, each in a commit of its own
+        assert (stats["staged"], stats["commits"], encodes.count) == (2, 2, 4)
+    else:  # 3 ahead, the other writer's, then batches 2 and 3 again
+        assert encodes.count == 6
     got = arrowlog.connect(store).read("t").column("id").to_pylist()
     assert got == list(range(10)) + list(range(1000, 1004)) + list(range(10, 30))
 

@@ -32,7 +32,7 @@ from arrowlog.storage.local import LocalStore
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.storage.wrappers import CountingStore
 from tests.support.clocks import ClockStore
-from tests.support.schedules import FAST, SCHEMA, rows
+from tests.support.schedules import FAST, PLAIN, SCHEMA, rows
 from tests.support.staged import put_staged
 
 STAGED = LogConfig(retry=FAST.retry, staged_appends=True)
@@ -46,7 +46,7 @@ def connect(store: Any) -> arrowlog.ArrowLog:
 def plain(store: Any) -> arrowlog.PartitionLog:
     """Partition 0 through a client that never stages: another writer whose
     appends only move the end."""
-    return arrowlog.connect(store, config=FAST).partition("t", 0)
+    return arrowlog.connect(store, config=PLAIN).partition("t", 0)
 
 
 def values(store: Any) -> list[int]:

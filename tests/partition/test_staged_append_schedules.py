@@ -13,15 +13,16 @@ from typing import Any
 import pytest
 
 import arrowlog
-from arrowlog import LogConfig
+from arrowlog import LogConfig, _clock
 from arrowlog.errors import CorruptSegmentError
 from arrowlog.format.segment import WriterIdentity, read_header
 from arrowlog.format.topic import parse_staged_name
 from arrowlog.partition import AppendResult, fetch_segment
 from arrowlog.storage.memory import MemoryStore
+from arrowlog.storage.wrappers import CountingStore
 from arrowlog.testing.scripted import ScriptedStore
 from tests.support.clocks import ClockStore
-from tests.support.schedules import FAST, FOREVER, SCHEMA, Background, rows
+from tests.support.schedules import FAST, FOREVER, PLAIN, SCHEMA, Background, rows
 from tests.support.staged import put_staged
 
 STAGED = LogConfig(retry=FAST.retry, staged_appends=True)
@@ -36,7 +37,7 @@ def connect(store: Any) -> arrowlog.ArrowLog:
 def plain(store: Any) -> arrowlog.PartitionLog:
     """Partition 0 through a client that never stages: another writer whose
     appends only move the end."""
-    return arrowlog.connect(store, config=FAST).partition("t", 0)
+    return arrowlog.connect(store, config=PLAIN).partition("t", 0)
 
 
 def values(store: Any) -> list[int]:
@@ -382,19 +383,43 @@ def test_a_commit_object_read_as_records_is_refused_by_name(clock: ClockStore) -
 
 
 def test_a_writer_that_wins_every_race_still_commits_the_batches_staged_behind_it(
-    clock: ClockStore,
+    clock: ClockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A writer alone at the end knows the end it just wrote: it is first
     there every time, and never loses a race. Others' batches staged behind
-    it would wait for ever; it looks for them (a LIST every tenth of a
-    second) and commits them with its own."""
+    it would wait for ever; so while it appends without a pause, it looks
+    for them (a LIST every tenth of a second) and commits them with its own."""
+    now = [0.0]
+    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
     w = connect(clock).partition("t", 0)
     w.append(rows(10), identity=identity(0))  # producer 7's first batch, in a segment
     w.append(rows(1))
     put_staged(clock, rows(11), identity(1))  # producer 7's next, staged: helpable
-    time.sleep(0.15)  # w last looked more than a tenth of a second ago
+    now[0] += 0.06
+    w.append(rows(3))  # 0.06 s into its run: not looked yet
+    assert w.stats["staged"] == 0
+    now[0] += 0.06
 
-    w.append(rows(2))
+    w.append(rows(2))  # 0.12 s into its run, never paused a tenth of a second: it looks
 
     assert (w.stats["staged"], w.stats["helped"]) == (1, 1)
-    assert sorted(values(clock)) == [0, 1, 2, 10, 11]
+    assert sorted(values(clock)) == [0, 1, 2, 3, 10, 11]
+
+
+def test_a_writer_that_appends_now_and_then_never_lists_the_staged_objects(
+    clock: ClockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the appends of a writer that pauses, the end is free for the
+    commits of others: it pays for no LIST, and stages nothing."""
+    now = [0.0]
+    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
+    counting = CountingStore(clock)
+    w = connect(counting).partition("t", 0)
+    w.append(rows(1))
+    put_staged(clock, rows(11), identity(1))
+    counting.reset()
+    for v in range(2, 6):
+        now[0] += 0.15
+        w.append(rows(v))
+    assert counting.counts == {"put_if_absent": 4}
+    assert w.stats["staged"] == 0

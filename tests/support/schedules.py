@@ -5,6 +5,7 @@ write."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -20,6 +21,8 @@ from arrowlog.storage import Store
 SCHEMA = pa.schema([("v", pa.int64())])
 # Short deadlines: a schedule decides every outcome, never the clock.
 FAST = LogConfig(retry=RetryPolicy(initial_backoff=0.001, max_backoff=0.01, deadline=0.3))
+# A writer that never stages: its appends only move the end (or lose the race).
+PLAIN = dataclasses.replace(FAST, staged_appends=False)
 FOREVER = 10**9
 
 

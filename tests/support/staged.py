@@ -29,7 +29,7 @@ from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.storage import Store
 from arrowlog.testing.scripted import ScriptedStore
 from tests.support.clocks import ClockStore
-from tests.support.schedules import FAST, Background, rows
+from tests.support.schedules import FAST, PLAIN, Background, rows
 
 STAGED = LogConfig(retry=FAST.retry, staged_appends=True)
 
@@ -45,7 +45,7 @@ def append_staged(store: Store, writer: PartitionLog, value: int, other: int) ->
     commit object naming it alone lands at the end."""
     staged = writer.stats["staged"]
     writer.end_offset()
-    arrowlog.connect(store, config=FAST).partition(writer.topic.name, 0).append(rows(other))
+    arrowlog.connect(store, config=PLAIN).partition(writer.topic.name, 0).append(rows(other))
     result = writer.append(rows(value))
     assert writer.stats["staged"] == staged + 1, "the append was not staged"
     return result
@@ -73,7 +73,7 @@ class TwoWriters:
         both; A's commit then loses (the schedule of
         tests/partition/test_staged_append_schedules.py). Once per pair."""
         a, b = self.a, self.b
-        writer = arrowlog.connect(self.clock, config=FAST).partition("t", 0)
+        writer = arrowlog.connect(self.clock, config=PLAIN).partition("t", 0)
         for part in (a, b):
             part.end_offset()
         writer.append(rows(plain[0]))
