@@ -418,6 +418,21 @@ class Appends:
         append_id: str,
         ahead: Encoded | None = None,
     ) -> AppendResult:
+        try:
+            return self._claim_end(batch, expected_offset, identity, append_id, ahead)
+        finally:
+            # how long the caller pauses between appends decides whether
+            # this writer looks for others' staged batches (Staged.contended)
+            self._staged.finished()
+
+    def _claim_end(
+        self,
+        batch: pa.RecordBatch,
+        expected_offset: int | None,
+        identity: WriterIdentity,
+        append_id: str,
+        ahead: Encoded | None,
+    ) -> AppendResult:
         staging = self._may_stage(expected_offset, identity)
         if staging and self._staged.contended():
             return self._staged.append(batch, identity, append_id)

@@ -114,7 +114,7 @@ class Staged:
         self._stats = stats
         self._lost_at = -1e9
         self._looked_at = -1e9
-        self._called_at = -1e9  # when contended() was last asked: the last append
+        self._finished_at = -1e9  # when this writer's last append ended
         # the producer id this client stages its plain appends under, and the
         # sequence of the next: never given twice, whatever became of a batch
         self._plain_id: int | None = None
@@ -146,10 +146,9 @@ class Staged:
         :data:`LOOK_EVERY_S` it lists the staged objects (one LIST), while
         it appends without a pause that long."""
         now = _clock.elapsed()
-        previous, self._called_at = self._called_at, now
         if now - self._lost_at < CONTENDED_S:
             return True
-        if now - previous > LOOK_EVERY_S:
+        if now - self._finished_at > LOOK_EVERY_S:
             # a writer that appends now and then leaves the end free between
             # its appends (others' commits land there): only one that appends
             # without pause can keep them out, and only it pays for a look,
@@ -167,6 +166,10 @@ class Staged:
             self._lost_at = now
             return True
         return False
+
+    def finished(self) -> None:
+        """An append of this writer ended, whatever its outcome."""
+        self._finished_at = _clock.elapsed()
 
     def lost_race(self) -> None:
         self._lost_at = _clock.elapsed()
