@@ -406,6 +406,39 @@ def test_a_writer_that_wins_every_race_still_commits_the_batches_staged_behind_i
     assert sorted(values(clock)) == [0, 1, 2, 3, 10, 11]
 
 
+class SlowPuts:
+    """A store whose every put takes ``seconds`` of the clock ``now``."""
+
+    def __init__(self, inner: Any, now: list[float], seconds: float) -> None:
+        self.inner, self.now, self.seconds = inner, now, seconds
+
+    def put_if_absent(self, key: str, data: Any) -> Any:
+        self.now[0] += self.seconds
+        return self.inner.put_if_absent(key, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_writer_whose_appends_are_slow_but_unpaused_still_looks(
+    clock: ClockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends that each take longer than a tenth of a second (a crowded
+    store) are no pause: the writer that calls again at once looks for the
+    batches staged behind it, and commits them."""
+    now = [0.0]
+    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
+    w = connect(SlowPuts(clock, now, 0.15)).partition("t", 0)
+    w.append(rows(10), identity=identity(0))
+    w.append(rows(1))
+    put_staged(clock, rows(11), identity(1))
+
+    w.append(rows(2))
+
+    assert (w.stats["staged"], w.stats["helped"]) == (1, 1)
+    assert sorted(values(clock)) == [0, 1, 2, 10, 11]
+
+
 def test_a_writer_that_appends_now_and_then_never_lists_the_staged_objects(
     clock: ClockStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
