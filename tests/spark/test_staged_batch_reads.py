@@ -81,7 +81,7 @@ def write_staged_batches(clock: ClockStore) -> tuple[int, int]:
     ``b``), commits of one batch each, a committed and an aborted
     transaction; partition 1: plain segments. Returns how many batches were
     staged and how many were carried by another writer's commit."""
-    other = arrowlog.connect(clock)
+    other = arrowlog.connect(clock, config=LogConfig(staged_appends=False))  # segments only
     other.append("t", batch(0, 4), partition=0)
     other.append("t", batch(100, 3), partition=1)
     scripted = ScriptedStore(clock)
