@@ -423,3 +423,76 @@ def test_a_writer_that_appends_now_and_then_never_lists_the_staged_objects(
         w.append(rows(v))
     assert counting.counts == {"put_if_absent": 4}
     assert w.stats["staged"] == 0
+
+
+def every_put_takes(store: ClockStore, seconds: float, now: list[float]) -> None:
+    """Each PUT through ``store`` takes ``seconds`` on the writers' elapsed
+    clock ``now`` (a store far away, or a large batch): a writer that appends
+    the next batch as soon as one is acknowledged never pauses, yet its
+    appends begin ``seconds`` apart."""
+    put = store.put_if_absent
+
+    def slow_put(key: str, data: Any) -> None:
+        put(key, data)
+        now[0] += seconds
+
+    store.put_if_absent = slow_put  # type: ignore[method-assign]
+
+
+def test_a_writer_whose_appends_each_take_longer_than_a_look_still_commits_the_batches_behind_it(
+    clock: ClockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pause that spares a writer its look is the time between its
+    appends, not the time an append takes: a writer whose PUTs take 0.15 s
+    and that appends again at once is first at the end every time (it knows
+    the end it just wrote), so the batches staged behind it wait for its
+    look. It looks a tenth of a second into its run, as a faster one does."""
+    now = [0.0]
+    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
+    w = connect(clock).partition("t", 0)
+    w.end_offset()
+    put_staged(clock, rows(11), identity(1))  # producer 7's second batch; its writer paused
+    every_put_takes(clock, 0.15, now)
+    w.append(rows(10), identity=identity(0))  # producer 7's first: the staged one is next
+
+    w.append(rows(1))  # at once: 0.15 s into a run without a pause
+
+    assert (w.stats["staged"], w.stats["helped"]) == (1, 1)
+    assert sorted(values(clock)) == [0, 1, 10, 11]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        arrowlog.TransientStoreError("scripted 503 SlowDown", maybe_applied=False),
+        arrowlog.StoreError("scripted 403 AccessDenied"),
+    ],
+    ids=["transient", "refused"],
+)
+def test_a_look_whose_list_fails_is_no_answer_and_the_appends_go_on_plain(
+    clock: ClockStore, monkeypatch: pytest.MonkeyPatch, failure: Exception
+) -> None:
+    """The LIST of a writer's look only hints that others' batches wait: a
+    failed one, whether the store may answer it later or refuses it for good
+    (a policy without ListBucket on the staged prefix), is no answer. The
+    appends go on as if it had found nothing, one PUT each, and each lands."""
+    now = [0.0]
+    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
+    listed = clock.list
+
+    def failing_list(prefix: str, **kwargs: Any) -> Any:
+        if "/staged/" in prefix:
+            raise failure
+        return listed(prefix, **kwargs)
+
+    monkeypatch.setattr(clock, "list", failing_list)
+    counting = CountingStore(clock)
+    w = connect(counting).partition("t", 0)
+    w.append(rows(1))
+    counting.reset()
+    for v in range(2, 6):
+        now[0] += 0.06  # a run without a pause: it looks at 0.12 s and 0.24 s
+        w.append(rows(v))
+    assert counting.counts == {"put_if_absent": 4, "list": 2}
+    assert w.stats["staged"] == 0
+    assert values(clock) == [0, 1, 2, 3, 4, 5]
