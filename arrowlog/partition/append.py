@@ -225,6 +225,8 @@ class Appends:
                 if identity.producer_id >= 0:
                     self._in_doubt.setdefault(identity.producer_id, first_try)
                 raise
+            finally:
+                self._staged.append_ended()
             if identity.producer_id >= 0 and not identity.control:
                 self._own[identity.producer_id] = ProducerEntry(
                     identity.producer_id, identity.producer_epoch, identity.base_sequence,

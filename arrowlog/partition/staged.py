@@ -30,6 +30,7 @@ from arrowlog.errors import (
     DuplicateSequenceError,
     ProducerFencedError,
     RecordBatchTooLargeError,
+    StoreError,
     TransientStoreError,
 )
 from arrowlog.format.checkpoint import SegmentSummary
@@ -114,7 +115,7 @@ class Staged:
         self._stats = stats
         self._lost_at = -1e9
         self._looked_at = -1e9
-        self._called_at = -1e9  # when contended() was last asked: the last append
+        self._ended_at = -1e9  # when this writer's last append ended
         # the producer id this client stages its plain appends under, and the
         # sequence of the next: never given twice, whatever became of a batch
         self._plain_id: int | None = None
@@ -144,12 +145,14 @@ class Staged:
         wrote, so it is always first there) would otherwise never see that
         others stage behind it, and never commit their batches: so every
         :data:`LOOK_EVERY_S` it lists the staged objects (one LIST), while
-        it appends without a pause that long."""
+        it appends without a pause that long. The pause is measured from the
+        end of its last append: an append that takes longer (a store far
+        away, a large batch) is no pause, and the writer appending right
+        after it is first at the end again."""
         now = _clock.elapsed()
-        previous, self._called_at = self._called_at, now
         if now - self._lost_at < CONTENDED_S:
             return True
-        if now - previous > LOOK_EVERY_S:
+        if now - self._ended_at > LOOK_EVERY_S:
             # a writer that appends now and then leaves the end free between
             # its appends (others' commits land there): only one that appends
             # without pause can keep them out, and only it pays for a look,
@@ -161,8 +164,10 @@ class Staged:
         self._looked_at = now
         try:
             helpable = self._helpable(None, once=True)
-        except TransientStoreError:
-            return False  # only a hint: the append itself meets the store's state
+        except StoreError:
+            # only a hint, whether the store may answer later or refuses
+            # (no LIST allowed on staged/): the append meets the store itself
+            return False
         if helpable:
             self._lost_at = now
             return True
@@ -170,6 +175,11 @@ class Staged:
 
     def lost_race(self) -> None:
         self._lost_at = _clock.elapsed()
+
+    def append_ended(self) -> None:
+        """An append of this writer ended (landed or not): its next append's
+        pause is measured from now."""
+        self._ended_at = _clock.elapsed()
 
     def append(
         self, batch: pa.RecordBatch, identity: WriterIdentity, append_id: str
