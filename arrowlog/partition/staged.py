@@ -30,6 +30,7 @@ from arrowlog.errors import (
     DuplicateSequenceError,
     ProducerFencedError,
     RecordBatchTooLargeError,
+    StoreError,
     TransientStoreError,
 )
 from arrowlog.format.checkpoint import SegmentSummary
@@ -160,8 +161,10 @@ class Staged:
         self._looked_at = now
         try:
             helpable = self._helpable(None, once=True)
-        except TransientStoreError:
-            return False  # only a hint: the append itself meets the store's state
+        except StoreError:
+            # only a hint, whether the store may answer later or refuses
+            # (no LIST allowed on staged/): the append meets the store itself
+            return False
         if helpable:
             self._lost_at = now
             return True

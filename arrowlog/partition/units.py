@@ -126,7 +126,10 @@ class Fetcher:
         """The compacted objects to read ``[start, end)`` from, in offset order:
         one LIST (keys name each object's end, then its start). Where objects
         overlap (compactors of different target sizes raced), the one listed
-        first that holds an offset serves it."""
+        first that holds an offset serves it. Offsets no object holds are
+        read from their segments: those of an object that straddles the log
+        start, before the first compacted object (compaction begins at the
+        first object wholly past the log start)."""
         prefix = compacted_prefix(self._shared.topic.prefix, self._shared.partition)
         after = compacted_after(self._shared.topic.prefix, self._shared.partition, start)
 
@@ -145,7 +148,7 @@ class Fetcher:
         for obj in self._shared.retry(listing):
             if at >= end:
                 break
-            if obj.start <= at < obj.end:
+            if at < obj.end and obj.start < end:
                 cover.append(obj)
                 at = obj.end
         return cover

@@ -25,6 +25,7 @@ from arrowlog.format.topic import checkpoint_key, parse_compacted_key, segment_k
 from arrowlog.maintenance.compaction import MIN_TARGET_BYTES
 from arrowlog.partition import fetch_compacted
 from arrowlog.storage import Store
+from arrowlog.storage.wrappers import CountingStore
 from tests.support.clocks import Clocks, ClockStore
 from tests.support.compaction import flip_bit, scanned
 from tests.support.schedules import FAST, SCHEMA, rows, visible
@@ -131,3 +132,50 @@ def test_a_dry_run_counts_the_staged_objects_and_their_bytes(
 def header_metadata(store: Store, key: str) -> dict[bytes, bytes]:
     reader = pa.ipc.open_file(pa.py_buffer(bytes(store.get(key))))
     return dict(reader.schema.metadata or {})
+
+
+def test_a_read_from_a_log_start_inside_a_commit_reads_the_compacted_range_after_it(
+    clock: ClockStore, clocks: Clocks
+) -> None:
+    """Records deleted up to the middle of a commit object of two batches:
+    that object straddles the log start, so compaction begins after it, and
+    an aborted transaction's record lies in the compacted range. A reader
+    from the log start (a consumer from the earliest offset) reads the
+    straddling object from its staged objects and the rest from the
+    compacted object: read_uncommitted sees what read_committed does there
+    (the aborted record is left out of the compacted object), and once the
+    segments are vacuumed no request asks for one of them, and the Spark
+    readers' plan reads them too. (The cover of compacted objects began at
+    the straddling object and, finding none there, covered nothing: the
+    reader read every segment, the aborted record too; after the vacuum it
+    asked for each removed segment, and the plan's tasks named them: its
+    read failed with SegmentNotFoundError, "its records are lost".)"""
+    log = log_of_commits(clock)
+    txn = log.producer(transactional_id="a")
+    txn.init_transactions()
+    txn.begin_transaction()
+    txn.send("t", rows(100), partition=0)  # offset 15
+    txn.abort_transaction()  # its marker at 16
+    for v in range(17, 23):
+        log.append("t", rows(v))
+    assert log.delete_records("t", 0, 10) == 10  # inside the commit of [9, 11)
+    (done,) = arrowlog.connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done.start == 11 and done.end > 16
+    wanted = [9, *range(11, 15), *range(17, 23)]  # the commit holds 10 then 9
+
+    uncommitted = arrowlog.connect(clock).consumer(isolation_level="read_uncommitted")
+    assert uncommitted.read("t", 0).column("v").to_pylist() == wanted
+    assert visible(arrowlog.connect(clock).consumer()) == wanted
+
+    clocks.advance(DELAY + MIN)
+    removed = {r.key for r in arrowlog.connect(clock).maintenance.vacuum(["t"])}
+    assert segment_key("t", 0, 12) in removed
+    counting = CountingStore(clock)
+    reader = arrowlog.connect(counting).consumer(isolation_level="read_uncommitted")
+    assert reader.read("t", 0).column("v").to_pylist() == wanted
+    assert not removed & set(counting.keys_read)
+    for isolation in ("read_uncommitted", "read_committed"):  # the Spark readers' plan
+        counting.reset()
+        planned = scanned(arrowlog.connect(counting), isolation_level=isolation)
+        assert planned.column("v").to_pylist() == wanted
+        assert not removed & set(counting.keys_read)

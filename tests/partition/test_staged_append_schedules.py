@@ -456,3 +456,40 @@ def test_a_writer_that_appends_now_and_then_never_lists_the_staged_objects(
         w.append(rows(v))
     assert counting.counts == {"put_if_absent": 4}
     assert w.stats["staged"] == 0
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        arrowlog.TransientStoreError("scripted 503 SlowDown", maybe_applied=False),
+        arrowlog.StoreError("scripted 403 AccessDenied"),
+    ],
+    ids=["transient", "refused"],
+)
+def test_a_look_whose_list_fails_is_no_answer_and_the_appends_go_on_plain(
+    clock: ClockStore, monkeypatch: pytest.MonkeyPatch, failure: Exception
+) -> None:
+    """The LIST of a writer's look only hints that others' batches wait: a
+    failed one, whether the store may answer it later or refuses it for good
+    (a policy without ListBucket on the staged prefix), is no answer. The
+    appends go on as if it had found nothing, one PUT each, and each lands."""
+    now = [0.0]
+    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
+    listed = clock.list
+
+    def failing_list(prefix: str, **kwargs: Any) -> Any:
+        if "/staged/" in prefix:
+            raise failure
+        return listed(prefix, **kwargs)
+
+    monkeypatch.setattr(clock, "list", failing_list)
+    counting = CountingStore(clock)
+    w = connect(counting).partition("t", 0)
+    w.append(rows(1))
+    counting.reset()
+    for v in range(2, 6):
+        now[0] += 0.06  # a run without a pause: it looks at 0.12 s and 0.24 s
+        w.append(rows(v))
+    assert counting.counts == {"put_if_absent": 4, "list": 2}
+    assert w.stats["staged"] == 0
+    assert values(clock) == [0, 1, 2, 3, 4, 5]
