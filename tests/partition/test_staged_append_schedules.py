@@ -63,6 +63,14 @@ def clock() -> ClockStore:
     return store
 
 
+@pytest.fixture
+def now(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The writers' elapsed clock, moved only by the test (``now[0]``)."""
+    at = [0.0]
+    monkeypatch.setattr(_clock, "elapsed", lambda: at[0])
+    return at
+
+
 def staged_once(clock: ClockStore, part: arrowlog.PartitionLog, value: int) -> None:
     """``part`` stages a plain append (its view of the end is stale) and commits
     it itself: the first batch of the producer id its plain appends are staged
@@ -383,14 +391,12 @@ def test_a_commit_object_read_as_records_is_refused_by_name(clock: ClockStore) -
 
 
 def test_a_writer_that_wins_every_race_still_commits_the_batches_staged_behind_it(
-    clock: ClockStore, monkeypatch: pytest.MonkeyPatch
+    clock: ClockStore, now: list[float]
 ) -> None:
     """A writer alone at the end knows the end it just wrote: it is first
     there every time, and never loses a race. Others' batches staged behind
     it would wait for ever; so while it appends without a pause, it looks
     for them (a LIST every tenth of a second) and commits them with its own."""
-    now = [0.0]
-    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
     w = connect(clock).partition("t", 0)
     w.append(rows(10), identity=identity(0))  # producer 7's first batch, in a segment
     w.append(rows(1))
@@ -421,13 +427,11 @@ class SlowPuts:
 
 
 def test_a_writer_whose_appends_are_slow_but_unpaused_still_looks(
-    clock: ClockStore, monkeypatch: pytest.MonkeyPatch
+    clock: ClockStore, now: list[float]
 ) -> None:
     """Appends that each take longer than a tenth of a second (a crowded
     store) are no pause: the writer that calls again at once looks for the
     batches staged behind it, and commits them."""
-    now = [0.0]
-    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
     w = connect(SlowPuts(clock, now, 0.15)).partition("t", 0)
     w.append(rows(10), identity=identity(0))
     w.append(rows(1))
@@ -440,12 +444,10 @@ def test_a_writer_whose_appends_are_slow_but_unpaused_still_looks(
 
 
 def test_a_writer_that_appends_now_and_then_never_lists_the_staged_objects(
-    clock: ClockStore, monkeypatch: pytest.MonkeyPatch
+    clock: ClockStore, now: list[float]
 ) -> None:
     """Between the appends of a writer that pauses, the end is free for the
     commits of others: it pays for no LIST, and stages nothing."""
-    now = [0.0]
-    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
     counting = CountingStore(clock)
     w = connect(counting).partition("t", 0)
     w.append(rows(1))
@@ -467,14 +469,12 @@ def test_a_writer_that_appends_now_and_then_never_lists_the_staged_objects(
     ids=["transient", "refused"],
 )
 def test_a_look_whose_list_fails_is_no_answer_and_the_appends_go_on_plain(
-    clock: ClockStore, monkeypatch: pytest.MonkeyPatch, failure: Exception
+    clock: ClockStore, now: list[float], monkeypatch: pytest.MonkeyPatch, failure: Exception
 ) -> None:
     """The LIST of a writer's look only hints that others' batches wait: a
     failed one, whether the store may answer it later or refuses it for good
     (a policy without ListBucket on the staged prefix), is no answer. The
     appends go on as if it had found nothing, one PUT each, and each lands."""
-    now = [0.0]
-    monkeypatch.setattr(_clock, "elapsed", lambda: now[0])
     listed = clock.list
 
     def failing_list(prefix: str, **kwargs: Any) -> Any:
