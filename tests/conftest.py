@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import arrowlog
+from arrowlog import _clock
 from arrowlog.storage import Store
 from arrowlog.testing import seaweedfs
 from tests.support.stores import SHARED_STORE_KINDS, STORE_KINDS, StoreSpec, spec_for
@@ -76,3 +77,14 @@ def make_log(store: Store) -> Callable[..., arrowlog.ArrowLog]:
         return arrowlog.connect(store, **kwargs)
 
     return make
+
+
+@pytest.fixture
+def now(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The clients' elapsed clock, moved only by the test (``now[0]``). Left
+    alone, it stands still: a writer's appends then make one run that never
+    lasts the tenth of a second after which it looks for others' staged
+    batches, so a count of its requests does not depend on the machine's speed."""
+    at = [0.0]
+    monkeypatch.setattr(_clock, "elapsed", lambda: at[0])
+    return at

@@ -379,7 +379,7 @@ def test_transactions_over_a_deleted_topic_still_end(
 # --- what it costs --------------------------------------------------------------------
 
 
-def test_changes_cost_the_hot_path_nothing(store: Store) -> None:
+def test_changes_cost_the_hot_path_nothing(store: Store, now: list[float]) -> None:
     counting = CountingStore(store)
     admin = arrowlog.connect(store)
     admin.create_topic("t", SCHEMA, partitions=2, config=TopicConfig(checkpoint_interval=50))

@@ -22,7 +22,7 @@ def one(i: int) -> pa.RecordBatch:
     return pa.record_batch({"x": [i, i]}, schema=SCHEMA)
 
 
-def test_a_steady_state_append_costs_exactly_one_request(store: Store) -> None:
+def test_a_steady_state_append_costs_exactly_one_request(store: Store, now: list[float]) -> None:
     counting = CountingStore(store)
     log = arrowlog.connect(counting)
     log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=10))
@@ -39,7 +39,9 @@ def test_a_steady_state_append_costs_exactly_one_request(store: Store) -> None:
     assert counting.counts == {"put_if_absent": 1}
 
 
-def test_an_idempotent_window_costs_one_head_more_to_date_producer_state(store: Store) -> None:
+def test_an_idempotent_window_costs_one_head_more_to_date_producer_state(
+    store: Store, now: list[float]
+) -> None:
     """An idempotent producer's sends cost one PUT each; the send that
     completes a window also puts its checkpoint and HEADs its own segment:
     the store's time of the batches the checkpoint's producer state holds

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import arrowlog
-from arrowlog import LogConfig, _clock
+from arrowlog import LogConfig
 from arrowlog.errors import CorruptSegmentError
 from arrowlog.format.segment import WriterIdentity, read_header
 from arrowlog.format.topic import parse_staged_name
@@ -61,14 +61,6 @@ def clock() -> ClockStore:
     arrowlog.connect(store).create_topic("t", SCHEMA)
     plain(store).append(rows(0))
     return store
-
-
-@pytest.fixture
-def now(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The writers' elapsed clock, moved only by the test (``now[0]``)."""
-    at = [0.0]
-    monkeypatch.setattr(_clock, "elapsed", lambda: at[0])
-    return at
 
 
 def staged_once(clock: ClockStore, part: arrowlog.PartitionLog, value: int) -> None:
