@@ -24,7 +24,17 @@ WRITERS = 4
 APPENDS = 100
 
 
-def run_race(spec: StoreSpec, out: Path, *, lose_ack: float, staged: bool = False) -> Counter[str]:
+def run_race(
+    spec: StoreSpec,
+    out: Path,
+    *,
+    lose_ack: float,
+    staged: bool = False,
+    modes: tuple[str, ...] | None = None,
+) -> Counter[str]:
+    """Each of the WRITERS processes appends APPENDS batches to partition 0 of
+    "race"; with ``modes``, writer w appends as ``modes[w]`` says (see
+    ``tests.support.workers.append_race``). The writers' stats, summed."""
     spec.connect().create_topic("race", RACE_SCHEMA, config=TopicConfig(checkpoint_interval=25))
     start_at = time.time() + 3  # every process has imported and connected by then
     procs = [
@@ -46,6 +56,7 @@ def run_race(spec: StoreSpec, out: Path, *, lose_ack: float, staged: bool = Fals
                 "--lose-ack",
                 str(lose_ack),
                 *(["--staged"] if staged else []),
+                *(["--mode", modes[w]] if modes else []),
             ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
@@ -110,3 +121,22 @@ def test_concurrent_processes_staging_appends_append_exactly_once(
     check_log(shared_store_spec, out)
     assert stats["staged"] > 0, "no append was staged: the test proved nothing"
     assert stats["appends"] + stats["staged"] == WRITERS * APPENDS
+
+
+@pytest.mark.slow
+def test_clients_of_every_kind_on_one_partition_append_exactly_once(
+    shared_store_spec: StoreSpec, tmp_path: Path
+) -> None:
+    """The writers an application runs side by side, each in its process: a
+    client with staged appends on (the default), one with them off, an
+    idempotent producer (default config), and a loader that appends each
+    batch at the end it asked for (KIP-27: exactly there, never staged, or
+    OffsetMismatchError and it asks again). Every acknowledged batch is in
+    the log once, at the offset it was told, in each writer's order."""
+    out = tmp_path / "acked.jsonl"
+    stats = run_race(
+        shared_store_spec, out, lose_ack=0.0, modes=("staged", "plain", "producer", "expected")
+    )
+    check_log(shared_store_spec, out)
+    assert stats["appends"] + stats["staged"] == WRITERS * APPENDS
+    assert stats["conflicts"] > 0, "the writers never raced: the test proved nothing"

@@ -37,7 +37,8 @@ def _open(args: argparse.Namespace) -> arrowlog.ArrowLog:
         store = FaultyStore(
             store, Faults(lose_ack=args.lose_ack, slowdown=args.slowdown, seed=os.getpid())
         )
-    return arrowlog.connect(store, config=arrowlog.LogConfig(staged_appends=args.staged))
+    staged = args.staged if args.mode is None else args.mode != "plain"
+    return arrowlog.connect(store, config=arrowlog.LogConfig(staged_appends=staged))
 
 
 def put_race(args: argparse.Namespace) -> None:
@@ -56,22 +57,47 @@ def put_race(args: argparse.Namespace) -> None:
 
 
 def append_race(args: argparse.Namespace) -> None:
-    """Append ``count`` batches; write one JSON line per acknowledged batch."""
+    """Append ``count`` batches; write one JSON line per acknowledged batch.
+    With ``--mode``: ``plain`` and ``staged`` append as a client with staged
+    appends off or on, ``producer`` sends through an idempotent producer,
+    ``expected`` appends each batch at the end it just asked for (KIP-27),
+    asking again after each OffsetMismatchError."""
     log = _open(args)
     log.end_offsets(args.topic)  # connect and import now, not in the race
     race_batch(args.writer, 0)
+    part = log.partition(args.topic, 0)
+    producer = log.producer() if args.mode == "producer" else None
     _wait_until(args.start_at)
     until = _start(args)
     with open(args.out, "a") as out:
         for seq in range(args.count):
             if time.time() > until:
                 break
-            result = log.append(args.topic, race_batch(args.writer, seq), partition=0)
+            batch = race_batch(args.writer, seq)
+            if producer is not None:
+                result = producer.send(args.topic, batch, partition=0)
+            elif args.mode == "expected":
+                result = _append_where_expected(part, batch)
+            else:
+                result = log.append(args.topic, batch, partition=0)
             out.write(
                 json.dumps([args.writer, seq, result.base_offset, result.record_count]) + "\n"
             )
             out.flush()
-    print(json.dumps(dict(log.partition(args.topic, 0).stats)), flush=True)
+    print(json.dumps(dict(part.stats)), flush=True)
+
+
+def _append_where_expected(part: PartitionLog, batch: pa.RecordBatch) -> arrowlog.AppendResult:
+    """``batch`` at the end ``part`` reports, asked again until it lands there."""
+    while True:
+        end = part.end_offset()
+        try:
+            result = part.append(batch, expected_offset=end)
+        except arrowlog.OffsetMismatchError:
+            continue
+        if result.base_offset != end or part.stats["staged"]:
+            raise AssertionError(f"expected offset {end}: landed at {result.base_offset}")
+        return result
 
 
 def read_race(args: argparse.Namespace) -> None:
@@ -314,6 +340,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lose-ack", type=float, default=0.0)
     parser.add_argument("--slowdown", type=float, default=0.0)
     parser.add_argument("--staged", action="store_true", help="stage appends that lose a race")
+    parser.add_argument(
+        "--mode", choices=["plain", "staged", "producer", "expected"], help="append_race: how"
+    )
     args = parser.parse_args(argv)
     workers = {"put_race": put_race, "append_race": append_race, "read_race": read_race,
                "zombie": zombie, "txn_crash": txn_crash, "copier": copier,
