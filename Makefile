@@ -20,33 +20,26 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -
 
 .PHONY: setup demo test test-fast test-spark-min test-spark-cluster lint bench soak clean
 
-# editable_mode=compat puts the checkout on sys.path with a static .pth entry,
-# which Spark's data source lookup (pkgutil.iter_modules) sees; setuptools'
-# default editable finder hides pyspark_arrowlog from it, and the arrowlog format
-# would be found only from the repository root.
+# An editable install as a user's `pip install -e .` makes it (pyproject.toml's
+# package-dir makes it a static .pth entry, which Spark's data source lookup sees).
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-# The JVM reader (jvm/, Java 17): compiled against the jars inside the installed
-# pyspark wheel, no Maven and no network; the jar goes into the package, so a
-# wheel built after setup carries it (arrowlog.spark.configure adds it to a session).
-# Only jvm/src/main goes into the jar: jvm/src/test is the self-test that
-# tests/jvm/test_golden_contract.py compiles and runs against the golden files.
+# The JVM reader (arrowlog/spark/java/, Java 17): compiled against the jars inside
+# the installed pyspark wheel, no Maven and no network, by the same function that
+# compiles it on first use where a wheel came without it (arrowlog.spark.jvm.build_jar;
+# here javac's lint warnings are errors). The jar goes into the package, so a wheel
+# built after setup carries it (arrowlog.spark.configure adds it to a session).
+# jvm/src/test is the self-test that tests/jvm/test_golden_contract.py compiles and
+# runs against the golden files; it is not in the jar.
 JAR      := arrowlog/spark/jars/arrowlog-spark.jar
-JAVA_SRC := $(shell find jvm/src/main -type f 2>/dev/null)
+JAVA_SRC := $(shell find arrowlog/spark/java -type f 2>/dev/null)
 $(JAR): $(STAMP) $(JAVA_SRC)
-	rm -rf build/jvm && mkdir -p build/jvm/classes $(dir $(JAR))
-	javac --release 17 -Xlint:all,-path,-serial,-classfile -Werror -encoding UTF-8 \
-		-cp "$$($(BIN)/python -c 'import arrowlog.spark.jvm as j; print(j.spark_jars())')/*" \
-		-d build/jvm/classes $(filter %.java,$(JAVA_SRC))
-	cp -R jvm/src/main/resources/. build/jvm/classes/
-	$(BIN)/python -c 'import arrowlog.spark.jvm as j; j.write_build_info("build/jvm/classes")'
-	jar cf build/jvm/arrowlog-spark.jar -C build/jvm/classes .
-	mv build/jvm/arrowlog-spark.jar $(JAR)  # a new file: a running JVM keeps the old one
+	$(BIN)/python -c 'from arrowlog.spark.jvm import build_jar; build_jar("$(JAR)", strict=True)'
 
 setup: $(STAMP) $(JAR)
 
@@ -80,7 +73,8 @@ test-spark-cluster: setup
 
 # The lower bound of the spark extra, read from pyproject.toml (its one source):
 # test-spark-min runs a read, a filtered read, a batch write and streaming reads
-# under exactly that pyspark, in a venv of its own (the dev extra pins the newest).
+# under exactly that pyspark, in a venv of its own (the dev extra pins the newest),
+# and a wheel of a clean clone whose JVM reader compiles against it on first use.
 SPARK_MIN  := $(shell sed -n 's/^spark = \["pyspark>=\([0-9.]*\),.*/\1/p' pyproject.toml)
 MIN_VENV   := .venv-spark-min
 MIN_STAMP  := $(MIN_VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
@@ -91,7 +85,8 @@ SPARK_MIN_TESTS := \
 	tests/spark/test_spark_write.py::test_a_job_commits_once_across_partitions \
 	tests/spark/test_spark_idempotence.py::test_without_the_jar_session_keys_df_write_cannot_see_refuse_the_job \
 	tests/spark/test_spark_streaming.py::test_stream_offsets_take_kafkas_shape_and_old_checkpoints_still_read \
-	tests/spark/test_spark_streaming.py::test_streaming_progress_shows_kafka_offsets_and_the_latest
+	tests/spark/test_spark_streaming.py::test_streaming_progress_shows_kafka_offsets_and_the_latest \
+	tests/spark/test_out_of_box.py::test_a_wheel_from_a_clean_clone_compiles_the_jvm_reader_on_first_use
 
 # The test runners of the dev extra, without it: it pins the newest pyspark.
 $(MIN_STAMP): pyproject.toml Makefile
@@ -99,7 +94,7 @@ $(MIN_STAMP): pyproject.toml Makefile
 	test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(MIN_VENV)/bin/python -m pip install --quiet -e '.[spark,s3-server]' 'pyspark==$(SPARK_MIN)' \
-		pytest pytest-timeout --config-settings editable_mode=compat
+		pytest pytest-timeout build
 	rm -f $(MIN_VENV)/.installed-*
 	touch $(MIN_STAMP)
 
@@ -119,4 +114,4 @@ soak: $(STAMP)
 
 clean:
 	rm -rf demo-store demo-data bench/results .pytest_cache .mypy_cache .ruff_cache .hypothesis \
-		arrowlog/spark/jars build/jvm
+		arrowlog/spark/jars

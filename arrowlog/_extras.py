@@ -15,9 +15,10 @@ from arrowlog.errors import MissingDependencyError
 
 #: extra -> (the modules it provides that arrowlog imports, what it is for)
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
-    # obstore is the client; s3fs stays selectable (client=s3fs) and brings
-    # botocore, which `arrowlog s3-server` uses to create buckets
-    "s3": (("obstore", "s3fs", "botocore"), "an s3:// store"),
+    # obstore is the client; botocore finds credentials as the AWS CLI does
+    # (and `arrowlog s3-server` creates buckets with it)
+    "s3": (("obstore", "botocore"), "an s3:// store"),
+    "s3fs": (("s3fs", "botocore"), "an s3:// store with the storage option client=s3fs"),
     "gcs": (("obstore",), "a gs:// store"),
     "azure": (("obstore",), "an az:// store"),
     "spark": (("pyspark", "pandas"), "the Spark data source (arrowlog.spark)"),

@@ -9,6 +9,7 @@ Running Spark from an installed wheel is tested in ``tests/spark``.
 from __future__ import annotations
 
 import email
+import json
 import os
 import shutil
 import subprocess
@@ -68,6 +69,14 @@ def test_the_wheel_carries_the_library_the_jobs_and_the_spark_entry_point(
         assert name in names
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "arrowlog").rglob("*.py")}
     assert sources <= names  # every module of the package, none forgotten
+    # the JVM reader's sources and resources, compiled on first use where no jar came
+    java = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "arrowlog" / "spark" / "java").rglob("*")
+        if p.is_file()
+    }
+    assert "arrowlog/spark/java/io/arrowlog/spark/ArrowLogProvider.java" in java
+    assert java <= names
 
 
 def test_the_wheel_holds_no_tests_benchmarks_or_infrastructure(wheel: zipfile.ZipFile) -> None:
@@ -92,6 +101,7 @@ def test_the_extras_and_a_core_without_them(wheel: zipfile.ZipFile) -> None:
     meta = metadata(wheel)
     assert set(meta.get_all("Provides-Extra") or []) == {
         "s3",
+        "s3fs",
         "gcs",
         "azure",
         "spark",
@@ -107,10 +117,17 @@ def test_the_extras_and_a_core_without_them(wheel: zipfile.ZipFile) -> None:
     assert 'arrowlog[azure,delta,gcs,iceberg,s3,s3-server,spark]; extra == "all"' in requires
     for extra, (modules, _) in EXTRAS.items():
         needed = {r.split(";")[0] for r in requires if r.endswith(f'extra == "{extra}"')}
-        # s3fs brings botocore with it, pyiceberg's sql-sqlite extra SQLAlchemy
-        package = {"botocore": "s3fs", "sqlalchemy": "pyiceberg[pyarrow,sql-sqlite]"}
+        # the s3 extra brings botocore, pyiceberg's sql-sqlite extra SQLAlchemy
+        package = {"sqlalchemy": "pyiceberg[pyarrow,sql-sqlite]"}
+        if extra == "s3fs":
+            package["botocore"] = "arrowlog[s3]"
         for module in modules:
             assert any(r.startswith(package.get(module, module)) for r in needed), (extra, module)
+    # s3fs's aiobotocore pins botocore: only an extra of its own asks for it
+    assert [r for r in requires if r.startswith(("s3fs", "aiobotocore"))] == [
+        's3fs>=2025.1; extra == "s3fs"'
+    ]
+    assert [r for r in requires if r.startswith("botocore")] == ['botocore>=1.34; extra == "s3"']
 
 
 # --- without the extras: a subprocess whose imports of them fail -----------------------
@@ -163,9 +180,34 @@ def test_the_core_works_on_local_and_memory_stores_without_any_extra(tmp_path: P
     assert out.split("\n") == ["[1]", "[1]", "[]", ""]
 
 
-def test_s3_without_s3fs_names_the_extra(tmp_path: Path) -> None:
+def test_s3_without_s3fs_opens_through_obstore_and_client_s3fs_names_its_extra(
+    tmp_path: Path,
+) -> None:
     out = run_without(
-        {"s3fs"},
+        {"s3fs", "aiobotocore"},
+        """
+        import arrowlog
+        store = arrowlog.connect("s3://bucket/prefix", {"anon": "true"}).store
+        print(type(store).__name__)
+        try:
+            arrowlog.connect("s3://bucket/prefix", {"anon": "true", "client": "s3fs"})
+        except arrowlog.ArrowLogError as e:
+            print(type(e).__name__, isinstance(e, ImportError), e)
+        """,
+        tmp_path,
+    )
+    first, second = out.splitlines()
+    assert first == "ObjectStore"
+    assert second.startswith(
+        "MissingDependencyError True an s3:// store with the storage option client=s3fs "
+        "needs the 's3fs' extra: pip install 'arrowlog[s3fs]'"
+    )
+    assert "No module named 's3fs'" in second
+
+
+def test_s3_without_obstore_names_the_extra(tmp_path: Path) -> None:
+    out = run_without(
+        {"obstore"},
         """
         import arrowlog
         try:
@@ -179,7 +221,44 @@ def test_s3_without_s3fs_names_the_extra(tmp_path: Path) -> None:
         "MissingDependencyError True an s3:// store needs the 's3' extra: "
         "pip install 'arrowlog[s3]'"
     )
-    assert "No module named 's3fs'" in out
+    assert "No module named 'obstore'" in out
+
+
+def test_every_extra_but_s3fs_installs_beside_boto3(tmp_path: Path) -> None:
+    """``pip install '<checkout>[all]' boto3==<the newest>`` resolves (pip's
+    resolver, against the package index, nothing installed): aiobotocore pins
+    botocore to a narrow range that lags boto3's releases, which made it
+    ResolutionImpossible while the s3 extra brought s3fs."""
+    versions = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "boto3", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    newest = versions.split("(", 1)[1].split(")", 1)[0]
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=_NOT_SOURCES)
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"),
+            *("--quiet", "--disable-pip-version-check", "--report", str(report)),
+            f"{src}[all]",
+            f"boto3=={newest}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    chosen = {
+        item["metadata"]["name"].lower(): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
+    assert chosen["boto3"] == newest
+    assert {"arrowlog", "botocore", "obstore", "pyspark", "deltalake"} <= set(chosen)
+    assert "s3fs" not in chosen and "aiobotocore" not in chosen
 
 
 def test_spark_without_pyspark_names_the_extra(tmp_path: Path) -> None:

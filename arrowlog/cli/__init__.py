@@ -1,7 +1,7 @@
 """The ``arrowlog`` command line: what a Kafka operator expects, for a log in an
 object store. One module per concept: topics, console (produce, consume),
 groups, transactions (and producers, metrics), offsets (get-offsets, dump),
-retention (delete-records, compact, vacuum), s3-server; and the jobs' own
+retention (delete-records, compact, vacuum), s3-server, spark-jar; and the jobs' own
 commands (:mod:`arrowlog.jobs`: load/backfill, export-delta, export-iceberg),
 which run in the frame every command shares (:mod:`arrowlog.jobs.commandline`).
 docs/cli.md has the tour and the exit codes."""
@@ -16,6 +16,7 @@ from arrowlog.cli.groups import groups
 from arrowlog.cli.offsets import dump, get_offsets
 from arrowlog.cli.retention import compact, delete_records, vacuum
 from arrowlog.cli.s3server import s3_server
+from arrowlog.cli.sparkjar import spark_jar
 from arrowlog.cli.topics import topics
 from arrowlog.cli.transactions import metrics, producers, transactions
 from arrowlog.jobs import backfill, export_delta, export_iceberg
@@ -44,7 +45,7 @@ def cli(debug: bool) -> None:
 
 for command in (topics, produce, consume, groups, transactions, producers, metrics,
                 get_offsets, dump, delete_records, compact, vacuum, backfill.command,
-                export_delta.command, export_iceberg.command, s3_server):  # fmt: skip
+                export_delta.command, export_iceberg.command, s3_server, spark_jar):  # fmt: skip
     cli.add_command(command)
 cli.add_command(backfill.command, name="backfill")
 

@@ -4,13 +4,17 @@
 The source registers itself: the package installs the top-level module
 ``pyspark_arrowlog``, which Spark's Python data source lookup
 (``pkgutil.iter_modules`` in a Python worker) finds in a normal install and in an
-editable one made with ``editable_mode=compat`` (``make setup``). :func:`register`
-does it by hand where that lookup cannot see the package.
+editable one (``pip install -e .``). :func:`register` does it by hand where that
+lookup cannot see the package.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
 
 from arrowlog._extras import require_extra
 
@@ -30,7 +34,52 @@ if TYPE_CHECKING:
 __all__ = ["ArrowLogDataSource", "configure", "register"]
 
 
+log = logging.getLogger(__name__)
+
+
 def register(spark: SparkSession) -> None:
     """Register the ``arrowlog`` format with ``spark`` (for this session; the
-    class is pickled to the workers, which still need arrowlog importable)."""
+    class is pickled to the workers, which need arrowlog importable).
+
+    In a local session whose workers would run an interpreter that cannot
+    import arrowlog (Spark's default, ``python3`` on the PATH, when a
+    virtualenv's python was run by its path), the session's Python workers
+    run this interpreter instead, with a warning saying so. Elsewhere the
+    executors' interpreter is out of sight: ``spark.pyspark.python`` names it.
+    """
+    context = _classic_context(spark)
+    if context is not None and str(context.master).startswith("local"):
+        worker = str(context.pythonExec)
+        if not _imports_arrowlog(worker):
+            log.warning(
+                "Spark's Python workers would run %s, which cannot import arrowlog: this "
+                "session's run %s (set spark.pyspark.python or PYSPARK_PYTHON to choose)",
+                worker,
+                sys.executable,
+            )
+            context.pythonExec = sys.executable
     spark.dataSource.register(ArrowLogDataSource)
+
+
+def _classic_context(spark: SparkSession) -> Any:
+    """The session's SparkContext; None for a Spark Connect session (no
+    workers of its own on this machine)."""
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect raises its own kinds
+        return None
+
+
+def _imports_arrowlog(python: str) -> bool:
+    """Whether the interpreter ``python`` (a path or a name on the PATH) finds
+    the arrowlog package (without importing it: a few milliseconds)."""
+    # not resolved: a virtualenv's python is a link to the base interpreter,
+    # and the link's path is what decides its packages
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
+        return True
+    probe = "import importlib.util as u, sys; sys.exit(u.find_spec('arrowlog') is None)"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0

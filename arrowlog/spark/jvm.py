@@ -1,10 +1,11 @@
 """The JVM reader's Python half: the jar, :func:`configure`, and the planner.
 
-The jar (``jvm/`` in the repository, built by ``make setup`` into
-``arrowlog/spark/jars/``) registers ``arrowlog`` as a JVM DataSource V2 source.
-Spark then picks it over the Python source for ``format("arrowlog")``; it reads
-batches itself, as Arrow vectors, and hands writes and streams to the Python
-source (see docs/spark.md, "The JVM reader").
+The jar (its sources in ``arrowlog/spark/java/``; built by ``make setup`` into
+``arrowlog/spark/jars/``, or on first use into the user's cache) registers
+``arrowlog`` as a JVM DataSource V2 source. Spark then picks it over the Python
+source for ``format("arrowlog")``; it reads batches itself, as Arrow vectors,
+and hands writes and streams to the Python source (see docs/spark.md, "The JVM
+reader").
 
 A read is planned once, by the library's own rules, in Python
 (:mod:`arrowlog.spark.jvm_planner`, which the JVM driver runs); executors fetch
@@ -13,8 +14,14 @@ the planned segments with no credentials and no Python.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,25 +30,152 @@ from arrowlog.errors import MissingDependencyError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: where ``make setup`` puts the jar (inside the package, so a wheel carries it)
+log = logging.getLogger(__name__)
+
+#: the JVM reader's sources, in the package: every ``.java`` file is compiled,
+#: every other file is a resource copied into the jar as it is
+SOURCES = Path(__file__).parent / "java"
+#: where ``make setup`` puts the jar (inside the package, so a wheel built
+#: after it carries it)
 JAR = Path(__file__).parent / "jars" / "arrowlog-spark.jar"
+#: the environment variable naming arrowlog's cache directory (else
+#: ``$XDG_CACHE_HOME/arrowlog``, else ``~/.cache/arrowlog``)
+CACHE_ENV = "ARROWLOG_CACHE_DIR"
 #: the session setting naming the planner's interpreter (the JVM reads it:
 #: io/arrowlog/spark/OptionNames.java)
 PYTHON_CONF = "spark.arrowlog.python"
+#: the lowest Java the jar is compiled for (Spark 4 needs 17 too)
+JAVA_RELEASE = "17"
+#: javac's warnings that are errors in ``make setup`` (strict builds)
+_STRICT = ("-Xlint:all,-path,-serial,-classfile", "-Werror")
 
 
 def jar_path() -> Path:
-    """The JVM source's jar.
+    """The JVM source's jar for the installed pyspark: the package's own if it
+    was built against this pyspark's minor version (``make setup``, or a wheel
+    built after it), else one compiled against this pyspark into the user's
+    cache (:func:`cache_dir`), now if it is not there yet (about 10 s, once per
+    arrowlog and pyspark version).
 
     Raises:
-        MissingDependencyError: it was not built (``make setup`` builds it).
+        MissingDependencyError: no jar fits and there is no JDK to compile one.
     """
-    if not JAR.is_file():
+    import pyspark
+
+    if JAR.is_file() and _minor(built_against(JAR)) == _minor(pyspark.__version__):
+        return JAR
+    cached = cached_jar()
+    if not cached.is_file():
+        build_jar(cached)
+    return cached
+
+
+def cache_dir() -> Path:
+    """Where arrowlog keeps what it builds on a user's machine."""
+    named = os.environ.get(CACHE_ENV)
+    if named:
+        return Path(named)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "arrowlog"
+
+
+def cached_jar() -> Path:
+    """The cache's jar for these sources and the installed pyspark."""
+    import pyspark
+
+    key = f"{sources_digest()[:16]}-pyspark-{pyspark.__version__}"
+    return cache_dir() / "spark" / key / "arrowlog-spark.jar"
+
+
+def sources_digest() -> str:
+    """A SHA-256 of the JVM reader's sources (names and contents): a jar
+    compiled from other sources is never taken for this one."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in SOURCES.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(SOURCES).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def find_javac() -> Path | None:
+    """``$JAVA_HOME/bin/javac``, else the first ``javac`` on the PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "javac").is_file():
+        return Path(home) / "bin" / "javac"
+    found = shutil.which("javac")
+    return Path(found) if found else None
+
+
+def build_jar(dest: str | Path, *, strict: bool = False) -> Path:
+    """Compile the JVM reader against the installed pyspark's jars into the
+    jar ``dest``. The jar appears whole or not at all (written beside it, then
+    renamed): processes building the same jar at once each leave a whole one,
+    and a JVM that has the old one open keeps reading it.
+
+    Args:
+        strict: javac's lint warnings are errors (``make setup``); a user's
+            build leaves them out, as a newer JDK may warn of more.
+
+    Raises:
+        MissingDependencyError: no ``javac``, or it failed (a JDK older than 17).
+    """
+    dest = Path(dest)
+    javac = find_javac()
+    if javac is None:
         raise MissingDependencyError(
-            f"the arrowlog JVM reader is not built ({JAR} is missing): run `make setup`, "
-            "or read through the Python source (leave out arrowlog.spark.configure)"
+            f"arrowlog's JVM reader is compiled once against your pyspark, and that needs a "
+            f"JDK {JAVA_RELEASE} or newer: no javac found (JAVA_HOME "
+            f"{os.environ.get('JAVA_HOME') or 'is not set'}, none on the PATH). Install one "
+            "(e.g. apt install openjdk-17-jdk-headless) or set JAVA_HOME to one, or read "
+            "through the Python source (leave out arrowlog.spark.configure)",
+            name="javac",
         )
-    return JAR
+    import pyspark
+
+    log.warning(
+        "compiling arrowlog's JVM reader against pyspark %s into %s (once for this "
+        "arrowlog and pyspark)",
+        pyspark.__version__,
+        dest,
+    )
+    sources = sorted(str(p) for p in SOURCES.rglob("*.java"))
+    with tempfile.TemporaryDirectory(prefix="arrowlog-jar-") as work:
+        classes = Path(work) / "classes"
+        argfile = Path(work) / "sources.txt"
+        argfile.write_text("".join(f'"{s}"\n' for s in sources))
+        compiled = subprocess.run(
+            [
+                *(str(javac), "--release", JAVA_RELEASE, *(_STRICT if strict else ("-nowarn",))),
+                *("-encoding", "UTF-8", "-cp", f"{spark_jars()}/*", "-d", str(classes)),
+                f"@{argfile}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if compiled.returncode != 0:
+            output = (compiled.stdout + compiled.stderr).strip().splitlines()
+            raise MissingDependencyError(
+                f"compiling arrowlog's JVM reader with {javac} failed (it needs a JDK "
+                f"{JAVA_RELEASE} or newer): " + " | ".join(output[-8:]),
+                name="javac",
+            )
+        for resource in SOURCES.rglob("*"):
+            if resource.is_file() and resource.suffix != ".java":
+                target = classes / resource.relative_to(SOURCES)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(resource, target)
+        write_build_info(classes)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        partial = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr(
+                "META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: arrowlog\r\n"
+            )
+            for path in sorted(p for p in classes.rglob("*") if p.is_file()):
+                jar.write(path, path.relative_to(classes).as_posix())
+        os.replace(partial, dest)
+    return dest
 
 
 def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
@@ -54,19 +188,14 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
     activated) that cannot import arrowlog, and ``format("arrowlog")`` would not
     be found. Call it before the session's JVM starts.
 
-    Raises:
-        MissingDependencyError: the jar was not built, or was built against
-            another pyspark (Spark's internal classes it extends change).
-    """
-    import pyspark
+    The jar is the one built for this pyspark's minor version (Spark's
+    internal classes it extends change between them): see :func:`jar_path`.
 
+    Raises:
+        MissingDependencyError: no jar fits this pyspark and no JDK is there
+            to compile one.
+    """
     jar = str(jar_path())
-    built = built_against(Path(jar))
-    if _minor(built) != _minor(pyspark.__version__):
-        raise MissingDependencyError(
-            f"the arrowlog JVM reader was built against pyspark {built}, this is pyspark "
-            f"{pyspark.__version__}: run `make setup` again to rebuild it"
-        )
     conf = builder._options  # the options set so far
     jars = [j for j in str(conf.get("spark.jars", "")).split(",") if j]
     builder = builder.config("spark.jars", ",".join([*jars, jar])).config(
@@ -92,8 +221,8 @@ def spark_jars() -> Path:
 BUILD_INFO = "io/arrowlog/spark/build.properties"
 
 
-def write_build_info(classes: str) -> None:
-    """Record the pyspark version in the classes about to be jarred (make setup)."""
+def write_build_info(classes: str | Path) -> None:
+    """Record the pyspark version in the classes about to be jarred."""
     import pyspark
 
     target = Path(classes) / BUILD_INFO
@@ -103,8 +232,6 @@ def write_build_info(classes: str) -> None:
 
 def built_against(jar: Path) -> str:
     """The pyspark version ``jar`` was compiled against ("unknown" if it says none)."""
-    import zipfile
-
     try:
         with zipfile.ZipFile(jar) as z:
             text = z.read(BUILD_INFO).decode()

@@ -3,7 +3,7 @@
 The JVM runs ``python -m arrowlog.spark.jvm_planner`` and writes one request
 per line to its stdin; the planner writes one answer per line to its stdout.
 docs/plan-wire.md says what each field means. The names live here and, for the
-JVM, in ``jvm/src/main/java/io/arrowlog/spark/planning/PlanWire.java``; the
+JVM, in ``arrowlog/spark/java/io/arrowlog/spark/planning/PlanWire.java``; the
 golden files that ``tests/jvm/golden.py`` writes with this module, and that the
 Java self-test reads, fail the suite when the two drift apart.
 

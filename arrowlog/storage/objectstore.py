@@ -33,6 +33,7 @@ from typing import Any
 import obstore
 from obstore import exceptions as obx
 
+from arrowlog._extras import require_extra
 from arrowlog.errors import (
     InvalidConfigError,
     StoreError,
@@ -164,7 +165,8 @@ class ObjectStore:
         """
         kind = "s3" if url.scheme == "s3a" else url.scheme
         if kind == "s3" and s3_client(storage_options) == "s3fs":
-            from arrowlog.storage.s3 import S3Store  # the s3 extra brings s3fs too
+            require_extra("s3fs")
+            from arrowlog.storage.s3 import S3Store
 
             return S3Store.from_url(url, storage_options)
         if not url.netloc:

@@ -12,7 +12,7 @@ from tests.jvm.jdk import compile_sources
 
 @pytest.fixture(scope="session")
 def jvm_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The directory of ``jvm/src``'s classes, main and test sources together."""
+    """The classes of the reader's sources and its self-tests', together."""
     classes = tmp_path_factory.mktemp("jvm-classes")
     compile_sources(classes)
     return classes

@@ -7,17 +7,18 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from arrowlog.spark.jvm import spark_jars
+from arrowlog.spark.jvm import SOURCES, spark_jars
 
-JVM = Path(__file__).resolve().parents[2] / "jvm" / "src"
+#: the self-tests' sources (the reader's own are in the package: SOURCES)
+TESTS = Path(__file__).resolve().parents[2] / "jvm" / "src" / "test"
 
 
 def compile_sources(classes: Path) -> None:
-    """``jvm/src`` compiled into ``classes`` as the Makefile compiles the jar,
-    with the test sources (the self-tests) beside the main ones."""
+    """The reader's sources compiled into ``classes`` as ``make setup``
+    compiles the jar, with the self-tests' sources beside them."""
     javac = shutil.which("javac")
     assert javac, "the JVM reader's contract needs a JDK (javac, java)"
-    sources = sorted(str(p) for p in JVM.rglob("*.java"))
+    sources = sorted(str(p) for d in (SOURCES, TESTS) for p in d.rglob("*.java"))
     compiled = subprocess.run(
         [
             *(javac, "--release", "17", "-Xlint:all,-path,-serial,-classfile", "-Werror"),

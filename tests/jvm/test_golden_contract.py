@@ -6,7 +6,7 @@ nested and dictionary-encoded columns, a compacted object, staged data objects
 and the commit object naming them, plan, check, relocate and error answers,
 the names both sides share); the Java self-test
 (``jvm/src/test/java/io/arrowlog/spark/GoldenSelfTest.java``), compiled
-with ``javac`` together with ``jvm/src/main`` against pyspark's jars and run
+with ``javac`` together with the reader's (``arrowlog/spark/java``) against pyspark's jars and run
 with ``java``, reads them with the JVM reader's own classes and must read the
 rows the Python reader reads. A change on either side that the other does not
 follow fails here: the committed goldens must be what the library writes now,

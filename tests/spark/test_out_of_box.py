@@ -37,10 +37,14 @@ log = arrowlog.connect(args["url"], args["storage"])
 log.create_topic("t", pa.schema([pa.field("id", pa.int64())]), partitions=2)
 builder = SparkSession.builder.master(args["master"])
 if args["jvm"]:
-    import arrowlog.spark
+    import arrowlog.spark.jvm
 
     builder = arrowlog.spark.configure(builder)
 spark = builder.getOrCreate()
+if args["register"]:
+    import arrowlog.spark
+
+    arrowlog.spark.register(spark)
 
 
 def configured(builder):
@@ -59,6 +63,8 @@ if args["jvm"]:  # the Python reader of the same session reads the same rows
     python = configured(spark.read.format("arrowlog").option("reader", "python"))
     ok = ok and sorted(python.load(args["url"]).collect()) == sorted(rows.collect())
 result = {"ok": ok, "rows": len(ids), "jvm": "JVM reader" in plan}
+if args["jvm"]:
+    result["jar"] = str(arrowlog.spark.jvm.jar_path())
 print("READ", json.dumps(result), flush=True)
 spark.stop()
 """
@@ -73,6 +79,9 @@ def run_script(
     master: str = "local[2]",
     pythonpath: str | None = None,
     jvm: bool = False,
+    cache: Path | None = None,
+    register: bool = False,
+    worker_python: Path | None = None,
 ) -> dict[str, Any]:
     """Run :data:`SCRIPT` with ``python`` in ``cwd``; the store's options reach
     Spark only as ``storage.*`` options. No AWS_* variable, no PYTHONPATH (unless
@@ -82,9 +91,11 @@ def run_script(
         for k, v in os.environ.items()
         if not k.startswith(("AWS_", "PYSPARK_", "SPARK_")) and k != "PYTHONPATH"
     }
-    env |= {"PYSPARK_PYTHON": str(python), "SPARK_LOCAL_IP": "127.0.0.1"}
+    env |= {"PYSPARK_PYTHON": str(worker_python or python), "SPARK_LOCAL_IP": "127.0.0.1"}
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
+    if cache is not None:
+        env["ARROWLOG_CACHE_DIR"] = str(cache)
     (cwd / "job.py").write_text(SCRIPT)
     args = {
         "url": url,
@@ -92,6 +103,7 @@ def run_script(
         "master": master,
         "options": spark_storage_options(storage or {}),
         "jvm": jvm,
+        "register": register,
     }
     done = subprocess.run(
         [str(python), "job.py", json.dumps(args)],
@@ -103,7 +115,7 @@ def run_script(
     )
     lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
     assert done.returncode == 0 and "READ" in lines, done.stdout + done.stderr[-4000:]
-    return {"arrowlog": lines["ARROWLOG"], **json.loads(lines["READ"])}
+    return {"arrowlog": lines["ARROWLOG"], "stderr": done.stderr, **json.loads(lines["READ"])}
 
 
 def installed_arrowlog(python: str | Path, cwd: Path) -> Path:
@@ -131,32 +143,66 @@ def test_a_default_session_outside_the_repository_finds_the_format(tmp_path: Pat
         pytest.skip(f"{sys.executable} imports arrowlog from {source}, not from {ROOT}")
     result = run_script(sys.executable, tmp_path, url=f"file://{tmp_path / 'log'}")
     # no arrowlog.spark.configure: the Python source reads
+    result.pop("stderr")
     assert result == {"arrowlog": str(source), "ok": True, "rows": 100, "jvm": False}
 
 
-def wheel_venv(tmp_path: Path) -> Path:
+def wheel_venv(tmp_path: Path, *, clean_clone: bool = False) -> Path:
     """A fresh virtualenv holding arrowlog from a wheel built from this checkout,
     and the running interpreter's packages (pyspark, pyarrow, ...) through a
     ``.pth`` file, so that nothing is downloaded. A ``.pth`` file inside a path
     added that way is not processed: the running environment's own (editable)
-    arrowlog stays invisible, which the test checks."""
+    arrowlog stays invisible, which the test checks.
+
+    The wheel is built from the package as ``make setup`` left it (the jar
+    inside), or with ``clean_clone`` from the files a clean clone has (what
+    git tracks; no jar) by ``python -m build --wheel``, as a pip user's is."""
     source = tmp_path / "src"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "pyspark_arrowlog.py"):
-        shutil.copy(ROOT / name, source)
-    for license_file in ROOT.glob("LICENSE*"):
-        shutil.copy(license_file, source)
-    shutil.copytree(
-        ROOT / "arrowlog", source / "arrowlog", ignore=shutil.ignore_patterns("__pycache__")
-    )
     wheels = tmp_path / "wheels"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(source)], check=True)
+    if clean_clone:
+        copy_clean_clone(source)
+        build = [sys.executable, "-m", "build", "--wheel", "--outdir", str(wheels), str(source)]
+        subprocess.run(build, check=True, capture_output=True)
+    else:
+        source.mkdir()
+        for name in ("pyproject.toml", "README.md", "pyspark_arrowlog.py"):
+            shutil.copy(ROOT / name, source)
+        for license_file in ROOT.glob("LICENSE*"):
+            shutil.copy(license_file, source)
+        shutil.copytree(
+            ROOT / "arrowlog", source / "arrowlog", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(source)], check=True)
     [wheel] = wheels.glob("arrowlog-*.whl")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    venv = bare_venv(tmp_path / "venv")
     python = venv / "bin" / "python"
     subprocess.run([*pip, "--python", str(python), "install", "--no-deps", str(wheel)], check=True)
+    return venv
+
+
+def copy_clean_clone(dest: Path) -> Path:
+    """The files a clean clone of this checkout has (what git tracks, and new
+    files it does not ignore), copied into ``dest``: no jar, no venv."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, tracked.split("\0")):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    assert not (dest / "arrowlog" / "spark" / "jars").exists()
+    return dest
+
+
+def bare_venv(venv: Path) -> Path:
+    """A fresh virtualenv that imports the running interpreter's packages
+    (pyspark, pyarrow, ...) but not arrowlog: see :func:`wheel_venv`."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
@@ -164,7 +210,7 @@ def wheel_venv(tmp_path: Path) -> Path:
         check=True,
     ).stdout.strip()
     # the running interpreter's site-packages directories, and not the
-    # checkout (a compat editable install puts it on sys.path)
+    # checkout (an editable install puts it on sys.path)
     packages = [e for e in sys.path if Path(e).name in ("site-packages", "dist-packages")]
     Path(purelib, "zz_dev_packages.pth").write_text("".join(f"{e}\n" for e in packages))
     return venv
@@ -172,14 +218,41 @@ def wheel_venv(tmp_path: Path) -> Path:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_wheel_in_a_fresh_virtualenv_finds_the_format(tmp_path: Path) -> None:
+def test_a_wheel_built_after_setup_carries_the_jvm_reader(tmp_path: Path) -> None:
     venv = wheel_venv(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
-    result = run_script(venv / "bin" / "python", work, url=f"file://{work / 'log'}", jvm=True)
+    cache = tmp_path / "cache"
+    result = run_script(
+        venv / "bin" / "python", work, url=f"file://{work / 'log'}", jvm=True, cache=cache
+    )
     assert Path(result["arrowlog"]).resolve().is_relative_to(venv.resolve())
-    # the wheel carries the jar: configure finds it there
     assert (result["ok"], result["rows"], result["jvm"]) == (True, 100, True)
+    # the wheel carries the jar: configure finds it there, and compiles nothing
+    assert Path(result["jar"]).resolve().is_relative_to(venv.resolve())
+    assert not cache.exists()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_wheel_from_a_clean_clone_compiles_the_jvm_reader_on_first_use(tmp_path: Path) -> None:
+    """No make: ``python -m build --wheel`` of what git tracks. The wheel holds
+    the reader's sources; ``configure`` compiles them against the installed
+    pyspark into the user's cache, and the session reads on the JVM."""
+    venv = wheel_venv(tmp_path, clean_clone=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    cache = tmp_path / "cache"
+    result = run_script(
+        venv / "bin" / "python", work, url=f"file://{work / 'log'}", jvm=True, cache=cache
+    )
+    assert Path(result["arrowlog"]).resolve().is_relative_to(venv.resolve())
+    assert (result["ok"], result["rows"], result["jvm"]) == (True, 100, True)
+    assert Path(result["jar"]).is_relative_to(cache)
+    # make test-spark-min runs this under the lowest pyspark the spark extra allows
+    import pyspark
+
+    assert f"JVM reader against pyspark {pyspark.__version__} into" in result["stderr"]
 
 
 @pytest.mark.spark
@@ -202,3 +275,52 @@ def test_local_cluster_against_seaweedfs_with_credentials_as_options(
     )
     # executors with no credentials read pre-signed URLs; the Python reader agrees
     assert (result["ok"], result["rows"], result["jvm"]) == (True, 100, True)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_default_editable_install_is_found_from_outside_the_checkout(tmp_path: Path) -> None:
+    """``pip install -e <checkout>`` with setuptools' default editable mode:
+    Spark's lookup of Python data sources sees ``pyspark_arrowlog`` (an
+    editable install served through an import hook hid it: the session then
+    failed with DATA_SOURCE_NOT_FOUND)."""
+    source = copy_clean_clone(tmp_path / "checkout")
+    venv = bare_venv(tmp_path / "venv")
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(
+        [*pip, "--python", str(python), "install", "--no-deps", "-e", str(source)], check=True
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    assert installed_arrowlog(python, work).is_relative_to(source.resolve())
+    result = run_script(python, work, url=f"file://{work / 'log'}")
+    assert (result["ok"], result["rows"], result["jvm"]) == (True, 100, False)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_register_runs_a_local_sessions_workers_on_an_interpreter_that_has_arrowlog(
+    tmp_path: Path,
+) -> None:
+    """The workers' interpreter (``PYSPARK_PYTHON``, here one with pyspark
+    but not arrowlog, as ``python3`` on the PATH often is) cannot import
+    arrowlog: ``register`` points the local session's workers at the
+    driver's interpreter, and says so. They failed with ``No module named
+    'arrowlog'`` before."""
+    venv = wheel_venv(tmp_path)
+    other = bare_venv(tmp_path / "other") / "bin" / "python"
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_script(
+        venv / "bin" / "python",
+        work,
+        url=f"file://{work / 'log'}",
+        register=True,
+        worker_python=other,
+    )
+    assert (result["ok"], result["rows"], result["jvm"]) == (True, 100, False)
+    assert (
+        f"Spark's Python workers would run {other}, which cannot import arrowlog"
+        in (result["stderr"])
+    )
