@@ -44,6 +44,7 @@ from arrowlog.maintenance import Maintenance
 from arrowlog.partition import AppendResult, PartitionLog, Removal
 from arrowlog.producer import Producer, ProducerState
 from arrowlog.read.consumer import Consumer
+from arrowlog.read.topic_scan import TopicScan
 from arrowlog.txn.coordinator import TxnState
 from arrowlog.txn.groups import ConsumerGroupMetadata
 
@@ -94,6 +95,7 @@ __all__ = [
     "TopicDescription",
     "TopicExistsError",
     "TopicRecreatedError",
+    "TopicScan",
     "TransactionInfo",
     "TransactionTimeoutError",
     "TransientStoreError",

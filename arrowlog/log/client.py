@@ -37,6 +37,8 @@ from arrowlog.maintenance import Maintenance
 from arrowlog.partition import AppendResult, PartitionLog
 from arrowlog.producer import Producer
 from arrowlog.read.consumer import Consumer
+from arrowlog.read.filters import Filter
+from arrowlog.read.topic_scan import Offsets, Time, TopicScan
 from arrowlog.read.visibility import IsolationLevel, last_stable_offset
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
@@ -556,6 +558,70 @@ class ArrowLog:
         (call ``init_transactions`` first)."""
         return Producer(
             self, transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms
+        )
+
+    def scan(
+        self,
+        topic: str,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: Filter | None = None,
+        metadata: bool = False,
+        partitions: Iterable[int] | None = None,
+        start: Offsets | None = None,
+        end: Offsets | None = None,
+        start_time: Time | None = None,
+        end_time: Time | None = None,
+        isolation_level: IsolationLevel = "read_committed",
+    ) -> TopicScan:
+        """The committed rows of every partition of ``topic``, as one snapshot
+        taken now, for any Arrow engine: the scan exports the Arrow C stream
+        (``duckdb.sql("select ... from scan")``, ``polars.from_arrow(scan)``,
+        ``pa.table(scan)``) and has ``to_table()``, ``to_reader()``,
+        ``to_pandas()``, ``to_polars()`` (a LazyFrame with projection and
+        predicate pushdown).
+
+        Args:
+            columns: the columns of the rows, in order (the topic's, and
+                ``partition``, ``offset``, ``timestamp``); None: the topic's.
+            filter: a pyarrow compute expression (``pc.field("kind") ==
+                "click"``) or filter tuples (``[("kind", "==", "click")]``); only
+                the rows it keeps are returned. Its conjuncts on the metadata
+                columns bound what is read; on the topic's columns, segments
+                whose statistics prove no row matches are not fetched.
+            metadata: add ``partition``, ``offset`` and ``timestamp`` (the
+                append time, UTC) to the rows (``_offset`` etc. where the topic
+                has a column of that name).
+            partitions: only these partitions (None: every one).
+            start, end: the offsets ``[start, end)`` read: one for every
+                partition, or a mapping of partition to offset; by default from
+                the log start to the last stable offset (read_committed) or the
+                high watermark.
+            start_time, end_time: start (end) at the first record appended at
+                or after this time (a timezone-aware datetime, or milliseconds
+                since the epoch), as Kafka's offsetsForTimes.
+            isolation_level: ``read_committed``, or ``read_uncommitted`` by name
+                (records of open and aborted transactions too).
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic or partition.
+            UnknownColumnError: ``columns`` or a filter tuple names no column.
+            InvalidConfigError: a bad filter, offset or time.
+            OffsetOutOfRangeError: a range outside the log, or past the last
+                stable offset under read_committed.
+        """
+        return TopicScan(
+            self,
+            topic,
+            columns=columns,
+            filter=filter,
+            metadata=metadata,
+            partitions=partitions,
+            start=start,
+            end=end,
+            start_time=start_time,
+            end_time=end_time,
+            isolation_level=isolation_level,
         )
 
     def consumer(
