@@ -78,7 +78,7 @@ def s3_env(server: S3Server) -> dict[str, str]:
 
 def test_the_readme_has_the_snippets_these_tests_run() -> None:
     blocks = python_blocks()
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     assert sum("s3://" in b and "storage_options" in b for b in blocks) == 1
     assert sum(bool(_USES_SPARK.search(b)) for b in blocks) == 1
 

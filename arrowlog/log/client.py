@@ -501,33 +501,46 @@ class ArrowLog:
     def read(
         self,
         topic: str,
-        partition: int = 0,
+        partition: int | None = None,
         start: int | None = None,
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
         where: Sequence[Predicate] | None = None,
+        isolation_level: IsolationLevel = "read_committed",
     ) -> pa.Table:
-        """Offsets ``[start, end)`` of one partition as a table; with ``columns``,
-        only those (large segments are then read column by column); with
-        ``where``, only the matching rows (segments that cannot match are not
-        read; see :mod:`arrowlog.format.stats`)."""
-        return self.partition(topic, partition).read(start, end, columns=columns, where=where)
+        """The committed records of ``partition``'s offsets ``[start, end)``,
+        or (None) of every partition, in partition order, as one snapshot; one
+        table. With ``columns``, only those (large segments are then read
+        column by column); with ``where``, only the matching rows (segments
+        that cannot match are not read; see :mod:`arrowlog.format.stats`).
+        ``isolation_level="read_uncommitted"`` reads the records of open and
+        aborted transactions too. :meth:`scan` gives every row's partition,
+        offset and time, and any Arrow engine its rows.
+
+        Raises:
+            InvalidConfigError: ``start`` or ``end`` without a partition.
+            OffsetOutOfRangeError: a range outside the log, or past the last
+                stable offset under read_committed.
+        """
+        reader = self.consumer(isolation_level=isolation_level)
+        return reader.read(topic, partition, start, end, columns=columns, where=where)
 
     def iter_batches(
         self,
         topic: str,
-        partition: int = 0,
+        partition: int | None = None,
         start: int | None = None,
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
         where: Sequence[Predicate] | None = None,
+        isolation_level: IsolationLevel = "read_committed",
     ) -> Generator[pa.RecordBatch, None, None]:
-        """Offsets ``[start, end)`` as a stream of record batches; ``close()`` it
-        to stop early."""
-        part = self.partition(topic, partition)
-        return part.iter_batches(start, end, columns=columns, where=where)
+        """The records of :meth:`read` as a stream of record batches; ``close()``
+        it to stop early."""
+        reader = self.consumer(isolation_level=isolation_level)
+        return reader.iter_batches(topic, partition, start, end, columns=columns, where=where)
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """High watermark of every partition."""

@@ -195,14 +195,16 @@ class Consumer:
     def iter_batches(
         self,
         topic: str,
-        partition: int = 0,
+        partition: int | None = None,
         start: int | None = None,
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
         where: Sequence[Predicate] | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
-        """Stream the visible records of ``[start, end)``. ``end`` defaults to the
+        """Stream the visible records of ``[start, end)`` of ``partition``, or
+        (None) of every partition, in partition order, as one snapshot (no
+        ``start`` or ``end`` then). ``end`` defaults to the
         LSO (read_committed) or the high watermark. With ``columns``, batches
         hold only those columns, in that order, and segments of at least
         :data:`~arrowlog.partition.fetch.COLUMN_READ_MIN_BYTES` are fetched
@@ -215,6 +217,12 @@ class Consumer:
                 the LSO under read_committed.
             UnknownColumnError: ``columns`` names a column the topic lacks.
         """
+        partition = self._only_partition(topic, partition)
+        if partition is None:
+            ranges = self._every_partition(topic, start, end)
+            for table in self.read_snapshot(ranges, columns=columns, where=where).tables.values():
+                yield from table.to_batches()
+            return
         part = self._log.partition(topic, partition)
         if self.isolation_level == "read_uncommitted":
             batches = part.iter_batches(start, end, columns=columns, where=where)
@@ -285,17 +293,29 @@ class Consumer:
     def read(
         self,
         topic: str,
-        partition: int = 0,
+        partition: int | None = None,
         start: int | None = None,
         end: int | None = None,
         *,
         columns: Sequence[str] | None = None,
         where: Sequence[Predicate] | None = None,
     ) -> pa.Table:
-        """The visible records of ``[start, end)`` as one table; with
-        ``columns``, only those; with ``where``, only matching rows (see
-        :meth:`iter_batches`)."""
+        """The visible records of ``[start, end)`` of ``partition``, or (None)
+        of every partition, in partition order, as one snapshot; one table.
+        With ``columns``, only those; with ``where``, only matching rows (see
+        :meth:`iter_batches`). :meth:`ArrowLog.scan <arrowlog.ArrowLog.scan>`
+        adds each row's partition and offset.
+
+        Raises:
+            InvalidConfigError: ``start`` or ``end`` without a partition, in a
+                topic of several.
+        """
         schema = projected(self._log.topic(topic).schema, columns)
+        partition = self._only_partition(topic, partition)
+        if partition is None:
+            ranges = self._every_partition(topic, start, end)
+            tables = self.read_snapshot(ranges, columns=columns, where=where).tables
+            return pa.concat_tables([tables[tp] for tp in ranges]).combine_chunks()
         try:
             batches = list(
                 self.iter_batches(topic, partition, start, end, columns=columns, where=where)
@@ -309,6 +329,25 @@ class Consumer:
                 self.iter_batches(topic, partition, first, end, columns=columns, where=where)
             )
         return pa.Table.from_batches(batches, schema)
+
+    def _only_partition(self, topic: str, partition: int | None) -> int | None:
+        """``partition``, or 0 where the topic has no other: one partition's
+        read needs no snapshot across partitions."""
+        if partition is None and self._log.topic(topic).partitions == 1:
+            return 0
+        return partition
+
+    def _every_partition(
+        self, topic: str, start: int | None, end: int | None
+    ) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        """Every partition of ``topic``, from its log start to where reading ends."""
+        if start is not None or end is not None:
+            raise InvalidConfigError(
+                f"start and end are offsets of one partition, and topic {topic!r} has "
+                f"several: name it (read({topic!r}, partition, start, end)), or use "
+                "ArrowLog.scan with offsets per partition"
+            )
+        return {(topic, p): (None, None) for p in range(self._log.topic(topic).partitions)}
 
     def read_many(
         self,

@@ -36,6 +36,7 @@ class Scan(Protocol):
 
     def to_batches(self) -> Iterator[pa.RecordBatch]: ...
 
+
 _OPS = {"Eq": "==", "NotEq": "!=", "Lt": "<", "LtEq": "<=", "Gt": ">", "GtEq": ">="}
 _MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _UNITS = {"Microseconds": 1, "Milliseconds": 1_000, "Nanoseconds": None}

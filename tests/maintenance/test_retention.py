@@ -354,6 +354,9 @@ def test_a_reader_that_planned_before_the_vacuum_is_told_the_records_were_delete
     wait_out_the_delay()
     assert log.maintenance.vacuum()
     with pytest.raises(OffsetOutOfRangeError, match="were deleted"):
+        reader.read("t", 0, start=0, end=4, isolation_level="read_uncommitted")
+    # read_committed looks at the log start first
+    with pytest.raises(OffsetOutOfRangeError, match="below the log start 4"):
         reader.read("t", 0, start=0, end=4)
     # from "the log start": the new one
     consumer = reader.consumer(isolation_level="read_uncommitted")

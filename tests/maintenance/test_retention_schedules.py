@@ -78,7 +78,7 @@ def make_topic(store: Any, n: int = 0, **config: Any) -> arrowlog.ArrowLog:
 
 
 def values(log: arrowlog.ArrowLog, start: int | None = None) -> list[int]:
-    col = log.read("t", 0, start=start).column("v").to_pylist()
+    col = log.read("t", 0, start=start, isolation_level="read_uncommitted").column("v").to_pylist()
     return [v for v in col if isinstance(v, int)]
 
 

@@ -581,7 +581,8 @@ def test_a_stray_with_identical_column_bytes_is_refused(kept: bool, tags: bool) 
     reader = reader_of(store, tags)
     part = reader.partition("big", 0)
     key = part.segment_key(0)
-    assert reader.read("big", columns=["a"]).column("a").equals(pa.chunked_array([data["a"]]))
+    got = reader.partition("big", 0).read(columns=["a"])
+    assert got.column("a").equals(pa.chunked_array([data["a"]]))
     original = bytes(store.get(key))
     stray = stray_bytes(data, "none")
     assert stray != original and len(stray) == len(original)
@@ -589,7 +590,7 @@ def test_a_stray_with_identical_column_bytes_is_refused(kept: bool, tags: bool) 
     if not kept:
         HEADS.clear()
     with pytest.raises(CorruptSegmentError):
-        reader.read("big", columns=["a"])
+        reader.partition("big", 0).read(columns=["a"])
 
 
 @TAGS
@@ -605,12 +606,12 @@ def test_a_stray_never_gets_the_kept_frames_dictionary(kept: bool, tags: bool) -
     part = reader.partition("big", 0)
     key = part.segment_key(0)
     assert part.segments()[0].size >= 1024 * 1024
-    reader.read("big", columns=["kind"])
+    reader.partition("big", 0).read(columns=["kind"])
     swap(store, key, stray_bytes(big_batch(2, ("gamma", "delta")), "zstd"))  # same a, b
     if not kept:
         HEADS.clear()
     with pytest.raises(CorruptSegmentError):
-        reader.read("big", columns=["kind"])
+        reader.partition("big", 0).read(columns=["kind"])
 
 
 @TAGS
@@ -620,10 +621,10 @@ def test_kept_frame_with_different_column_bytes_is_refused(tags: bool) -> None:
     writer.append("big", big_batch(1))
     reader = reader_of(store, tags)
     key = reader.partition("big", 0).segment_key(0)
-    reader.read("big", columns=["b"])
+    reader.partition("big", 0).read(columns=["b"])
     swap(store, key, stray_bytes(big_batch(9), "none"))
     with pytest.raises(CorruptSegmentError):
-        reader.read("big", columns=["b"])
+        reader.partition("big", 0).read(columns=["b"])
 
 
 @TAGS
@@ -637,9 +638,9 @@ def test_column_read_with_a_kept_frame_checks_which_object_is_at_the_key(tags: b
     writer.append("big", data)
     counting = CountingStore(inner) if tags else Untagged(inner)
     reader = arrowlog.connect(counting)
-    reader.read("big", columns=["a"])
+    reader.partition("big", 0).read(columns=["a"])
     counting.reset()
-    got = reader.read("big", columns=["b"])
+    got = reader.partition("big", 0).read(columns=["b"])
     assert got.column("b").equals(pa.chunked_array([data["b"]]))
     segment_reads = {k: n for k, n in counting.keys_read.items() if seg(k)}
     requests = 1 if tags else 2
@@ -654,13 +655,13 @@ def test_flipped_column_byte_is_detected_with_a_kept_frame() -> None:
     reader = arrowlog.connect(store)
     part = reader.partition("big", 0)
     key = part.segment_key(0)
-    reader.read("big", columns=["a"])
+    reader.partition("big", 0).read(columns=["a"])
     raw = bytearray(store.get(key))
     raw[len(raw) // 2] ^= 0x01  # in a column, past the frame
     swap(store, key, bytes(raw))
     for cols in (["a"], ["b"], ["a", "b"]):
         try:
-            got = reader.read("big", columns=cols)
+            got = reader.partition("big", 0).read(columns=cols)
         except CorruptSegmentError:
             continue
         # untouched columns may be read; they must equal the original
@@ -679,14 +680,14 @@ def test_frame_corrupted_in_the_store_after_it_was_kept(tags: bool) -> None:
     writer.append("big", data)
     reader = reader_of(store, tags)
     key = reader.partition("big", 0).segment_key(0)
-    reader.read("big", columns=["a"])
+    reader.partition("big", 0).read(columns=["a"])
     raw = bytearray(store.get(key))
     raw[200] ^= 0x10
     swap(store, key, bytes(raw))
     with pytest.raises(CorruptSegmentError):  # another tag, or frame, than the kept one
-        reader.read("big", columns=["a"])
+        reader.partition("big", 0).read(columns=["a"])
     with pytest.raises(CorruptSegmentError):
-        reader.read("big")
+        reader.partition("big", 0).read()
 
 
 def test_head_cache_is_bounded() -> None:
@@ -718,7 +719,7 @@ def test_schema_larger_than_16_kib_column_read_twice() -> None:
     reader = arrowlog.connect(store)
     name = schema.names[7]
     for _ in range(2):
-        got = reader.read("wide", columns=[name, schema.names[250]])
+        got = reader.partition("wide", 0).read(columns=[name, schema.names[250]])
         assert got.column(0).to_pylist() == cols[7].to_pylist()
         assert got.column(1).to_pylist() == cols[250].to_pylist()
 
@@ -736,13 +737,13 @@ def test_compacted_objects_and_markers_read_by_columns() -> None:
         p.send("big", b, partition=0)
         p.commit_transaction()
     reader = arrowlog.connect(store)
-    before = reader.read("big", columns=["b", "a"])
+    before = reader.partition("big", 0).read(columns=["b", "a"])
     expected = pa.Table.from_batches(data).select(["b", "a"])
     assert before.equals(expected)
     log.maintenance.compact(["big"], target_bytes=64 * 1024 * 1024)
     after = arrowlog.connect(store).read("big", columns=["b", "a"])
     assert after.equals(expected)
-    again = reader.read("big", columns=["b", "a"])
+    again = reader.partition("big", 0).read(columns=["b", "a"])
     assert again.equals(expected)
 
 

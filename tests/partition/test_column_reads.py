@@ -215,7 +215,7 @@ def test_a_column_of_large_segments_costs_its_bytes_and_one_request_a_known_segm
     assert min(sizes) >= COLUMN_READ_MIN_BYTES
     for columns in (["f"], ["i"]):
         counting.reset()
-        got = log.read("t", columns=columns)
+        got = log.partition("t", 0).read(columns=columns)
         assert got.equals(expected.select(columns))
         assert counting.counts["get"] == 0
         # the frame was read with the tail's headers and kept: the column
@@ -225,10 +225,10 @@ def test_a_column_of_large_segments_costs_its_bytes_and_one_request_a_known_segm
         assert sum(counting.bytes_read.values()) < sum(sizes) / 4
     HEADS.clear()  # frames forgotten: the head, then the column (then the head again)
     counting.reset()
-    assert log.read("t", columns=["kind"]).equals(expected.select(["kind"]))
+    assert log.partition("t", 0).read(columns=["kind"]).equals(expected.select(["kind"]))
     assert counting.counts["get_range"] == (2 if tags else 3) * len(sizes)
     counting.reset()
-    assert log.read("t").equals(expected)
+    assert log.partition("t", 0).read().equals(expected)
     assert counting.counts["get"] == len(sizes)
 
 
@@ -248,7 +248,7 @@ def test_without_tags_the_frame_is_read_again_after_the_columns(store: Store) ->
 
     column = scripted.hold("get_range", "*/segments/*", nth=1)
     got: list[pa.Table] = []
-    reader = threading.Thread(target=lambda: got.append(log.read("t", columns=["f"])))
+    reader = threading.Thread(target=lambda: got.append(log.partition("t", 0).read(columns=["f"])))
     reader.start()
     column.wait_reached()
     time.sleep(0.2)  # time for a request sent beside it to arrive
@@ -268,7 +268,7 @@ def test_a_known_frame_never_vouches_for_another_object_at_its_key(store: Store)
     log = arrowlog.connect(store)
     ref = log.partition("t", 0).segments()[0]
     assert ref.append_id is not None
-    assert log.read("t", columns=["f"]).num_rows == ROWS
+    assert log.partition("t", 0).read(columns=["f"]).num_rows == ROWS
     assert HEADS.get(ref.key, ref.append_id) is not None
     other = wide(seed=7)
     header = SegmentHeader(
@@ -303,9 +303,9 @@ def test_small_segments_are_read_whole_with_columns(store: Store) -> None:
     log.append("s", wide(500))
     counting = CountingStore(store)
     reader = arrowlog.connect(counting)
-    reader.read("s")
+    reader.partition("s", 0).read()
     counting.reset()
-    got = reader.read("s", columns=["kind", "f"])
+    got = reader.partition("s", 0).read(columns=["kind", "f"])
     assert got.equals(pa.Table.from_batches([wide(500)]).select(["kind", "f"]))
     assert counting.counts["get"] == 1 and counting.counts["get_range"] == 0
 
@@ -351,7 +351,7 @@ def test_bad_columns_fail_before_any_segment_is_read(
     log = arrowlog.connect(counting)
     log.topic("t")
     reads: list[Callable[[], object]] = [
-        lambda: log.read("t", columns=columns),
+        lambda: log.partition("t", 0).read(columns=columns),
         lambda: log.consumer().read("t", columns=columns),
         lambda: log.consumer(isolation_level="read_uncommitted").read("t", columns=columns),
         lambda: list(log.consumer().iter_records("t", columns=columns)),
