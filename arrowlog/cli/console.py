@@ -31,7 +31,10 @@ def _read_json_lines(text: TextIO, schema: pa.Schema) -> pa.Table:
         try:
             row = json.loads(line)
         except ValueError as e:
-            raise InvalidConfigError(f"line {number}: not JSON: {e}") from None
+            hint = ""
+            if number == 1 and "," in line and not line.lstrip().startswith(("{", "[")):
+                hint = " (CSV? say --format csv: only a file named *.csv is taken for one)"
+            raise InvalidConfigError(f"line {number}: not JSON: {e}{hint}") from None
         if not isinstance(row, dict):
             raise InvalidConfigError(f"line {number}: expected a JSON object, got {line.strip()!r}")
         unknown = sorted(set(row) - names)

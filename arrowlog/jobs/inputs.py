@@ -47,6 +47,23 @@ def open_input(path: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     return ipc.schema, (ipc.get_batch(i) for i in range(ipc.num_record_batches))
 
 
+def as_topic_nullability(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` whose top-level columns differ from ``schema`` only by being
+    nullable where the topic's are not, given the topic's fields: pyarrow writes
+    every Parquet column nullable, nulls or not. Data is not looked at here:
+    a null under a not-null field is still refused when the batch is appended
+    (SchemaMismatchError), as is any other difference."""
+    for batch in batches:
+        got = batch.schema
+        if got.names == schema.names and not got.equals(schema, check_metadata=False):
+            same = all(g.type.equals(w.type) for g, w in zip(got, schema, strict=True))
+            if same:
+                batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        yield batch
+
+
 def row_count(path: str) -> int | None:
     """Rows in an input file, cheaply where the format says (None for CSV: it
     would take a pass over the file)."""

@@ -130,6 +130,7 @@ def test_produce_reads_stdin(
         ('{"x": 1}\n', ["--key", "nope"], "--key 'nope' is not a column"),
         ('{"x": 1}\n', ["--partition", "7"], "has partitions 0..0, not 7"),
         ("x,s,z\n1,a,2\n", ["--format", "csv"], r"unknown column\(s\) \['z'\]"),
+        ("x,s\n1,a\n", [], "line 1: not JSON: .* \\(CSV\\? say --format csv"),
     ],
 )
 def test_bad_input_to_produce_writes_nothing(

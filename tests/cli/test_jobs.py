@@ -71,3 +71,42 @@ def test_bad_input_fails_in_one_line_and_writes_nothing(
         err = fails(capsys, code, *line.format(d=tmp_path).split())
         assert re.search(message, err), err
     assert files(root) == before
+
+
+def test_a_parquet_file_of_nullable_columns_without_nulls_loads_into_a_not_null_topic(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyarrow writes every Parquet column nullable; ``produce`` takes the same
+    rows. A null in it is still refused, naming the column, and writes nothing."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [1, 2, 3]}), tmp_path / "clean.parquet")
+    pq.write_table(pa.table({"x": [1, None]}), tmp_path / "nulls.parquet")
+    run(capsys, "topics", "create", "t", "--schema", "x: int64 not null")
+    out = run(capsys, "load", "t", str(tmp_path / "clean.parquet"), "--no-progress")
+    assert "offsets [0, 3), 3 rows written" in out
+    out = run(capsys, "load", "t", str(tmp_path / "clean.parquet"), "--no-progress")
+    assert "0 rows written, 3 already there" in out  # a rerun compares the rows it holds
+    before = files(root)
+    err = fails(capsys, 2, "load", "t", str(tmp_path / "nulls.parquet"),
+                "--start-offset", "3", "--no-progress")  # fmt: skip
+    assert "'x' has 1 null" in err
+    assert files(root) == before
+
+
+def test_a_load_into_a_partition_with_records_names_the_start_offset_to_give(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [7, 8]}), tmp_path / "in.parquet")
+    run(capsys, "topics", "create", "t", "--schema", "x: int64")
+    log = arrowlog.connect(str(root))
+    log.append("t", pa.record_batch({"x": [1, 2, 3]}))
+    before = files(root)
+    err = fails(capsys, 1, "load", "t", str(tmp_path / "in.parquet"), "--no-progress")
+    assert "a new load after them is --start-offset 3" in err
+    assert files(root) == before
+    out = run(capsys, "load", "t", str(tmp_path / "in.parquet"), "--start-offset", "3",
+              "--no-progress")  # fmt: skip
+    assert "offsets [3, 5), 2 rows written" in out

@@ -139,6 +139,14 @@ def test_s3_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert exports["ARROWLOG_ENDPOINT_URL"].startswith("http://127.0.0.1:")
     assert _weed_processes(str(data))
     assert _weed_processes("-filer.maxMB=1")  # objects in chunks of 1 MiB
+    # --env prints the same lines for that port at once, for eval in another shell
+    port = exports["ARROWLOG_ENDPOINT_URL"].rsplit(":", 1)[1]
+    printed = subprocess.run(
+        cli("s3-server", "--port", port, "--env"), env=env(), capture_output=True, text=True,
+        timeout=60, check=True,
+    )  # fmt: skip
+    again = dict(line[len("export ") :].partition("=")[::2] for line in printed.stdout.splitlines())
+    assert again == exports
     # the printed settings are all a client needs
     client = env(**exports)
     subprocess.run(cli("topics", "create", "e", "--schema", "id: int64"), env=client, check=True)
@@ -152,6 +160,19 @@ def test_s3_server_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert "S3 server stopped" in err
     assert _weed_processes(str(data)) == []
     assert data.is_dir()  # --dir is the user's: kept
+
+
+def test_s3_server_env_needs_the_port_and_starts_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from arrowlog.cli import main
+
+    assert main(["s3-server", "--env"]) == 2
+    assert "--env needs the --port" in capsys.readouterr().err
+    assert main(["s3-server", "--env", "--port", "8333"]) == 0
+    out = capsys.readouterr().out
+    assert "export ARROWLOG_ENDPOINT_URL=http://127.0.0.1:8333\n" in out
+    assert _weed_processes("-s3.port=8333") == []
 
 
 @pytest.mark.parametrize("size", ["0", "-1", "x", "2048"])

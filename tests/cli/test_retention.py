@@ -95,12 +95,38 @@ def test_retention_is_set_at_creation_and_altered_later(
     assert (config.retention_ms, config.retention_bytes) == (3_600_000, None)
 
 
+def test_config_values_take_units_at_creation_and_alteration(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As ``vacuum --retain 7d`` does: durations in ms, s, m, h, d; sizes in
+    B, KiB, MiB, GiB (a plain number is still milliseconds or bytes)."""
+    run(capsys, "topics", "create", "u", "--schema", "x: int64",
+        "--config", "retention_bytes=10GiB", "--config", "delete_delay_ms=30m")  # fmt: skip
+    config = arrowlog.connect(str(root)).topic("u").config
+    assert (config.retention_bytes, config.delete_delay_ms) == (10 << 30, 1_800_000)
+    out = run(capsys, "topics", "alter", "u", "--config", "retention_ms=7d",
+              "--config", "retention_bytes=512 MiB")  # fmt: skip
+    assert "retention_bytes=536870912, retention_ms=604800000" in out
+
+
+def test_delete_delay_at_alteration_is_refused_saying_why(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ten(root)
+    before = files(root)
+    err = fails(capsys, EXIT_USAGE, "topics", "alter", "t", "--config", "delete_delay_ms=1h")
+    assert "not delete_delay_ms: how long writers trust their view of the log end" in err
+    assert files(root) == before
+
+
 @pytest.mark.parametrize(
     "args",
     [
         ["--config", "compression=none"],
         ["--config", "retention_ms=0"],
         ["--config", "retention_ms=soon"],
+        ["--config", "retention_ms=7 days"],
+        ["--config", "retention_bytes=5TB"],
         ["--partitions", "4", "--config", "retention_ms=-5"],
         [],
     ],
