@@ -18,6 +18,7 @@ from arrowlog import _clock
 from arrowlog.admin import Admin
 from arrowlog.config import LogConfig, TopicConfig
 from arrowlog.errors import (
+    ArrowLogError,
     InvalidConfigError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -287,6 +288,18 @@ class ArrowLog:
             followed = True
         return self._learnt(name, entry, followed=followed, began=began)
 
+    def _unknown(self, name: str) -> str:
+        """Why ``name`` is not found, naming the root: a wrong root (a typo in a
+        path, another prefix) shows no topic at all."""
+        where = f"unknown topic {name!r} at {self.store.url}"
+        try:
+            others = self.list_topics()
+        except ArrowLogError:
+            return where
+        if not others:
+            return f"{where}, which holds no topic: is the root right?"
+        return f"{where} (it holds {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})"
+
     def _learnt(
         self, name: str, entry: TopicEntry | None, *, followed: bool, began: float
     ) -> Topic:
@@ -297,7 +310,7 @@ class ArrowLog:
             UnknownTopicOrPartitionError: no such topic, or it was deleted.
         """
         if entry is None:
-            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            raise UnknownTopicOrPartitionError(self._unknown(name))
         entry = self._remember(entry, followed=followed, checked=began)
         if isinstance(entry, TopicTombstone):
             raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted")

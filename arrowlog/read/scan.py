@@ -264,6 +264,8 @@ def _check_request(
                 raise InvalidConfigError("endingOffsets: -2 (earliest) is not allowed")
     if starting == "latest":
         raise InvalidConfigError("startingOffsets: 'latest' is not allowed for a batch read")
+    if ending == "earliest":
+        raise InvalidConfigError("endingOffsets: 'earliest' is not allowed for a batch read")
     return schema, checked
 
 

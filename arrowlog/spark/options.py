@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from arrowlog.errors import InvalidConfigError, InvalidNameError
-from arrowlog.read.scan import DEFAULT_TARGET_BYTES, OffsetSpec, TopicPartition, parse_offsets
+from arrowlog.read.scan import (
+    DEFAULT_TARGET_BYTES,
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    TopicPartition,
+    parse_offsets,
+)
 from arrowlog.read.visibility import IsolationLevel
 from arrowlog.txn.coordinator import check_id
 
@@ -392,18 +399,22 @@ class ReadOptions:
                 f"option minOffsetsPerTrigger ({min_offsets}) is above maxOffsetsPerTrigger "
                 f"({max_offsets})"
             )
+        starting = parse_offsets(
+            options.get("startingoffsets"),
+            option="startingOffsets",
+            default="latest" if streaming else "earliest",
+        )
+        ending = parse_offsets(
+            options.get("endingoffsets"), option="endingOffsets", default="latest"
+        )
+        if streaming is False:
+            _refuse_empty_batch_bounds(starting, ending)
         return cls(
             root=_root(options),
             storage=storage_options(options),
             topics=topics,
-            starting=parse_offsets(
-                options.get("startingoffsets"),
-                option="startingOffsets",
-                default="latest" if streaming else "earliest",
-            ),
-            ending=parse_offsets(
-                options.get("endingoffsets"), option="endingOffsets", default="latest"
-            ),
+            starting=starting,
+            ending=ending,
             starting_timestamp=_int(options, "startingTimestamp", minimum=0),
             ending_timestamp=_int(options, "endingTimestamp", minimum=0),
             isolation_level=isolation,
@@ -423,6 +434,25 @@ class ReadOptions:
             columns=_columns(options.get("columns")),
             reader=_reader(options.get("reader")),
         )
+
+
+def _refuse_empty_batch_bounds(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """A batch read starting at latest or ending at earliest reads nothing:
+    Kafka's source refuses both, as here, instead of an empty DataFrame.
+
+    Raises:
+        InvalidConfigError: ``startingOffsets`` latest (or -1), or
+            ``endingOffsets`` earliest (or -2).
+    """
+    for option, spec, word, code in (
+        ("startingOffsets", starting, "latest", LATEST),
+        ("endingOffsets", ending, "earliest", EARLIEST),
+    ):
+        if spec == word or (isinstance(spec, dict) and code in spec.values()):
+            raise InvalidConfigError(
+                f"option {option}: '{word}' is not allowed in a batch read ({code} in JSON "
+                "neither): it would read nothing; Kafka's source refuses it too"
+            )
 
 
 def _reader(value: str | None) -> Literal["jvm", "python"]:

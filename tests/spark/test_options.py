@@ -215,6 +215,25 @@ def test_bad_streaming_values(options: dict[str, str], message: str) -> None:
     refused(message, options, True)
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"endingOffsets": "earliest"},
+        {"endingOffsets": '{"t": {"0": -2}}'},
+        {"startingOffsets": "latest"},
+        {"startingOffsets": '{"t": {"0": 5, "1": -1}}'},
+    ],
+)
+def test_a_batch_read_that_would_read_nothing_is_refused_as_kafka_refuses_it(
+    options: dict[str, str],
+) -> None:
+    name = next(iter(options))
+    refused(f"option {name}: .* is not allowed in a batch read", options)
+    # a stream may start at latest; its ends are its own
+    if name == "startingOffsets":
+        parse(options, streaming=True)
+
+
 def test_structured_storage_options_are_json() -> None:
     options = {
         "storage.client_kwargs": '{"region_name": "eu-west-1", "verify": false}',
