@@ -113,9 +113,17 @@ def route(
         if not 0 <= p < topic.partitions:
             raise arrowlog.UnknownTopicOrPartitionError(
                 f"column partition has value {p}, outside 0..{topic.partitions - 1} "
-                f"of topic {topic.name!r}"
+                f"of topic {topic.name!r}: {PARTITION_HINT}"
             )
         yield p, batch.take(pa.array(indices, pa.int64()))
+
+
+#: what to do about a partition column from a topic of more partitions (the JVM
+#: writer says the same: StagedDataWriter.PARTITION_HINT)
+PARTITION_HINT = (
+    "a DataFrame read from a topic of more partitions keeps their numbers; drop the column "
+    'to spread the rows (df.drop("partition")), or route them by key (option keyColumn)'
+)
 
 
 def _by_key(batch: pa.RecordBatch, topic: arrowlog.Topic, key_column: str) -> list[int]:

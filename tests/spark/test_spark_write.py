@@ -146,7 +146,12 @@ def test_rerunning_a_committed_job_writes_nothing(spark: Any, shared_store_spec:
     [
         ("id, name, 'x' as extra", {}, "columns \\['extra'\\] that topic"),
         ("id", {}, "lacks columns \\['name'\\]"),
-        ("id, name, cast(7 as int) as partition", {}, "outside 0..1"),
+        ("id, name, cast(7 as int) as partition", {}, "outside 0..1 .*drop the column"),
+        (
+            "id, name, cast(7 as int) as partition",
+            {"writer": "python"},
+            "outside 0..1 .*drop the column",
+        ),
         ("id, name", {"keyColumn": "nope"}, "keyColumn 'nope'"),
         ("id, name", {"txnAppId": "a"}, "txnAppId and txnVersion go together"),
     ],

@@ -44,6 +44,12 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
   private static final byte[] NONE = "None".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] TRUE = "True".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] FALSE = "False".getBytes(StandardCharsets.US_ASCII);
+  /** What to do about a partition column from a topic of more partitions (as the Python sink). */
+  static final String PARTITION_HINT =
+      "a DataFrame read from a topic of more partitions keeps their numbers; drop the column"
+          + " to spread the rows (df.drop(\"partition\")), or route them by key (option"
+          + " keyColumn)";
+
   /** The most rows written between two measures of a partition's bytes. */
   private static final long MAX_UNMEASURED = 1024;
 
@@ -162,7 +168,7 @@ final class StagedDataWriter implements DataWriter<InternalRow> {
       throw new ArrowLogException(
           "UnknownTopicOrPartitionError",
           "column partition has value " + p + ", outside 0.." + (job.partitions - 1)
-              + " of the topic");
+              + " of the topic: " + PARTITION_HINT);
     }
     return (int) p;
   }
