@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from typing import Any
 
@@ -84,7 +85,37 @@ def describe(session: Session, transactional_id: str) -> None:
     if session.output == "json":
         session.json(entry)
     else:
-        session.table([{"field": k, "value": v} for k, v in entry.items()])
+        session.table([{"field": k, "value": v} for k, v in _described(entry, _now_ms()).items()])
+
+
+def _described(entry: dict[str, Any], now: int) -> dict[str, Any]:
+    """A coordinator entry as kafka-transactions describe shows one: its state,
+    producer, partitions and offsets, times as UTC dates and ages (the raw
+    entry is ``--output json``'s)."""
+    started = entry.get("txn_started_ms")
+    written = entry.get("written_ms")
+    state = str(entry.get("state", ""))
+    ongoing = state in ("ONGOING", "PREPARE_COMMIT", "PREPARE_ABORT")
+    out: dict[str, Any] = {
+        "transactional_id": entry.get("transactional_id"),
+        "state": state,
+        "producer_id": entry.get("producer_id"),
+        "producer_epoch": entry.get("producer_epoch"),
+        "timeout": human_age(int(entry["timeout_ms"])) if "timeout_ms" in entry else None,
+        "started": iso(int(started)) if started else None,
+        "age" if ongoing else "lasted": (
+            human_age(now - int(started))
+            if ongoing and started
+            else human_age(int(written) - int(started))
+            if started and written
+            else None
+        ),
+        "last_written": iso(int(written)) if written else None,
+        "partitions": ", ".join(f"{t}/{p}" for t, p in entry.get("partitions") or []) or None,
+        "group_offsets": json.dumps(entry["offsets"]) if entry.get("offsets") else None,
+        "reason": entry.get("reason"),
+    }
+    return {k: v for k, v in out.items() if v is not None}
 
 
 @transactions.command("abort")

@@ -113,3 +113,27 @@ def test_human_age() -> None:
     assert [human_age(v) for v in (None, 5, 1_500, 61_000, 3_600_000 * 27 + 5_000)] == [
         "-", "5ms", "1s", "1m 1s", "1d 3h",
     ]  # fmt: skip
+
+
+def test_describe_shows_state_partitions_and_times_as_dates_and_ages(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As kafka-transactions describe: no epoch milliseconds, no write ids;
+    the raw coordinator entry is --output json's."""
+    log = arrowlog.connect(str(root))
+    log.create_topic("d", SCHEMA, partitions=2)
+    p = log.producer(transactional_id="etl")
+    p.init_transactions()
+    with p.transaction():
+        p.send("d", rows(1), partition=0)
+        p.send("d", rows(2), partition=1)
+    p.close()
+    out = run(capsys, "transactions", "describe", "etl")
+    fields = dict(line.split(None, 1) for line in out.strip().splitlines()[1:])
+    assert fields["state"].strip() == "COMPLETE_COMMIT"
+    assert fields["partitions"].strip() == "d/0, d/1"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", fields["started"].strip())
+    assert re.fullmatch(r"\d+(ms|s)", fields["lasted"].strip())
+    assert "write_id" not in fields and "txn_started_ms" not in fields
+    raw = json.loads(run(capsys, "transactions", "describe", "etl", "--output", "json"))
+    assert isinstance(raw["txn_started_ms"], int) and raw["write_id"]
