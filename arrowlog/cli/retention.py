@@ -6,6 +6,7 @@ names are listed and left in place)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import click
@@ -127,10 +128,31 @@ def vacuum(session: Session, topics: tuple[str, ...], dry_run: bool, retain_ms: 
         }
         for o in removed.orphans
     ]
-    session.table(rows)
+    if dry_run or session.output == "json" or len(rows) <= LIST_AT_MOST:
+        session.table(rows)
+    else:
+        session.table(_by_reason(rows))
+        session.message(f"(--dry-run lists each object; --output json gives all {len(rows)})")
     verb = "would remove" if dry_run else "removed"
     left = f"; left {len(removed.orphans)} orphaned staged object(s) in place"
     session.message(f"{verb} {len(removed)} object(s){left if removed.orphans else ''}")
+
+
+#: a vacuum that removed more objects than this prints them grouped by reason
+LIST_AT_MOST = 20
+
+
+def _by_reason(rows: list[dict[str, str]]) -> list[dict[str, object]]:
+    """One row per action and kind of reason (the reason with its numbers
+    blanked), with how many objects and an example key."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        kind = re.sub(r"\d+", "N", row["reason"])
+        groups.setdefault((row["action"], kind), []).append(row["key"])
+    return [
+        {"objects": len(keys), "action": action, "reason": kind, "e.g.": keys[0]}
+        for (action, kind), keys in sorted(groups.items(), key=lambda g: -len(g[1]))
+    ]
 
 
 @click.command("compact")

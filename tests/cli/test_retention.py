@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 import arrowlog
 from arrowlog import TopicConfig
+from arrowlog.cli.retention import LIST_AT_MOST
 from arrowlog.jobs.commandline import EXIT_NOT_FOUND, EXIT_USAGE
 from tests.support.cli import SCHEMA, fails, files, rows, run
 from tests.support.schedules import SCHEMA as STAGED_SCHEMA
@@ -80,6 +82,27 @@ def test_vacuum_dry_run_lists_and_writes_nothing_then_vacuum_removes(
     assert not [b for b in range(6) if f"t/0/segments/{b:020d}.arrow" in left]
     assert "removed 0 object(s)" in run(capsys, "vacuum")
     assert arrowlog.connect(str(root)).read("t", 0).column("x").to_pylist() == [6, 7, 8, 9]
+
+
+def test_a_large_vacuum_prints_what_it_removed_grouped_by_reason(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Thousands of lines of keys help no one: past LIST_AT_MOST objects the
+    table has one row per kind of reason, with a count (--dry-run and --output
+    json still give every object)."""
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=5, delete_delay_ms=100))
+    for x in range(LIST_AT_MOST + 5):
+        log.append("t", rows(x))
+    run(capsys, "delete-records", "t", "--partition", "0", "--before", str(LIST_AT_MOST + 5))
+    time.sleep(2.3)  # the delay (100 ms), a second of clock grain, a second of truncation
+    planned = run(capsys, "vacuum", "--dry-run")
+    listed = planned.count("t/0/segments/")  # each, with its reason
+    assert listed > LIST_AT_MOST  # all but the last (it holds the log end)
+    out = run(capsys, "vacuum", "t")
+    assert out.count("t/0/segments/") == 1  # the example of its group
+    assert re.search(rf"{listed} +remove +offsets \[N, N\) are below the log start N", out), out
+    assert f"removed {listed} object(s)" in out
 
 
 def test_retention_is_set_at_creation_and_altered_later(
