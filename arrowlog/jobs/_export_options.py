@@ -32,8 +32,11 @@ skip_deleted = click.option(
 
 
 def position(offsets: dict[str, int], incarnation: int) -> str:
-    """The offsets a run ended at, with the topic's incarnation after the first."""
-    return str(offsets) if incarnation == 0 else f"{offsets} of incarnation {incarnation}"
+    """The offsets a run ended at (``partition:offset``, in partition order),
+    with the topic's incarnation after the first."""
+    at = " ".join(f"{p}:{o}" for p, o in sorted(offsets.items(), key=lambda po: int(po[0])))
+    text = f"offsets {at or '(no partition)'}"
+    return text if incarnation == 0 else f"{text} of incarnation {incarnation}"
 
 
 def run_with_progress(export: Callable[[Callable[[int, int], None]], T], *, enabled: bool) -> T:
@@ -43,13 +46,16 @@ def run_with_progress(export: Callable[[Callable[[int, int], None]], T], *, enab
     total = [0]
     try:
         with progress_bar(None, "offsets", enabled=enabled) as bar:
+            # shown once there is something to export: a run with nothing new
+            # prints its one line, not an empty bar
+            bar.update(bar.task_ids[0], visible=False)
 
             def advance(done: int, of: int) -> None:
                 total[0] = of
-                bar.update(bar.task_ids[0], completed=done, total=of)
+                bar.update(bar.task_ids[0], completed=done, total=of, visible=of > 0)
 
             result = export(advance)
-            bar.update(bar.task_ids[0], completed=total[0], total=total[0])
+            bar.update(bar.task_ids[0], completed=total[0], total=total[0], visible=total[0] > 0)
     except KeyboardInterrupt:
         raise interrupted("the last committed export") from None
     return result

@@ -30,13 +30,22 @@ def test_export_delta_exports_committed_records_once(tmp_path: Path) -> None:
         cli("export-delta", "t", delta, "--root", root),
         env=env(), capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert f"exported 6 rows of t to {delta} (version 1); now at {{'0': 10}}" in done.stdout, (
+    assert f"exported 6 rows of t to {delta} (version 1); now at offsets 0:10" in done.stdout, (
         done.stdout + done.stderr
     )
     # the bar counts offsets: markers and aborted records included
     assert "offsets" in done.stderr and "10/10" in done.stderr and "100%" in done.stderr
     exported = read_delta(delta).column("x").to_pylist()
     assert sorted(x for x in exported if x is not None) == [0, 1, 2, 6, 7, 9]
+    nothing = subprocess.run(
+        cli("export-delta", "t", delta, "--root", root),
+        env=env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    # nothing new: one line, no empty 0/0 bar
+    assert nothing.stdout == (
+        f"exported 0 rows of t to {delta} (no commit); now at offsets 0:10\n"
+    ), nothing.stdout
+    assert "0/0" not in nothing.stderr and "offsets" not in nothing.stderr, nothing.stderr
     again = subprocess.run(
         [sys.executable, "-m", "arrowlog.jobs.export_delta", root, "t", delta, "--no-progress",
          "--output", "json"],
@@ -81,7 +90,7 @@ def test_a_recreated_topic_is_refused_until_from_new_incarnation(tmp_path: Path)
         env=env(), capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert (
-        f"exported 3 rows of t to {delta} (version 2); now at {{'0': 3}} "
+        f"exported 3 rows of t to {delta} (version 2); now at offsets 0:3 "
         f"of incarnation {incarnation}" in done.stdout
     ), done.stdout
     xs = read_delta(delta).column("x").to_pylist()
@@ -172,7 +181,8 @@ def test_deleted_records_fail_the_export_until_skip_deleted(tmp_path: Path) -> N
         cli("export-delta", "t", delta, "--root", root, "--no-progress", "--skip-deleted"),
         env=env(), capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert "exported 1 rows of t" in done.stdout and "now at {'0': 6}" in done.stdout, done.stdout
+    assert "exported 1 rows of t" in done.stdout, done.stdout
+    assert "now at offsets 0:6" in done.stdout, done.stdout
     assert sorted(x for x in read_delta(delta).column("x").to_pylist() if x is not None) == [
         0,
         1,
