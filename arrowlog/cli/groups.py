@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import time
 
 import click
 
 import arrowlog
+from arrowlog.cli._common import DURATION_EXAMPLE, DURATION_UNITS, with_units
 from arrowlog.cli.console import parse_time
 from arrowlog.errors import (
     InvalidConfigError,
@@ -105,7 +108,23 @@ def _targets(
 @click.option(
     "--to-datetime", metavar="TIME", help="The first record appended at or after TIME (ISO or ms)."
 )
+@click.option(
+    "--by-duration",
+    metavar="DURATION",
+    help="The first record appended at or after DURATION ago (like 1h, 7d, or ms).",
+)
+@click.option("--to-current", is_flag=True, help="The group's current offset (no move).")
 @click.option("--shift-by", type=int, help="Move the current offset by N (clamped to the log).")
+@click.option(
+    "--from-file",
+    type=click.Path(dir_okay=False),
+    metavar="CSV",
+    help="The offsets of a file of topic,partition,offset lines (what --export prints); "
+    "it names the partitions, instead of --topic or --all-topics.",
+)
+@click.option(
+    "--export", is_flag=True, help="Print the new offsets as topic,partition,offset CSV lines."
+)
 @click.option(
     "--execute", is_flag=True, help="Apply the reset (default: a dry run that only prints it)."
 )
@@ -114,6 +133,8 @@ def _targets(
     "arrowlog groups reset-offsets etl --topic events --to-earliest            # dry run",
     "arrowlog groups reset-offsets etl --topic events:0,1 --shift-by -100 --execute",
     "arrowlog groups reset-offsets etl --all-topics --to-datetime 2026-11-22T08:00:00Z --execute",
+    "arrowlog groups reset-offsets etl --all-topics --to-current --export > etl.csv",
+    "arrowlog groups reset-offsets etl --from-file etl.csv --execute",
 )
 def reset_offsets(
     session: Session,
@@ -124,7 +145,11 @@ def reset_offsets(
     to_latest: bool,
     to_offset: int | None,
     to_datetime: str | None,
+    by_duration: str | None,
+    to_current: bool,
     shift_by: int | None,
+    from_file: str | None,
+    export: bool,
     execute: bool,
 ) -> None:
     """Move GROUP's committed offsets, like kafka-consumer-groups --reset-offsets.
@@ -136,18 +161,34 @@ def reset_offsets(
         to_latest,
         to_offset is not None,
         to_datetime is not None,
+        by_duration is not None,
+        to_current,
         shift_by is not None,
+        from_file is not None,
     ]
     if sum(chosen) != 1:
         raise click.UsageError(
-            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by"
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
+            "--by-duration, --to-current, --shift-by, --from-file"
         )
     at = parse_time(to_datetime) if to_datetime is not None else None
+    if by_duration is not None:
+        try:
+            ago = with_units(by_duration, DURATION_UNITS, DURATION_EXAMPLE)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--by-duration") from None
+        at = int(time.time() * 1000) - ago
+    planned = _read_offsets_file(from_file) if from_file is not None else None
+    if planned is not None and (topics or all_topics):
+        raise click.UsageError("--from-file names the partitions: leave out --topic/--all-topics")
     log = session.connect()
     offsets = _offsets(log, group)
-    if not offsets.exists() and (shift_by is not None or all_topics):
+    if not offsets.exists() and (shift_by is not None or to_current or all_topics):
         raise UnknownTopicOrPartitionError(f"unknown consumer group {group!r}")
-    targets = _targets(log, group, topics, all_topics)
+    if planned is not None:
+        targets = [(t, log.topic(t).check_partition(p)) for t, p in planned]
+    else:
+        targets = _targets(log, group, topics, all_topics)
     current, unstable = offsets.position(log.resolver, incarnation_of(log))
     held = sorted(set(targets) & unstable)
     if held:
@@ -171,6 +212,10 @@ def reset_offsets(
             target = to_offset
         elif at is not None:
             target = consumer.offset_for_time(topic, p, at)
+        elif planned is not None:
+            target = planned[(topic, p)]
+        elif to_current and now is None:
+            continue  # no current offset: nothing to keep
         else:
             if now is None:
                 raise InvalidConfigError(f"--shift-by: group {group} has no offset for {topic}/{p}")
@@ -186,14 +231,55 @@ def reset_offsets(
                 "new_offset": target,
             }
         )
+    if to_current and not new:
+        raise InvalidConfigError(f"--to-current: group {group} has no offset in these partitions")
     if execute:
         consumer.commit(new)
-    session.table(rows)
-    session.message(
+    if export:
+        for (topic, p), target in new.items():
+            click.echo(f"{topic},{p},{target}")
+    else:
+        session.table(rows)
+    said = (
         f"reset {len(new)} partition(s) of group {group}"
         if execute
         else "dry run: nothing written; add --execute to apply"
     )
+    if export:
+        click.echo(said, err=True)  # stdout holds the CSV lines alone
+    else:
+        session.message(said)
+
+
+def _read_offsets_file(path: str) -> dict[tuple[str, int], int]:
+    """The offsets of a ``topic,partition,offset`` CSV file (kafka-consumer-groups'
+    --export format), in its order.
+
+    Raises:
+        InvalidConfigError: a line of another form, or a partition given twice.
+    """
+    out: dict[tuple[str, int], int] = {}
+    with open(path, newline="") as f:
+        for number, row in enumerate(csv.reader(f), start=1):
+            if not row or not "".join(row).strip():
+                continue
+            try:
+                topic, partition, offset = (c.strip() for c in row)
+                key, value = (topic, int(partition)), int(offset)
+            except ValueError:
+                raise InvalidConfigError(
+                    f"--from-file {path} line {number}: expected topic,partition,offset, "
+                    f"got {','.join(row)!r}"
+                ) from None
+            if key in out or key[1] < 0 or value < 0 or not topic:
+                raise InvalidConfigError(
+                    f"--from-file {path} line {number}: {','.join(row)!r} "
+                    + ("names a partition again" if key in out else "is not a partition offset")
+                )
+            out[key] = value
+    if not out:
+        raise InvalidConfigError(f"--from-file {path}: no topic,partition,offset line")
+    return out
 
 
 @groups.command("delete")

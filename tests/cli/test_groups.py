@@ -97,6 +97,29 @@ def test_reset_offsets_is_a_dry_run_until_execute(
     assert _position(log, "g", 0) == 0
 
 
+def test_reset_by_duration_to_current_and_through_an_exported_file(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kafka-consumer-groups' --by-duration, --to-current, --export and
+    --from-file: a position saved as CSV lines and put back later."""
+    log = make(root)
+    reset(capsys, "--topic", "t:0", "--by-duration", "1h", "--execute")
+    assert _position(log, "g", 0) == 0  # every record is younger than an hour
+    reset(capsys, "--topic", "t:0", "--to-offset", "4", "--execute")
+    exported = reset(capsys, "--all-topics", "--to-current", "--export")
+    assert exported == "t,0,4\n"  # t/1 has no offset of g's: nothing to keep
+    saved = tmp_path / "g.csv"
+    saved.write_text("t,0,4\n")
+    reset(capsys, "--topic", "t:0", "--to-earliest", "--execute")
+    assert _position(log, "g", 0) == 0
+    before = files(root)
+    planned = json.loads(reset(capsys, "--from-file", str(saved), "--output", "json"))
+    assert [(r["partition"], r["new_offset"]) for r in planned] == [(0, 4)]
+    assert files(root) == before  # a dry run
+    reset(capsys, "--from-file", str(saved), "--execute")
+    assert _position(log, "g", 0) == 4
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [
@@ -110,14 +133,34 @@ def test_reset_offsets_is_a_dry_run_until_execute(
         (["nope", "--topic", "t", "--shift-by", "1"], 3, "unknown consumer group"),
         (["g", "--topic", "t", "--to-datetime", "soon"], 2, "neither milliseconds"),
         (["bad/group", "--topic", "t", "--to-earliest", "--execute"], 2, "invalid group id"),
+        (["g", "--topic", "t", "--by-duration", "an hour"], 2, "not a duration"),
+        (["g", "--topic", "t:1", "--to-current", "--execute"], 2, "--to-current: .* no offset in"),
+        (["g", "--topic", "t", "--from-file", "{csv}"], 2, "leave out --topic"),
+        (["g", "--from-file", "{bad}"], 2, "line 2: expected topic,partition,offset"),
+        (["g", "--from-file", "{twice}"], 2, "names a partition again"),
+        (["g", "--from-file", "{far}", "--execute"], 3, "not 9"),
     ],
 )
 def test_bad_resets_are_one_line_and_write_nothing(
-    root: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
+    root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    code: int,
+    message: str,
 ) -> None:
     import re
 
     make(root)
+    inputs = {
+        "csv": "t,0,1\n",
+        "bad": "t,0,1\nt;1;2\n",
+        "twice": "t,0,1\nt,0,2\n",
+        "far": "t,9,0\n",
+    }
+    for name, text in inputs.items():
+        (tmp_path / f"{name}.csv").write_text(text)
+    argv = [a.format(**{n: tmp_path / f"{n}.csv" for n in inputs}) for a in argv]
     before = files(root)
     err = fails(capsys, code, "groups", "reset-offsets", *argv)
     assert re.search(message, err), err
