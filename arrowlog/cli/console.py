@@ -18,6 +18,7 @@ from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.format.topic import Topic
 from arrowlog.jobs.commandline import EXIT_INTERRUPTED, Session, leaf, with_examples
 from arrowlog.read.consumer import Records
+from arrowlog.txn.coordinator import check_id
 
 # --- produce ------------------------------------------------------------------------
 
@@ -278,6 +279,17 @@ def _start_offsets(
     return {partitions[0]: int(offset)}
 
 
+def _commit(
+    consumer: arrowlog.Consumer, topic: str, positions: dict[int, int], committed: dict[int, int]
+) -> None:
+    """Commit the positions that moved since the last commit (after the
+    records were written out: a crash reads them again, never skips them)."""
+    moved = {p: at for p, at in positions.items() if committed.get(p) != at}
+    if moved:
+        consumer.commit({(topic, p): at for p, at in moved.items()})
+        committed.update(moved)
+
+
 def _poll(
     consumer: arrowlog.Consumer,
     topic: str,
@@ -342,9 +354,16 @@ def _poll(
 @click.option(
     "--to-parquet", metavar="FILE", help="Write the records (and their offsets) to a Parquet file."
 )
-@leaf(read_only=True)
+@click.option(
+    "--group",
+    metavar="GROUP",
+    help="Start at GROUP's committed offsets (--offset earliest|latest where it has none) "
+    "and commit the offsets read after each poll, as kafka-console-consumer --group.",
+)
+@leaf(read_only=lambda args: args["group"] is None)  # a group's reader commits
 @with_examples(
     "arrowlog consume events --max-records 10",
+    "arrowlog consume events --group etl --follow   # resumes where etl left off",
     "arrowlog consume events --partition 0 --offset 42 --output json | head",
     "arrowlog consume events --from-time 2026-11-22T08:00:00Z --to-parquet out.parquet",
     "arrowlog consume events --follow --timeout-ms 10000",
@@ -362,6 +381,7 @@ def consume(
     poll_ms: int,
     isolation_level: str,
     to_parquet: str | None,
+    group: str | None,
 ) -> None:
     """Print the records of TOPIC with their real offsets and append times.
 
@@ -377,6 +397,13 @@ def consume(
         raise click.UsageError("--offset N needs --partition")
     if timeout_ms is not None and not follow:
         raise click.UsageError("--timeout-ms goes with --follow")
+    if group is not None and (offset.isdigit() or from_time is not None):
+        raise click.UsageError(
+            "with --group, reading starts at the group's offsets: move them with "
+            "`arrowlog groups reset-offsets` (--offset earliest|latest applies where it has none)"
+        )
+    if group is not None:
+        check_id("group id", group)
     log = session.connect()
     described = log.topic(topic)
     partitions = (
@@ -384,8 +411,16 @@ def consume(
         if partition is not None
         else list(range(described.partitions))
     )
-    consumer = log.consumer(isolation_level=isolation_level)  # type: ignore[arg-type]
+    consumer = log.consumer(group_id=group, isolation_level=isolation_level)  # type: ignore[arg-type]
     positions = _start_offsets(log, consumer, topic, partitions, offset, from_time)
+    committed: dict[int, int] = {}
+    if group is not None:
+        for p in partitions:
+            at = consumer.committed(topic, p)
+            if at is not None:
+                positions[p] = at
+        # what counts as committed: a partition never read is not given an offset
+        committed = dict(positions)
     for p, position in positions.items():
         part = log.partition(topic, p)
         start, end = part.start_offset(), part.end_offset()
@@ -399,6 +434,8 @@ def consume(
         quiet_since = time.monotonic()
         while True:
             got = _poll(consumer, topic, positions, sink, left)
+            if group is not None and to_parquet is None:  # the lines are out: commit
+                _commit(consumer, topic, positions, committed)
             if left is not None:
                 left -= got
             if not follow or left == 0:
@@ -413,4 +450,6 @@ def consume(
         click.echo(f"Processed a total of {sink.count} records", err=True)
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
     sink.close()
+    if group is not None:  # a Parquet file is whole only once closed
+        _commit(consumer, topic, positions, committed)
     click.echo(f"Processed a total of {sink.count} records", err=True)

@@ -77,6 +77,29 @@ def test_max_records_stops_without_reading_further(
     assert limited["get"] <= 4
 
 
+def test_consume_with_a_group_resumes_where_it_left_off_and_commits_what_it_printed(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", SCHEMA, partitions=2)
+    for i in range(4):
+        log.append("t", rows(i), partition=i % 2)
+    first = consumed(run(capsys, "consume", "t", "--group", "g", "--max-records", "1"))
+    assert [(p, o) for p, o, _, _ in first] == [(0, 0)]
+    group = log.consumer(group_id="g")
+    assert (group.committed("t", 0), group.committed("t", 1)) == (1, None)
+    rest = consumed(run(capsys, "consume", "t", "--group", "g"))
+    assert sorted((p, o) for p, o, _, _ in rest) == [(0, 1), (1, 0), (1, 1)]
+    assert (group.committed("t", 0), group.committed("t", 1)) == (2, 2)
+    log.append("t", rows(9), partition=1)
+    again = consumed(run(capsys, "consume", "t", "--group", "g"))
+    assert [(p, o, r["x"]) for p, o, _, r in again] == [(1, 2, 9)]
+    # without --group: read only, from the start
+    before = files(root)
+    assert len(consumed(run(capsys, "consume", "t"))) == 5
+    assert files(root) == before
+
+
 def _requests(err: str) -> dict[str, int]:
     match = re.search(r"store requests: (.*)", err)
     assert match, err
@@ -189,6 +212,9 @@ def test_consume_to_parquet_from_time_and_follow(
         (["consume", "t", "--partition", "0", "--offset", "99"], 1, "outside the log"),
         (["consume", "t", "--timeout-ms", "5"], 2, "--timeout-ms goes with --follow"),
         (["consume", "t", "--max-records", "0"], 2, "0 is not in the range"),
+        (["consume", "t", "--group", "g", "--partition", "0", "--offset", "3"], 2, "reset-offsets"),
+        (["consume", "t", "--group", "g", "--from-time", "0"], 2, "with --group, reading"),
+        (["consume", "t", "--group", "bad/id"], 2, "group id"),
     ],
 )
 def test_consume_errors_are_one_line(
