@@ -138,6 +138,7 @@ def cli_lines(doc: Path) -> list[str]:
     for block in _SHELL.findall(doc.read_text()):
         for line in block.replace("\\\n", " ").splitlines():
             for command in re.split(r";|&&|\|", line.split("#", 1)[0]):
+                command = re.sub(r"\s[<>]\s*\S+", "", command)  # redirections: the shell's
                 if command.strip().startswith("arrowlog "):
                     lines.append(command.strip())
     return lines
