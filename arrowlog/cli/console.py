@@ -3,6 +3,7 @@ kafka-console-consumer for a columnar log."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import time
@@ -195,12 +196,22 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _csv_value(value: Any) -> Any:
+    """A record's value in a CSV field: nested ones as JSON, null as nothing."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, default=str)
+    return value
+
+
 class _Sink:
-    """Where consumed records go: lines (table), JSON lines, or a Parquet file."""
+    """Where consumed records go: lines (table), JSON lines, CSV, or a Parquet file."""
 
     def __init__(self, session: Session, topic: Topic, parquet: str | None) -> None:
         # A path given, the records go to a Parquet file instead of stdout.
         self._json = session.output == "json"
+        self._csv = session.output == "csv"
         self._topic = topic
         self._parquet_path = parquet
         self._writer: Any = None
@@ -213,6 +224,9 @@ class _Sink:
             self._write_parquet(partition, records)
             return
         stamp = iso(records.timestamp_ms)
+        if self._csv:
+            self._write_csv(partition, records, stamp)
+            return
         lines = []
         for i, row in enumerate(records.batch.to_pylist()):
             offset = records.offset + i
@@ -228,6 +242,22 @@ class _Sink:
             click.echo("PARTITION\tOFFSET\tTIMESTAMP\tVALUE")
             self._header_done = True
         click.echo("\n".join(lines))
+
+    def _write_csv(self, partition: int, records: Records, stamp: str) -> None:
+        """partition, offset, timestamp and the topic's columns, one line a
+        record (nested values as JSON); the header once."""
+        names = self._topic.schema.names
+        rows = []
+        for i, row in enumerate(records.batch.to_pylist()):
+            rows.append({"partition": partition, "offset": records.offset + i,
+                         "timestamp": stamp, **{n: _csv_value(row[n]) for n in names}})  # fmt: skip
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+        if not self._header_done:
+            writer.writeheader()
+            self._header_done = True
+        writer.writerows(rows)
+        click.echo(buffer.getvalue(), nl=False)
 
     def _write_parquet(self, partition: int, records: Records) -> None:
         import pyarrow.parquet as pq

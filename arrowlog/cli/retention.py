@@ -128,7 +128,7 @@ def vacuum(session: Session, topics: tuple[str, ...], dry_run: bool, retain_ms: 
         }
         for o in removed.orphans
     ]
-    if dry_run or session.output == "json" or len(rows) <= LIST_AT_MOST:
+    if dry_run or session.output != "table" or len(rows) <= LIST_AT_MOST:
         session.table(rows)
     else:
         session.table(_by_reason(rows))

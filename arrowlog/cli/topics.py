@@ -161,6 +161,15 @@ def describe(session: Session, topic: str | None) -> None:
             ]
         )
         return
+    if session.output == "csv":  # one table: the partitions of every topic
+        session.table(
+            [
+                {"topic": d.topic.name, **dataclasses.asdict(p)}
+                for d in described
+                for p in d.partitions
+            ]
+        )
+        return
     for d in described:
         config = " ".join(f"{k}={v}" for k, v in dataclasses.asdict(d.topic.config).items())
         click.echo(

@@ -25,8 +25,10 @@ Exit codes (docs/cli.md):
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
 import inspect
+import io
 import json
 import os
 import sys
@@ -75,7 +77,7 @@ EXIT_RETRIABLE = 75
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
-Output = Literal["table", "json"]
+Output = Literal["table", "json", "csv"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -158,6 +160,9 @@ class Session:
         if self.output == "json":
             self.json(list(rows))
             return
+        if self.output == "csv":
+            write_csv(rows)
+            return
         print_table(rows, title=title)
 
     def json(self, value: object) -> None:
@@ -166,7 +171,29 @@ class Session:
     def message(self, text: str) -> None:
         """A human sentence: on stdout for tables, on stderr beside JSON (keeps
         the JSON parseable)."""
-        click.echo(text, err=self.output == "json")
+        click.echo(text, err=self.output != "table")
+
+
+def write_csv(rows: Sequence[dict[str, Any]]) -> None:
+    """Rows as CSV on stdout: a header of the first row's keys, then a line
+    per row (lists and mappings as JSON, None as an empty field)."""
+    if not rows:
+        return
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(list(rows[0]))
+    for row in rows:
+        writer.writerow(
+            [
+                ""
+                if v is None
+                else json.dumps(v, default=str)
+                if isinstance(v, (list, dict))
+                else v
+                for v in row.values()
+            ]
+        )
+    click.echo(out.getvalue(), nl=False)
 
 
 def console(*, err: bool = False) -> Console:
@@ -236,8 +263,9 @@ _COMMON: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         metavar="JSON", help="Storage options as one JSON object.",
     ),
     click.option(
-        "--output", type=click.Choice(["table", "json"]), default="table",
-        envvar="ARROWLOG_OUTPUT", show_default=True, help="How results are printed.",
+        "--output", type=click.Choice(["table", "json", "csv"]), default="table",
+        envvar="ARROWLOG_OUTPUT", show_default=True,
+        help="How results are printed (csv: a header line, then one line per row).",
     ),
     click.option(
         "--debug", is_flag=True, envvar="ARROWLOG_DEBUG",

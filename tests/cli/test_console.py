@@ -224,3 +224,37 @@ def test_consume_errors_are_one_line(
     before = files(root)
     assert message in fails(capsys, code, *argv)
     assert files(root) == before
+
+
+def test_output_csv_is_a_header_and_a_line_per_row_for_records_and_tables(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a spreadsheet or ``pandas.read_csv`` takes: records with their
+    partition, offset and time, and every table command's rows."""
+    import csv
+    import io
+
+    log = arrowlog.connect(str(root))
+    log.create_topic("t", SCHEMA, partitions=2)
+    log.append("t", rows(1, 2), partition=0)
+    log.append("t", rows(3), partition=1)
+    log.consumer(group_id="g").commit({("t", 0): 1})
+
+    def parsed(*argv: str) -> list[dict[str, str]]:
+        return list(csv.DictReader(io.StringIO(run(capsys, *argv, "--output", "csv"))))
+
+    records = parsed("consume", "t")
+    assert [(r["partition"], r["offset"], r["x"]) for r in records] == [
+        ("0", "0", "1"),
+        ("0", "1", "2"),
+        ("1", "0", "3"),
+    ]
+    assert set(records[0]) == {"partition", "offset", "timestamp", *SCHEMA.names}
+    described = parsed("topics", "describe", "t")
+    assert [(r["partition"], r["high_watermark"]) for r in described] == [("0", "2"), ("1", "1")]
+    lag = parsed("groups", "describe", "g")
+    assert [(r["partition"], r["current_offset"], r["lag"]) for r in lag] == [
+        ("0", "1", "1"),
+        ("1", "", ""),
+    ]
+    assert [r["offset"] for r in parsed("get-offsets", "t")] == ["2", "1"]
