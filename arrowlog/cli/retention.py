@@ -19,8 +19,13 @@ from arrowlog.cli._common import (
     with_units,
 )
 from arrowlog.config import DEFAULT_RETAIN_MS
-from arrowlog.jobs.commandline import Session, leaf, with_examples
-from arrowlog.maintenance.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_TARGET_BYTES
+from arrowlog.jobs.commandline import Session, leaf, progress_bar, with_examples
+from arrowlog.maintenance.compaction import (
+    DEFAULT_TARGET_BYTES,
+    MAX_TARGET_BYTES,
+    MIN_TARGET_BYTES,
+    Compacted,
+)
 
 
 @click.command("delete-records")
@@ -170,13 +175,16 @@ def _by_reason(rows: list[dict[str, str]]) -> list[dict[str, object]]:
     is_flag=True,
     help="List the ranges that would be compacted; write nothing.",
 )
+@click.option("--no-progress", is_flag=True, help="No progress bar (one per partition done).")
 @leaf(read_only=lambda args: bool(args["dry_run"]))
 @with_examples(
     "arrowlog compact --dry-run",
     "arrowlog compact events --target-bytes 128MiB",
     "arrowlog compact && arrowlog vacuum   # the segments go once delete_delay_ms has passed",
 )
-def compact(session: Session, topics: tuple[str, ...], target_bytes: int, dry_run: bool) -> None:
+def compact(
+    session: Session, topics: tuple[str, ...], target_bytes: int, dry_run: bool, no_progress: bool
+) -> None:
     """Rewrite the committed records of small segments in TOPICS (default: every
     topic) into compacted objects of about --target-bytes: every complete
     checkpoint window but the newest, up to the last stable offset. Readers use
@@ -188,7 +196,16 @@ def compact(session: Session, topics: tuple[str, ...], target_bytes: int, dry_ru
             param_hint="--target-bytes",
         )
     log = session.connect()
-    done = log.maintenance.compact(topics or None, target_bytes=target_bytes, dry_run=dry_run)
+    names = list(topics) if topics else sorted(log.list_topics())
+    total = sum(log.topic(name).partitions for name in names)
+    with progress_bar(total, "partitions", enabled=not no_progress) as bar:
+
+        def advance(topic: str, partition: int, compacted: list[Compacted]) -> None:
+            bar.advance(bar.task_ids[0])
+
+        done = log.maintenance.compact(
+            topics or None, target_bytes=target_bytes, dry_run=dry_run, progress=advance
+        )
     session.table(
         [
             {

@@ -5,7 +5,7 @@ bookkeeping transactions and groups leave behind. Works on any
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from arrowlog.config import DEFAULT_RETAIN_MS
 from arrowlog.maintenance import compaction as _compaction
@@ -31,11 +31,13 @@ class Maintenance:
         *,
         target_bytes: int | None = None,
         dry_run: bool = False,
+        progress: Callable[[str, int, list[Compacted]], None] | None = None,
     ) -> list[Compacted]:
         """Rewrite the committed records of decided ranges of small segments
         into compacted objects of about ``target_bytes`` (default 64 MiB), in
         ``topics`` (default: every topic); :meth:`vacuum` removes the segments
-        after the topic's ``delete_delay_ms``. See
+        after the topic's ``delete_delay_ms``. ``progress(topic, partition,
+        compacted)`` is called as each partition is done. See
         :func:`arrowlog.maintenance.compaction.compact`.
 
         Raises:
@@ -44,7 +46,9 @@ class Maintenance:
             UnknownTopicOrPartitionError: a named topic does not exist.
         """
         target = DEFAULT_TARGET_BYTES if target_bytes is None else target_bytes
-        return _compaction.compact(self._log, topics, target_bytes=target, dry_run=dry_run)
+        return _compaction.compact(
+            self._log, topics, target_bytes=target, dry_run=dry_run, progress=progress
+        )
 
     def vacuum(
         self,

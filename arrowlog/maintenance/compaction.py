@@ -18,7 +18,7 @@ fall in (see :mod:`arrowlog.format.compacted_index`).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -67,11 +67,14 @@ def compact(
     *,
     target_bytes: int = DEFAULT_TARGET_BYTES,
     dry_run: bool = False,
+    progress: Callable[[str, int, list[Compacted]], None] | None = None,
 ) -> list[Compacted]:
     """Compact every partition of ``topics`` (default: all) as far as its
     last stable offset allows; return what was compacted. Idempotent: killed
     anywhere, a rerun writes the same ranges (put-if-absent keeps the first).
     With ``dry_run``, nothing is written: the ranges are only planned.
+    ``progress(topic, partition, compacted)`` is called as each partition is
+    done.
 
     Raises:
         InvalidConfigError: ``target_bytes`` or ``dry_run`` is not valid (nothing
@@ -94,7 +97,10 @@ def compact(
     for name in names:
         try:
             for part in log.iter_partitions(name):
-                done += compact_partition(log, part, target_bytes, dry_run=dry_run)
+                ranges = compact_partition(log, part, target_bytes, dry_run=dry_run)
+                done += ranges
+                if progress is not None:
+                    progress(name, part.partition, ranges)
         except UnknownTopicOrPartitionError:
             if topics is not None:
                 raise

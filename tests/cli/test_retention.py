@@ -142,6 +142,19 @@ def test_delete_delay_at_alteration_is_refused_saying_why(
     assert files(root) == before
 
 
+def test_compact_shows_a_bar_of_partitions_done(
+    root: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from arrowlog.cli import main
+
+    ten(root)  # two partitions
+    assert main(["compact"]) == 0
+    err = capfd.readouterr().err
+    assert re.search(r"partitions .* 2/2 +100%", err), err
+    assert main(["compact", "--no-progress"]) == 0
+    assert "partitions" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize(
     "args",
     [
