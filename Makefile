@@ -101,8 +101,12 @@ $(MIN_STAMP): pyproject.toml Makefile
 test-spark-min: $(MIN_STAMP)
 	ARROWLOG_SPARK_MIN=$(SPARK_MIN) $(MIN_VENV)/bin/python -m pytest -p no:cacheprovider $(SPARK_MIN_TESTS)
 
+# Every suite, then the writers suite (about 5 minutes of its own) and the
+# README's plot of it (docs/writers.svg) from the results just measured.
 bench: setup
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench --suite writers
+	$(BIN)/python tools/plot_bench.py
 
 SOAK_SECONDS ?= 300
 SOAK_SEED ?=

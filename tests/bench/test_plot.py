@@ -81,3 +81,23 @@ def test_the_writers_results_draw_a_panel_per_backend_and_a_series_per_layout_an
     width = {name: int(ET.fromstring(doc).attrib["width"]) for name, doc in
              (("both", svg), ("local", only_local))}  # fmt: skip
     assert width["both"] == 2 * width["local"]  # one panel per backend, side by side
+
+
+def test_make_bench_measures_the_writers_and_draws_the_readmes_plot_from_them() -> None:
+    """The README's plot (docs/writers.svg) is what `make bench` measured last:
+    the writers suite runs, then tools/plot_bench.py draws its results."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    recipe = subprocess.run(
+        ["make", "--no-print-directory", "-n", "bench"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    writers = next(i for i, line in enumerate(recipe) if "-m bench --suite writers" in line)
+    plot = next(i for i, line in enumerate(recipe) if "tools/plot_bench.py" in line)
+    assert writers < plot
+    assert "docs/writers.svg" in (root / "README.md").read_text()
