@@ -29,6 +29,7 @@ from arrowlog.format.stats import Predicate, check_predicates
 from arrowlog.partition import projected
 from arrowlog.read.filters import Filter, ScanFilter, both, field_names, scan_filter
 from arrowlog.read.scan import (
+    METADATA_COLUMNS,
     ScanPlan,
     ScanTask,
     metadata_names,
@@ -85,6 +86,7 @@ class TopicScan:
         described = log.topic(topic)
         names = metadata_names(described.schema)
         full = output_schema(described.schema)  # topic columns, topic, partition, offset, ...
+        self._metadata = full
         readable = pa.schema([f for f in full if f.name != names["topic"]])
         #: the columns of this scan's rows, in order
         self.schema = _output(readable, described.schema, names, columns, metadata)
@@ -160,12 +162,14 @@ class TopicScan:
                 yield from done
 
     def _read(self, task: ScanTask) -> list[pa.RecordBatch]:
-        read = output_schema(projected(task.schema or pa.schema([]), self._columns))
-        read = pa.schema([f for f in read if f.name != self._names["topic"]])
+        # the metadata columns by this scan's names: those of the projection
+        # alone would differ where a column left out of it clashes
+        topic = projected(task.schema or pa.schema([]), self._columns)
+        read = pa.schema(
+            [*topic, *(self._metadata.field(self._names[m]) for m in METADATA_COLUMNS)]
+        )
         out = []
-        for batch in read_task(
-            self._log.store, task, _with_topic(read, self._names), self._columns
-        ):
+        for batch in read_task(self._log.store, task, read, self._columns):
             batch = batch.drop_columns([self._names["topic"]])
             kept = self._filter.apply(batch)
             if kept.num_rows:
@@ -227,12 +231,6 @@ class TopicScan:
         )
 
 
-def _with_topic(schema: pa.Schema, names: Mapping[str, str]) -> pa.Schema:
-    """``schema`` with the topic column where read_task puts it (before partition)."""
-    at = schema.get_field_index(names["partition"])
-    return schema.insert(at, pa.field(names["topic"], pa.string(), nullable=False))
-
-
 def _output(
     readable: pa.Schema,
     topic_schema: pa.Schema,
@@ -272,6 +270,9 @@ def _topic_columns(
         wanted |= fields & set(topic_schema.names)
     if wanted == set(topic_schema.names):
         return None
+    if not wanted:
+        # a segment is read by its columns: one of them gives the rows' count
+        return topic_schema.names[:1]
     return [n for n in topic_schema.names if n in wanted]
 
 

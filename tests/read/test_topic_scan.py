@@ -123,6 +123,39 @@ def test_columns_pick_and_order_topic_and_metadata_columns() -> None:
     assert rows(table, "id") == [(i,) for (i, _) in committed_rows(log)]
 
 
+def test_columns_of_metadata_only_count_every_row() -> None:
+    log = mixed_log()
+    expected = [
+        (p, o) for (p, o) in rows(log.scan("t", metadata=True).to_table(), "partition", "offset")
+    ]
+    assert rows(log.scan("t", columns=["partition", "offset"]).to_table()) == expected
+    assert log.scan("t", columns=[]).to_table().num_rows == len(expected)
+    assert log.scan("t").to_polars().select(pl.len()).collect().item() == len(expected)
+
+
+def test_a_projection_leaving_out_a_clashing_column_keeps_the_metadata_names() -> None:
+    """Metadata names come from the topic's whole schema: a projection without
+    the topic's own ``offset`` still calls the metadata offset ``_offset``."""
+    log = arrowlog.connect("memory://")
+    clashing: list[tuple[str, pa.DataType]] = [
+        ("offset", pa.string()),
+        ("topic", pa.string()),
+        ("id", pa.int64()),
+    ]
+    schema = pa.schema(clashing)
+    log.create_topic("t", schema, partitions=2)
+    for i in range(4):
+        values = {"offset": [f"o{i}"], "topic": [f"t{i}"], "id": [i]}
+        log.append("t", pa.record_batch(values, schema=schema), partition=i % 2)
+    whole = log.scan("t", metadata=True).to_table()
+    assert whole.column_names == ["offset", "topic", "id", "partition", "_offset", "timestamp"]
+    for columns in (["id", "_offset"], ["topic"], ["partition"], ["offset", "id"]):
+        got = log.scan("t", columns=columns, metadata=True).to_table()
+        assert rows(got) == rows(whole.select(got.column_names)), columns
+    lazy = log.scan("t", metadata=True).to_polars()
+    assert sorted(lazy.filter(pl.col("_offset") == 1).select("id").collect()["id"]) == [2, 3]
+
+
 def test_a_filter_expression_keeps_exactly_its_rows() -> None:
     log = mixed_log()
     whole = log.scan("t", metadata=True).to_table()
