@@ -274,6 +274,44 @@ def test_each_comparison_either_way_round_keeps_the_filtered_scans_rows(
     assert rows(got) == rows(_SHARED_WHOLE.filter(expr))
 
 
+def test_a_nanosecond_literal_is_not_rounded_into_leaving_out_rows() -> None:
+    """``x < v`` with ``v`` half a microsecond above a row's value keeps the
+    row: the literal is not pushed as its microsecond (Python's datetime)."""
+    ns = pa.timestamp("ns", tz="UTC")
+    nanos: list[tuple[str, pa.DataType]] = [("ts", ns), ("tm", pa.time64("ns"))]
+    schema = pa.schema(nanos)
+    log = arrowlog.connect("memory://")
+    log.create_topic("t", schema)
+    for value in (1000, 2000):
+        arrays = [pa.array([value], ns), pa.array([value], pa.time64("ns"))]
+        log.append("t", pa.record_batch(arrays, schema=schema))
+    whole = log.scan("t", metadata=True).to_table()
+    appended = whole["timestamp"][0].cast(pa.int64()).as_py() * 1000
+    exprs = [
+        pc.field("ts") < pa.scalar(1500, ns),
+        pc.field("ts") != pa.scalar(1500, ns),
+        pc.field("tm") < pa.scalar(1500, pa.time64("ns")),
+        pc.field("timestamp") < pa.scalar(appended + 500, ns),
+    ]
+    for expr in exprs:
+        got = log.scan("t", metadata=True, filter=expr).to_table()
+        assert got.num_rows and rows(got) == rows(whole.filter(expr)), expr
+
+
+def test_an_unsigned_literal_past_the_signed_range_filters_the_rows() -> None:
+    schema = pa.schema([pa.field("u", pa.uint64())])
+    log = arrowlog.connect("memory://")
+    log.create_topic("t", schema)
+    log.append("t", pa.record_batch([pa.array([1, 2**63 + 5], pa.uint64())], schema=schema))
+    for expr in (
+        pc.field("u") > pa.scalar(2**63, pa.uint64()),
+        pc.field("u").isin(pa.array([2**63 + 5], pa.uint64())),
+    ):
+        assert log.scan("t", filter=expr).to_table()["u"].to_pylist() == [2**63 + 5]
+    with pytest.raises(InvalidConfigError):
+        log.scan("t", filter=[("u", ">", 2**63)])  # no pyarrow literal spells it
+
+
 _SHARED_LOG = mixed_log()
 _SHARED_WHOLE = _SHARED_LOG.scan("t", metadata=True).to_table()
 
