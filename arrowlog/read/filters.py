@@ -88,22 +88,6 @@ def scan_filter(value: Filter | None, schema: pa.Schema) -> ScanFilter:
     return ScanFilter(expression(checked), tuple(checked))
 
 
-def as_expression(value: Filter) -> pc.Expression:
-    """A filter as one pyarrow expression (tuples AND-ed)."""
-    if isinstance(value, pc.Expression):
-        return value
-    return expression(_tuples(value))
-
-
-def both(first: Filter | None, second: Filter | None) -> Filter | None:
-    """The rows both filters keep."""
-    if first is None:
-        return second
-    if second is None:
-        return first
-    return as_expression(first) & as_expression(second)
-
-
 def field_names(value: Filter | None) -> set[str] | None:
     """The columns a filter reads (None: not known, for an expression whose
     tree cannot be read)."""

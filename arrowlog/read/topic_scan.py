@@ -27,7 +27,7 @@ from arrowlog.errors import (
 )
 from arrowlog.format.stats import Predicate, check_predicates
 from arrowlog.partition import projected
-from arrowlog.read.filters import Filter, ScanFilter, both, field_names, scan_filter
+from arrowlog.read.filters import Filter, ScanFilter, field_names, scan_filter
 from arrowlog.read.scan import (
     METADATA_COLUMNS,
     ScanPlan,
@@ -75,6 +75,7 @@ class TopicScan:
         start_time: Time | None = None,
         end_time: Time | None = None,
         isolation_level: IsolationLevel = "read_committed",
+        plan_hints: Sequence[Predicate] = (),
     ) -> None:
         if isolation_level not in ("read_committed", "read_uncommitted"):
             raise InvalidConfigError(
@@ -112,7 +113,7 @@ class TopicScan:
             raise UnknownTopicOrPartitionError(
                 f"topic {topic!r} has partitions 0..{described.partitions - 1}, not {missing[0]}"
             )
-        pushed = _Pushed(self._filter.conjuncts, names, described.schema)
+        pushed = _Pushed([*self._filter.conjuncts, *plan_hints], names, described.schema)
         keep = None if pushed.partitions is None else wanted & pushed.partitions
         self.plan: ScanPlan = plan_scan(
             log,
@@ -208,19 +209,26 @@ class TopicScan:
 
         return lazy_frame(self)
 
-    def narrowed(self, columns: Sequence[str] | None, filter: Filter | None) -> TopicScan:
-        """This scan's ranges, with ``columns`` of its schema and ``filter``
-        (an engine's projection and predicate) besides its own: the same
-        snapshot's rows, planned again to read less."""
+    def narrowed(
+        self, columns: Sequence[str] | None, hints: Sequence[Predicate] | None
+    ) -> TopicScan:
+        """This scan's ranges, with ``columns`` of its schema, planned again
+        to read less: the same snapshot's rows. ``hints`` (filter tuples an
+        engine spelled its predicate's conjuncts as) only leave out what the
+        plan proves none of their rows are in; the engine filters the rows
+        by its own predicate, whose semantics may differ from pyarrow's (in
+        Polars NaN is above every number, a float literal takes a float32
+        column's type)."""
         return TopicScan(
             self._log,
             self.topic,
             columns=list(self.schema.names) if columns is None else columns,
-            filter=both(self._filter.exact, filter),
+            filter=self._filter.exact,
             partitions=self.ranges,
             start={p: s for p, (s, _) in self.ranges.items()},
             end=self.ends,
             isolation_level=self.isolation_level,
+            plan_hints=hints or (),
         )
 
     def __repr__(self) -> str:

@@ -433,6 +433,38 @@ def test_each_polars_comparison_either_way_round_keeps_the_filtered_rows(
     assert sorted(got.iter_rows()) == rows(expected, "id", "partition", "offset")
 
 
+def test_polars_keeps_the_rows_its_own_comparisons_keep() -> None:
+    """Polars compares otherwise than pyarrow: NaN above every number, a float
+    literal taken as a float32 column's type, an integer literal as a uint64
+    column's. Its predicate's tuples only plan the read, so its rows are
+    those Polars keeps of the whole scan."""
+    nan = float("nan")
+    columns: list[tuple[str, pa.DataType]] = [
+        ("x", pa.float64()),
+        ("f", pa.float32()),
+        ("u", pa.uint64()),
+    ]
+    schema = pa.schema(columns)
+    log = arrowlog.connect("memory://")
+    log.create_topic("t", schema)
+    for x, f, u in [([1.0, nan], [0.1, 2.0], [1, 2**63 + 5]), ([nan], [0.1], [3])]:
+        arrays = [pa.array(x, pa.float64()), pa.array(f, pa.float32()), pa.array(u, pa.uint64())]
+        log.append("t", pa.record_batch(arrays, schema=schema))  # a segment each
+    lazy = log.scan("t").to_polars()
+    whole = pl.DataFrame(pl.from_arrow(log.scan("t").to_table()))
+    for predicate in (
+        pl.col("x") > 5,
+        pl.col("x") >= 1,
+        pl.col("f") <= 0.1,
+        pl.col("f") == 0.1,
+        pl.col("u") > 1,
+        pl.col("u") > 2**63,
+    ):
+        got = lazy.filter(predicate).collect()
+        expected = whole.filter(predicate)
+        assert expected.height and got.sort(pl.all()).equals(expected.sort(pl.all())), predicate
+
+
 def test_polars_predicates_become_filter_tuples_only_where_they_are_one() -> None:
     from arrowlog.read.polars import conjuncts
 
