@@ -114,24 +114,21 @@ class TopicScan:
                 f"topic {topic!r} has partitions 0..{described.partitions - 1}, not {missing[0]}"
             )
         pushed = _Pushed([*self._filter.conjuncts, *plan_hints], names, described.schema)
-        keep = None if pushed.partitions is None else wanted & pushed.partitions
-        self.plan: ScanPlan = plan_scan(
-            log,
-            [topic],
-            starting=_offsets(topic, start, "start", wanted),
-            ending=_offsets(topic, end, "end", wanted),
-            starting_timestamp=_ms(start_time, "start_time"),
-            ending_timestamp=_ms(end_time, "end_time"),
-            isolation_level=isolation_level,
-            partitions={(topic, p) for p in wanted},
-            keep_partitions=None if keep is None else {(topic, p) for p in keep},
-            min_offset=pushed.min_offset,
-            max_offset=pushed.max_offset,
-            min_timestamp_us=pushed.min_timestamp_us,
-            max_timestamp_us=pushed.max_timestamp_us,
-            target_bytes=TASK_BYTES,
-            where=pushed.where or None,
-        )
+        times = (_ms(start_time, "start_time"), _ms(end_time, "end_time"))
+        count = described.partitions
+        while True:
+            wanted = set(range(count) if numbers is None else numbers)
+            self.plan: ScanPlan = _plan(
+                log, topic, wanted, start, end, times, pushed, isolation_level
+            )
+            if numbers is not None:
+                break
+            # every partition: one added while planning may hold part of a
+            # transaction the snapshot shows committed, so plan again with it
+            now = log.topic(topic, refresh=True).partitions
+            if now == count:
+                break
+            count = now
 
     @property
     def ranges(self) -> dict[int, tuple[int, int]]:
@@ -282,6 +279,37 @@ def _topic_columns(
         # a segment is read by its columns: one of them gives the rows' count
         return topic_schema.names[:1]
     return [n for n in topic_schema.names if n in wanted]
+
+
+def _plan(
+    log: LogView,
+    topic: str,
+    wanted: set[int],
+    start: Offsets | None,
+    end: Offsets | None,
+    times: tuple[int | None, int | None],
+    pushed: _Pushed,
+    isolation_level: IsolationLevel,
+) -> ScanPlan:
+    """The plan of the scan of ``wanted`` partitions."""
+    keep = None if pushed.partitions is None else wanted & pushed.partitions
+    return plan_scan(
+        log,
+        [topic],
+        starting=_offsets(topic, start, "start", wanted),
+        ending=_offsets(topic, end, "end", wanted),
+        starting_timestamp=times[0],
+        ending_timestamp=times[1],
+        isolation_level=isolation_level,
+        partitions={(topic, p) for p in wanted},
+        keep_partitions=None if keep is None else {(topic, p) for p in keep},
+        min_offset=pushed.min_offset,
+        max_offset=pushed.max_offset,
+        min_timestamp_us=pushed.min_timestamp_us,
+        max_timestamp_us=pushed.max_timestamp_us,
+        target_bytes=TASK_BYTES,
+        where=pushed.where or None,
+    )
 
 
 def _partitions(given: Iterable[int]) -> set[int]:
