@@ -3,6 +3,7 @@ trying arrowlog against S3 without an account."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import tempfile
@@ -16,6 +17,16 @@ from arrowlog.jobs.commandline import EXIT_FAILED, with_examples
 from arrowlog.testing import seaweedfs
 
 EXTRA = "arrowlog[s3-server]"
+#: S3's bucket names: what the printed exports hold for a shell to eval
+BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def _bucket(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not BUCKET.fullmatch(value):
+        raise click.BadParameter(
+            f"{value!r} is not an S3 bucket name (3 to 63 of a-z, 0-9, '.', '-')"
+        )
+    return value
 
 
 @click.command("s3-server")
@@ -26,7 +37,7 @@ EXTRA = "arrowlog[s3-server]"
     type=click.Path(file_okay=False),
     help="Where the data lives (kept). Default: a temporary directory, removed on exit.",
 )
-@click.option("--bucket", default="arrowlog", show_default=True)
+@click.option("--bucket", default="arrowlog", show_default=True, callback=_bucket)
 @click.option(
     "--chunk-mib",
     type=click.IntRange(1, 1024),

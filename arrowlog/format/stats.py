@@ -232,7 +232,7 @@ def check_predicates(schema: pa.Schema, where: Sequence[Predicate]) -> list[Pred
     empty = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
     try:
         row_filter(empty, checked)
-    except (pa.ArrowException, TypeError, ValueError) as e:
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
         raise InvalidConfigError(
             f"where {checked!r} does not apply to the topic's columns: {e}"
         ) from None

@@ -217,19 +217,24 @@ class Consumer:
                 the LSO under read_committed.
             UnknownColumnError: ``columns`` names a column the topic lacks.
         """
-        partition = self._only_partition(topic, partition)
-        if partition is None:
-            ranges = self._every_partition(topic, start, end)
-            for table in self.read_snapshot(ranges, columns=columns, where=where).tables.values():
+        if partition is None and self._log.topic(topic).partitions > 1:
+            tables = self._every_partition(topic, start, end, columns, where)
+            for table in tables.values():
                 yield from table.to_batches()
             return
-        part = self._log.partition(topic, partition)
+        part = self._log.partition(topic, 0 if partition is None else partition)
         if self.isolation_level == "read_uncommitted":
             batches = part.iter_batches(start, end, columns=columns, where=where)
             yield from self._noting(part, start, batches)
             return
         _check_read(part.topic.schema, columns, where)  # bad input fails before any read
         plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
+        if partition is None and self._log.topic(topic, refresh=True).partitions > 1:
+            # partitions added while planning: read every one, as one snapshot
+            tables = self._every_partition(topic, start, end, columns, where)
+            for table in tables.values():
+                yield from table.to_batches()
+            return
         self._read_from(part, plan.start)
         yield from visible_batches(part, plan, columns, where)
 
@@ -311,11 +316,15 @@ class Consumer:
                 topic of several.
         """
         schema = projected(self._log.topic(topic).schema, columns)
-        partition = self._only_partition(topic, partition)
+        if partition is None and self._log.topic(topic).partitions > 1:
+            tables = self._every_partition(topic, start, end, columns, where)
+            return pa.concat_tables(list(tables.values())).combine_chunks()
         if partition is None:
-            ranges = self._every_partition(topic, start, end)
-            tables = self.read_snapshot(ranges, columns=columns, where=where).tables
-            return pa.concat_tables([tables[tp] for tp in ranges]).combine_chunks()
+            # a topic of one partition: read as such, unless it had more by the end
+            table = self.read(topic, 0, start, end, columns=columns, where=where)
+            if self._log.topic(topic, refresh=True).partitions == 1:
+                return table
+            return self.read(topic, None, start, end, columns=columns, where=where)
         try:
             batches = list(
                 self.iter_batches(topic, partition, start, end, columns=columns, where=where)
@@ -330,24 +339,32 @@ class Consumer:
             )
         return pa.Table.from_batches(batches, schema)
 
-    def _only_partition(self, topic: str, partition: int | None) -> int | None:
-        """``partition``, or 0 where the topic has no other: one partition's
-        read needs no snapshot across partitions."""
-        if partition is None and self._log.topic(topic).partitions == 1:
-            return 0
-        return partition
-
     def _every_partition(
-        self, topic: str, start: int | None, end: int | None
-    ) -> dict[tuple[str, int], tuple[int | None, int | None]]:
-        """Every partition of ``topic``, from its log start to where reading ends."""
+        self,
+        topic: str,
+        start: int | None,
+        end: int | None,
+        columns: Sequence[str] | None,
+        where: Sequence[Predicate] | None,
+    ) -> dict[tuple[str, int], pa.Table]:
+        """Every partition of ``topic``, from its log start to where reading
+        ends, as one snapshot, in partition order. The partitions are counted
+        again after the read: one added meanwhile may hold part of a
+        transaction the snapshot shows committed, so it is read again with it."""
         if start is not None or end is not None:
             raise InvalidConfigError(
                 f"start and end are offsets of one partition, and topic {topic!r} has "
                 f"several: name it (read({topic!r}, partition, start, end)), or use "
                 "ArrowLog.scan with offsets per partition"
             )
-        return {(topic, p): (None, None) for p in range(self._log.topic(topic).partitions)}
+        count = self._log.topic(topic).partitions
+        while True:
+            ranges = {(topic, p): (None, None) for p in range(count)}
+            tables = self.read_snapshot(ranges, columns=columns, where=where).tables
+            now = self._log.topic(topic, refresh=True).partitions
+            if now == count:
+                return {tp: tables[tp] for tp in ranges}
+            count = now
 
     def read_many(
         self,

@@ -88,22 +88,6 @@ def scan_filter(value: Filter | None, schema: pa.Schema) -> ScanFilter:
     return ScanFilter(expression(checked), tuple(checked))
 
 
-def as_expression(value: Filter) -> pc.Expression:
-    """A filter as one pyarrow expression (tuples AND-ed)."""
-    if isinstance(value, pc.Expression):
-        return value
-    return expression(_tuples(value))
-
-
-def both(first: Filter | None, second: Filter | None) -> Filter | None:
-    """The rows both filters keep."""
-    if first is None:
-        return second
-    if second is None:
-        return first
-    return as_expression(first) & as_expression(second)
-
-
 def field_names(value: Filter | None) -> set[str] | None:
     """The columns a filter reads (None: not known, for an expression whose
     tree cannot be read)."""
@@ -218,7 +202,19 @@ def _predicate(node: Any) -> Predicate | None:
 def _compare(name: str, op: str, value: pa.Scalar[Any]) -> Predicate | None:
     if not value.is_valid:
         return None  # a comparison with null keeps no row: nothing to push
+    if _finer_than_python(value):
+        return None
     return (name, op, value.as_py())
+
+
+def _finer_than_python(value: pa.Scalar[Any]) -> bool:
+    """A nanosecond literal off the microsecond: its Python value (a datetime,
+    time or Timestamp, and what the plan makes of it) is rounded, and ``x < v``
+    pushed with a rounded ``v`` would leave out rows equal to it."""
+    t = value.type
+    if not pa.types.is_temporal(t) or getattr(t, "unit", None) != "ns":
+        return False
+    return bool(value.cast(pa.int64()).as_py() % 1000 != 0)
 
 
 def _option(options: pa.Scalar[Any] | None, name: str) -> Any:

@@ -32,7 +32,7 @@ class Scan(Protocol):
     @property
     def schema(self) -> pa.Schema: ...
 
-    def narrowed(self, columns: list[str] | None, filter: list[Predicate] | None) -> Scan: ...
+    def narrowed(self, columns: list[str] | None, hints: list[Predicate] | None) -> Scan: ...
 
     def to_batches(self) -> Iterator[pa.RecordBatch]: ...
 
@@ -74,7 +74,8 @@ def lazy_frame(scan: Scan) -> pl.LazyFrame:
                 names |= set(predicate.meta.root_names())
             needed = [n for n in scan.schema.names if n in names]
         tuples = conjuncts(predicate) if predicate is not None else []
-        narrowed = scan.narrowed(needed, tuples or None)
+        hints = [t for t in tuples if _pruned_alike(scan.schema, t[0])]
+        narrowed = scan.narrowed(needed, hints or None)
         left = n_rows
         for batch in narrowed.to_batches():
             frame = pl.DataFrame(pl.from_arrow(batch))
@@ -91,6 +92,16 @@ def lazy_frame(scan: Scan) -> pl.LazyFrame:
                 return
 
     return register_io_source(source, schema=schema)
+
+
+def _pruned_alike(schema: pa.Schema, column: str) -> bool:
+    """Whether statistics decide a tuple on ``column`` as Polars compares:
+    not on a float narrower than a double (Polars takes a float literal as
+    the column's type, ``0.1`` as float32's ``0.1``) nor a decimal."""
+    if column not in schema.names:
+        return False
+    t = schema.field(column).type
+    return not (pa.types.is_decimal(t) or (pa.types.is_floating(t) and t.bit_width < 64))
 
 
 def conjuncts(predicate: pl.Expr) -> list[Predicate]:

@@ -27,8 +27,9 @@ from arrowlog.errors import (
 )
 from arrowlog.format.stats import Predicate, check_predicates
 from arrowlog.partition import projected
-from arrowlog.read.filters import Filter, ScanFilter, both, field_names, scan_filter
+from arrowlog.read.filters import Filter, ScanFilter, field_names, scan_filter
 from arrowlog.read.scan import (
+    METADATA_COLUMNS,
     ScanPlan,
     ScanTask,
     metadata_names,
@@ -74,6 +75,7 @@ class TopicScan:
         start_time: Time | None = None,
         end_time: Time | None = None,
         isolation_level: IsolationLevel = "read_committed",
+        plan_hints: Sequence[Predicate] = (),
     ) -> None:
         if isolation_level not in ("read_committed", "read_uncommitted"):
             raise InvalidConfigError(
@@ -85,6 +87,7 @@ class TopicScan:
         described = log.topic(topic)
         names = metadata_names(described.schema)
         full = output_schema(described.schema)  # topic columns, topic, partition, offset, ...
+        self._metadata = full
         readable = pa.schema([f for f in full if f.name != names["topic"]])
         #: the columns of this scan's rows, in order
         self.schema = _output(readable, described.schema, names, columns, metadata)
@@ -110,25 +113,22 @@ class TopicScan:
             raise UnknownTopicOrPartitionError(
                 f"topic {topic!r} has partitions 0..{described.partitions - 1}, not {missing[0]}"
             )
-        pushed = _Pushed(self._filter.conjuncts, names, described.schema)
-        keep = None if pushed.partitions is None else wanted & pushed.partitions
-        self.plan: ScanPlan = plan_scan(
-            log,
-            [topic],
-            starting=_offsets(topic, start, "start", wanted),
-            ending=_offsets(topic, end, "end", wanted),
-            starting_timestamp=_ms(start_time, "start_time"),
-            ending_timestamp=_ms(end_time, "end_time"),
-            isolation_level=isolation_level,
-            partitions={(topic, p) for p in wanted},
-            keep_partitions=None if keep is None else {(topic, p) for p in keep},
-            min_offset=pushed.min_offset,
-            max_offset=pushed.max_offset,
-            min_timestamp_us=pushed.min_timestamp_us,
-            max_timestamp_us=pushed.max_timestamp_us,
-            target_bytes=TASK_BYTES,
-            where=pushed.where or None,
-        )
+        pushed = _Pushed([*self._filter.conjuncts, *plan_hints], names, described.schema)
+        times = (_ms(start_time, "start_time"), _ms(end_time, "end_time"))
+        count = described.partitions
+        while True:
+            wanted = set(range(count) if numbers is None else numbers)
+            self.plan: ScanPlan = _plan(
+                log, topic, wanted, start, end, times, pushed, isolation_level
+            )
+            if numbers is not None:
+                break
+            # every partition: one added while planning may hold part of a
+            # transaction the snapshot shows committed, so plan again with it
+            now = log.topic(topic, refresh=True).partitions
+            if now == count:
+                break
+            count = now
 
     @property
     def ranges(self) -> dict[int, tuple[int, int]]:
@@ -160,12 +160,14 @@ class TopicScan:
                 yield from done
 
     def _read(self, task: ScanTask) -> list[pa.RecordBatch]:
-        read = output_schema(projected(task.schema or pa.schema([]), self._columns))
-        read = pa.schema([f for f in read if f.name != self._names["topic"]])
+        # the metadata columns by this scan's names: those of the projection
+        # alone would differ where a column left out of it clashes
+        topic = projected(task.schema or pa.schema([]), self._columns)
+        read = pa.schema(
+            [*topic, *(self._metadata.field(self._names[m]) for m in METADATA_COLUMNS)]
+        )
         out = []
-        for batch in read_task(
-            self._log.store, task, _with_topic(read, self._names), self._columns
-        ):
+        for batch in read_task(self._log.store, task, read, self._columns):
             batch = batch.drop_columns([self._names["topic"]])
             kept = self._filter.apply(batch)
             if kept.num_rows:
@@ -204,19 +206,26 @@ class TopicScan:
 
         return lazy_frame(self)
 
-    def narrowed(self, columns: Sequence[str] | None, filter: Filter | None) -> TopicScan:
-        """This scan's ranges, with ``columns`` of its schema and ``filter``
-        (an engine's projection and predicate) besides its own: the same
-        snapshot's rows, planned again to read less."""
+    def narrowed(
+        self, columns: Sequence[str] | None, hints: Sequence[Predicate] | None
+    ) -> TopicScan:
+        """This scan's ranges, with ``columns`` of its schema, planned again
+        to read less: the same snapshot's rows. ``hints`` (filter tuples an
+        engine spelled its predicate's conjuncts as) only leave out what the
+        plan proves none of their rows are in; the engine filters the rows
+        by its own predicate, whose semantics may differ from pyarrow's (in
+        Polars NaN is above every number, a float literal takes a float32
+        column's type)."""
         return TopicScan(
             self._log,
             self.topic,
             columns=list(self.schema.names) if columns is None else columns,
-            filter=both(self._filter.exact, filter),
+            filter=self._filter.exact,
             partitions=self.ranges,
             start={p: s for p, (s, _) in self.ranges.items()},
             end=self.ends,
             isolation_level=self.isolation_level,
+            plan_hints=hints or (),
         )
 
     def __repr__(self) -> str:
@@ -225,12 +234,6 @@ class TopicScan:
             f"TopicScan({self.topic!r}, partitions={len(self.plan.ranges)}, "
             f"records<={rows}, columns={self.schema.names})"
         )
-
-
-def _with_topic(schema: pa.Schema, names: Mapping[str, str]) -> pa.Schema:
-    """``schema`` with the topic column where read_task puts it (before partition)."""
-    at = schema.get_field_index(names["partition"])
-    return schema.insert(at, pa.field(names["topic"], pa.string(), nullable=False))
 
 
 def _output(
@@ -272,7 +275,41 @@ def _topic_columns(
         wanted |= fields & set(topic_schema.names)
     if wanted == set(topic_schema.names):
         return None
+    if not wanted:
+        # a segment is read by its columns: one of them gives the rows' count
+        return topic_schema.names[:1]
     return [n for n in topic_schema.names if n in wanted]
+
+
+def _plan(
+    log: LogView,
+    topic: str,
+    wanted: set[int],
+    start: Offsets | None,
+    end: Offsets | None,
+    times: tuple[int | None, int | None],
+    pushed: _Pushed,
+    isolation_level: IsolationLevel,
+) -> ScanPlan:
+    """The plan of the scan of ``wanted`` partitions."""
+    keep = None if pushed.partitions is None else wanted & pushed.partitions
+    return plan_scan(
+        log,
+        [topic],
+        starting=_offsets(topic, start, "start", wanted),
+        ending=_offsets(topic, end, "end", wanted),
+        starting_timestamp=times[0],
+        ending_timestamp=times[1],
+        isolation_level=isolation_level,
+        partitions={(topic, p) for p in wanted},
+        keep_partitions=None if keep is None else {(topic, p) for p in keep},
+        min_offset=pushed.min_offset,
+        max_offset=pushed.max_offset,
+        min_timestamp_us=pushed.min_timestamp_us,
+        max_timestamp_us=pushed.max_timestamp_us,
+        target_bytes=TASK_BYTES,
+        where=pushed.where or None,
+    )
 
 
 def _partitions(given: Iterable[int]) -> set[int]:

@@ -65,7 +65,9 @@ def jar_path() -> Path:
     if JAR.is_file() and _minor(built_against(JAR)) == _minor(pyspark.__version__):
         return JAR
     cached = cached_jar()
-    if not cached.is_file():
+    # a jar that does not say what it was built against (cut short by a crash
+    # before it reached the disk, or not a jar) is compiled again
+    if not cached.is_file() or built_against(cached) != pyspark.__version__:
         build_jar(cached)
     return cached
 
@@ -132,6 +134,7 @@ def build_jar(dest: str | Path, *, strict: bool = False) -> Path:
         )
     import pyspark
 
+    _writable(dest.parent)  # before the compilation, not after it
     log.warning(
         "compiling arrowlog's JVM reader against pyspark %s into %s (once for this "
         "arrowlog and pyspark)",
@@ -166,16 +169,50 @@ def build_jar(dest: str | Path, *, strict: bool = False) -> Path:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(resource, target)
         write_build_info(classes)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        partial = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr(
-                "META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: arrowlog\r\n"
-            )
-            for path in sorted(p for p in classes.rglob("*") if p.is_file()):
-                jar.write(path, path.relative_to(classes).as_posix())
-        os.replace(partial, dest)
+        _write_jar(classes, dest)
     return dest
+
+
+def _writable(directory: Path) -> None:
+    """Raises MissingDependencyError if no jar can be written into ``directory``."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(directory, os.W_OK):
+            raise PermissionError(f"{directory} is not writable")
+    except OSError as e:
+        raise MissingDependencyError(
+            f"arrowlog's JVM reader is compiled once into a cache directory, and "
+            f"{directory} cannot be written ({e}): set {CACHE_ENV} to a writable directory",
+            name="javac",
+        ) from None
+
+
+def _write_jar(classes: Path, dest: Path) -> None:
+    """Jar ``classes`` into ``dest``, whole or not at all: written beside it
+    under a name of its own (threads of one process build at once too), on
+    disk before it is renamed (a crash after the rename never leaves a jar
+    cut short)."""
+    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
+    partial = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as jar:
+                jar.writestr(
+                    "META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: arrowlog\r\n"
+                )
+                for path in sorted(p for p in classes.rglob("*") if p.is_file()):
+                    jar.write(path, path.relative_to(classes).as_posix())
+            out.flush()
+            os.fsync(out.fileno())
+        partial.chmod(0o644)  # mkstemp's 0600 would keep other users' Spark out
+        os.replace(partial, dest)
+    except OSError as e:
+        partial.unlink(missing_ok=True)
+        raise MissingDependencyError(
+            f"writing arrowlog's JVM reader to {dest} failed ({e}): set {CACHE_ENV} to a "
+            "directory with room",
+            name="javac",
+        ) from None
 
 
 def configure(builder: SparkSession.Builder) -> SparkSession.Builder:

@@ -175,6 +175,20 @@ def test_s3_server_env_needs_the_port_and_starts_nothing(
     assert _weed_processes("-s3.port=8333") == []
 
 
+@pytest.mark.parametrize("bucket", ["my bucket; touch pwned", "$(id)", "UPPER", "a"])
+def test_s3_server_refuses_a_bucket_no_s3_names_in_one_line(
+    capsys: pytest.CaptureFixture[str], bucket: str
+) -> None:
+    """The exports are printed for a shell to eval: a bucket that is no S3
+    name (a space, a ``$(...)``) is refused, not printed for the shell to run."""
+    from arrowlog.cli import main
+
+    assert main(["s3-server", "--env", "--port", "8333", "--bucket", bucket]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "not an S3 bucket name" in captured.err and captured.err.count("\n") == 1
+
+
 @pytest.mark.parametrize("size", ["0", "-1", "x", "2048"])
 def test_s3_server_refuses_a_bad_chunk_size_and_starts_nothing(
     tmp_path: Path, size: str, capsys: pytest.CaptureFixture[str]

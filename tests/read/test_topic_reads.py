@@ -5,11 +5,15 @@ read_uncommitted is asked for by name (a read of "src" once returned partition
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 import pytest
 
+import arrowlog
 from arrowlog.errors import InvalidConfigError
-from tests.read.test_topic_scan import committed_rows, mixed_log, rows
+from arrowlog.storage.memory import MemoryStore
+from tests.read.test_topic_scan import SCHEMA, batch, committed_rows, mixed_log, rows
 
 
 def test_a_topic_read_covers_every_partition_and_only_committed_records() -> None:
@@ -53,3 +57,35 @@ def test_a_topic_of_one_partition_takes_offsets_without_naming_it() -> None:
     log.create_topic("one", log.topic("t").schema)
     log.append("one", log.read("t").to_batches()[0])
     assert log.read("one", start=1).num_rows == log.read("one").num_rows - 1
+
+
+_READS: dict[str, Callable[[arrowlog.ArrowLog], pa.Table]] = {
+    "log.read": lambda log: log.read("t"),
+    "consumer.read": lambda log: log.consumer().read("t"),
+    "iter_batches": lambda log: pa.Table.from_batches(list(log.iter_batches("t"))),
+    "scan": lambda log: log.scan("t").to_table(),
+}
+
+
+@pytest.mark.parametrize("read", sorted(_READS))
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_a_partition_added_since_the_client_looked_is_read_with_the_others(
+    read: str, partitions: int
+) -> None:
+    """Schedule: client A reads topic t (its partition count cached); B adds
+    a partition and commits a transaction in partition 0 and the new one; A
+    reads t. A's read shows the transaction in both partitions, not in
+    partition 0 alone."""
+    store = MemoryStore()
+    a, b = arrowlog.connect(store), arrowlog.connect(store)
+    a.create_topic("t", SCHEMA, partitions=partitions)
+    a.append("t", batch([1], "a"), partition=0)
+    assert _READS[read](a)["id"].to_pylist() == [1]
+    b.create_partitions("t", partitions + 1)
+    producer = b.producer(transactional_id="p")
+    producer.init_transactions()
+    with producer.transaction():
+        producer.send("t", batch([10], "c"), partition=0)
+        producer.send("t", batch([12], "c"), partition=partitions)
+    producer.close()
+    assert rows(_READS[read](a), "id") == [(1,), (10,), (12,)]

@@ -123,6 +123,39 @@ def test_columns_pick_and_order_topic_and_metadata_columns() -> None:
     assert rows(table, "id") == [(i,) for (i, _) in committed_rows(log)]
 
 
+def test_columns_of_metadata_only_count_every_row() -> None:
+    log = mixed_log()
+    expected = [
+        (p, o) for (p, o) in rows(log.scan("t", metadata=True).to_table(), "partition", "offset")
+    ]
+    assert rows(log.scan("t", columns=["partition", "offset"]).to_table()) == expected
+    assert log.scan("t", columns=[]).to_table().num_rows == len(expected)
+    assert log.scan("t").to_polars().select(pl.len()).collect().item() == len(expected)
+
+
+def test_a_projection_leaving_out_a_clashing_column_keeps_the_metadata_names() -> None:
+    """Metadata names come from the topic's whole schema: a projection without
+    the topic's own ``offset`` still calls the metadata offset ``_offset``."""
+    log = arrowlog.connect("memory://")
+    clashing: list[tuple[str, pa.DataType]] = [
+        ("offset", pa.string()),
+        ("topic", pa.string()),
+        ("id", pa.int64()),
+    ]
+    schema = pa.schema(clashing)
+    log.create_topic("t", schema, partitions=2)
+    for i in range(4):
+        values = {"offset": [f"o{i}"], "topic": [f"t{i}"], "id": [i]}
+        log.append("t", pa.record_batch(values, schema=schema), partition=i % 2)
+    whole = log.scan("t", metadata=True).to_table()
+    assert whole.column_names == ["offset", "topic", "id", "partition", "_offset", "timestamp"]
+    for columns in (["id", "_offset"], ["topic"], ["partition"], ["offset", "id"]):
+        got = log.scan("t", columns=columns, metadata=True).to_table()
+        assert rows(got) == rows(whole.select(got.column_names)), columns
+    lazy = log.scan("t", metadata=True).to_polars()
+    assert sorted(lazy.filter(pl.col("_offset") == 1).select("id").collect()["id"]) == [2, 3]
+
+
 def test_a_filter_expression_keeps_exactly_its_rows() -> None:
     log = mixed_log()
     whole = log.scan("t", metadata=True).to_table()
@@ -239,6 +272,44 @@ def test_each_comparison_either_way_round_keeps_the_filtered_scans_rows(
     expr = _compare(column, op, 1, literal_first)
     got = _SHARED_LOG.scan("t", metadata=True, filter=expr).to_table()
     assert rows(got) == rows(_SHARED_WHOLE.filter(expr))
+
+
+def test_a_nanosecond_literal_is_not_rounded_into_leaving_out_rows() -> None:
+    """``x < v`` with ``v`` half a microsecond above a row's value keeps the
+    row: the literal is not pushed as its microsecond (Python's datetime)."""
+    ns = pa.timestamp("ns", tz="UTC")
+    nanos: list[tuple[str, pa.DataType]] = [("ts", ns), ("tm", pa.time64("ns"))]
+    schema = pa.schema(nanos)
+    log = arrowlog.connect("memory://")
+    log.create_topic("t", schema)
+    for value in (1000, 2000):
+        arrays = [pa.array([value], ns), pa.array([value], pa.time64("ns"))]
+        log.append("t", pa.record_batch(arrays, schema=schema))
+    whole = log.scan("t", metadata=True).to_table()
+    appended = whole["timestamp"][0].cast(pa.int64()).as_py() * 1000
+    exprs = [
+        pc.field("ts") < pa.scalar(1500, ns),
+        pc.field("ts") != pa.scalar(1500, ns),
+        pc.field("tm") < pa.scalar(1500, pa.time64("ns")),
+        pc.field("timestamp") < pa.scalar(appended + 500, ns),
+    ]
+    for expr in exprs:
+        got = log.scan("t", metadata=True, filter=expr).to_table()
+        assert got.num_rows and rows(got) == rows(whole.filter(expr)), expr
+
+
+def test_an_unsigned_literal_past_the_signed_range_filters_the_rows() -> None:
+    schema = pa.schema([pa.field("u", pa.uint64())])
+    log = arrowlog.connect("memory://")
+    log.create_topic("t", schema)
+    log.append("t", pa.record_batch([pa.array([1, 2**63 + 5], pa.uint64())], schema=schema))
+    for expr in (
+        pc.field("u") > pa.scalar(2**63, pa.uint64()),
+        pc.field("u").isin(pa.array([2**63 + 5], pa.uint64())),
+    ):
+        assert log.scan("t", filter=expr).to_table()["u"].to_pylist() == [2**63 + 5]
+    with pytest.raises(InvalidConfigError):
+        log.scan("t", filter=[("u", ">", 2**63)])  # no pyarrow literal spells it
 
 
 _SHARED_LOG = mixed_log()
@@ -360,6 +431,38 @@ def test_each_polars_comparison_either_way_round_keeps_the_filtered_rows(
     got = lazy.filter(predicate).select("id", "partition", "offset").collect()
     expected = _SHARED_WHOLE.filter(_compare(column, op, 1, literal_first))
     assert sorted(got.iter_rows()) == rows(expected, "id", "partition", "offset")
+
+
+def test_polars_keeps_the_rows_its_own_comparisons_keep() -> None:
+    """Polars compares otherwise than pyarrow: NaN above every number, a float
+    literal taken as a float32 column's type, an integer literal as a uint64
+    column's. Its predicate's tuples only plan the read, so its rows are
+    those Polars keeps of the whole scan."""
+    nan = float("nan")
+    columns: list[tuple[str, pa.DataType]] = [
+        ("x", pa.float64()),
+        ("f", pa.float32()),
+        ("u", pa.uint64()),
+    ]
+    schema = pa.schema(columns)
+    log = arrowlog.connect("memory://")
+    log.create_topic("t", schema)
+    for x, f, u in [([1.0, nan], [0.1, 2.0], [1, 2**63 + 5]), ([nan], [0.1], [3])]:
+        arrays = [pa.array(x, pa.float64()), pa.array(f, pa.float32()), pa.array(u, pa.uint64())]
+        log.append("t", pa.record_batch(arrays, schema=schema))  # a segment each
+    lazy = log.scan("t").to_polars()
+    whole = pl.DataFrame(pl.from_arrow(log.scan("t").to_table()))
+    for predicate in (
+        pl.col("x") > 5,
+        pl.col("x") >= 1,
+        pl.col("f") <= 0.1,
+        pl.col("f") == 0.1,
+        pl.col("u") > 1,
+        pl.col("u") > 2**63,
+    ):
+        got = lazy.filter(predicate).collect()
+        expected = whole.filter(predicate)
+        assert expected.height and got.sort(pl.all()).equals(expected.sort(pl.all())), predicate
 
 
 def test_polars_predicates_become_filter_tuples_only_where_they_are_one() -> None:

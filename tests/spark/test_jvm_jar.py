@@ -129,3 +129,35 @@ def test_java_home_names_the_javac_that_compiles(
     monkeypatch.setenv("PATH", os.environ["PATH"])
     assert jvm.built_against(jvm.jar_path()) == pyspark.__version__
     assert calls.read_text() == "called\n"
+
+
+def test_a_jar_cut_short_in_the_cache_is_compiled_again(cache: Path) -> None:
+    """A jar renamed into place before its bytes reached the disk (a crash)
+    is left cut short: it says nothing of what it was built against, and is
+    compiled again rather than handed to Spark."""
+    cut = jvm.cached_jar()
+    cut.parent.mkdir(parents=True)
+    cut.write_bytes(b"PK\x03\x04")
+    assert jvm.jar_path() == cut
+    assert zipfile.is_zipfile(cut) and jvm.built_against(cut) == pyspark.__version__
+
+
+def test_a_cache_that_cannot_be_written_is_one_line_before_anything_is_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(jvm.CACHE_ENV, str(blocker / "cache"))
+    monkeypatch.setattr(jvm, "JAR", tmp_path / "package" / "arrowlog-spark.jar")
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    calls = tmp_path / "calls"
+    javac = home / "bin" / "javac"
+    javac.write_text(f"#!/bin/sh\necho called >> {calls}\nexit 0\n")
+    javac.chmod(javac.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    with pytest.raises(MissingDependencyError) as caught:
+        jvm.jar_path()
+    message = str(caught.value)
+    assert "cannot be written" in message and jvm.CACHE_ENV in message and "\n" not in message
+    assert not calls.exists()  # refused before javac ran
