@@ -198,7 +198,9 @@ def compact(
     log = session.connect()
     names = list(topics) if topics else sorted(log.list_topics())
     total = sum(log.topic(name).partitions for name in names)
-    with progress_bar(total, "partitions", enabled=not no_progress) as bar:
+    # a bar beside machine-read output, or for a plan that writes nothing, is noise
+    shown = not (no_progress or dry_run or session.output != "table")
+    with progress_bar(total, "partitions", enabled=shown) as bar:
 
         def advance(topic: str, partition: int, compacted: list[Compacted]) -> None:
             bar.advance(bar.task_ids[0])
