@@ -27,7 +27,12 @@ from arrowlog.jobs.commandline import (
     with_examples,
 )
 from arrowlog.jobs.inputs import as_topic_nullability, open_input, row_count
-from arrowlog.producer.bulkload import LoadMismatchError, LoadProgress, bulk_load
+from arrowlog.producer.bulkload import (
+    LoadMismatchError,
+    LoadProgress,
+    bulk_load,
+    check_rows_per_batch,
+)
 
 
 @click.command("load")
@@ -72,13 +77,14 @@ def command(
     Kill it at any moment and run it again: it resumes where the log really
     ends, and the partition holds the input exactly once, in order.
     """
+    check_rows_per_batch(rows_per_batch)  # bad arguments before the file is looked at
     log = session.connect()
     schema, batches = open_input(file)
     if create and topic not in log.list_topics():
         with contextlib.suppress(arrowlog.TopicExistsError):
             log.create_topic(topic, schema, partitions)
     part = log.partition(topic, partition)
-    batches = as_topic_nullability(batches, part.topic.schema)
+    batches = as_topic_nullability(batches, part.topic.schema, file)
     total = row_count(file)
     try:
         with progress_bar(total, "rows", enabled=not no_progress) as bar:

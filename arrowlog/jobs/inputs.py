@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from arrowlog.errors import InvalidConfigError
+from arrowlog.errors import InvalidConfigError, SchemaMismatchError
 
 _FIELD = re.compile(r"\s*([^:\s]+)\s*:\s*(.+?)\s*(\bnot null)?\s*$", re.IGNORECASE)
 
@@ -48,20 +48,80 @@ def open_input(path: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
 
 
 def as_topic_nullability(
-    batches: Iterator[pa.RecordBatch], schema: pa.Schema
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema, path: str
 ) -> Iterator[pa.RecordBatch]:
-    """``batches`` whose top-level columns differ from ``schema`` only by being
-    nullable where the topic's are not, given the topic's fields: pyarrow writes
-    every Parquet column nullable, nulls or not. Data is not looked at here:
-    a null under a not-null field is still refused when the batch is appended
-    (SchemaMismatchError), as is any other difference."""
-    for batch in batches:
-        got = batch.schema
-        if got.names == schema.names and not got.equals(schema, check_metadata=False):
-            same = all(g.type.equals(w.type) for g, w in zip(got, schema, strict=True))
-            if same:
-                batch = pa.RecordBatch.from_arrays(batch.columns, schema=schema)
-        yield batch
+    """``batches`` of the file ``path``, given ``schema``'s fields where they
+    differ from it only by being nullable where the topic's are not, and the
+    file proves before anything is written that those columns hold no null:
+    pyarrow writes every Parquet column nullable, nulls or not. The proof is a
+    Parquet file's footer (every row group's null count; the values of a
+    nested column or one without statistics) or a pass over an Arrow file;
+    without one (a CSV file) the batches are left as they are, and refused
+    whole, before any write, if their schema differs. A load never writes
+    part of a file and then refuses a null.
+
+    Raises:
+        SchemaMismatchError: a not-null column of the topic holds a null in
+            the file (found before anything is written).
+    """
+    found = _nulls(path, schema)
+    if found:
+        raise SchemaMismatchError(
+            f"column {found!r} of {path} holds null(s), and the topic's {found!r} is not "
+            "null: nothing was written"
+        )
+    relabel = found is None
+    return (_relabeled(b, schema) if relabel else b for b in batches)
+
+
+def _relabeled(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    got = batch.schema
+    if (
+        got.names == schema.names
+        and not got.equals(schema, check_metadata=False)
+        and all(g.type.equals(w.type) for g, w in zip(got, schema, strict=True))
+    ):
+        return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+    return batch
+
+
+def _nulls(path: str, schema: pa.Schema) -> str | None:
+    """The first of ``schema``'s not-null top-level columns that holds a null
+    in the file; None when the file proves none does; "" when it cannot say
+    (a CSV file, a column it lacks)."""
+    strict = [f.name for f in schema if not f.nullable]
+    kind = _kind(path)
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(path)
+        meta = pf.metadata
+        if any(n not in pf.schema_arrow.names for n in strict):
+            return ""  # the append says what is missing
+        where = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+        for name in strict:
+            for g in range(meta.num_row_groups):
+                if name in where:  # a leaf: its footer statistics say
+                    stats = meta.row_group(g).column(where[name]).statistics
+                    if stats is not None and stats.has_null_count:  # type: ignore[attr-defined]
+                        if stats.null_count:
+                            return name
+                        continue
+                # a struct, list or map, or no statistics: its row group's values
+                if pf.read_row_group(g, columns=[name]).column(0).null_count:
+                    return name
+        return None
+    if kind == "arrow":
+        ipc = pa.ipc.open_file(path)
+        if any(n not in ipc.schema.names for n in strict):
+            return ""
+        for i in range(ipc.num_record_batches):
+            batch = ipc.get_batch(i)
+            for name in strict:
+                if batch.column(name).null_count:
+                    return name
+        return None
+    return ""
 
 
 def row_count(path: str) -> int | None:

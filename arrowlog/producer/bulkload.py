@@ -90,7 +90,7 @@ def bulk_load(
         SchemaMismatchError, InvalidBatchError: a chunk does not fit the topic;
             it is not written (the chunks before it are: rerun to resume).
     """
-    _check_rows_per_batch(rows_per_batch)
+    check_rows_per_batch(rows_per_batch)
     end = log.end_offset(complete=True)  # a listing may stop short of the last chunk
     if end < start_offset:
         raise LoadMismatchError(
@@ -143,7 +143,7 @@ def bulk_load(
     return LoadResult(start_offset, offset, written, skipped, batches_written)
 
 
-def _check_rows_per_batch(rows_per_batch: object) -> None:
+def check_rows_per_batch(rows_per_batch: object) -> None:
     """Refuse a chunk size that is not a positive int (a bool is not a count).
 
     Raises:

@@ -58,7 +58,7 @@ def test_bad_input_fails_in_one_line_and_writes_nothing(
         ("topics create u --schema-from {d}/meta.arrow", 2, "'arrowlog.header' is reserved"),
         ("load t {d}/missing.parquet", 3, "FileNotFoundError"),
         ("load t {d}/junk.parquet", 2, "ArrowInvalid"),
-        ("load t {d}/nulls.arrow", 2, "SchemaMismatchError: .*'x' has 1 null"),
+        ("load t {d}/nulls.arrow", 2, "SchemaMismatchError: column 'x' of .* holds null"),
         ("load t {d}/nulls.arrow --rows-per-batch 0", 2, "InvalidConfigError: rows_per_batch"),
         (
             "load t {d}/dup.csv",
@@ -90,7 +90,26 @@ def test_a_parquet_file_of_nullable_columns_without_nulls_loads_into_a_not_null_
     before = files(root)
     err = fails(capsys, 2, "load", "t", str(tmp_path / "nulls.parquet"),
                 "--start-offset", "3", "--no-progress")  # fmt: skip
-    assert "'x' has 1 null" in err
+    assert "column 'x' of" in err and "holds null(s)" in err
+    assert files(root) == before
+
+
+def test_a_null_in_a_later_row_group_is_refused_before_any_row_is_written(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file's footer (or its values) must prove the not-null columns
+    hold no null before a row is written: a load that wrote its first row
+    groups and then refused a null would leave a prefix no rerun can finish."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "late-null.parquet"
+    with pq.ParquetWriter(path, pa.schema([("x", pa.int64())])) as writer:
+        writer.write_table(pa.table({"x": [1, 2]}))
+        writer.write_table(pa.table({"x": [3, None]}))
+    run(capsys, "topics", "create", "t", "--schema", "x: int64 not null")
+    before = files(root)
+    err = fails(capsys, 2, "load", "t", str(path), "--rows-per-batch", "2", "--no-progress")
+    assert "column 'x' of" in err and "holds null(s)" in err and "nothing was written" in err
     assert files(root) == before
 
 
