@@ -317,7 +317,8 @@ def _range(
         if fail_on_data_loss:
             raise OffsetOutOfRangeError(
                 f"{topic}/{partition}: starting offset {start} is below the log start "
-                f"{log_start} (records were deleted); set failOnDataLoss=false to skip them"
+                f"{log_start} (records were deleted): start at the log start to skip them "
+                "(in Spark, failOnDataLoss=false)"
             )
         start = log_start
     if end > latest:

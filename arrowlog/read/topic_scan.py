@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from arrowlog.errors import (
     InvalidConfigError,
+    SegmentNotFoundError,
     UnknownColumnError,
     UnknownTopicOrPartitionError,
 )
@@ -167,11 +168,18 @@ class TopicScan:
             [*topic, *(self._metadata.field(self._names[m]) for m in METADATA_COLUMNS)]
         )
         out = []
-        for batch in read_task(self._log.store, task, read, self._columns):
-            batch = batch.drop_columns([self._names["topic"]])
-            kept = self._filter.apply(batch)
-            if kept.num_rows:
-                out.append(kept.select(self.schema.names))
+        try:
+            for batch in read_task(self._log.store, task, read, self._columns):
+                batch = batch.drop_columns([self._names["topic"]])
+                kept = self._filter.apply(batch)
+                if kept.num_rows:
+                    out.append(kept.select(self.schema.names))
+        except SegmentNotFoundError as e:
+            raise SegmentNotFoundError(
+                f"{e}. Records of this scan's snapshot were removed since it was made "
+                "(deleted and vacuumed, or the topic deleted): make the scan again",
+                key=e.key,
+            ) from None
         return out
 
     def to_reader(self) -> pa.RecordBatchReader:

@@ -490,3 +490,28 @@ def test_pandas_gets_the_rows_with_the_append_time_in_utc() -> None:
     frame = log.scan("t", metadata=True).to_pandas()
     assert len(frame) == len(committed_rows(log))
     assert str(frame["timestamp"].dt.tz) == "UTC"
+
+
+def test_a_scan_whose_records_were_vacuumed_since_says_to_make_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Records deleted and vacuumed between making a scan and reading it: a
+    typed error that says what happened and what to do (not Spark's option)."""
+    from arrowlog.errors import OffsetOutOfRangeError, SegmentNotFoundError
+    from tests.support.clocks import Clocks, ClockStore
+
+    clock = ClockStore(MemoryStore())
+    clocks = Clocks(clock, monkeypatch)
+    log = arrowlog.connect(clock)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=2, delete_delay_ms=100))
+    for i in range(6):
+        log.append("t", batch([i], "a"))
+    scan = log.scan("t")
+    log.delete_records("t", 0, 4)
+    clocks.advance(5_000)
+    assert log.maintenance.vacuum()
+    with pytest.raises(SegmentNotFoundError, match="make the scan again"):
+        scan.to_table()
+    with pytest.raises(OffsetOutOfRangeError, match="start at the log start to skip them"):
+        log.scan("t", start=0)
+    assert log.scan("t").to_table()["id"].to_pylist() == [4, 5]
