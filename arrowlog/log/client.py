@@ -65,13 +65,20 @@ class PartitionInfo:
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int
-    #: objects at segment keys from the log start: segments and commit objects
+    #: objects at segment keys from the log start that no compacted object
+    #: holds: segments and commit objects
     segments: int
     live_producer_ids: int
     open_transactions: int
     #: record batches from the log start: a segment's, or each staged batch a
     #: commit object names
     batches: int = 0
+    #: compacted objects holding the records below the compaction mark (the
+    #: segments there are read from them, and vacuum removes them)
+    compacted_objects: int = 0
+    #: bytes of the objects a read from the log start fetches: the compacted
+    #: objects, then the objects at segment keys after them
+    bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,19 +441,22 @@ class ArrowLog:
         infos = []
         for log in self.iter_partitions(name):
             end, state = log.state()
-            objects = log.objects(end=end)
+            start = log.start_offset()
+            mark = min(max(log.compacted_through, start), end)
+            compacted = log.compacted_objects(start, mark) if mark > start else []
+            objects = [o for o in log.objects(end=end) if o.end > mark]
             infos.append(
                 PartitionInfo(
                     partition=log.partition,
-                    log_start_offset=log.start_offset(),
+                    log_start_offset=start,
                     high_watermark=end,
-                    last_stable_offset=last_stable_offset(
-                        end, state, decide, log_start=log.start_offset()
-                    ),
+                    last_stable_offset=last_stable_offset(end, state, decide, log_start=start),
                     segments=len(objects),
                     live_producer_ids=len(state.producers),
                     open_transactions=len(state.open_txns),
                     batches=len(log.segments(end=end)),
+                    compacted_objects=len(compacted),
+                    bytes=sum(c.size for c in compacted) + sum(o.size for o in objects),
                 )
             )
         return TopicDescription(self.topic(topic.name), tuple(infos))

@@ -567,3 +567,22 @@ def test_vacuum_reads_each_compacted_object_back_once_before_its_segments_go(
     counting = CountingStore(store)
     assert arrowlog.connect(counting, config=FAST).maintenance.vacuum() == []
     assert counting.keys_read[done.key] == 0
+
+
+def test_describe_counts_compacted_objects_and_the_bytes_a_read_fetches() -> None:
+    """After compaction a read fetches one compacted object for the range, not
+    its segments: describe_topic says so (it counted every segment before),
+    with the bytes of what a read from the log start fetches."""
+    log = arrowlog.connect("memory://")
+    log.create_topic("t", pa.schema([("x", pa.int64())]), config=TopicConfig(checkpoint_interval=4))
+    for i in range(20):
+        log.append("t", pa.record_batch({"x": [i]}))
+    [before] = log.describe_topic("t").partitions
+    assert (before.segments, before.compacted_objects, before.batches) == (20, 0, 20)
+    assert before.bytes == sum(s.size for s in log.partition("t", 0).segments())
+    [done] = log.maintenance.compact(["t"], target_bytes=1 << 20)
+    [after] = log.describe_topic("t").partitions
+    assert (after.segments, after.compacted_objects, after.batches) == (20 - done.end, 1, 20)
+    compacted = log.partition("t", 0).compacted_objects(0, done.end)
+    tail = log.partition("t", 0).segments(done.end, 20)
+    assert after.bytes == compacted[0].size + sum(s.size for s in tail) < before.bytes
