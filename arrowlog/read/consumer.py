@@ -22,6 +22,7 @@ from arrowlog.partition import PartitionLog, projected
 from arrowlog.read.visibility import (
     Decide,
     IsolationLevel,
+    check_isolation_level,
     last_stable_offset,
     plan_committed,
     plan_snapshot,
@@ -42,14 +43,9 @@ class Consumer:
         group_id: str | None = None,
         isolation_level: IsolationLevel = "read_committed",
     ) -> None:
-        if isolation_level not in ("read_committed", "read_uncommitted"):
-            raise InvalidConfigError(
-                f"isolation_level must be 'read_committed' or 'read_uncommitted', "
-                f"not {isolation_level!r}"
-            )
+        self.isolation_level: IsolationLevel = check_isolation_level(isolation_level)
         self._log = log
         self.group_id = None if group_id is None else check_id("group id", group_id)
-        self.isolation_level: IsolationLevel = isolation_level
         #: (topic, partition) -> the incarnation of the topic this consumer's
         #: position there belongs to (see _remember)
         self._read_in: dict[tuple[str, int], int] = {}

@@ -38,7 +38,7 @@ from arrowlog.read.scan import (
     plan_scan,
     read_task,
 )
-from arrowlog.read.visibility import IsolationLevel
+from arrowlog.read.visibility import IsolationLevel, check_isolation_level
 from arrowlog.txn.view import LogView
 
 if TYPE_CHECKING:
@@ -78,11 +78,7 @@ class TopicScan:
         isolation_level: IsolationLevel = "read_committed",
         plan_hints: Sequence[Predicate] = (),
     ) -> None:
-        if isolation_level not in ("read_committed", "read_uncommitted"):
-            raise InvalidConfigError(
-                "isolation_level must be 'read_committed' or 'read_uncommitted', "
-                f"not {isolation_level!r}"
-            )
+        self.isolation_level: IsolationLevel = check_isolation_level(isolation_level)
         self._log = log
         self.topic = topic
         described = log.topic(topic)
@@ -92,7 +88,6 @@ class TopicScan:
         readable = pa.schema([f for f in full if f.name != names["topic"]])
         #: the columns of this scan's rows, in order
         self.schema = _output(readable, described.schema, names, columns, metadata)
-        self.isolation_level: IsolationLevel = isolation_level
         self._filter = scan_filter(filter, readable)
         self._names = names
         self._columns = _topic_columns(described.schema, self.schema, self._filter, filter)

@@ -23,7 +23,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from arrowlog.errors import OffsetOutOfRangeError
+from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.format.checkpoint import Decision, OpenTxn, PartitionState, SegmentSummary
 from arrowlog.format.control import ControlType
 from arrowlog.format.stats import Predicate
@@ -34,6 +34,19 @@ from arrowlog.txn.view import LogView
 
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
 Decide = Callable[[OpenTxn], Decision]
+
+
+def check_isolation_level(value: object) -> IsolationLevel:
+    """``value`` as an isolation level.
+
+    Raises:
+        InvalidConfigError: it is neither ``read_committed`` nor ``read_uncommitted``.
+    """
+    if value == "read_committed" or value == "read_uncommitted":
+        return value
+    raise InvalidConfigError(
+        f"isolation_level must be 'read_committed' or 'read_uncommitted', not {value!r}"
+    )
 
 
 def last_stable_offset(
