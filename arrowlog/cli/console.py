@@ -3,7 +3,6 @@ kafka-console-consumer for a columnar log."""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import time
@@ -17,7 +16,7 @@ import arrowlog
 from arrowlog.cli._common import isolation_option
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.format.topic import Topic
-from arrowlog.jobs.commandline import EXIT_INTERRUPTED, Session, leaf, with_examples
+from arrowlog.jobs.commandline import EXIT_INTERRUPTED, Session, leaf, with_examples, write_csv
 from arrowlog.read.consumer import Records
 from arrowlog.txn.coordinator import check_id
 
@@ -196,15 +195,6 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _csv_value(value: Any) -> Any:
-    """A record's value in a CSV field: nested ones as JSON, null as nothing."""
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, default=str)
-    return value
-
-
 class _Sink:
     """Where consumed records go: lines (table), JSON lines, CSV, or a Parquet file."""
 
@@ -247,17 +237,13 @@ class _Sink:
         """partition, offset, timestamp and the topic's columns, one line a
         record (nested values as JSON); the header once."""
         names = self._topic.schema.names
-        rows = []
-        for i, row in enumerate(records.batch.to_pylist()):
-            rows.append({"partition": partition, "offset": records.offset + i,
-                         "timestamp": stamp, **{n: _csv_value(row[n]) for n in names}})  # fmt: skip
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-        if not self._header_done:
-            writer.writeheader()
-            self._header_done = True
-        writer.writerows(rows)
-        click.echo(buffer.getvalue(), nl=False)
+        rows = [
+            {"partition": partition, "offset": records.offset + i, "timestamp": stamp,
+             **{n: row[n] for n in names}}
+            for i, row in enumerate(records.batch.to_pylist())
+        ]  # fmt: skip
+        write_csv(rows, header=not self._header_done)
+        self._header_done = True
 
     def _write_parquet(self, partition: int, records: Records) -> None:
         import pyarrow.parquet as pq

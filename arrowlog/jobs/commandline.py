@@ -174,26 +174,27 @@ class Session:
         click.echo(text, err=self.output != "table")
 
 
-def write_csv(rows: Sequence[dict[str, Any]]) -> None:
-    """Rows as CSV on stdout: a header of the first row's keys, then a line
+def write_csv(rows: Sequence[dict[str, Any]], *, header: bool = True) -> None:
+    """Rows as CSV on stdout: a header of the first row's keys (unless
+    ``header`` is False: rows following some already printed), then a line
     per row (lists and mappings as JSON, None as an empty field)."""
     if not rows:
         return
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(list(rows[0]))
+    if header:
+        writer.writerow(list(rows[0]))
     for row in rows:
-        writer.writerow(
-            [
-                ""
-                if v is None
-                else json.dumps(v, default=str)
-                if isinstance(v, (list, dict))
-                else v
-                for v in row.values()
-            ]
-        )
+        writer.writerow([_csv_field(v) for v in row.values()])
     click.echo(out.getvalue(), nl=False)
+
+
+def _csv_field(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, default=str)
+    return value
 
 
 def console(*, err: bool = False) -> Console:
