@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from arrowlog._extras import require_extra
+from arrowlog.errors import MissingDependencyError
 
 pyspark, _ = require_extra("spark")  # before pyspark is imported: say which extra is missing
 
@@ -44,11 +45,16 @@ def register(spark: SparkSession) -> None:
     In a local session whose workers would run an interpreter that cannot
     import arrowlog (Spark's default, ``python3`` on the PATH, when a
     virtualenv's python was run by its path), the session's Python workers
-    run this interpreter instead, with a warning saying so. Elsewhere the
-    executors' interpreter is out of sight: ``spark.pyspark.python`` names it.
+    run this interpreter instead, with a warning saying so. On a cluster one
+    task asks an executor's worker whether it finds arrowlog.
+
+    Raises:
+        MissingDependencyError: a cluster's executors cannot import arrowlog
+            (the message names ``spark.pyspark.python``).
     """
     context = _classic_context(spark)
-    if context is not None and str(context.master).startswith("local"):
+    master = "" if context is None else str(context.master)
+    if master == "local" or master.startswith("local["):  # executors in this process
         worker = str(context.pythonExec)
         if not _imports_arrowlog(worker):
             log.warning(
@@ -58,6 +64,13 @@ def register(spark: SparkSession) -> None:
                 sys.executable,
             )
             context.pythonExec = sys.executable
+    elif context is not None and not _executors_import_arrowlog(context):
+        raise MissingDependencyError(
+            f"Spark's executors run {context.pythonExec}, which cannot import arrowlog: "
+            "install arrowlog there, or name an interpreter that has it in "
+            "spark.pyspark.python (the JVM reader and writer need no Python on executors)",
+            name="arrowlog",
+        )
     spark.dataSource.register(ArrowLogDataSource)
 
 
@@ -68,6 +81,19 @@ def _classic_context(spark: SparkSession) -> Any:
         return spark.sparkContext
     except Exception:  # noqa: BLE001 - Spark Connect raises its own kinds
         return None
+
+
+def _executors_import_arrowlog(context: Any) -> bool:
+    """Whether an executor's Python worker finds the arrowlog package: one
+    task of one row (the function is shipped by value; it imports nothing of
+    arrowlog's)."""
+
+    def finds(_: object) -> bool:
+        import importlib.util
+
+        return importlib.util.find_spec("arrowlog") is not None
+
+    return bool(context.parallelize([0], 1).map(finds).first())
 
 
 def _imports_arrowlog(python: str) -> bool:

@@ -25,7 +25,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from arrowlog.errors import MissingDependencyError
+from arrowlog.errors import InvalidConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -158,9 +158,12 @@ def build_jar(dest: str | Path, *, strict: bool = False) -> Path:
         )
         if compiled.returncode != 0:
             output = (compiled.stdout + compiled.stderr).strip().splitlines()
+            # the first error, not the warnings javac prints after the errors
+            first = next((i for i, line in enumerate(output) if ": error:" in line), None)
+            shown = output[-8:] if first is None else output[first : first + 8]
             raise MissingDependencyError(
                 f"compiling arrowlog's JVM reader with {javac} failed (it needs a JDK "
-                f"{JAVA_RELEASE} or newer): " + " | ".join(output[-8:]),
+                f"{JAVA_RELEASE} or newer): " + " | ".join(shown),
                 name="javac",
             )
         for resource in SOURCES.rglob("*"):
@@ -232,8 +235,14 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
         MissingDependencyError: no jar fits this pyspark and no JDK is there
             to compile one.
     """
+    conf = getattr(builder, "_options", None)  # the options set so far
+    if not isinstance(conf, dict):
+        raise InvalidConfigError(
+            f"configure() takes SparkSession.builder, before getOrCreate(), not a "
+            f"{type(builder).__name__}: the JVM reader has to be on the classpath when the "
+            "session's JVM starts (a running session reads through arrowlog.spark.register)"
+        )
     jar = str(jar_path())
-    conf = builder._options  # the options set so far
     jars = [j for j in str(conf.get("spark.jars", "")).split(",") if j]
     builder = builder.config("spark.jars", ",".join([*jars, jar])).config(
         PYTHON_CONF, sys.executable

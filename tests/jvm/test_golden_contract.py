@@ -108,6 +108,8 @@ def test_the_jvm_reader_reads_the_golden_files_as_the_python_reader_does(
     assert "0 failed" in output and "case compacted reads as Python reads it" in output
     # staged data objects at the offsets their commit gives, each wrong plan of them refused
     assert "case staged reads as Python reads it" in output
+    # Spark's Python tracebacks read as the arrowlog error's line (Tracebacks.java)
+    assert "ok     a Python traceback reads as its arrowlog error's line" in output
     assert output.count("ok     staged objects: ") == 6, output
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from arrowlog.errors import MissingDependencyError
+from arrowlog.errors import InvalidConfigError, MissingDependencyError
 from arrowlog.spark import jvm
 
 #: each test that compiles takes about 7 s (javac against pyspark's jars)
@@ -112,6 +112,32 @@ def test_a_javac_that_fails_is_reported_in_one_line_and_leaves_no_jar(
     assert "release version 17 not supported" in message and "\n" not in message
     assert not jvm.cached_jar().exists()
     assert not [p for p in cache.rglob("*") if p.is_file()]
+
+
+def test_javacs_first_error_is_reported_not_the_warnings_printed_after_it(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    javac = home / "bin" / "javac"
+    warnings = "".join(f"echo 'A.java:{i}: warning: [deprecation] old' >&2\n" for i in range(12))
+    javac.write_text(
+        "#!/bin/sh\necho 'S.java:41: error: incompatible types' >&2\n"
+        f"{warnings}echo '1 error' >&2\nexit 1\n"
+    )
+    javac.chmod(javac.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    with pytest.raises(MissingDependencyError) as caught:
+        jvm.jar_path()
+    assert "S.java:41: error: incompatible types" in str(caught.value)
+
+
+def test_configure_given_a_running_session_says_it_takes_the_builder() -> None:
+    class SparkSession:  # what a user holds after getOrCreate()
+        pass
+
+    with pytest.raises(InvalidConfigError, match=r"configure\(\) takes SparkSession.builder"):
+        jvm.configure(SparkSession())  # type: ignore[arg-type]
 
 
 def test_java_home_names_the_javac_that_compiles(

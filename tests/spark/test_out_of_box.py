@@ -324,3 +324,42 @@ def test_register_runs_a_local_sessions_workers_on_an_interpreter_that_has_arrow
         f"Spark's Python workers would run {other}, which cannot import arrowlog"
         in (result["stderr"])
     )
+
+
+# A session on a cluster whose executors run an interpreter without arrowlog.
+REGISTER_ON_A_CLUSTER = """
+import arrowlog.spark
+from arrowlog.errors import MissingDependencyError
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.master("local-cluster[1,1,1024]").getOrCreate()
+try:
+    arrowlog.spark.register(spark)
+except MissingDependencyError as e:
+    print("REFUSED", str(e).replace(chr(10), "|"), flush=True)
+spark.stop()
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_register_on_a_cluster_whose_executors_lack_arrowlog_says_so_in_one_line(
+    tmp_path: Path,
+) -> None:
+    other = bare_venv(tmp_path / "other") / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    env |= {"PYSPARK_PYTHON": str(other), "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [sys.executable, "-c", REGISTER_ON_A_CLUSTER],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    refused = [line for line in done.stdout.splitlines() if line.startswith("REFUSED ")]
+    assert done.returncode == 0 and refused, done.stdout + done.stderr[-3000:]
+    [line] = refused
+    assert f"Spark's executors run {other}, which cannot import arrowlog" in line
+    assert "spark.pyspark.python" in line and "|" not in line

@@ -86,10 +86,11 @@ def nothing_visible(spec: StoreSpec, partitions: int = 1) -> None:
 
 
 def refused(error: BaseException, kind: str = r"\w+Error") -> bool:
-    """Whether a failed Spark job failed with an ``arrowlog.errors`` error."""
+    """Whether a failed Spark job failed with an ``arrowlog.errors`` error: a
+    task's traceback names its module, a refusal before the job its class."""
     import re
 
-    return re.search(rf"arrowlog\.errors\.{kind}: ", str(error)) is not None
+    return re.search(rf"(?:arrowlog\.errors\.|[\s:]){kind}: ", str(error)) is not None
 
 
 # --- every way Spark's CAST takes the session's zone, in many zones ---------------

@@ -1,5 +1,6 @@
 package io.arrowlog.spark;
 
+import io.arrowlog.spark.errors.PythonErrors;
 import io.arrowlog.spark.planning.Planner;
 import io.arrowlog.spark.planning.PlannerProcess;
 import java.util.Map;
@@ -44,6 +45,12 @@ public class ArrowLogProvider extends PythonDataSourceV2 implements DataSourceRe
   @Override
   public String shortName() {
     return "arrowlog";
+  }
+
+  /** The Python source's schema; its arrowlog errors (options, topic) in one line. */
+  @Override
+  public StructType inferSchema(CaseInsensitiveStringMap options) {
+    return PythonErrors.oneLine(() -> super.inferSchema(options));
   }
 
   @Override

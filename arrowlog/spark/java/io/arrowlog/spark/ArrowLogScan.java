@@ -46,7 +46,7 @@ final class ArrowLogScan implements Scan, SupportsReportStatistics {
 
   @Override
   public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-    return python.build().toMicroBatchStream(checkpointLocation);
+    return ArrowLogStream.of(python.build().toMicroBatchStream(checkpointLocation));
   }
 
   @Override

@@ -128,7 +128,8 @@ final class ArrowLogTable implements SupportsRead, SupportsWrite {
       }
     }
     // the Python source gets them too, whoever writes
-    WriteBuilder delegate = ((SupportsWrite) python).newWriteBuilder(withOptions(info, options));
+    WriteBuilder delegate =
+        new PythonWrites(((SupportsWrite) python).newWriteBuilder(withOptions(info, options)));
     String writer = info.options().getOrDefault(OptionNames.WRITER, OptionNames.READER_JVM);
     if (!writer.equalsIgnoreCase(OptionNames.READER_JVM)) {
       return delegate;

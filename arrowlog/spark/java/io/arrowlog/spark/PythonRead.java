@@ -1,5 +1,6 @@
 package io.arrowlog.spark;
 
+import io.arrowlog.spark.errors.PythonErrors;
 import java.util.function.Supplier;
 import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.read.Batch;
@@ -81,7 +82,7 @@ final class PythonRead implements ScanBuilder, SupportsPushDownFilters {
 
       @Override
       public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-        return scan.toMicroBatchStream(checkpointLocation);
+        return ArrowLogStream.of(scan.toMicroBatchStream(checkpointLocation));
       }
 
       @Override
@@ -123,7 +124,7 @@ final class PythonRead implements ScanBuilder, SupportsPushDownFilters {
 
     @Override
     public InputPartition[] planInputPartitions() {
-      return planned(python::planInputPartitions);
+      return PythonErrors.oneLine(() -> planned(python::planInputPartitions));
     }
 
     @Override

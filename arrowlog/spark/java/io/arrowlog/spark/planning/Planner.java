@@ -3,6 +3,7 @@ package io.arrowlog.spark.planning;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.arrowlog.spark.errors.ArrowLogException;
+import io.arrowlog.spark.errors.PythonErrors;
 import io.arrowlog.spark.format.Segment;
 import java.util.List;
 import java.util.Map;
@@ -43,7 +44,7 @@ public final class Planner {
         (System.nanoTime() - started) / 1e6, answer.path(PlanWire.PLAN_MS).asDouble());
     if (e != null) {
       // the class Spark raises for the Python source's planning errors
-      throw Planner.<RuntimeException>raise(
+      throw PythonErrors.<RuntimeException>sneaky(
           QueryCompilationErrors.pythonDataSourceError(
               "plan", "arrowlog", e.type() + ": " + e.message()));
     }
@@ -82,11 +83,5 @@ public final class Planner {
       throw new ArrowLogException(e.type(), e.message());
     }
     return answer;
-  }
-
-  /** Throws {@code t}, checked or not (Spark's AnalysisException is checked in Java). */
-  @SuppressWarnings("unchecked")
-  private static <E extends Throwable> E raise(Throwable t) throws E {
-    throw (E) t;
   }
 }

@@ -61,6 +61,7 @@ public final class GoldenSelfTest {
           "staged objects: " + e.getKey() + " is refused",
           () -> StagedObjects.refused(staged, e.getKey(), e.getValue()));
     }
+    test.check("a Python traceback reads as its arrowlog error's line", Tracebacks::oneLine);
     test.check("an answer of another version is refused", test::refusesOtherVersions);
     test.check("a planner answering another version is refused", () -> Versions.planner(out));
     test.check("the requests are written", () -> Contract.requests(out));
