@@ -190,4 +190,3 @@ def test_stream_progress_reports_offsets_behind_latest_as_kafka_does(
         "avgOffsetsBehindLatest": "0.0",
     }
     assert spark.table("behind").count() == 14
-
