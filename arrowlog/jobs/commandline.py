@@ -174,18 +174,22 @@ class Session:
         click.echo(text, err=self.output != "table")
 
 
-def write_csv(rows: Sequence[dict[str, Any]], *, header: bool = True) -> None:
-    """Rows as CSV on stdout: a header of the first row's keys (unless
-    ``header`` is False: rows following some already printed), then a line
-    per row (lists and mappings as JSON, None as an empty field)."""
-    if not rows:
+def write_csv(
+    rows: Sequence[dict[str, Any]], *, header: bool = True, columns: Sequence[str] | None = None
+) -> None:
+    """Rows as CSV on stdout: a header of ``columns`` (default: the first
+    row's keys; none if ``header`` is False: rows following some already
+    printed), then a line per row (lists and mappings as JSON, None as an
+    empty field). With ``columns``, the header is printed for no rows too."""
+    names = list(columns) if columns is not None else list(rows[0]) if rows else []
+    if not names:
         return
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     if header:
-        writer.writerow(list(rows[0]))
+        writer.writerow(names)
     for row in rows:
-        writer.writerow([_csv_field(v) for v in row.values()])
+        writer.writerow([_csv_field(row.get(n)) for n in names])
     click.echo(out.getvalue(), nl=False)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
+import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +18,7 @@ import pytest
 import arrowlog
 from arrowlog.partition import fetch_segment
 from arrowlog.producer import key_partitions
-from tests.support.cli import SCHEMA, build_mixed_log, fails, files, rows, run
+from tests.support.cli import SCHEMA, build_mixed_log, cli, env, fails, files, rows, run
 
 
 def consumed(out: str) -> list[tuple[int, int, str, dict[str, object]]]:
@@ -130,7 +133,6 @@ def test_produce_json_lines_keyed_and_to_a_partition(
 def test_produce_reads_stdin(
     root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import io
     import sys
 
     arrowlog.connect(str(root)).create_topic("t", SCHEMA)
@@ -231,8 +233,6 @@ def test_output_csv_is_a_header_and_a_line_per_row_for_records_and_tables(
 ) -> None:
     """What a spreadsheet or ``pandas.read_csv`` takes: records with their
     partition, offset and time, and every table command's rows."""
-    import csv
-    import io
 
     log = arrowlog.connect(str(root))
     log.create_topic("t", SCHEMA, partitions=2)
@@ -258,3 +258,39 @@ def test_output_csv_is_a_header_and_a_line_per_row_for_records_and_tables(
         ("1", "", ""),
     ]
     assert [r["offset"] for r in parsed("get-offsets", "t")] == ["2", "1"]
+
+
+def test_consume_csv_keeps_topic_columns_named_like_the_log_positions(tmp_path: Path) -> None:
+    """A topic column called ``offset`` (or ``partition``, ``timestamp``) is a
+    column of its own beside the log's, which takes an ``arrowlog_`` prefix as
+    in ``--to-parquet``: one ``offset`` field overwrote the other."""
+    root = str(tmp_path / "log")
+    log = arrowlog.connect(root)
+    names = {"offset": pa.int64(), "partition": pa.string(), "s": pa.string()}
+    schema = pa.schema([pa.field(n, t) for n, t in names.items()])
+    log.create_topic("t", schema)
+    values = {"offset": [70, None], "partition": ["p", "q"], "s": ["a", "b"]}
+    log.append("t", pa.record_batch(values, schema=schema))
+    done = subprocess.run(
+        cli("consume", "t", "--output", "csv"), env=env(ARROWLOG_ROOT=root),
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = list(csv.reader(io.StringIO(done.stdout)))
+    assert lines[0] == [
+        "arrowlog_partition", "arrowlog_offset", "timestamp", "offset", "partition", "s",
+    ]  # fmt: skip
+    assert [line[:2] + line[3:] for line in lines[1:]] == [
+        ["0", "0", "70", "p", "a"],
+        ["0", "1", "", "q", "b"],
+    ]
+
+
+def test_consume_csv_of_no_records_is_the_header_alone(tmp_path: Path) -> None:
+    """A reader of the CSV learns the columns even when nothing was read."""
+    root = str(tmp_path / "log")
+    arrowlog.connect(root).create_topic("t", SCHEMA, partitions=2)
+    done = subprocess.run(
+        cli("consume", "t", "--output", "csv"), env=env(ARROWLOG_ROOT=root),
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout == "partition,offset,timestamp,x,s\n"
