@@ -16,7 +16,14 @@ import arrowlog
 from arrowlog.cli._common import isolation_option
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.format.topic import Topic
-from arrowlog.jobs.commandline import EXIT_INTERRUPTED, Session, leaf, with_examples, write_csv
+from arrowlog.jobs.commandline import (
+    EXIT_INTERRUPTED,
+    Session,
+    json_default,
+    leaf,
+    with_examples,
+    write_csv,
+)
 from arrowlog.read.consumer import Records
 from arrowlog.txn.coordinator import check_id
 
@@ -238,10 +245,11 @@ class _Sink:
                 lines.append(json.dumps(
                     {"topic": self._topic.name, "partition": partition, "offset": offset,
                      "timestamp": stamp, "value": row},
-                    default=str,
+                    default=json_default,
                 ))  # fmt: skip
             else:
-                lines.append(f"{partition}\t{offset}\t{stamp}\t{json.dumps(row, default=str)}")
+                value = json.dumps(row, default=json_default)
+                lines.append(f"{partition}\t{offset}\t{stamp}\t{value}")
         if not self._json and not self._header_done:
             click.echo("PARTITION\tOFFSET\tTIMESTAMP\tVALUE")
             self._header_done = True

@@ -294,3 +294,49 @@ def test_consume_csv_of_no_records_is_the_header_alone(tmp_path: Path) -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout == "partition,offset,timestamp,x,s\n"
+
+
+def test_consume_csv_and_json_read_back_to_the_values_binary_nested_null_and_empty(
+    tmp_path: Path,
+) -> None:
+    """Python's csv module reads back each value: binary as base64 (alone or
+    nested; its Python repr ``b'...'`` was printed), nested values as JSON,
+    commas, quotes and newlines quoted; a null is an empty field and an empty
+    string a quoted one (``""``), as PostgreSQL's COPY and Python 3.12's
+    ``csv.QUOTE_NOTNULL`` tell them apart. JSON lines carry binary as base64 too."""
+    import base64
+
+    raw = b'\x00,"\n\xff'
+    inner = pa.struct([pa.field("k", pa.string()), pa.field("v", pa.binary())])
+    fields = {"b": pa.binary(), "n": pa.list_(inner), "q": pa.string(), "s": pa.string()}
+    schema = pa.schema([pa.field(n, t) for n, t in fields.items()])
+    root = str(tmp_path / "log")
+    log = arrowlog.connect(root)
+    log.create_topic("t", schema)
+    values = {
+        "b": [raw, None],
+        "n": [[{"k": 'a,"b"\nc', "v": b"\x01"}], None],
+        "q": ['say "hi",\r\nbye', None],
+        "s": ["", None],
+    }
+    log.append("t", pa.record_batch(values, schema=schema))
+
+    def output(kind: str) -> str:
+        done = subprocess.run(
+            cli("consume", "t", "--output", kind), env=env(ARROWLOG_ROOT=root),
+            capture_output=True, check=True,
+        )  # fmt: skip
+        return done.stdout.decode()  # as printed: a \r\n in a value stays one
+
+    text = output("csv")
+    lines = list(csv.DictReader(io.StringIO(text, newline="")))
+    first, second = lines
+    assert base64.b64decode(first["b"]) == raw
+    assert json.loads(first["n"]) == [{"k": 'a,"b"\nc', "v": base64.b64encode(b"\x01").decode()}]
+    assert first["q"] == 'say "hi",\r\nbye'
+    assert (second["b"], second["n"], second["q"]) == ("", "", "")
+    assert text.endswith(',""\n0,1,' + second["timestamp"] + ",,,,\n")
+
+    records = [json.loads(line) for line in output("json").splitlines()]
+    assert base64.b64decode(records[0]["value"]["b"]) == raw
+    assert records[0]["value"]["n"][0]["v"] == "AQ=="
