@@ -17,7 +17,7 @@ from arrowlog.errors import (
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
 )
-from arrowlog.jobs.commandline import Session, leaf, with_examples
+from arrowlog.jobs.commandline import Session, leaf, with_examples, write_csv
 from arrowlog.txn.groups import GroupOffsets, list_groups
 from arrowlog.txn.view import incarnation_of
 
@@ -45,6 +45,8 @@ def list_(session: Session) -> None:
     names = list_groups(log.store, log.config.retry)
     if session.output == "json":
         session.json(names)
+    elif session.output == "csv":
+        write_csv([{"group": n} for n in names], columns=["group"])
     else:
         for name in names:
             click.echo(name)
