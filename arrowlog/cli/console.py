@@ -16,7 +16,14 @@ import arrowlog
 from arrowlog.cli._common import isolation_option
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.format.topic import Topic
-from arrowlog.jobs.commandline import EXIT_INTERRUPTED, Session, leaf, with_examples, write_csv
+from arrowlog.jobs.commandline import (
+    EXIT_INTERRUPTED,
+    Session,
+    json_default,
+    leaf,
+    with_examples,
+    write_csv,
+)
 from arrowlog.read.consumer import Records
 from arrowlog.txn.coordinator import check_id
 
@@ -195,6 +202,19 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
+def position_names(columns: list[str]) -> tuple[str, str, str]:
+    """The names of a record's partition, offset and timestamp beside a topic's
+    ``columns``: a topic column of the same name keeps it, ours takes an
+    ``arrowlog_`` prefix (again, while that clashes too)."""
+    taken = set(columns)
+    out = []
+    for name in ("partition", "offset", "timestamp"):
+        while name in taken:
+            name = f"arrowlog_{name}"
+        out.append(name)
+    return out[0], out[1], out[2]
+
+
 class _Sink:
     """Where consumed records go: lines (table), JSON lines, CSV, or a Parquet file."""
 
@@ -206,6 +226,7 @@ class _Sink:
         self._parquet_path = parquet
         self._writer: Any = None
         self._header_done = False
+        self._positions = position_names(topic.schema.names)
         self.count = 0
 
     def write(self, partition: int, records: Records) -> None:
@@ -224,10 +245,11 @@ class _Sink:
                 lines.append(json.dumps(
                     {"topic": self._topic.name, "partition": partition, "offset": offset,
                      "timestamp": stamp, "value": row},
-                    default=str,
+                    default=json_default,
                 ))  # fmt: skip
             else:
-                lines.append(f"{partition}\t{offset}\t{stamp}\t{json.dumps(row, default=str)}")
+                value = json.dumps(row, default=json_default)
+                lines.append(f"{partition}\t{offset}\t{stamp}\t{value}")
         if not self._json and not self._header_done:
             click.echo("PARTITION\tOFFSET\tTIMESTAMP\tVALUE")
             self._header_done = True
@@ -236,35 +258,38 @@ class _Sink:
     def _write_csv(self, partition: int, records: Records, stamp: str) -> None:
         """partition, offset, timestamp and the topic's columns, one line a
         record (nested values as JSON); the header once."""
-        names = self._topic.schema.names
+        at_partition, at_offset, at_time = self._positions
         rows = [
-            {"partition": partition, "offset": records.offset + i, "timestamp": stamp,
-             **{n: row[n] for n in names}}
+            {at_partition: partition, at_offset: records.offset + i, at_time: stamp, **row}
             for i, row in enumerate(records.batch.to_pylist())
-        ]  # fmt: skip
-        write_csv(rows, header=not self._header_done)
+        ]
+        write_csv(rows, header=not self._header_done, columns=self._csv_columns())
         self._header_done = True
+
+    def _csv_columns(self) -> list[str]:
+        return [*self._positions, *self._topic.schema.names]
 
     def _write_parquet(self, partition: int, records: Records) -> None:
         import pyarrow.parquet as pq
 
         batch = records.batch
         n = batch.num_rows
-        names = set(batch.schema.names)
-        extra: dict[str, pa.Array[Any]] = {
-            "partition": pa.array([partition] * n, pa.int32()),
-            "offset": pa.array(range(records.offset, records.offset + n), pa.int64()),
-            "timestamp": pa.array([records.timestamp_ms] * n, pa.timestamp("ms", tz="UTC")),
-        }
+        extra: list[pa.Array[Any]] = [
+            pa.array([partition] * n, pa.int32()),
+            pa.array(range(records.offset, records.offset + n), pa.int64()),
+            pa.array([records.timestamp_ms] * n, pa.timestamp("ms", tz="UTC")),
+        ]
         table = pa.Table.from_batches([batch])
-        for name, column in extra.items():
-            # a topic column of the same name keeps it; ours gets a prefix
-            table = table.append_column(f"arrowlog_{name}" if name in names else name, column)
+        for name, column in zip(self._positions, extra, strict=True):
+            table = table.append_column(name, column)
         if self._writer is None:
             self._writer = pq.ParquetWriter(str(self._parquet_path), table.schema)
         self._writer.write_table(table)
 
     def close(self) -> None:
+        if self._csv and not self._header_done:  # no record: the columns still
+            write_csv([], columns=self._csv_columns())
+            self._header_done = True
         if self._writer is not None:
             self._writer.close()
         elif self._parquet_path is not None:

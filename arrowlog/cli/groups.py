@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import time
@@ -17,7 +18,7 @@ from arrowlog.errors import (
     UnknownTopicOrPartitionError,
     UnstableOffsetCommitError,
 )
-from arrowlog.jobs.commandline import Session, leaf, with_examples
+from arrowlog.jobs.commandline import Session, leaf, with_examples, write_csv
 from arrowlog.txn.groups import GroupOffsets, list_groups
 from arrowlog.txn.view import incarnation_of
 
@@ -45,6 +46,8 @@ def list_(session: Session) -> None:
     names = list_groups(log.store, log.config.retry)
     if session.output == "json":
         session.json(names)
+    elif session.output == "csv":
+        write_csv([{"group": n} for n in names], columns=["group"])
     else:
         for name in names:
             click.echo(name)
@@ -77,14 +80,17 @@ def _targets(
     for spec in topics:
         name, _, parts = spec.partition(":")
         topic = log.topic(name)
-        if parts:
+        if parts or spec.endswith(":"):
             try:
-                numbers = [int(x) for x in parts.split(",")]
+                numbers = [_digits(x.strip()) for x in parts.split(",")]
             except ValueError:
                 raise click.BadParameter(f"--topic {spec!r}: write TOPIC or TOPIC:0,1,2") from None
             out += [(name, topic.check_partition(p)) for p in numbers]
         else:
             out += [(name, p) for p in range(topic.partitions)]
+    for (name, p), times in collections.Counter(out).items():
+        if times > 1:  # as --from-file refuses a repeated line
+            raise click.BadParameter(f"{name!r} names partition {p} twice", param_hint="--topic")
     return out
 
 
@@ -259,13 +265,14 @@ def _read_offsets_file(path: str) -> dict[tuple[str, int], int]:
         InvalidConfigError: a line of another form, or a partition given twice.
     """
     out: dict[tuple[str, int], int] = {}
-    with open(path, newline="") as f:
+    # utf-8-sig: a spreadsheet saves CSV with a byte order mark
+    with open(path, newline="", encoding="utf-8-sig") as f:
         for number, row in enumerate(csv.reader(f), start=1):
             if not row or not "".join(row).strip():
                 continue
             try:
                 topic, partition, offset = (c.strip() for c in row)
-                key, value = (topic, int(partition)), int(offset)
+                key, value = (topic, _digits(partition)), _digits(offset)
             except ValueError:
                 raise InvalidConfigError(
                     f"--from-file {path} line {number}: expected topic,partition,offset, "
@@ -280,6 +287,14 @@ def _read_offsets_file(path: str) -> dict[tuple[str, int], int]:
     if not out:
         raise InvalidConfigError(f"--from-file {path}: no topic,partition,offset line")
     return out
+
+
+def _digits(text: str) -> int:
+    """A number of ASCII digits alone: int() also reads '4_0' as 40 and other
+    scripts' digits, so a mangled line would move the group where nobody said."""
+    if not text.isascii() or not text.isdigit():
+        raise ValueError(text)
+    return int(text)
 
 
 @groups.command("delete")

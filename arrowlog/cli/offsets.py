@@ -258,6 +258,10 @@ def dump(
     FILE is a local file; KEY an object under --root. Exits with 4 when the
     checksum does not match.
     """
+    if session.output == "csv":
+        raise click.UsageError(
+            "a dump is header lines and sections of rows, no one table: give --output table or json"
+        )
     held = None
     if target is None:
         if topic is None or offset is None:

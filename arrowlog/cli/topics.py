@@ -18,7 +18,7 @@ from arrowlog.cli._common import (
 from arrowlog.config import TopicConfig
 from arrowlog.errors import InvalidConfigError, TopicExistsError
 from arrowlog.jobs.command_store import coerce_option
-from arrowlog.jobs.commandline import Session, leaf, with_examples
+from arrowlog.jobs.commandline import Session, leaf, with_examples, write_csv
 from arrowlog.jobs.inputs import parse_schema, schema_of_file
 from arrowlog.log.topics import ALTERABLE
 
@@ -129,6 +129,8 @@ def list_topics(session: Session) -> None:
     names = sorted(session.connect().list_topics())
     if session.output == "json":
         session.json(names)
+    elif session.output == "csv":
+        write_csv([{"topic": n} for n in names], columns=["topic"])
     else:
         for name in names:
             click.echo(name)

@@ -232,6 +232,6 @@ def metrics(session: Session, topics: tuple[str, ...]) -> None:
         session.json(values)
         return
     session.table([{"partition": k, **v} for k, v in values["partitions"].items()])
-    click.echo(
+    session.message(
         "active transactional ids: " + (", ".join(values["active_transactional_ids"]) or "none")
     )

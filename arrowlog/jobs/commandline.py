@@ -24,11 +24,10 @@ Exit codes (docs/cli.md):
 
 from __future__ import annotations
 
+import base64
 import contextlib
-import csv
 import functools
 import inspect
-import io
 import json
 import os
 import sys
@@ -166,7 +165,7 @@ class Session:
         print_table(rows, title=title)
 
     def json(self, value: object) -> None:
-        click.echo(json.dumps(value, indent=2, default=str))
+        click.echo(json.dumps(value, indent=2, default=json_default))
 
     def message(self, text: str) -> None:
         """A human sentence: on stdout for tables, on stderr beside JSON (keeps
@@ -174,27 +173,54 @@ class Session:
         click.echo(text, err=self.output != "table")
 
 
-def write_csv(rows: Sequence[dict[str, Any]], *, header: bool = True) -> None:
-    """Rows as CSV on stdout: a header of the first row's keys (unless
-    ``header`` is False: rows following some already printed), then a line
-    per row (lists and mappings as JSON, None as an empty field)."""
-    if not rows:
+def write_csv(
+    rows: Sequence[dict[str, Any]], *, header: bool = True, columns: Sequence[str] | None = None
+) -> None:
+    """Rows as CSV on stdout: a header of ``columns`` (default: every row's
+    keys, in the order first seen; none if ``header`` is False: rows following
+    some already printed), then a line per row. With ``columns``, the header
+    is printed for no rows too.
+
+    A null is an empty field and an empty string a quoted one (``""``), as
+    PostgreSQL's COPY and Python's ``csv.QUOTE_NOTNULL`` read them; binary is
+    base64, lists and mappings JSON (:func:`json_default`); a field with a
+    comma, quote or line break is quoted (RFC 4180)."""
+    if columns is not None:
+        names = list(columns)
+    else:
+        names = list(dict.fromkeys(k for row in rows for k in row))
+    if not names:
         return
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    if header:
-        writer.writerow(list(rows[0]))
-    for row in rows:
-        writer.writerow([_csv_field(v) for v in row.values()])
-    click.echo(out.getvalue(), nl=False)
+    lines = [_csv_line(names)] if header else []
+    lines += [_csv_line([row.get(n) for n in names]) for row in rows]
+    click.echo("".join(f"{line}\n" for line in lines), nl=False)
 
 
-def _csv_field(value: Any) -> Any:
+def _csv_line(values: Sequence[Any]) -> str:
+    # by hand: csv.writer writes None and "" alike (QUOTE_NOTNULL is 3.12+)
+    return ",".join(_csv_field(v) for v in values)
+
+
+def _csv_field(value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, default=str)
-    return value
+    if isinstance(value, bytes):
+        text = json_default(value)
+    elif isinstance(value, (list, tuple, dict)):
+        text = json.dumps(value, default=json_default)
+    else:
+        text = str(value)
+    if text == "" or any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def json_default(value: object) -> str:
+    """A value JSON has no type for, as text: binary as base64 (its Python
+    repr ``b'...'`` is no format), anything else (dates, decimals) as str."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return str(value)
 
 
 def console(*, err: bool = False) -> Console:
@@ -221,8 +247,10 @@ def print_table(rows: Sequence[dict[str, Any]], *, title: str | None = None) -> 
 def _cell(value: object) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bytes):
+        return json_default(value)
     if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value, default=str)
+        return json.dumps(value, default=json_default)
     return str(value)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
+import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +18,7 @@ import pytest
 import arrowlog
 from arrowlog.partition import fetch_segment
 from arrowlog.producer import key_partitions
-from tests.support.cli import SCHEMA, build_mixed_log, fails, files, rows, run
+from tests.support.cli import SCHEMA, build_mixed_log, cli, env, fails, files, rows, run
 
 
 def consumed(out: str) -> list[tuple[int, int, str, dict[str, object]]]:
@@ -130,7 +133,6 @@ def test_produce_json_lines_keyed_and_to_a_partition(
 def test_produce_reads_stdin(
     root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import io
     import sys
 
     arrowlog.connect(str(root)).create_topic("t", SCHEMA)
@@ -231,8 +233,6 @@ def test_output_csv_is_a_header_and_a_line_per_row_for_records_and_tables(
 ) -> None:
     """What a spreadsheet or ``pandas.read_csv`` takes: records with their
     partition, offset and time, and every table command's rows."""
-    import csv
-    import io
 
     log = arrowlog.connect(str(root))
     log.create_topic("t", SCHEMA, partitions=2)
@@ -258,3 +258,85 @@ def test_output_csv_is_a_header_and_a_line_per_row_for_records_and_tables(
         ("1", "", ""),
     ]
     assert [r["offset"] for r in parsed("get-offsets", "t")] == ["2", "1"]
+
+
+def test_consume_csv_keeps_topic_columns_named_like_the_log_positions(tmp_path: Path) -> None:
+    """A topic column called ``offset`` (or ``partition``, ``timestamp``) is a
+    column of its own beside the log's, which takes an ``arrowlog_`` prefix as
+    in ``--to-parquet``: one ``offset`` field overwrote the other."""
+    root = str(tmp_path / "log")
+    log = arrowlog.connect(root)
+    names = {"offset": pa.int64(), "partition": pa.string(), "s": pa.string()}
+    schema = pa.schema([pa.field(n, t) for n, t in names.items()])
+    log.create_topic("t", schema)
+    values = {"offset": [70, None], "partition": ["p", "q"], "s": ["a", "b"]}
+    log.append("t", pa.record_batch(values, schema=schema))
+    done = subprocess.run(
+        cli("consume", "t", "--output", "csv"), env=env(ARROWLOG_ROOT=root),
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = list(csv.reader(io.StringIO(done.stdout)))
+    assert lines[0] == [
+        "arrowlog_partition", "arrowlog_offset", "timestamp", "offset", "partition", "s",
+    ]  # fmt: skip
+    assert [line[:2] + line[3:] for line in lines[1:]] == [
+        ["0", "0", "70", "p", "a"],
+        ["0", "1", "", "q", "b"],
+    ]
+
+
+def test_consume_csv_of_no_records_is_the_header_alone(tmp_path: Path) -> None:
+    """A reader of the CSV learns the columns even when nothing was read."""
+    root = str(tmp_path / "log")
+    arrowlog.connect(root).create_topic("t", SCHEMA, partitions=2)
+    done = subprocess.run(
+        cli("consume", "t", "--output", "csv"), env=env(ARROWLOG_ROOT=root),
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout == "partition,offset,timestamp,x,s\n"
+
+
+def test_consume_csv_and_json_read_back_to_the_values_binary_nested_null_and_empty(
+    tmp_path: Path,
+) -> None:
+    """Python's csv module reads back each value: binary as base64 (alone or
+    nested; its Python repr ``b'...'`` was printed), nested values as JSON,
+    commas, quotes and newlines quoted; a null is an empty field and an empty
+    string a quoted one (``""``), as PostgreSQL's COPY and Python 3.12's
+    ``csv.QUOTE_NOTNULL`` tell them apart. JSON lines carry binary as base64 too."""
+    import base64
+
+    raw = b'\x00,"\n\xff'
+    inner = pa.struct([pa.field("k", pa.string()), pa.field("v", pa.binary())])
+    fields = {"b": pa.binary(), "n": pa.list_(inner), "q": pa.string(), "s": pa.string()}
+    schema = pa.schema([pa.field(n, t) for n, t in fields.items()])
+    root = str(tmp_path / "log")
+    log = arrowlog.connect(root)
+    log.create_topic("t", schema)
+    values = {
+        "b": [raw, None],
+        "n": [[{"k": 'a,"b"\nc', "v": b"\x01"}], None],
+        "q": ['say "hi",\r\nbye', None],
+        "s": ["", None],
+    }
+    log.append("t", pa.record_batch(values, schema=schema))
+
+    def output(kind: str) -> str:
+        done = subprocess.run(
+            cli("consume", "t", "--output", kind), env=env(ARROWLOG_ROOT=root),
+            capture_output=True, check=True,
+        )  # fmt: skip
+        return done.stdout.decode()  # as printed: a \r\n in a value stays one
+
+    text = output("csv")
+    lines = list(csv.DictReader(io.StringIO(text, newline="")))
+    first, second = lines
+    assert base64.b64decode(first["b"]) == raw
+    assert json.loads(first["n"]) == [{"k": 'a,"b"\nc', "v": base64.b64encode(b"\x01").decode()}]
+    assert first["q"] == 'say "hi",\r\nbye'
+    assert (second["b"], second["n"], second["q"]) == ("", "", "")
+    assert text.endswith(',""\n0,1,' + second["timestamp"] + ",,,,\n")
+
+    records = [json.loads(line) for line in output("json").splitlines()]
+    assert base64.b64decode(records[0]["value"]["b"]) == raw
+    assert records[0]["value"]["n"][0]["v"] == "AQ=="

@@ -195,3 +195,70 @@ def test_delete_is_refused_while_a_transaction_holds_offsets(
     assert [r["unstable"] for r in described] == [True, False]
     producer.commit_transaction()
     assert _position(log, "g", 0) == 4
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file with its size and modification time (a rewrite shows)."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.rglob("*")}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["t,0,4_0", "t,0,\u0661", "t,+0,4", "t,0,\uff14"],
+    ids=["underscore", "arabic-indic digit", "plus sign", "fullwidth digit"],
+)
+def test_from_file_takes_offsets_of_ascii_digits_alone(tmp_path: Path, line: str) -> None:
+    """Python's int() reads '4_0' as 40 and '\u0661' as 1: a mangled line moved the
+    group where nobody said. Every such line is refused, one line, exit 2, nothing written."""
+    import subprocess
+
+    from tests.support.cli import cli, env
+
+    root = tmp_path / "log"
+    make(root)
+    saved = tmp_path / "offsets.csv"
+    saved.write_text(line + "\n", encoding="utf-8")
+    before = _snapshot(root)
+    done = subprocess.run(
+        cli("groups", "reset-offsets", "g", "--from-file", str(saved), "--execute"),
+        env=env(ARROWLOG_ROOT=str(root)), capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "expected topic,partition,offset" in done.stderr and done.stderr.count("\n") == 1
+    assert _snapshot(root) == before
+
+
+def test_from_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """A spreadsheet saves CSV as UTF-8 with a byte order mark: its first topic
+    read as '\\ufefft', an invalid topic name."""
+    import subprocess
+
+    from tests.support.cli import cli, env
+
+    root = tmp_path / "log"
+    make(root)
+    saved = tmp_path / "offsets.csv"
+    saved.write_text("t,0,4\r\nt,1,1\r\n", encoding="utf-8-sig")
+    done = subprocess.run(
+        cli("groups", "reset-offsets", "g", "--from-file", str(saved), "--export"),
+        env=env(ARROWLOG_ROOT=str(root)), capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "t,0,4\nt,1,1\n"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("t:0,0", "names partition 0 twice"), ("t:", "TOPIC or TOPIC:0,1,2")],
+)
+def test_topic_partitions_named_twice_or_none_are_refused(
+    root: Path, capsys: pytest.CaptureFixture[str], spec: str, message: str
+) -> None:
+    """--topic t:0,0 printed partition 0 twice (the file form refuses a repeat);
+    --topic t: (an empty list) reset every partition."""
+    make(root)
+    before = files(root)
+    argv = ["groups", "reset-offsets", "g", "--topic", spec, "--to-earliest", "--execute"]
+    assert message in fails(capsys, 2, *argv)
+    assert files(root) == before
