@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from arrowlog._extras import require_extra
-from arrowlog.errors import MissingDependencyError
+from arrowlog.errors import InvalidConfigError, MissingDependencyError
 
 pyspark, _ = require_extra("spark")  # before pyspark is imported: say which extra is missing
 
@@ -49,9 +49,17 @@ def register(spark: SparkSession) -> None:
     task asks an executor's worker whether it finds arrowlog.
 
     Raises:
+        InvalidConfigError: ``spark`` is not a session (a builder: call
+            ``getOrCreate()`` first; or None).
         MissingDependencyError: a cluster's executors cannot import arrowlog
             (the message names ``spark.pyspark.python``).
     """
+    if getattr(spark, "dataSource", None) is None:  # classic and Spark Connect sessions have it
+        raise InvalidConfigError(
+            f"register() takes a running SparkSession (SparkSession.builder...getOrCreate()), "
+            f"not a {type(spark).__name__}: to add the JVM reader to a session being built, "
+            "use arrowlog.spark.configure(builder)"
+        )
     context = _classic_context(spark)
     master = "" if context is None else str(context.master)
     if master == "local" or master.startswith("local["):  # executors in this process

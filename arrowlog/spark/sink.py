@@ -125,20 +125,8 @@ class ArrowLogWriter(DataSourceArrowWriter):
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         self.options = options
         log = arrowlog.connect(options.root, options.storage)
-        topic = log.topic(options.topic)
-        # A DataFrame whose columns cannot fit the topic fails here, before the
-        # transaction begins: nothing at all is written for it.
-        conform(_empty_spark_batch(schema), topic)
-        if options.key_column is not None and options.key_column not in schema.names:
-            raise InvalidConfigError(
-                f"keyColumn {options.key_column!r} is not a column of the DataFrame"
-            )
-        limit = topic.config.max_transaction_timeout_ms
-        if options.transaction_timeout_ms > limit:
-            raise InvalidTransactionTimeoutError(
-                f"transactionTimeoutMs {options.transaction_timeout_ms} is above topic "
-                f"{topic.name!r}'s max_transaction_timeout_ms {limit}"
-            )
+        # before the transaction begins: nothing at all is written for a write refused
+        topic = checked_topic(log, options, schema)
         self.skip = False
         self.epoch = -1
         if options.app_id is None:
@@ -336,6 +324,34 @@ class JobTransaction:
             and latest.txn_epoch == self.epoch
             and latest.producer_epoch == self.epoch
         )
+
+
+def checked_topic(
+    log: arrowlog.ArrowLog, options: WriteOptions, schema: StructType
+) -> arrowlog.Topic:
+    """The topic a write of a DataFrame of Spark's ``schema`` with ``options``
+    appends to, checked on the driver: a DataFrame whose columns cannot fit
+    the topic, or that lacks the key column, is refused before any task runs.
+
+    Raises:
+        UnknownTopicOrPartitionError: no such topic.
+        SchemaMismatchError: the DataFrame's columns do not fit the topic's.
+        InvalidConfigError: keyColumn is not a column of the DataFrame.
+        InvalidTransactionTimeoutError: transactionTimeoutMs is above the topic's limit.
+    """
+    topic = log.topic(options.topic)
+    conform(_empty_spark_batch(schema), topic)
+    if options.key_column is not None and options.key_column not in schema.names:
+        raise InvalidConfigError(
+            f"keyColumn {options.key_column!r} is not a column of the DataFrame"
+        )
+    limit = topic.config.max_transaction_timeout_ms
+    if options.transaction_timeout_ms > limit:
+        raise InvalidTransactionTimeoutError(
+            f"transactionTimeoutMs {options.transaction_timeout_ms} is above topic "
+            f"{topic.name!r}'s max_transaction_timeout_ms {limit}"
+        )
+    return topic
 
 
 def _empty_spark_batch(schema: StructType) -> pa.RecordBatch:

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import arrowlog
-from arrowlog.errors import InvalidConfigError
+from arrowlog.errors import ArrowLogError, InvalidConfigError
 from arrowlog.spark.options import ReadOptions, WriteOptions
 from arrowlog.spark.reader import (
     ArrowLogFilteringReader,
@@ -32,7 +32,7 @@ from arrowlog.spark.reader import (
 )
 from arrowlog.spark.schema import read_schema
 from arrowlog.spark.sink import ArrowLogWriter
-from arrowlog.spark.streaming import ArrowLogStreamReader, ArrowLogStreamWriter
+from arrowlog.spark.streaming import ArrowLogStreamReader, ArrowLogStreamWriter, RefusedStream
 
 
 class ArrowLogDataSource(DataSource):
@@ -59,7 +59,11 @@ class ArrowLogDataSource(DataSource):
         return ArrowLogWriter(WriteOptions.parse(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return ArrowLogStreamReader(ReadOptions.parse(self.options, streaming=True), schema)
+        try:
+            options = ReadOptions.parse(self.options, streaming=True)
+        except ArrowLogError as e:  # raised at the stream's first call (see RefusedStream)
+            return RefusedStream(e)
+        return ArrowLogStreamReader(options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         if overwrite:

@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 import arrowlog
-from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError
+from arrowlog.errors import ArrowLogError, InvalidConfigError, OffsetOutOfRangeError
 from arrowlog.format.topic import parse_topic_prefix, topic_prefix
 from arrowlog.maintenance.cleanup import STAGING_PREFIX
 from arrowlog.read.scan import LATEST, TopicPartition, plan_scan
@@ -55,6 +55,7 @@ from arrowlog.read.visibility import plan_snapshot, untorn_ends
 from arrowlog.spark.options import ReadOptions, WriteOptions, app_transactional_id
 from arrowlog.spark.planning import split_tasks, starting_offsets, subscribed_partitions
 from arrowlog.spark.reader import ScanPartition, read_partition
+from arrowlog.spark.sink import checked_topic
 from arrowlog.spark.writing import (
     compact_after_commit,
     is_done,
@@ -283,6 +284,44 @@ class ArrowLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to release: the log keeps every record."""
 
 
+class RefusedStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream of options refused: each call raises ``error``. A data
+    source's ``streamReader`` must not raise it itself: pyspark's streaming
+    source runner then fails in its own cleanup (``reader.stop()`` of the
+    reader it never got), and the query stops with an ``UnboundLocalError``
+    whose traceback buries the error."""
+
+    def __init__(self, error: ArrowLogError) -> None:
+        self.error = error
+
+    def _refuse(self) -> NoReturn:
+        raise self.error.with_traceback(None)
+
+    def initialOffset(self) -> StreamOffsets:
+        self._refuse()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        self._refuse()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._refuse()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> StreamOffsets:
+        self._refuse()
+
+    def reportLatestOffset(self) -> StreamOffsets | None:
+        self._refuse()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self._refuse()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        self._refuse()
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._refuse()
+
+
 @dataclass
 class StagedRows(WriterCommitMessage):
     """What one task staged: (partition, staging key, rows) per file."""
@@ -297,6 +336,9 @@ class ArrowLogStreamWriter(DataSourceStreamArrowWriter):
                 "a streaming write needs option txnAppId (stable across restarts): it makes "
                 "each micro-batch commit exactly once"
             )
+        # the checks a batch write makes before its tasks run: a topic, columns or
+        # key column refused fail the query at its start, not in every task
+        checked_topic(arrowlog.connect(options.root, options.storage), options, schema)
         self.options = options
         self.app_id = options.app_id
         # where tasks stage rows until the driver's commit: one place per query

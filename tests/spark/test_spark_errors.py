@@ -190,3 +190,89 @@ def test_stream_progress_reports_offsets_behind_latest_as_kafka_does(
         "avgOffsetsBehindLatest": "0.0",
     }
     assert spark.table("behind").count() == 14
+
+
+@pytest.mark.spark
+def test_a_planning_error_under_filter_pushdown_is_one_line(
+    spark: Any, tmp_path: Path, pushdown: None
+) -> None:
+    """With Spark's Python filter pushdown on, the Python source plans the read
+    when Spark pushes the filters into it: its errors there are planning's."""
+    spec = topic_of(tmp_path)
+    beyond = json.dumps({"t": {"0": 50, "1": 0}})
+    with pytest.raises(AnalysisException) as raised:
+        read(spark, spec, "python", endingOffsets=beyond).filter("partition = 0").count()
+    assert "OffsetOutOfRangeError: t/0: ending offset 50 is past the latest offset 3" in (
+        one_line(raised.value)
+    )
+    with pytest.raises(AnalysisException) as raised:
+        read(spark, spec, "python", startingOffsets="latest").filter("offset > 0").count()
+    assert "InvalidConfigError: option startingOffsets: 'latest' is not allowed" in (
+        one_line(raised.value)
+    )
+
+
+def stream_failure(spark: Any, stream: Any, checkpoint: Path, available_now: bool) -> str:
+    """The one line of the error a query of ``stream`` into memory stops with."""
+    writer = stream.writeStream.format("memory").option("checkpointLocation", str(checkpoint))
+    writer = writer.queryName(checkpoint.name)
+    query = (writer.trigger(availableNow=True) if available_now else writer).start()
+    try:
+        with pytest.raises(StreamingQueryException) as stopped:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    return one_line(stopped.value)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("available_now", [False, True])
+def test_a_batch_only_option_of_a_stream_is_one_line_naming_it(
+    spark: Any, tmp_path: Path, available_now: bool
+) -> None:
+    """Options a stream refuses that a schema takes (a batch read's end) are
+    checked when the query starts its stream: the arrowlog error, not pyspark's
+    UnboundLocalError of a reader it never got."""
+    spec = topic_of(tmp_path)
+    for option, value in (("endingOffsets", "latest"), ("endingTimestamp", "1700000000000")):
+        stream = with_options(
+            spark.readStream.format("arrowlog"), spec, {"topic": "t", option: value}
+        ).load()
+        line = stream_failure(spark, stream, tmp_path / f"{option}_{available_now}", available_now)
+        assert f"InvalidConfigError: reading arrowlog as a stream: '{option}' applies to " in line
+        assert "UnboundLocalError" not in line
+
+
+@pytest.mark.spark
+def test_a_streaming_write_refused_is_one_line_before_any_task(spark: Any, tmp_path: Path) -> None:
+    """A streaming write checks, as a batch write does, its topic, the
+    DataFrame's columns and its key column before any task runs: one line,
+    not a traceback from every task."""
+    spec = topic_of(tmp_path)
+    log = spec.connect()
+    log.create_topic("words", pa.schema([pa.field("word", pa.string(), nullable=False)]))
+    source = with_options(
+        spark.readStream.format("arrowlog"), spec, {"topic": "t", "startingOffsets": "earliest"}
+    ).load()
+    refused = {
+        "unknown topic": ({"topic": "nope"}, "UnknownTopicOrPartitionError: unknown topic 'nope'"),
+        "key column": (
+            {"topic": "t", "keyColumn": "nope"},
+            "InvalidConfigError: keyColumn 'nope' is not a column of the DataFrame",
+        ),
+        "columns": ({"topic": "words"}, "SchemaMismatchError: "),
+    }
+    for n, (options, expected) in enumerate(refused.values()):
+        writer = with_options(
+            source.select("id").writeStream.format("arrowlog"),
+            spec,
+            {"txnAppId": "copy", **options, "checkpointLocation": str(tmp_path / f"w{n}")},
+        )
+        query = writer.trigger(availableNow=True).start()
+        try:
+            with pytest.raises(StreamingQueryException) as stopped:
+                query.awaitTermination(120)
+        finally:
+            query.stop()
+        assert expected in one_line(stopped.value)
+    assert log.consumer().stable_offset("words", 0) == 0  # nothing written

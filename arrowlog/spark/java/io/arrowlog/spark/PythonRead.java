@@ -50,7 +50,9 @@ final class PythonRead implements ScanBuilder, SupportsPushDownFilters {
       return filters;
     }
     PythonDataSourceReadInfo[] planned = new PythonDataSourceReadInfo[1];
-    Filter[] after = provider.capturing(planned, () -> p.pushFilters(filters));
+    // the Python source plans the read with the filters pushed: its errors are planning's
+    Filter[] after =
+        PythonErrors.oneLine(() -> provider.capturing(planned, () -> p.pushFilters(filters)));
     pushdown = planned[0] == null ? null : filters.clone();
     return after;
   }
