@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -243,7 +245,9 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
             "session's JVM starts (a running session reads through arrowlog.spark.register)"
         )
     jar = str(jar_path())
-    jars = [j for j in str(conf.get("spark.jars", "")).split(",") if j]
+    # the builder's spark.jars replaces what spark-submit would have set: keep those
+    given = conf.get("spark.jars")
+    jars = [j for j in str(given if given is not None else launch_jars()).split(",") if j]
     builder = builder.config("spark.jars", ",".join([*jars, jar])).config(
         PYTHON_CONF, sys.executable
     )
@@ -254,6 +258,34 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
         # sources reads PYSPARK_PYTHON from it, never the session's conf
         os.environ["PYSPARK_PYTHON"] = sys.executable
     return builder
+
+
+def launch_jars() -> str:
+    """The ``spark.jars`` spark-submit starts a PySpark session with when the
+    builder sets none: ``--jars`` in ``PYSPARK_SUBMIT_ARGS``, else the
+    ``spark.jars`` of ``spark-defaults.conf`` (in ``$SPARK_CONF_DIR``, else the
+    Spark home's ``conf/``)."""
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    for i, arg in enumerate(args):
+        if arg == "--jars" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--jars="):
+            return arg.split("=", 1)[1]
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        from pyspark.find_spark_home import _find_spark_home
+
+        conf_dir = os.path.join(_find_spark_home(), "conf")
+    try:
+        text = Path(conf_dir, "spark-defaults.conf").read_text()
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        # a Java properties line: key and value apart by '=', ':' or blanks
+        found = re.match(r"\s*spark\.jars\s*[=:\s]\s*(.*?)\s*$", line)
+        if found:
+            return found.group(1)
+    return ""
 
 
 def spark_jars() -> Path:

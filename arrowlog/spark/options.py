@@ -567,6 +567,11 @@ class WriteOptions:
             raise InvalidConfigError("writing takes exactly one topic")
         app_id = options.get("txnappid")
         version = _int(options, "txnVersion", minimum=0)
+        if streaming and version is not None:
+            raise InvalidConfigError(
+                "a streaming write takes txnAppId alone: each micro-batch's batch id is its "
+                "version (txnVersion is for batch writes)"
+            )
         if not streaming and (app_id is None) != (version is None):
             raise InvalidConfigError("txnAppId and txnVersion go together (as in Delta)")
         if not streaming and app_id is None:

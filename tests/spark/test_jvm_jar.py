@@ -187,3 +187,30 @@ def test_a_cache_that_cannot_be_written_is_one_line_before_anything_is_compiled(
     message = str(caught.value)
     assert "cannot be written" in message and jvm.CACHE_ENV in message and "\n" not in message
     assert not calls.exists()  # refused before javac ran
+
+
+def test_configure_keeps_the_jars_spark_submit_would_have_started_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The builder's spark.jars replaces spark-defaults.conf's and --jars'."""
+    from pyspark.sql import SparkSession
+
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# site jars\nspark.jars.packages  io.delta:delta-spark_2.13:4.0.0\n"
+        "spark.jars   /opt/site/a.jar,/opt/site/b.jar\n"
+    )
+    ours = str(jvm.jar_path())
+
+    def jars() -> list[str]:
+        return str(jvm.configure(SparkSession.Builder())._options["spark.jars"]).split(",")
+
+    assert jars() == ["/opt/site/a.jar", "/opt/site/b.jar", ours]
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--master local[2] --jars /opt/c.jar pyspark-shell")
+    assert jars() == ["/opt/c.jar", ours]
+    given = jvm.configure(SparkSession.Builder().config("spark.jars", "/opt/d.jar"))
+    assert given._options["spark.jars"] == f"/opt/d.jar,{ours}"  # the builder's own, kept
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    (tmp_path / "spark-defaults.conf").unlink()
+    assert jars() == [ours]

@@ -155,7 +155,7 @@ def test_a_txn_app_id_that_cannot_name_a_job_is_refused(app_id: str, message: st
     for streaming in (False, True):
         with pytest.raises(InvalidConfigError, match=f"option txnAppId.*{message}"):
             WriteOptions.parse(
-                {**BASE, "txnappid": app_id, "txnversion": "1", "checkpointlocation": "/x"}
+                {**BASE, "txnappid": app_id, "checkpointlocation": "/x"}
                 if streaming
                 else {**BASE, "txnappid": app_id, "txnversion": "1"},
                 streaming=streaming,
@@ -304,3 +304,9 @@ def test_tasks_of_a_columns_read_hold_more_segments(tmp_path: Any) -> None:
 
     assert tasks(base, None) == 4
     assert tasks({**base, "columns": "v"}, ["v"]) == 2
+
+
+def test_a_streaming_write_refuses_a_txn_version_it_would_ignore() -> None:
+    with pytest.raises(InvalidConfigError, match="a streaming write takes txnAppId alone"):
+        WriteOptions.parse({**BASE, "txnappid": "a", "txnversion": "3"}, streaming=True)
+    assert WriteOptions.parse({**BASE, "txnappid": "a"}, streaming=True).app_version is None
