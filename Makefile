@@ -62,7 +62,7 @@ test: lint
 # The inner loop: the tests marked neither s3 nor spark nor slow (slow: a test
 # that starts processes, or takes more than a few seconds). No lint, no jar.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -m "not s3 and not spark and not slow"
+	$(BIN)/python -m pytest -n 2 -m "not s3 and not azure and not gcs and not spark and not slow"
 
 # The read tests (both readers, parity, S3) and the JVM writer's again with executors
 # in JVMs and Python workers of their own: nothing read or written may depend on the

@@ -19,7 +19,7 @@ import pytest
 import arrowlog
 from arrowlog import _clock
 from arrowlog.storage import Store
-from arrowlog.testing import seaweedfs
+from arrowlog.testing import azurite, fakegcs, seaweedfs
 from tests.support.stores import SHARED_STORE_KINDS, STORE_KINDS, StoreSpec, spec_for
 
 
@@ -28,7 +28,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``s3`` test whether or not it says so: ``make test-fast`` leaves it out."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
-        for fixture, marker in (("spark", pytest.mark.spark), ("s3_server", pytest.mark.s3)):
+        for fixture, marker in (
+            ("spark", pytest.mark.spark),
+            ("s3_server", pytest.mark.s3),
+            ("azurite_server", pytest.mark.azure),
+            ("gcs_server", pytest.mark.gcs),
+        ):
             if fixture in used and item.get_closest_marker(marker.name) is None:
                 item.add_marker(marker)
 
@@ -49,6 +54,20 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[seaweedfs.S3
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azurite.AzuriteServer]:
+    """Azurite on loopback (installed from npm into the user's cache on first use)."""
+    with azurite.running(tmp_path_factory.mktemp("azurite")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[fakegcs.GcsServer]:
+    """fake-gcs-server behind the XML-API shim, on loopback."""
+    with fakegcs.running(tmp_path_factory.mktemp("fakegcs")) as server:
+        yield server
 
 
 @pytest.fixture(params=STORE_KINDS)

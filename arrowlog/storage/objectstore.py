@@ -252,7 +252,7 @@ class ObjectStore:
             found = obstore.get(self._store, key, options={"range": (start, min(end, 2**63))})
             return bytes(found.bytes()), found.meta
         except Exception as e:
-            if _status(_first_line(e)) == 416:  # starts at or past the end
+            if _past_the_end(_first_line(e)):
                 return b"", self._head(key)
             raise _map_error(e, key, write=False) from e
 
@@ -572,6 +572,13 @@ def _retried(text: str) -> bool:
     ``retries: N``); without that figure, assume it did."""
     match = re.search(r"\bretries: (\d+)", text)
     return match is None or int(match.group(1)) > 0
+
+
+def _past_the_end(first_line: str) -> bool:
+    """Whether a ranged GET failed for starting at or past the object's end:
+    the server's 416 (S3, GCS), or object_store's own error saying so (its
+    Azure client, against Azurite)."""
+    return _status(first_line) == 416 or "Wanted range starting at" in first_line
 
 
 def _status(first_line: str) -> int | None:

@@ -22,6 +22,7 @@ from arrowlog.format.segment import WriterIdentity, segment_size_floor
 from arrowlog.format.topic import Topic, topic_key
 from arrowlog.storage import Store
 from arrowlog.testing.scripted import ScriptedStore
+from tests.support.stores import shared_store_spec_on_clouds_too, store_spec_on_clouds_too  # noqa: F401  (fixtures: these schedules run on the clouds' emulators too)
 
 FIELDS: list[pa.Field[Any]] = [
     pa.field("id", pa.int64(), nullable=False),

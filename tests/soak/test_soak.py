@@ -1,7 +1,8 @@
 """The soak, short: client processes killed, skewed and fed scheduled faults on
-the local store and on SeaweedFS, exporters racing to Delta and Iceberg while
-the exported topic is re-created, then the history checker. Zero anomalies is
-the bar; the counts prove the run did something worth checking.
+the local store, on SeaweedFS and on the Azure and GCS emulators, exporters
+racing to Delta and Iceberg while the exported topic is re-created, then the
+history checker. Zero anomalies is the bar; the counts prove the run did
+something worth checking.
 
 A failure prints the seed; replay it with ``python -m tests.soak --store KIND
 --seconds N --seed S`` (ARROWLOG_SOAK_SEED and ARROWLOG_SOAK_SECONDS set them
@@ -17,7 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.soak.runner import run
-from tests.support.stores import StoreSpec, spec_for
+from tests.support.stores import (
+    StoreSpec,
+    shared_store_spec_on_clouds_too,  # noqa: F401  (the soak on Azure and GCS too)
+    spec_for,
+)
 
 SECONDS = float(os.environ.get("ARROWLOG_SOAK_SECONDS", "20"))
 

@@ -1,4 +1,5 @@
-"""The storage suite runs on every backend: both clients of ``s3://`` too."""
+"""The storage suite runs on every backend: both clients of ``s3://``, and
+Azure Blob Storage against Azurite."""
 
 from __future__ import annotations
 
@@ -6,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.stores import SHARED_STORE_KINDS, STORE_KINDS, StoreSpec, spec_for
+from tests.support.stores import CLOUD_KINDS, SHARED_STORE_KINDS, STORE_KINDS, StoreSpec, spec_for
 
 S3FS = pytest.param("s3fs", id="s3fs", marks=pytest.mark.s3)
 
 
-@pytest.fixture(params=[*STORE_KINDS, S3FS])
+@pytest.fixture(params=[*STORE_KINDS, S3FS, *CLOUD_KINDS])
 def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
     return spec_for(request.param, tmp_path, request)
 
 
-@pytest.fixture(params=[*SHARED_STORE_KINDS, S3FS])
+@pytest.fixture(params=[*SHARED_STORE_KINDS, S3FS, *CLOUD_KINDS])
 def shared_store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
     return spec_for(request.param, tmp_path, request)

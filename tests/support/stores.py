@@ -17,7 +17,7 @@ import arrowlog
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
 from arrowlog.storage.wrappers import CountingStore
-from arrowlog.testing import seaweedfs
+from arrowlog.testing import azurite, fakegcs, seaweedfs
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,12 @@ def spec_for(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store
         return StoreSpec(kind, server.url(f"t-{uuid.uuid4().hex[:12]}"), options)
     if kind == "memory":
         return StoreSpec("memory", "memory://", {})
+    if kind == "azure":
+        emulator: azurite.AzuriteServer = request.getfixturevalue("azurite_server")
+        return StoreSpec(kind, emulator.url(f"t-{uuid.uuid4().hex[:12]}"), emulator.storage_options)
+    if kind == "gcs":
+        gcs: fakegcs.GcsServer = request.getfixturevalue("gcs_server")
+        return StoreSpec(kind, gcs.url(f"t-{uuid.uuid4().hex[:12]}"), gcs.storage_options)
     # a new kind must say how it is opened, or the suite would test memory:// for it
     raise ValueError(f"no store spec for kind {kind!r}: say how spec_for opens it")
 
@@ -69,7 +75,26 @@ STORE_KINDS = [
     pytest.param("local", id="local"),
     pytest.param("s3", id="s3", marks=pytest.mark.s3),
 ]
+#: the clouds' stores, each against its emulator: the storage suite runs on them
+#: (every other test runs on STORE_KINDS)
+CLOUD_KINDS = [
+    pytest.param("azure", id="azure", marks=pytest.mark.azure),
+    pytest.param("gcs", id="gcs", marks=pytest.mark.gcs),
+]
 #: kinds whose stores live inside one process: a second process cannot open them
 IN_PROCESS_KINDS = frozenset({"memory"})
 #: kinds a second process can open (the races between processes)
 SHARED_STORE_KINDS = [p for p in STORE_KINDS if p.values[0] not in IN_PROCESS_KINDS]
+
+
+# A module that imports these runs its store_spec / shared_store_spec tests on
+# the clouds' emulators too: the schedules whose outcome rests on the store's
+# conditional requests and listings (every other module runs on STORE_KINDS).
+@pytest.fixture(name="store_spec", params=[*STORE_KINDS, *CLOUD_KINDS])
+def store_spec_on_clouds_too(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
+    return spec_for(request.param, tmp_path, request)
+
+
+@pytest.fixture(name="shared_store_spec", params=[*SHARED_STORE_KINDS, *CLOUD_KINDS])
+def shared_store_spec_on_clouds_too(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
+    return spec_for(request.param, tmp_path, request)

@@ -22,7 +22,11 @@ from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.coordinator import CoordinatorLog, TxnState, entry_key
 from arrowlog.txn.groups import GroupOffsets
 from tests.support.schedules import FAST, SCHEMA, Background, rows
-from tests.support.stores import StoreSpec
+from tests.support.stores import (  # noqa: F401  (fixtures: these schedules run on the clouds' emulators too)
+    StoreSpec,
+    shared_store_spec_on_clouds_too,
+    store_spec_on_clouds_too,
+)
 
 
 # Shared with the adversarial review's tests: the topic schema, rows, a short

@@ -21,6 +21,7 @@ from arrowlog.txn.resolver import Outcome
 from tests.support.clocks import ClockStore
 from tests.support.schedules import FAST, Background
 from tests.support.staged import STAGED
+from tests.support.stores import shared_store_spec_on_clouds_too, store_spec_on_clouds_too  # noqa: F401  (fixtures: these schedules run on the clouds' emulators too)
 
 SCHEMA = pa.schema([("v", pa.int64())])
 

@@ -14,7 +14,11 @@ import pyarrow as pa
 import pytest
 
 from arrowlog import TxnState
-from tests.support.stores import StoreSpec
+from tests.support.stores import (  # noqa: F401  (fixtures: these schedules run on the clouds' emulators too)
+    StoreSpec,
+    shared_store_spec_on_clouds_too,
+    store_spec_on_clouds_too,
+)
 from tests.support.workers import CRASH_STEPS, TXN_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]

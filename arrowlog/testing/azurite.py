@@ -1,0 +1,213 @@
+"""Start a throwaway Azurite (Azure Blob Storage emulator) on 127.0.0.1.
+
+Azurite comes from the npm registry: it is installed once, with the ``npm`` on
+the PATH, into the user's cache (``$ARROWLOG_CACHE_DIR``, else
+``$XDG_CACHE_HOME/arrowlog``, else ``~/.cache/arrowlog``), and started on a free
+loopback port with a throwaway data directory. The container is created with one
+request signed with Azurite's well-known development key (public: Microsoft
+documents it), so ``az://<container>/<prefix>`` stores need no Azure SDK.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import email.utils
+import hashlib
+import hmac
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: the Azurite release the suite is tested against
+VERSION = "3.37.0"
+ACCOUNT = "devstoreaccount1"
+#: Azurite's development account key (public, documented by Microsoft)
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+#: Azure container names are 3 to 63 lowercase letters, digits and dashes
+CONTAINER = "arrowlog"
+
+
+class AzuriteMissingError(RuntimeError):
+    """Azurite cannot be installed here (no npm, or the registry unreachable)."""
+
+
+@dataclass
+class AzuriteServer:
+    endpoint: str  # http://127.0.0.1:<port>/devstoreaccount1
+    container: str = CONTAINER
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    workdir: Path | None = None
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        return {
+            "account_name": ACCOUNT,
+            "account_key": KEY,
+            "endpoint": self.endpoint,
+            "allow_http": True,
+        }
+
+    def url(self, prefix: str) -> str:
+        return f"az://{self.container}/{prefix}"
+
+    def stop(self) -> None:
+        proc, self.process = self.process, None
+        if proc is None:
+            return
+        # Azurite waits for clients' keep-alive connections before it exits on
+        # SIGTERM: give it a moment, then kill it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def cache_dir() -> Path:
+    """Where Azurite is installed (as arrowlog's JVM reader is cached)."""
+    own = os.environ.get("ARROWLOG_CACHE_DIR")
+    if own:
+        return Path(own)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "arrowlog"
+
+
+def azurite_binary() -> Path:
+    """``azurite-blob`` of :data:`VERSION`, installed into the cache on first use.
+
+    Raises:
+        AzuriteMissingError: no npm, or the install failed.
+    """
+    home = cache_dir() / f"azurite-{VERSION}"
+    binary = home / "node_modules" / ".bin" / "azurite-blob"
+    if binary.exists():
+        return binary
+    npm = shutil.which("npm")
+    if npm is None:
+        raise AzuriteMissingError("Azurite needs npm (Node.js 18 or newer) on the PATH")
+    home.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=".azurite-", dir=home.parent))
+    try:
+        done = subprocess.run(
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(partial),
+                f"azurite@{VERSION}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AzuriteMissingError(f"npm install azurite@{VERSION} failed: {done.stderr[-500:]}")
+        with contextlib.suppress(OSError):  # another process installed it first
+            partial.rename(home)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return binary
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def create_container(endpoint: str, name: str) -> None:
+    """Create container ``name`` (Azure's REST API, SharedKey-signed)."""
+    date = email.utils.formatdate(usegmt=True)
+    version = "2021-08-06"
+    # the string to sign: the verb, 11 standard headers (none here), the x-ms-
+    # headers and the resource (path-style: the account's name twice)
+    to_sign = (
+        "PUT\n" + "\n" * 11 + f"x-ms-date:{date}\nx-ms-version:{version}\n"
+        f"/{ACCOUNT}/{ACCOUNT}/{name}\nrestype:container"
+    )
+    signature = base64.b64encode(
+        hmac.new(base64.b64decode(KEY), to_sign.encode(), hashlib.sha256).digest()
+    ).decode()
+    request = urllib.request.Request(
+        f"{endpoint}/{name}?restype=container",
+        method="PUT",
+        headers={
+            "x-ms-date": date,
+            "x-ms-version": version,
+            "Authorization": f"SharedKey {ACCOUNT}:{signature}",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=30):
+        pass
+
+
+def start(workdir: Path | None = None, *, timeout: float = 60.0) -> AzuriteServer:
+    """Azurite on a free loopback port, its container created.
+
+    Raises:
+        AzuriteMissingError: Azurite cannot be installed.
+        RuntimeError: it did not start in ``timeout`` seconds.
+    """
+    binary = azurite_binary()
+    data = Path(tempfile.mkdtemp(prefix="azurite-", dir=workdir))
+    port = _free_port()
+    command = [
+        str(binary),
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        str(port),
+        "--location",
+        str(data),
+        "--skipApiVersionCheck",
+        "--loose",
+        "--silent",
+    ]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    server = AzuriteServer(f"http://127.0.0.1:{port}/{ACCOUNT}", process=proc, workdir=data)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                server.stop()
+                raise RuntimeError(f"Azurite did not start on 127.0.0.1:{port}") from None
+            time.sleep(0.1)
+    try:
+        create_container(server.endpoint, CONTAINER)
+    except Exception:
+        server.stop()
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def running(workdir: Path | None = None) -> Iterator[AzuriteServer]:
+    server = start(workdir)
+    try:
+        yield server
+    finally:
+        server.stop()
