@@ -35,6 +35,18 @@ class UnsupportedStoreError(ArrowLogError):
     put-if-absent), or the URL names no known store."""
 
 
+class UnsafeStoreError(UnsupportedStoreError):
+    """``arrowlog doctor --record`` judged the store unsafe (a check it failed:
+    put-if-absent not refused, two winners of a race, ...), so a topic is not
+    created on it. ``failed`` names the failed checks; the message says how to
+    override (``allow_unsafe_store=True``, ``--allow-unsafe-store``). Nothing
+    was written."""
+
+    def __init__(self, message: str, *, failed: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.failed = failed
+
+
 class MissingDependencyError(ArrowLogError, ImportError):
     """A feature needs a package that is not installed; the message names the
     extra to install (``pip install 'arrowlog[s3]'``). An ImportError too, so
@@ -170,6 +182,12 @@ class TransientStoreError(StoreError):
     def __init__(self, message: str, *, maybe_applied: bool) -> None:
         super().__init__(message)
         self.maybe_applied = maybe_applied
+
+
+class StoreUnreachableError(StoreError):
+    """The doctor could not examine the URL as a store at all: the endpoint is
+    not reachable, is no object store (a plain web server), or has no such
+    bucket or container, or it refused access. Nothing was written."""
 
 
 class AppendOutcomeUnknownError(StoreError):

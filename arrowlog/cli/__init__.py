@@ -1,7 +1,7 @@
 """The ``arrowlog`` command line: what a Kafka operator expects, for a log in an
 object store. One module per concept: topics, console (produce, consume),
 groups, transactions (and producers, metrics), offsets (get-offsets, dump),
-retention (delete-records, compact, vacuum), s3-server, spark-jar; and the jobs' own
+retention (delete-records, compact, vacuum), s3-server, spark-jar, doctor; and the jobs' own
 commands (:mod:`arrowlog.jobs`: load/backfill, export-delta, export-iceberg),
 which run in the frame every command shares (:mod:`arrowlog.jobs.commandline`).
 docs/cli.md has the tour and the exit codes."""
@@ -12,6 +12,7 @@ import click
 
 import arrowlog
 from arrowlog.cli.console import consume, produce
+from arrowlog.cli.doctor import doctor
 from arrowlog.cli.groups import groups
 from arrowlog.cli.offsets import dump, get_offsets
 from arrowlog.cli.retention import compact, delete_records, vacuum
@@ -45,7 +46,8 @@ def cli(debug: bool) -> None:
 
 for command in (topics, produce, consume, groups, transactions, producers, metrics,
                 get_offsets, dump, delete_records, compact, vacuum, backfill.command,
-                export_delta.command, export_iceberg.command, s3_server, spark_jar):  # fmt: skip
+                export_delta.command, export_iceberg.command, s3_server, spark_jar,
+                doctor):  # fmt: skip
     cli.add_command(command)
 cli.add_command(backfill.command, name="backfill")
 

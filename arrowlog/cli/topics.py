@@ -85,6 +85,11 @@ def _topic_config(items: tuple[str, ...]) -> TopicConfig | None:
     "(repeatable).",
 )
 @click.option("--if-not-exists", is_flag=True, help="Succeed if the topic exists already.")
+@click.option(
+    "--allow-unsafe-store",
+    is_flag=True,
+    help="Create the topic even on a store `arrowlog doctor --record` judged unsafe.",
+)
 @leaf(read_only=False, creates_root=True)
 @with_examples(
     "arrowlog topics create events --schema 'id: int64 not null, name: string' --partitions 4",
@@ -98,6 +103,7 @@ def create(
     schema_from: str | None,
     config: tuple[str, ...],
     if_not_exists: bool,
+    allow_unsafe_store: bool,
 ) -> None:
     """Create TOPIC with a schema and a partition count."""  # fmt: skip
     if (schema_text is None) == (schema_from is None):
@@ -112,7 +118,9 @@ def create(
             "it has noticed (metadata_max_age_ms), then creating it anew"
         )
     try:
-        created = log.create_topic(topic, schema, partitions, config=topic_config)
+        created = log.create_topic(
+            topic, schema, partitions, config=topic_config, allow_unsafe_store=allow_unsafe_store
+        )
     except TopicExistsError:
         if not if_not_exists:
             raise

@@ -42,6 +42,7 @@ from arrowlog.read.filters import Filter
 from arrowlog.read.topic_scan import Offsets, Time, TopicScan
 from arrowlog.read.visibility import IsolationLevel, last_stable_offset
 from arrowlog.storage import Store
+from arrowlog.storage.doctor import refuse_if_judged_unsafe
 from arrowlog.storage.url import open_store
 from arrowlog.txn.resolver import TxnResolver
 
@@ -182,6 +183,7 @@ class ArrowLog:
         partitions: int = 1,
         *,
         config: TopicConfig | None = None,
+        allow_unsafe_store: bool = False,
     ) -> Topic:
         """Create a topic. Exactly one of several concurrent creators succeeds.
         A name whose topic was deleted can be used again: the new topic is a new
@@ -193,13 +195,19 @@ class ArrowLog:
         trust a topic longer than the one that re-creates its name: keep
         ``metadata_max_age_ms`` the same everywhere (the default is).
 
+        A store that ``arrowlog doctor --record`` judged unsafe is refused
+        (one GET of its verdict) unless ``allow_unsafe_store``.
+
         Raises:
             InvalidNameError: the name is not allowed.
             InvalidConfigError: bad schema, partition count or config.
             TopicExistsError: the topic exists already.
+            UnsafeStoreError: the doctor's recorded verdict on the store is unsafe.
         """
         if config is not None and not isinstance(config, TopicConfig):
             raise InvalidConfigError("config must be a TopicConfig")
+        if not allow_unsafe_store:
+            refuse_if_judged_unsafe(self._store)
         topic = Topic(
             name=name,
             schema=schema,

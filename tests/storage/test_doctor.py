@@ -1,0 +1,195 @@
+"""The doctor (:mod:`arrowlog.storage.doctor`) judges every backend safe, a store
+that ignores put-if-absent's condition unsafe, leaves nothing behind, and its
+recorded verdict keeps ``create_topic`` off an unsafe store unless overridden.
+From issue 28 ("a doctor for the store a user brings")."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import arrowlog
+from arrowlog.errors import StoreError, StoreUnreachableError, UnsafeStoreError
+from arrowlog.storage import Store
+from arrowlog.storage.doctor import VERDICT_KEY, examine
+from arrowlog.storage.memory import MemoryStore
+from arrowlog.storage.url import open_store
+from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.unconditional import IgnoresConditionStore
+from tests.support.stores import StoreSpec
+
+SCHEMA = pa.schema([("x", pa.int64())])
+#: the backends whose objects have pre-signed URLs (the JVM reader's way in)
+SIGNS_URLS = {"s3", "s3fs", "azure", "gcs"}
+
+
+def keys(store: Store) -> list[str]:
+    return [info.key for info in store.list("")]
+
+
+@pytest.mark.slow
+def test_every_backend_is_judged_safe_and_left_as_found(store_spec: StoreSpec) -> None:
+    store = store_spec.open()
+    store.put_if_absent("data/kept", b"the user's")
+    before = keys(store)
+
+    diagnosis = examine(store)
+
+    statuses = {check.name: check.status for check in diagnosis.checks}
+    presigned = "safe" if store_spec.kind in SIGNS_URLS else "unknown"
+    assert statuses == {
+        "put-if-absent": "safe",
+        "race": "safe",
+        "list-after-put": "safe",
+        "ranged-get": "safe",
+        "presigned-get": presigned,
+        "delete": "safe",
+        "clock": "safe",
+    }, diagnosis.checks
+    assert diagnosis.safe and diagnosis.failed == ()
+    race = next(c for c in diagnosis.checks if c.name == "race")
+    racers = "threads" if store_spec.kind == "memory" else "processes"
+    assert f"4 {racers}" in race.reason and "one winner each" in race.reason
+    assert keys(store) == before and diagnosis.left_behind == ()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inner", ["local", "memory"])
+def test_a_store_ignoring_the_condition_is_judged_unsafe(inner: str, tmp_path: Path) -> None:
+    base = open_store(str(tmp_path / "store") if inner == "local" else "memory://")
+    store = IgnoresConditionStore(base)
+
+    diagnosis = examine(store)
+
+    assert not diagnosis.safe
+    assert diagnosis.failed == ("put-if-absent", "race")
+    reasons = {c.name: c.reason for c in diagnosis.checks}
+    assert "a second put-if-absent of an existing key succeeded" in reasons["put-if-absent"]
+    assert "64 keys went wrong" in reasons["race"] and "0, 1, 2, 3 all won" in reasons["race"]
+    assert keys(base) == []
+
+
+@pytest.mark.slow
+def test_create_topic_refuses_a_store_recorded_unsafe_unless_overridden(tmp_path: Path) -> None:
+    examine(IgnoresConditionStore(open_store(str(tmp_path))), record=True)
+    log = arrowlog.connect(str(tmp_path))
+
+    with pytest.raises(UnsafeStoreError) as refused:
+        log.create_topic("t", SCHEMA)
+
+    assert refused.value.failed == ("put-if-absent", "race")
+    assert not refused.value.retriable
+    message = str(refused.value)
+    assert "put-if-absent: a second put-if-absent" in message
+    assert "allow_unsafe_store=True" in message and "--allow-unsafe-store" in message
+    assert keys(log.store) == [VERDICT_KEY]  # nothing written
+
+    log.create_topic("t", SCHEMA, allow_unsafe_store=True)
+    assert log.list_topics() == ["t"]
+
+
+def test_a_safe_verdict_replaces_an_unsafe_one() -> None:
+    store = MemoryStore()
+    examine(IgnoresConditionStore(store), record=True)
+    with pytest.raises(UnsafeStoreError):
+        arrowlog.connect(store).create_topic("t", SCHEMA)
+
+    assert examine(store, record=True).safe
+
+    arrowlog.connect(store).create_topic("t", SCHEMA)
+    assert keys(store).count(VERDICT_KEY) == 1
+
+
+class _Asked(CountingStore):
+    """Counts the GETs of each key, found or not."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.asked: list[str] = []
+
+    def get(self, key: str) -> bytes | memoryview:
+        self.asked.append(key)
+        return super().get(key)
+
+
+def test_a_store_never_examined_costs_create_topic_one_get_and_nothing_else() -> None:
+    store = _Asked(MemoryStore())
+    log = arrowlog.connect(store)
+
+    log.create_topic("t", SCHEMA)
+    assert store.asked.count(VERDICT_KEY) == 1
+    log.partition("t", 0).append(pa.record_batch({"x": [1, 2]}, schema=SCHEMA))
+    assert log.consumer().read("t", partition=0).num_rows == 2
+
+    assert store.asked.count(VERDICT_KEY) == 1
+
+
+class _Interrupting(CountingStore):
+    """A store whose ranged reads fail with an error the doctor does not expect."""
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        raise RuntimeError("interrupted mid-check")
+
+
+def test_what_the_doctor_wrote_is_removed_when_it_fails() -> None:
+    store = _Interrupting(MemoryStore())
+
+    with pytest.raises(RuntimeError, match="interrupted mid-check"):
+        examine(store)
+
+    assert store.counts["put_if_absent"] > 1  # it had written, and removed
+    assert keys(store) == []
+
+
+@pytest.fixture
+def web_server() -> Iterator[tuple[str, list[str]]]:
+    """A plain HTTP server (no object store): its URL and the methods it was sent."""
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def _answer(self) -> None:
+            seen.append(self.command)
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _answer
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_web_server_is_no_store_and_gets_no_write(web_server: tuple[str, list[str]]) -> None:
+    endpoint, seen = web_server
+    store = open_store("s3://bucket/p", {"endpoint_url": endpoint, "key": "k", "secret": "s"})
+
+    with pytest.raises(StoreUnreachableError, match="is the endpoint an object store"):
+        examine(store)
+
+    assert seen and set(seen) == {"GET"}  # a listing; no PUT, no DELETE
+
+
+@pytest.mark.s3
+def test_a_missing_bucket_is_no_store(s3_server: object) -> None:
+    from arrowlog.testing.seaweedfs import S3Server
+
+    assert isinstance(s3_server, S3Server)
+    store = open_store("s3://no-such-bucket-here/p", s3_server.storage_options)
+
+    with pytest.raises(StoreUnreachableError, match="NoSuchBucket") as raised:
+        examine(store)
+
+    assert isinstance(raised.value, StoreError)
