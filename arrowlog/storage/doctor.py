@@ -9,6 +9,8 @@ the log needs and judges it ``safe``, ``unsafe`` or ``unknown`` (with why):
   object kept;
 - ``race``: several OS processes put-if-absent each of many keys at once:
   exactly one is told it won each key, and its object is the one there;
+  ``unknown`` when no two puts of one key were in flight at once (racers that
+  took turns tested nothing);
 - ``list-after-put``: keys just written are listed at once, by prefix, in
   ascending order, after a key and up to a limit;
 - ``ranged-get``: ranges inside, across and at or past an object's end;
@@ -50,7 +52,7 @@ from arrowlog.errors import (
     UnsafeStoreError,
 )
 from arrowlog.storage import Store, read_start
-from arrowlog.storage._doctor_race import RaceOutcome, race, writer_of
+from arrowlog.storage._doctor_race import RaceOutcome, contended, race, writer_of
 from arrowlog.storage.local import LocalStore
 
 __all__ = [
@@ -383,8 +385,18 @@ def _judge_race(
     first = next(iter(outcome.errors.values()), [""])[0]
     if decided * 2 < len(keys):
         return "unknown", f"only {decided} of {len(keys)} keys were decided: {first}"
+    overlapped = contended(outcome)
+    if not overlapped:
+        return "unknown", (
+            f"{racers} took turns for each of {len(keys)} keys: no two puts of one key were "
+            "in flight at once, so the race tested nothing (a store that is atomic only "
+            "one request at a time would pass it)"
+        )
     failures = f"; {errors} puts failed and were left out ({first})" if errors else ""
-    return "safe", f"{racers} raced for each of {len(keys)} keys: one winner each{failures}"
+    return "safe", (
+        f"{racers} raced for each of {len(keys)} keys: one winner each; {overlapped} keys "
+        f"had puts in flight at once{failures}"
+    )
 
 
 def _list_after_put(probe: _Probe) -> tuple[Status, str]:
