@@ -147,7 +147,9 @@ def examine(
     probe = _Probe(store, prefix)
     checks: list[Check] = []
     try:
-        probe.reach()
+        if not probe.reach():
+            checks.extend(_refuses_new_keys())
+            raise _Stop
         checks.append(_run("put-if-absent", lambda: _put_if_absent(probe)))
         checks.append(_run("race", lambda: _race(probe, processes, keys)))
         checks.append(_run("list-after-put", lambda: _list_after_put(probe)))
@@ -155,6 +157,8 @@ def examine(
         checks.append(_run("presigned-get", lambda: _presigned_get(probe)))
         checks.append(_run("delete", lambda: _delete(probe)))
         checks.append(_run("clock", lambda: _clock(probe, max_clock_skew_ms)))
+    except _Stop:
+        pass
     finally:
         left = probe.clean_up()
     diagnosis = Diagnosis(store.url, tuple(checks), left, int(time.time() * 1000))
@@ -232,12 +236,13 @@ class _Probe:
         self.store.put_if_absent(key, data)
         return key
 
-    def reach(self) -> None:
+    def reach(self) -> bool:
         """Whether the URL is a store at all: a listing (writes nothing), then
-        an object written and read back.
+        an object written and read back. False: it lists, but refuses a
+        put-if-absent of a key nobody wrote (the condition inverted).
 
         Raises:
-            StoreUnreachableError: either failed.
+            StoreUnreachableError: either failed otherwise.
         """
         try:
             next(iter(self.store.list(self.prefix, limit=1)), None)
@@ -245,6 +250,11 @@ class _Probe:
             raise _unreachable(self.store, e) from None
         try:
             key = self.put("reach", b"arrowlog doctor")
+        except FileExistsError:
+            return False
+        except (ArrowLogError, OSError) as e:
+            raise _unreachable(self.store, e) from None
+        try:
             back = bytes(self.store.get(key))
         except (ArrowLogError, OSError) as e:
             raise _unreachable(self.store, e) from None
@@ -253,6 +263,7 @@ class _Probe:
                 f"{self.store.url} is not an object store: it accepted a PUT and answered "
                 "the GET of it with other bytes"
             )
+        return True
 
     def clean_up(self) -> tuple[str, ...]:
         """Remove what the doctor wrote; what could not be removed."""
@@ -287,6 +298,25 @@ def _remove_empty_directories(root: Path, prefix: str) -> None:
             directory.rmdir()
         except OSError:  # not empty: the rest is not the doctor's
             return
+
+
+class _Stop(Exception):
+    """No further check can run."""
+
+
+def _refuses_new_keys() -> list[Check]:
+    refused = Check(
+        "put-if-absent",
+        "unsafe",
+        "a put-if-absent of a fresh key nobody wrote was refused as if it existed: the store "
+        "inverts If-None-Match (or refuses every conditional write), so no writer could claim "
+        "an offset, and a key that exists may be overwritten",
+    )
+    rest = ("race", "list-after-put", "ranged-get", "presigned-get", "delete", "clock")
+    return [
+        refused,
+        *(Check(name, "unknown", "not run: the store refuses new keys") for name in rest),
+    ]
 
 
 def _unreachable(store: Store, e: BaseException) -> StoreUnreachableError:

@@ -98,6 +98,35 @@ class _ChecksThenWrites(IgnoresConditionStore):
         raise FileExistsError(key)
 
 
+class _InvertsTheCondition(IgnoresConditionStore):
+    """If-None-Match inverted (as a Ceph RGW backend had it): a put-if-absent
+    of a new key is refused, one of an existing key overwrites it."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_InvertsTheCondition, (self.inner,))
+
+    def put_if_absent(self, key: str, data: Blob) -> None:
+        try:
+            self.inner.head(key)
+        except FileNotFoundError:
+            raise FileExistsError(key) from None  # the 412 an existing key should get
+        super().put_if_absent(key, data)
+
+
+def test_a_store_inverting_the_condition_is_judged_unsafe_not_unreachable(
+    tmp_path: Path,
+) -> None:
+    base = open_store(str(tmp_path))
+    store = _InvertsTheCondition(base)
+
+    diagnosis = examine(store)
+
+    assert diagnosis.failed == ("put-if-absent",)
+    assert "refused as if it existed" in diagnosis.checks[0].reason
+    assert {c.status for c in diagnosis.checks[1:]} == {"unknown"}
+    assert keys(base) == [] and list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture
 def threads_take_turns() -> Iterator[None]:
     """No thread switch inside a put: the doctor's racing threads take turns."""
