@@ -53,7 +53,8 @@ def doctor(session: Session, url: str | None, record: bool, max_clock_skew: str)
 
     Everything the doctor writes lives under one fresh prefix,
     _arrowlog/doctor/<uuid>/, and is deleted at the end, also when it fails;
-    only --record leaves an object (the verdict).
+    only --record leaves an object (the verdict). What a killed run left is
+    removed by a later run once it is an hour old on the store's clock.
 
     \b
     Exit codes:

@@ -70,6 +70,9 @@ VERDICT_KEY = f"{DOCTOR_PREFIX}verdict.json"
 #: NTP keeps clocks within milliseconds; S3's LastModified has whole seconds
 DEFAULT_MAX_CLOCK_SKEW_MS = 5_000
 _TIME_GRANULARITY_MS = 1_000
+#: an earlier run's objects this old (on the store's clock) are a killed
+#: run's: no run takes this long, so they are not a running doctor's
+STALE_RUN_MS = 3_600_000
 #: how long a racing process may take to start, or to race
 _RACE_TIMEOUT_S = 60.0
 _HTTP_TIMEOUT_S = 10.0
@@ -150,6 +153,7 @@ def examine(
         if not probe.reach():
             checks.extend(_refuses_new_keys())
             raise _Stop
+        probe.sweep_stale()
         checks.append(_run("put-if-absent", lambda: _put_if_absent(probe)))
         checks.append(_run("race", lambda: _race(probe, processes, keys)))
         checks.append(_run("list-after-put", lambda: _list_after_put(probe)))
@@ -264,6 +268,28 @@ class _Probe:
                 "the GET of it with other bytes"
             )
         return True
+
+    def sweep_stale(self) -> None:
+        """Remove what earlier runs killed before their clean-up (SIGKILL, a
+        lost machine) left under ``_arrowlog/doctor/<uuid>/``: a run whose
+        newest object is older than :data:`STALE_RUN_MS` on the store's clock
+        (this run's first object's write time). A store without write times
+        keeps them: a running doctor's objects cannot be told apart."""
+        with contextlib.suppress(ArrowLogError, OSError):
+            now = self.store.head(self.prefix + "reach").modified_ms
+            if now is None:
+                return
+            newest: dict[str, int] = {}
+            for info in self.store.list(DOCTOR_PREFIX):
+                run, slash, _ = info.key[len(DOCTOR_PREFIX) :].partition("/")
+                if not slash or info.key.startswith(self.prefix):
+                    continue  # the verdict, or this run's
+                when = info.modified_ms if info.modified_ms is not None else now
+                newest[run] = max(newest.get(run, when), when)
+            for run, when in sorted(newest.items()):
+                if now - when > STALE_RUN_MS:
+                    stale = _Probe(self.store, f"{DOCTOR_PREFIX}{run}/")
+                    stale.clean_up()
 
     def clean_up(self) -> tuple[str, ...]:
         """Remove what the doctor wrote; what could not be removed."""

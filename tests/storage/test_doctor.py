@@ -6,8 +6,12 @@ From issue 28 ("a doctor for the store a user brings")."""
 from __future__ import annotations
 
 import http.server
+import os
+import signal
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,6 +129,53 @@ def test_a_store_inverting_the_condition_is_judged_unsafe_not_unreachable(
     assert "refused as if it existed" in diagnosis.checks[0].reason
     assert {c.status for c in diagnosis.checks[1:]} == {"unknown"}
     assert keys(base) == [] and list(tmp_path.iterdir()) == []
+
+
+_HELD_DOCTOR = """
+import pathlib, sys, time
+from arrowlog.storage.doctor import examine
+from arrowlog.storage.local import LocalStore
+
+class Holds(LocalStore):
+    def put_if_absent(self, key, data):
+        super().put_if_absent(key, data)
+        if key.endswith("/claim"):
+            pathlib.Path(sys.argv[2]).touch()
+            time.sleep(600)
+
+examine(Holds(sys.argv[1]))
+"""
+
+
+def test_a_killed_runs_objects_are_removed_by_a_later_run_once_stale(tmp_path: Path) -> None:
+    root, held = tmp_path / "store", tmp_path / "held"
+    root.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    doctor = subprocess.Popen([sys.executable, "-c", _HELD_DOCTOR, str(root), str(held)], env=env)
+    try:
+        for _ in range(600):  # until the run is held after its put-if-absent check's put
+            if held.exists() or doctor.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert held.exists(), "the doctor never reached its hold"
+    finally:
+        doctor.send_signal(signal.SIGKILL)
+        doctor.wait()
+    store = open_store(str(root))
+    left = keys(store)
+    assert left and all(key.startswith("_arrowlog/doctor/") for key in left), left
+
+    examine(store)
+    assert keys(store) == left  # fresh: it could be a doctor still running
+
+    old = time.time() - 2 * 3600
+    for path in root.rglob("*"):
+        os.utime(path, (old, old))
+    diagnosis = examine(store)
+
+    assert keys(store) == [] and diagnosis.left_behind == ()
+    # what stays is the hidden directory every writer of a local store makes
+    assert [p.name for p in root.iterdir()] == [".arrowlog-tmp"]
 
 
 @pytest.fixture
