@@ -43,16 +43,18 @@ def doctor(session: Session, url: str | None, record: bool, max_clock_skew: str)
     """Judge the store at URL (default: --root) before a log goes on it.
 
     Checks put-if-absent (refused when the key exists, the first object
-    kept), a race of 4 processes for each of 64 keys (exactly one winner),
-    list-after-put (listed at once, by prefix, sorted), ranged GETs (also at
-    and past the end), pre-signed GETs fetched by plain HTTP (what the JVM
+    kept), a race of 4 processes for each of 64 keys (exactly one winner;
+    unknown if no two puts of a key were in flight at once), list-after-put
+    (listed at once, by prefix, sorted), ranged GETs (also at and past the
+    end), pre-signed GETs fetched by plain HTTP (what the JVM
     reader needs; unknown for a store with no URLs), deletes (also of a
     missing key) and the store's clock against this machine's. Each is safe,
     unsafe or unknown, with the reason.
 
     Everything the doctor writes lives under one fresh prefix,
     _arrowlog/doctor/<uuid>/, and is deleted at the end, also when it fails;
-    only --record leaves an object (the verdict).
+    only --record leaves an object (the verdict). What a killed run left is
+    removed by a later run once it is an hour old on the store's clock.
 
     \b
     Exit codes:

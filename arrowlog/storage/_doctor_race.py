@@ -26,6 +26,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,20 +34,23 @@ from pathlib import Path
 from arrowlog.errors import ArrowLogError
 from arrowlog.storage import Store
 
-__all__ = ["RaceOutcome", "race", "writer_of"]
+__all__ = ["RaceOutcome", "contended", "race", "writer_of"]
 
 _GO = "go"
 
 
 @dataclass
 class RaceOutcome:
-    """What the racers said: who was told it won each key, and the puts that
-    failed (key -> messages). ``not_started`` says why the race could not run."""
+    """What the racers said: who was told it won each key, the puts that
+    failed (key -> messages) and when each put was in flight (key -> spans of
+    ``time.monotonic_ns()``, one clock for every process of this machine).
+    ``not_started`` says why the race could not run."""
 
     mode: str  # "processes" or "threads"
     writers: int
     winners: dict[str, list[int]] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
+    spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     not_started: str | None = None
     #: why threads raced, not processes
     why_threads: str = ""
@@ -103,9 +107,9 @@ def _race_in_threads(store: Store, keys: Sequence[str], writers: int, why: str) 
 
     def run(writer: int) -> None:
         barrier.wait()
-        won, errors = _put_all(store, keys, writer)
+        won, errors, spans = _put_all(store, keys, writer)
         with lock:
-            _merge(outcome, writer, won, errors)
+            _merge(outcome, writer, won, errors, spans)
 
     threads = [threading.Thread(target=run, args=(w,)) for w in range(writers)]
     for thread in threads:
@@ -115,10 +119,17 @@ def _race_in_threads(store: Store, keys: Sequence[str], writers: int, why: str) 
     return outcome
 
 
-def _put_all(store: Store, keys: Sequence[str], writer: int) -> tuple[list[str], dict[str, str]]:
+Spans = dict[str, tuple[int, int]]
+
+
+def _put_all(
+    store: Store, keys: Sequence[str], writer: int
+) -> tuple[list[str], dict[str, str], Spans]:
     won: list[str] = []
     errors: dict[str, str] = {}
+    spans: Spans = {}
     for key in keys:
+        start = time.monotonic_ns()
         try:
             store.put_if_absent(key, payload(writer))
             won.append(key)
@@ -126,14 +137,33 @@ def _put_all(store: Store, keys: Sequence[str], writer: int) -> tuple[list[str],
             pass
         except (ArrowLogError, OSError) as e:
             errors[key] = " ".join(f"{type(e).__name__}: {e}".split())
-    return won, errors
+        spans[key] = (start, time.monotonic_ns())
+    return won, errors, spans
 
 
-def _merge(outcome: RaceOutcome, writer: int, won: list[str], errors: dict[str, str]) -> None:
+def _merge(
+    outcome: RaceOutcome, writer: int, won: list[str], errors: dict[str, str], spans: Spans
+) -> None:
     for key in won:
         outcome.winners.setdefault(key, []).append(writer)
     for key, message in errors.items():
         outcome.errors.setdefault(key, []).append(f"writer {writer}: {message}")
+    for key, (start, end) in spans.items():
+        outcome.spans.setdefault(key, []).append((int(start), int(end)))
+
+
+def contended(outcome: RaceOutcome) -> int:
+    """How many keys had two racers' puts in flight at the same time: only
+    those tested the store's condition (racers that took turns did not)."""
+    count = 0
+    for spans in outcome.spans.values():
+        ends = -1
+        for start, end in sorted(spans):
+            if start < ends:
+                count += 1
+                break
+            ends = max(ends, end)
+    return count
 
 
 class _Children:
@@ -186,7 +216,8 @@ class _Children:
                 return RaceOutcome("processes", self._count, not_started=f"a racer failed: {got}")
             writer, line = got
             told = json.loads(line)
-            _merge(outcome, writer, list(told["won"]), dict(told["errors"]))
+            spans = {key: (span[0], span[1]) for key, span in dict(told["spans"]).items()}
+            _merge(outcome, writer, list(told["won"]), dict(told["errors"]), spans)
             reported.add(writer)
         return outcome
 
@@ -230,8 +261,8 @@ def _child() -> None:
     print("ready", flush=True)
     if sys.stdin.readline().strip() != _GO:
         return
-    won, errors = _put_all(store, keys, writer)
-    print(json.dumps({"won": won, "errors": errors}), flush=True)
+    won, errors, spans = _put_all(store, keys, writer)
+    print(json.dumps({"won": won, "errors": errors, "spans": spans}), flush=True)
 
 
 if __name__ == "__main__":

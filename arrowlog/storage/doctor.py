@@ -9,6 +9,8 @@ the log needs and judges it ``safe``, ``unsafe`` or ``unknown`` (with why):
   object kept;
 - ``race``: several OS processes put-if-absent each of many keys at once:
   exactly one is told it won each key, and its object is the one there;
+  ``unknown`` when no two puts of one key were in flight at once (racers that
+  took turns tested nothing);
 - ``list-after-put``: keys just written are listed at once, by prefix, in
   ascending order, after a key and up to a limit;
 - ``ranged-get``: ranges inside, across and at or past an object's end;
@@ -50,7 +52,7 @@ from arrowlog.errors import (
     UnsafeStoreError,
 )
 from arrowlog.storage import Store, read_start
-from arrowlog.storage._doctor_race import RaceOutcome, race, writer_of
+from arrowlog.storage._doctor_race import RaceOutcome, contended, race, writer_of
 from arrowlog.storage.local import LocalStore
 
 __all__ = [
@@ -68,6 +70,9 @@ VERDICT_KEY = f"{DOCTOR_PREFIX}verdict.json"
 #: NTP keeps clocks within milliseconds; S3's LastModified has whole seconds
 DEFAULT_MAX_CLOCK_SKEW_MS = 5_000
 _TIME_GRANULARITY_MS = 1_000
+#: an earlier run's objects this old (on the store's clock) are a killed
+#: run's: no run takes this long, so they are not a running doctor's
+STALE_RUN_MS = 3_600_000
 #: how long a racing process may take to start, or to race
 _RACE_TIMEOUT_S = 60.0
 _HTTP_TIMEOUT_S = 10.0
@@ -145,7 +150,10 @@ def examine(
     probe = _Probe(store, prefix)
     checks: list[Check] = []
     try:
-        probe.reach()
+        if not probe.reach():
+            checks.extend(_refuses_new_keys())
+            raise _Stop
+        probe.sweep_stale()
         checks.append(_run("put-if-absent", lambda: _put_if_absent(probe)))
         checks.append(_run("race", lambda: _race(probe, processes, keys)))
         checks.append(_run("list-after-put", lambda: _list_after_put(probe)))
@@ -153,6 +161,8 @@ def examine(
         checks.append(_run("presigned-get", lambda: _presigned_get(probe)))
         checks.append(_run("delete", lambda: _delete(probe)))
         checks.append(_run("clock", lambda: _clock(probe, max_clock_skew_ms)))
+    except _Stop:
+        pass
     finally:
         left = probe.clean_up()
     diagnosis = Diagnosis(store.url, tuple(checks), left, int(time.time() * 1000))
@@ -230,12 +240,13 @@ class _Probe:
         self.store.put_if_absent(key, data)
         return key
 
-    def reach(self) -> None:
+    def reach(self) -> bool:
         """Whether the URL is a store at all: a listing (writes nothing), then
-        an object written and read back.
+        an object written and read back. False: it lists, but refuses a
+        put-if-absent of a key nobody wrote (the condition inverted).
 
         Raises:
-            StoreUnreachableError: either failed.
+            StoreUnreachableError: either failed otherwise.
         """
         try:
             next(iter(self.store.list(self.prefix, limit=1)), None)
@@ -243,6 +254,11 @@ class _Probe:
             raise _unreachable(self.store, e) from None
         try:
             key = self.put("reach", b"arrowlog doctor")
+        except FileExistsError:
+            return False
+        except (ArrowLogError, OSError) as e:
+            raise _unreachable(self.store, e) from None
+        try:
             back = bytes(self.store.get(key))
         except (ArrowLogError, OSError) as e:
             raise _unreachable(self.store, e) from None
@@ -251,6 +267,29 @@ class _Probe:
                 f"{self.store.url} is not an object store: it accepted a PUT and answered "
                 "the GET of it with other bytes"
             )
+        return True
+
+    def sweep_stale(self) -> None:
+        """Remove what earlier runs killed before their clean-up (SIGKILL, a
+        lost machine) left under ``_arrowlog/doctor/<uuid>/``: a run whose
+        newest object is older than :data:`STALE_RUN_MS` on the store's clock
+        (this run's first object's write time). A store without write times
+        keeps them: a running doctor's objects cannot be told apart."""
+        with contextlib.suppress(ArrowLogError, OSError):
+            now = self.store.head(self.prefix + "reach").modified_ms
+            if now is None:
+                return
+            newest: dict[str, int] = {}
+            for info in self.store.list(DOCTOR_PREFIX):
+                run, slash, _ = info.key[len(DOCTOR_PREFIX) :].partition("/")
+                if not slash or info.key.startswith(self.prefix):
+                    continue  # the verdict, or this run's
+                when = info.modified_ms if info.modified_ms is not None else now
+                newest[run] = max(newest.get(run, when), when)
+            for run, when in sorted(newest.items()):
+                if now - when > STALE_RUN_MS:
+                    stale = _Probe(self.store, f"{DOCTOR_PREFIX}{run}/")
+                    stale.clean_up()
 
     def clean_up(self) -> tuple[str, ...]:
         """Remove what the doctor wrote; what could not be removed."""
@@ -285,6 +324,25 @@ def _remove_empty_directories(root: Path, prefix: str) -> None:
             directory.rmdir()
         except OSError:  # not empty: the rest is not the doctor's
             return
+
+
+class _Stop(Exception):
+    """No further check can run."""
+
+
+def _refuses_new_keys() -> list[Check]:
+    refused = Check(
+        "put-if-absent",
+        "unsafe",
+        "a put-if-absent of a fresh key nobody wrote was refused as if it existed: the store "
+        "inverts If-None-Match (or refuses every conditional write), so no writer could claim "
+        "an offset, and a key that exists may be overwritten",
+    )
+    rest = ("race", "list-after-put", "ranged-get", "presigned-get", "delete", "clock")
+    return [
+        refused,
+        *(Check(name, "unknown", "not run: the store refuses new keys") for name in rest),
+    ]
 
 
 def _unreachable(store: Store, e: BaseException) -> StoreUnreachableError:
@@ -383,8 +441,18 @@ def _judge_race(
     first = next(iter(outcome.errors.values()), [""])[0]
     if decided * 2 < len(keys):
         return "unknown", f"only {decided} of {len(keys)} keys were decided: {first}"
+    overlapped = contended(outcome)
+    if not overlapped:
+        return "unknown", (
+            f"{racers} took turns for each of {len(keys)} keys: no two puts of one key were "
+            "in flight at once, so the race tested nothing (a store that is atomic only "
+            "one request at a time would pass it)"
+        )
     failures = f"; {errors} puts failed and were left out ({first})" if errors else ""
-    return "safe", f"{racers} raced for each of {len(keys)} keys: one winner each{failures}"
+    return "safe", (
+        f"{racers} raced for each of {len(keys)} keys: one winner each; {overlapped} keys "
+        f"had puts in flight at once{failures}"
+    )
 
 
 def _list_after_put(probe: _Probe) -> tuple[Status, str]:
