@@ -18,15 +18,15 @@ import hmac
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from arrowlog.testing.loopback import free_port, wait_for
 
 #: the Azurite release the suite is tested against
 VERSION = "3.37.0"
@@ -127,13 +127,6 @@ def azurite_binary() -> Path:
     return binary
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def create_container(endpoint: str, name: str) -> None:
     """Create container ``name`` (Azure's REST API, SharedKey-signed)."""
     date = email.utils.formatdate(usegmt=True)
@@ -169,7 +162,7 @@ def start(workdir: Path | None = None, *, timeout: float = 60.0) -> AzuriteServe
     """
     binary = azurite_binary()
     data = Path(tempfile.mkdtemp(prefix="azurite-", dir=workdir))
-    port = _free_port()
+    port = free_port()
     command = [
         str(binary),
         "--blobHost",
@@ -186,17 +179,8 @@ def start(workdir: Path | None = None, *, timeout: float = 60.0) -> AzuriteServe
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     server = AzuriteServer(f"http://127.0.0.1:{port}/{ACCOUNT}", process=proc, workdir=data)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                server.stop()
-                raise RuntimeError(f"Azurite did not start on 127.0.0.1:{port}") from None
-            time.sleep(0.1)
     try:
+        wait_for(port, proc, "Azurite", timeout)
         create_container(server.endpoint, CONTAINER)
     except Exception:
         server.stop()

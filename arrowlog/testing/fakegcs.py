@@ -14,16 +14,16 @@ import contextlib
 import importlib.util
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from arrowlog.testing.loopback import free_port, wait_for
 
 BUCKET = "arrowlog"
 
@@ -79,25 +79,6 @@ def emulator_binary() -> Path:
     return binary
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _wait(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start on 127.0.0.1:{port}") from None
-            time.sleep(0.05)
-
-
 def service_account_key(base_url: str, workdir: Path) -> str:
     """A made-up service account whose requests go to ``base_url``."""
     pem = workdir / "key.pem"
@@ -134,7 +115,7 @@ def start(workdir: Path | None = None, *, timeout: float = 30.0) -> GcsServer:
     """
     binary = emulator_binary()
     home = Path(tempfile.mkdtemp(prefix="fakegcs-", dir=workdir))
-    gcs_port, shim_port = _free_port(), _free_port()
+    gcs_port, shim_port = free_port(), free_port()
     endpoint = f"http://127.0.0.1:{shim_port}"
     server = GcsServer(endpoint, service_account_key(endpoint, home), workdir=home)
     log = (home / "server.log").open("wb")
@@ -161,14 +142,14 @@ def start(workdir: Path | None = None, *, timeout: float = 30.0) -> GcsServer:
     )
     server.processes.append(emulator)
     try:
-        _wait(gcs_port, emulator, "fake-gcs-server", timeout)
+        wait_for(gcs_port, emulator, "fake-gcs-server", timeout)
         shim = subprocess.Popen(
             [sys.executable, "-m", "arrowlog.testing.gcs_shim", str(shim_port), str(gcs_port)],
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
         server.processes.append(shim)
-        _wait(shim_port, shim, "the GCS shim", timeout)
+        wait_for(shim_port, shim, "the GCS shim", timeout)
         request = urllib.request.Request(
             f"http://127.0.0.1:{gcs_port}/storage/v1/b",
             method="POST",
