@@ -27,6 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from arrowlog._cache import CACHE_ENV, cache_dir
 from arrowlog.errors import InvalidConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
@@ -40,9 +41,6 @@ SOURCES = Path(__file__).parent / "java"
 #: where ``make setup`` puts the jar (inside the package, so a wheel built
 #: after it carries it)
 JAR = Path(__file__).parent / "jars" / "arrowlog-spark.jar"
-#: the environment variable naming arrowlog's cache directory (else
-#: ``$XDG_CACHE_HOME/arrowlog``, else ``~/.cache/arrowlog``)
-CACHE_ENV = "ARROWLOG_CACHE_DIR"
 #: the session setting naming the planner's interpreter (the JVM reads it:
 #: io/arrowlog/spark/OptionNames.java)
 PYTHON_CONF = "spark.arrowlog.python"
@@ -72,15 +70,6 @@ def jar_path() -> Path:
     if not cached.is_file() or built_against(cached) != pyspark.__version__:
         build_jar(cached)
     return cached
-
-
-def cache_dir() -> Path:
-    """Where arrowlog keeps what it builds on a user's machine."""
-    named = os.environ.get(CACHE_ENV)
-    if named:
-        return Path(named)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "arrowlog"
 
 
 def cached_jar() -> Path:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arrowlog._cache import cache_dir
 from arrowlog.testing.loopback import free_port, wait_for
 
 #: the Azurite release the suite is tested against
@@ -76,15 +77,6 @@ class AzuriteServer:
             proc.wait(timeout=10)
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def cache_dir() -> Path:
-    """Where Azurite is installed (as arrowlog's JVM reader is cached)."""
-    own = os.environ.get("ARROWLOG_CACHE_DIR")
-    if own:
-        return Path(own)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "arrowlog"
 
 
 def azurite_binary() -> Path:

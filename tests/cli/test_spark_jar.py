@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from arrowlog._cache import CACHE_ENV
 from arrowlog.spark import jvm
 from tests.support.cli import fails, run
 
@@ -25,7 +26,7 @@ def test_without_a_jar_or_a_jdk_it_says_what_to_install_in_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(jvm, "JAR", tmp_path / "none.jar")
-    monkeypatch.setenv(jvm.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     err = fails(capsys, 1, "spark-jar")

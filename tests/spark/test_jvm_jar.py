@@ -13,6 +13,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from arrowlog._cache import CACHE_ENV
 from arrowlog.errors import InvalidConfigError, MissingDependencyError
 from arrowlog.spark import jvm
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty cache, and a package that came with no jar."""
-    monkeypatch.setenv(jvm.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(jvm, "JAR", tmp_path / "package" / "arrowlog-spark.jar")
     return tmp_path / "cache"
 
@@ -173,7 +174,7 @@ def test_a_cache_that_cannot_be_written_is_one_line_before_anything_is_compiled(
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    monkeypatch.setenv(jvm.CACHE_ENV, str(blocker / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(blocker / "cache"))
     monkeypatch.setattr(jvm, "JAR", tmp_path / "package" / "arrowlog-spark.jar")
     home = tmp_path / "jdk"
     (home / "bin").mkdir(parents=True)
@@ -185,7 +186,7 @@ def test_a_cache_that_cannot_be_written_is_one_line_before_anything_is_compiled(
     with pytest.raises(MissingDependencyError) as caught:
         jvm.jar_path()
     message = str(caught.value)
-    assert "cannot be written" in message and jvm.CACHE_ENV in message and "\n" not in message
+    assert "cannot be written" in message and CACHE_ENV in message and "\n" not in message
     assert not calls.exists()  # refused before javac ran
 
 
