@@ -10,6 +10,10 @@ bytes on the same store, measured in the same run.
 - read: ``log.read`` of a committed range (the whole partition, its end
   known) against obstore GETs of the same objects on 8 threads, decoded by
   pyarrow's IPC reader; also read up to wherever the log ends (one LIST more);
+  by a new client (against a new obstore client's LIST, then the GETs and
+  decoding); and the first
+  read of what the appends wrote, by the client that wrote it (against the
+  first GETs of what obstore put);
 - projection: ``log.read(columns=[one])`` of 8 MiB segments of 10 columns
   against ``log.read`` of all 10.
 """
@@ -46,6 +50,13 @@ class Backend:
     url: str
     options: dict[str, Any]
     raw: Any  # an obstore store rooted where arrowlog's root is
+    #: a new obstore store like ``raw`` (a new client: no connection made yet)
+    new_raw: Callable[[], Any]
+
+    def fetch(self, key: str, raw: Any = None) -> pa.Table:
+        """The baseline's read of one object: an obstore GET, decoded by pyarrow."""
+        data = obstore.get(self.raw if raw is None else raw, key).bytes()
+        return pa.ipc.open_file(pa.py_buffer(memoryview(data))).read_all()
 
 
 def make_batch(target_bytes: int) -> pa.RecordBatch:
@@ -130,11 +141,45 @@ def bench_append(
             times[name].append(timed(run))
     # throughput in the batch's own bytes, so that compressed and plain compare
     mib = count * pa.ipc.get_record_batch_size(batch) / 2**20
+    first = first_reads(backend, log, batch, count, repeat, compression)
     t = {k: statistics.median(v) for k, v in times.items()}
     return {"segment_bytes": len(segments[0]), "arrowlog_mib_s": mib / t["ours"],
             "stream_mib_s": mib / t["stream"], "obstore_mib_s": mib / t["raw"],
             "ratio": t["raw"] / t["ours"], "stream_ratio": t["raw"] / t["stream"],
-            "appends_per_s": count / t["ours"]}  # fmt: skip
+            "appends_per_s": count / t["ours"], "first_read_ratio": first}  # fmt: skip
+
+
+def first_reads(
+    backend: Backend,
+    log: arrowlog.ArrowLog,
+    batch: pa.RecordBatch,
+    count: int,
+    repeat: int,
+    compression: Compression,
+) -> float:
+    """The first read of what :func:`bench_append` just wrote, by the client
+    that appended it, against obstore GETs plus decoding of the very bytes
+    its baseline put (read for the first time too: a store serves the first
+    GET of a new object slower, whoever sends it), alternating which goes
+    first; the ratio of the medians."""
+    rows = count * batch.num_rows
+    pool = ThreadPoolExecutor(max_workers=8)
+    times: dict[str, list[float]] = {"ours": [], "raw": []}
+    for r in range(repeat):
+        topic = f"append-{batch.nbytes}-{compression.value}-{r}-ours"
+
+        def ours(topic: str = topic) -> None:
+            assert log.read(topic, 0, 0, rows).num_rows == rows
+
+        def raw(r: int = r) -> None:
+            keys = [f"raw/{batch.nbytes}/{compression.value}/{r}/{i:08d}" for i in range(count)]
+            assert sum(t.num_rows for t in pool.map(backend.fetch, keys)) == rows
+
+        sides: list[tuple[str, Callable[[], None]]] = [("ours", ours), ("raw", raw)]
+        for name, run in sides if r % 2 else sides[::-1]:
+            times[name].append(timed(run))
+    pool.shutdown()
+    return statistics.median(times["raw"]) / statistics.median(times["ours"])
 
 
 def bench_contention(
@@ -198,24 +243,33 @@ def bench_read(
     def to_end() -> None:  # up to wherever the log ends now: a LIST first
         assert log.read(topic, 0).num_rows == rows
 
+    def cold() -> None:  # a new client: it knows nothing of the partition
+        fresh = arrowlog.connect(backend.url, backend.options)
+        assert fresh.read(topic, 0).num_rows == rows
+        fresh.close()
+
     def plain() -> None:
-        def fetch(key: str) -> pa.Table:
-            data = obstore.get(backend.raw, key).bytes()
-            return pa.ipc.open_file(pa.py_buffer(memoryview(data))).read_all()
+        assert sum(t.num_rows for t in pool.map(backend.fetch, keys)) == rows
 
-        tables = list(pool.map(fetch, keys))
-        assert sum(t.num_rows for t in tables) == rows
+    def listed() -> None:  # what a new client must do at least: LIST, then GET
+        raw = backend.new_raw()
+        prefix = keys[0].rsplit("/", 1)[0] + "/"
+        listing = obstore.list(raw, prefix)
+        found = [o["path"] for page in listing for o in page if o["path"].endswith(".arrow")]
+        fetched = pool.map(lambda key: backend.fetch(key, raw), found)
+        assert sum(t.num_rows for t in fetched) == rows
 
-    runs = {"ours": ours, "plain": plain, "to_end": to_end}
+    runs = {"ours": ours, "plain": plain, "to_end": to_end, "cold": cold, "listed": listed}
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for r in range(repeat):
+    for r in range(3 * repeat):  # a read is quick, and noisy: more of them
         for name in reversed(runs) if r % 2 else runs:
             times[name].append(timed(runs[name]))
     pool.shutdown()
     mib = count * pa.ipc.get_record_batch_size(batch) / 2**20  # the batches' own bytes
     t = {k: statistics.median(v) for k, v in times.items()}
     return {"arrowlog_mib_s": mib / t["ours"], "obstore_mib_s": mib / t["plain"],
-            "ratio": t["plain"] / t["ours"], "to_end_ratio": t["plain"] / t["to_end"]}  # fmt: skip
+            "ratio": t["plain"] / t["ours"], "to_end_ratio": t["plain"] / t["to_end"],
+            "cold_ratio": t["listed"] / t["cold"]}  # fmt: skip
 
 
 def bench_projection(backend: Backend, segments: int = 12, repeat: int = 3) -> dict[str, float]:

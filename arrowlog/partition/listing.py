@@ -9,9 +9,12 @@ listing rule" and "Lost segments".
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+import itertools
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 from arrowlog import _clock
@@ -22,7 +25,7 @@ from arrowlog.errors import (
     UnknownTopicOrPartitionError,
 )
 from arrowlog.format.checkpoint import SegmentSummary
-from arrowlog.format.segment import HEAD_BYTES, SegmentHeader, read_header
+from arrowlog.format.segment import HEAD_BYTES, SegmentHeader, decode_segment, read_header
 from arrowlog.format.topic import (
     MARKS_AFTER,
     Topic,
@@ -36,10 +39,11 @@ from arrowlog.partition._base import Shared, _Reincarnated
 from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
 from arrowlog.partition.heads import HEADS
 from arrowlog.partition.known import KnownLog
+from arrowlog.partition.prefetch import Kept, Prefetch
 from arrowlog.storage import ObjectInfo, get_range_tagged, read_start
 
 #: Segment headers a sync reads at once (in parallel).
-_HEADER_READS = 8
+_HEADER_READS = 16
 
 
 class Opener(Protocol):
@@ -235,38 +239,89 @@ class Listing:
 
     def chain_from(self, end: int, listed: list[tuple[int, int]]) -> list[SegmentSummary]:
         """The listed ``(base, size)`` segments that continue the chain from
-        ``end``, up to the first gap; headers read a few at a time in parallel."""
+        ``end``, up to the first gap. Headers are read ahead, up to
+        :data:`_HEADER_READS` at once, and taken in order: a read past a gap
+        is wasted, never used (a corrupt segment there is no error). A read
+        under way has the segments of its range read whole instead
+        (:mod:`arrowlog.partition.prefetch`)."""
+        if not listed or listed[0][0] != end:
+            return []
+        # each with the next one's base: where it ends if the chain holds
+        segments = [
+            (base, size, listed[i + 1][0] if i + 1 < len(listed) else None)
+            for i, (base, size) in enumerate(listed)
+        ]
+        if len(segments) == 1:
+            return self._chained(end, listed, iter([self._header_or_error(segments[0])]))
+        with ThreadPoolExecutor(
+            max_workers=min(len(segments), _HEADER_READS), thread_name_prefix="arrowlog-head"
+        ) as pool:
+            pending: collections.deque[Future[SegmentHeader | BaseException]] = collections.deque()
+            ahead = iter(segments)
+
+            def in_order() -> Iterator[SegmentHeader | BaseException]:
+                for segment in itertools.islice(ahead, 2 * _HEADER_READS):
+                    pending.append(pool.submit(self._header_or_error, segment))
+                while pending:
+                    header = pending.popleft().result()
+                    for segment in itertools.islice(ahead, 1):
+                        pending.append(pool.submit(self._header_or_error, segment))
+                    yield header
+
+            try:
+                return self._chained(end, listed, in_order())
+            finally:
+                for future in pending:
+                    future.cancel()
+
+    @staticmethod
+    def _chained(
+        end: int, listed: list[tuple[int, int]], headers: Iterator[SegmentHeader | BaseException]
+    ) -> list[SegmentSummary]:
         chain: list[SegmentSummary] = []
-        for i in range(0, len(listed), _HEADER_READS):
-            batch = listed[i : i + _HEADER_READS]
-            if batch[0][0] != end:
-                return chain  # a gap: read no header past it
-            headers = self._read_headers(batch)
-            for (base, size), header in zip(batch, headers, strict=True):
-                if base != end or isinstance(header, FileNotFoundError):
-                    return chain  # a gap, or a key gone since the listing
-                if isinstance(header, BaseException):
-                    raise header  # a corrupt segment in the chain is never skipped
-                chain.append(SegmentSummary.of(header, size))
-                end = header.next_offset
+        for (base, size), header in zip(listed, headers, strict=False):
+            if base != end or isinstance(header, FileNotFoundError):
+                return chain  # a gap, or a key gone since the listing
+            if isinstance(header, BaseException):
+                raise header  # a corrupt segment in the chain is never skipped
+            chain.append(SegmentSummary.of(header, size))
+            end = header.next_offset
         return chain
 
-    def _read_headers(self, listed: list[tuple[int, int]]) -> list[SegmentHeader | BaseException]:
-        """The headers of the listed ``(base, size)`` segments read in
-        parallel, each or its error."""
+    def _header_or_error(
+        self, segment: tuple[int, int, int | None]
+    ) -> SegmentHeader | BaseException:
+        """The header of the listed segment ``(base, size, next listed base)``,
+        or the error reading it."""
+        base, size, following = segment
+        try:
+            prefetch = self._shared.prefetch
+            if prefetch is not None and prefetch.wants(
+                base, following, size, self._known.log_start
+            ):
+                return self._read_whole(prefetch, base, size)
+            return self.read_header(base, size)
+        except (ArrowLogError, FileNotFoundError) as e:
+            return e
 
-        def read(segment: tuple[int, int]) -> SegmentHeader | BaseException:
-            try:
-                return self.read_header(*segment)
-            except (ArrowLogError, FileNotFoundError) as e:
-                return e
-
-        if len(listed) == 1:
-            return [read(listed[0])]
-        with ThreadPoolExecutor(
-            max_workers=len(listed), thread_name_prefix="arrowlog-head"
-        ) as pool:
-            return list(pool.map(read, listed))
+    def _read_whole(self, prefetch: Prefetch, base: int, size: int) -> SegmentHeader:
+        """The header of the segment at ``base`` from the whole of it, which is
+        kept for the read under way."""
+        shared = self._shared
+        key = shared.key(base)
+        try:
+            data = shared.retry(lambda: shared.store.get(key))
+            header = self._header_in(base, data, None, None)
+        except BaseException:
+            prefetch.give_back(size)
+            raise
+        # decoded here, while other segments are still on their way, as a
+        # read's own fetches are; the read reports what fails, as it would
+        kept: Kept = data
+        with contextlib.suppress(ArrowLogError):
+            kept = decode_segment(data, key=key, columns=prefetch.columns)
+        prefetch.keep(key, kept, size)
+        return header
 
     def read_header(self, base: int, size: int | None = None) -> SegmentHeader:
         """The header of the segment at ``base``; given its ``size``, a segment
@@ -277,7 +332,7 @@ class Listing:
         return self._header_in(base, head, tag, size)
 
     def _header_in(
-        self, base: int, head: bytes, tag: str | None, size: int | None
+        self, base: int, head: bytes | memoryview, tag: str | None, size: int | None
     ) -> SegmentHeader:
         """The header of the segment at ``base`` from its first bytes ``head``
         (read again, longer, if its schema does not fit them)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 from collections.abc import Callable, Generator, Iterable, Sequence
 
 import pyarrow as pa
@@ -142,6 +143,22 @@ class PartitionLog:
         return self._reads.iter_segments(
             start, end, skip=skip, columns=columns, where=where, summaries=summaries
         )
+
+    def reading(
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        where: Sequence[Predicate] | None = None,
+    ) -> contextlib.AbstractContextManager[None]:
+        """Around a read of ``[start, end)`` whose planning lists (``state``,
+        ``end_offset``) before it fetches: segments the listing finds in the
+        range are read whole once, not a head and then the whole (see
+        :mod:`arrowlog.partition.prefetch`). Nothing for a filtered read."""
+        if where:
+            return contextlib.nullcontext()
+        return self._reads.reading(start, end, columns)
 
     def iter_batches(
         self,

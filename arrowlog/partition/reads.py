@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import contextlib
 import functools
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -209,6 +210,27 @@ class Reads:
         if columns is not None:
             column_indices(schema, columns)
         checked = check_predicates(schema, where) if where else []
+        yield from self._iter_segments(start, end, skip, columns, checked, summaries)
+
+    def reading(
+        self, start: int | None, end: int | None, columns: Sequence[str] | None
+    ) -> contextlib.AbstractContextManager[None]:
+        """A read of ``[start, end)`` (of ``columns``) into one table under
+        way: segments it fetches whole that a listing meanwhile finds are read
+        whole by the listing and kept for it (:mod:`arrowlog.partition.prefetch`).
+        Not for a stream, whose memory stays flat however long its range."""
+        return self._shared.reading(start, end, columns)
+
+    def _iter_segments(
+        self,
+        start: int | None,
+        end: int | None,
+        skip: Callable[[SegmentRef], bool] | None,
+        columns: Sequence[str] | None,
+        checked: Sequence[Predicate],
+        summaries: Sequence[SegmentSummary] | None,
+    ) -> Generator[tuple[SegmentHeader, pa.RecordBatch], None, None]:
+        schema = self._shared.topic.schema
         start, end, refs = self._planned(start, end, schema, checked, summaries)
         wanted = _with_filtered(columns, checked)
         if skip is not None:
@@ -330,7 +352,9 @@ class Reads:
         the log start when ``start`` is None, even if records were deleted
         since this object last listed."""
         try:
-            batches = list(self.iter_batches(start, end, columns=columns, where=where))
+            # one table holds every segment: its listing may fetch them whole
+            with contextlib.nullcontext() if where else self.reading(start, end, columns):
+                batches = list(self.iter_batches(start, end, columns=columns, where=where))
         except OffsetOutOfRangeError:
             if start is not None:
                 raise

@@ -26,6 +26,7 @@ from arrowlog.partition.fetch import (
 )
 from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
+from arrowlog.partition.prefetch import Kept
 from arrowlog.storage import Blob
 
 #: Segments that decode to less than this are decoded by the thread that reads
@@ -85,8 +86,9 @@ class _Compacted:
 #: one fetch: a segment, or the segments one compacted object holds
 Unit = SegmentRef | _Compacted
 #: what a read-ahead thread hands over: a segment's bytes (decoded by the
-#: reading thread), or every segment of the unit decoded
-Fetched = Blob | list[tuple[SegmentRef, Item]]
+#: reading thread), every segment of the unit decoded, or one segment decoded
+#: and not yet checked (by the listing: :mod:`arrowlog.partition.prefetch`)
+Fetched = Blob | list[tuple[SegmentRef, Item]] | Item
 
 
 class Fetcher:
@@ -157,6 +159,9 @@ class Fetcher:
         self, unit: Unit, columns: Sequence[str] | None
     ) -> list[tuple[SegmentRef, Item]]:
         if isinstance(unit, SegmentRef):
+            kept = self._prefetched(unit, columns)
+            if kept is not None:
+                return self.decoded(kept, unit, columns)
             return [(unit, self._fetch(unit, columns))]
         shared, obj = self._shared, unit.obj
         try:
@@ -257,8 +262,12 @@ class Fetcher:
         if isinstance(unit, _Compacted):
             return self.fetch_unit(unit, columns)
         compressed = self._shared.topic.config.compression is not Compression.NONE
-        if unit.size * (COMPRESSED_RATIO if compressed else 1) >= DECODE_AHEAD_MIN_BYTES:
+        ahead = unit.size * (COMPRESSED_RATIO if compressed else 1) >= DECODE_AHEAD_MIN_BYTES
+        if ahead:
             return self.fetch_unit(unit, columns)
+        kept = self._prefetched(unit, columns)
+        if kept is not None:
+            return kept
         try:
             return get_segment(
                 self._shared.store, unit.key, unit.base, unit.end, self._shared.config.retry
@@ -269,6 +278,12 @@ class Fetcher:
                 raise
             return [(unit, found)]
 
+    def _prefetched(self, ref: SegmentRef, columns: Sequence[str] | None) -> Kept | None:
+        """The segment, if the read's listing fetched it whole
+        (:mod:`arrowlog.partition.prefetch`)."""
+        prefetch = self._shared.prefetch
+        return None if prefetch is None else prefetch.take(ref.key, columns)
+
     def decoded(
         self, fetched: Fetched, unit: Unit, columns: Sequence[str] | None
     ) -> list[tuple[SegmentRef, Item]]:
@@ -276,7 +291,10 @@ class Fetcher:
             return fetched
         assert isinstance(unit, SegmentRef)
         try:
-            found = decode_segment(fetched, key=unit.key, columns=columns)
+            if isinstance(fetched, tuple):
+                found = fetched  # decoded where the listing fetched it
+            else:
+                found = decode_segment(fetched, key=unit.key, columns=columns)
             item = check_segment(
                 found, unit.key, unit.base, unit.end, self._shared.topic.schema, columns
             )

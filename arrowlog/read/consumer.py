@@ -10,6 +10,7 @@ been deleted and created again (see :meth:`Consumer.commit`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -321,15 +322,18 @@ class Consumer:
             if self._log.topic(topic, refresh=True).partitions == 1:
                 return table
             return self.read(topic, None, start, end, columns=columns, where=where)
+        part = self._log.partition(topic, partition)
         try:
-            batches = list(
-                self.iter_batches(topic, partition, start, end, columns=columns, where=where)
-            )
+            # one table holds every segment: its listing may fetch them whole
+            with part.reading(start, end, columns=columns, where=where):
+                batches = list(
+                    self.iter_batches(topic, partition, start, end, columns=columns, where=where)
+                )
         except OffsetOutOfRangeError:
             if start is not None:
                 raise
             # records deleted since this client last listed: from the new log start
-            first = self._log.partition(topic, partition).start_offset(refresh=True)
+            first = part.start_offset(refresh=True)
             batches = list(
                 self.iter_batches(topic, partition, first, end, columns=columns, where=where)
             )
@@ -400,17 +404,22 @@ class Consumer:
         if self.isolation_level == "read_uncommitted":
             for (topic, partition), (start, end) in ranges.items():
                 part = self._log.partition(topic, partition)
-                end = part.end_offset() if end is None else end
-                tables[(topic, partition)] = part.read(start, end, columns=columns, where=where)
+                with part.reading(start, end, columns=columns, where=where):
+                    end = part.end_offset() if end is None else end
+                    tables[(topic, partition)] = part.read(start, end, columns=columns, where=where)
                 ends[(topic, partition)] = end
                 self._read_from(part, start)
             return SnapshotRead(tables, ends)
-        for tp, plan in plan_snapshot(self._log, ranges).items():
-            part = self._log.partition(*tp)
-            batches = list(visible_batches(part, plan, columns, where))
-            tables[tp] = pa.Table.from_batches(batches, projected(part.topic.schema, columns))
-            ends[tp] = plan.end
-            self._read_from(part, plan.start)
+        with contextlib.ExitStack() as reading:  # planned first, then read, partition by partition
+            for (topic, partition), (start, end) in ranges.items():
+                part = self._log.partition(topic, partition)
+                reading.enter_context(part.reading(start, end, columns=columns, where=where))
+            for tp, plan in plan_snapshot(self._log, ranges).items():
+                part = self._log.partition(*tp)
+                batches = list(visible_batches(part, plan, columns, where))
+                tables[tp] = pa.Table.from_batches(batches, projected(part.topic.schema, columns))
+                ends[tp] = plan.end
+                self._read_from(part, plan.start)
         return SnapshotRead(tables, ends)
 
 

@@ -1,0 +1,133 @@
+"""Whole segments read by a read's own listing.
+
+A client that lists segments it holds no header for (a new client, or one
+far behind) reads each one's head to learn where it ends (the listing rule),
+and then the read fetches the same segments whole: two requests per segment
+where a plain LIST and GETs make one. While a read that fetches segments
+whole is under way (a :class:`Prefetch`, scoped by
+:meth:`~arrowlog.partition.PartitionLog.reading`), the listing reads the
+segments of its range whole instead, takes each header from them, and keeps
+the bytes for the read; past :data:`PREFETCH_BYTES` held in the process, it
+reads heads as before. The read checks each one (checksum, offsets, append
+id) as if it had fetched it itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from arrowlog.format.segment import SegmentHeader
+from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
+from arrowlog.storage import Blob
+
+#: a segment decoded (of the read's columns), or its bytes where decoding failed
+#: (the read reports why, as it would have)
+Kept = tuple[SegmentHeader, pa.RecordBatch] | Blob
+
+#: the bytes the listings of a process's reads may hold for them at once
+#: (besides what each read's read-ahead holds: QUEUED_BYTES)
+PREFETCH_BYTES = 128 * 1024 * 1024
+
+
+class Budget:
+    """Bytes kept for reads, process-wide: however many partitions are read
+    at once, their listings hold at most ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._left = limit
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        """The bytes kept (or being fetched) for reads now."""
+        with self._lock:
+            return self.limit - self._left
+
+    def reserve(self, size: int) -> bool:
+        with self._lock:
+            if size > self._left:
+                return False
+            self._left -= size
+            return True
+
+    def release(self, size: int) -> None:
+        with self._lock:
+            self._left += size
+
+
+#: the process's budget
+BUDGET = Budget(PREFETCH_BYTES)
+
+
+class Prefetch:
+    """The segments a read under way fetches whole: offsets ``[start, end)``
+    (``start`` None: from the log start; ``end`` None: to the log's end), of
+    ``columns`` (None: all; then of any size, else only those too small to
+    be read by columns). Thread-safe: the listing's header threads keep, the
+    read-ahead threads take."""
+
+    def __init__(self, start: int | None, end: int | None, columns: Sequence[str] | None) -> None:
+        self.start = start
+        self.end = end
+        self.columns = None if columns is None else tuple(columns)
+        self._largest = None if columns is None else COLUMN_READ_MIN_BYTES
+        self._held = 0  # bytes reserved and not yet handed over or given back
+        #: key -> what was kept, the bytes reserved for it
+        self._kept: dict[str, tuple[Kept, int]] = {}
+        self._lock = threading.Lock()
+        #: reads sharing this one (nested, or concurrent on one partition object)
+        self.users = 0
+
+    def wants(self, base: int, end: int | None, size: int, log_start: int) -> bool:
+        """Whether to fetch whole the listed segment ``[base, end)`` (``end``
+        None: the last listed, its end not known) of ``size`` bytes; if so,
+        its bytes are reserved: :meth:`keep` them, or :meth:`give_back`."""
+        start = log_start if self.start is None else self.start
+        if (end is not None and end <= start) or (self.end is not None and base >= self.end):
+            return False
+        if self._largest is not None and size >= self._largest:
+            return False
+        if not BUDGET.reserve(size):
+            return False
+        with self._lock:
+            self._held += size
+        return True
+
+    def keep(self, key: str, data: Kept, size: int) -> None:
+        """The segment at ``key``, decoded (of :attr:`columns`) or not,
+        reserved as ``size`` bytes by :meth:`wants`."""
+        with self._lock:
+            self._kept[key] = (data, size)
+
+    def give_back(self, size: int) -> None:
+        """A reserved segment that was not kept (its GET failed)."""
+        with self._lock:
+            self._held -= size
+        BUDGET.release(size)
+
+    def take(self, key: str, columns: Sequence[str] | None) -> Kept | None:
+        """The segment kept for ``key``, handed over once; None if there is
+        none, or if it was decoded for other columns (a read sharing this one
+        wanted others)."""
+        with self._lock:
+            kept = self._kept.pop(key, None)
+            if kept is None:
+                return None
+            data, size = kept
+            self._held -= size
+        BUDGET.release(size)
+        wanted = None if columns is None else tuple(columns)
+        if isinstance(data, tuple) and self.columns != wanted:
+            return None
+        return data
+
+    def close(self) -> None:
+        """The read is over: what it did not take is dropped."""
+        with self._lock:
+            held, self._held = self._held, 0
+            self._kept.clear()
+        BUDGET.release(held)
