@@ -43,7 +43,7 @@ from arrowlog.partition.prefetch import Kept, Prefetch
 from arrowlog.storage import ObjectInfo, get_range_tagged, read_start
 
 #: Segment headers a sync reads at once (in parallel).
-_HEADER_READS = 16
+_HEADER_READS = 8
 
 
 class Opener(Protocol):
