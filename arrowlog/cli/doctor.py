@@ -72,7 +72,9 @@ def doctor(session: Session, url: str | None, record: bool, max_clock_skew: str)
     except ValueError as e:
         raise click.UsageError(f"--max-clock-skew: {e}") from None
     if is_local(where) and not local_path(where).is_dir():
-        raise RootNotFoundError(f"no store at {local_path(where)}: no such directory")
+        path = local_path(where)
+        why = "a file, not a directory" if path.exists() else "no such directory"
+        raise RootNotFoundError(f"no store at {path}: {why}")
     store = open_store(where, session.options)
     try:
         diagnosis = examine(store, max_clock_skew_ms=skew_ms, record=record)

@@ -34,6 +34,7 @@ a store whose recorded verdict is unsafe (:func:`refuse_if_judged_unsafe`).
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import time
 import urllib.error
@@ -547,6 +548,12 @@ def _delete(probe: _Probe) -> tuple[Status, str]:
     return "safe", "a deleted object is gone to HEAD, GET and LIST; deleting a missing key is fine"
 
 
+def _utc(ms: int) -> str:
+    """``ms`` since the epoch as a UTC time to the millisecond."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
 def _clock(probe: _Probe, max_skew_ms: int) -> tuple[Status, str]:
     before = time.time_ns() // 1_000_000
     key = probe.put("clock", b"")
@@ -561,7 +568,10 @@ def _clock(probe: _Probe, max_skew_ms: int) -> tuple[Status, str]:
         skew = stored - (before - _TIME_GRANULARITY_MS)
     else:
         skew = 0
-    said = f"skew {skew:+d} ms (store write time {stored}, this machine {before}..{after})"
+    said = (
+        f"skew {skew:+d} ms (store write time {_utc(stored)}, this machine "
+        f"{_utc(before)} to {_utc(after)})"
+    )
     if abs(skew) > max_skew_ms:
         return "unsafe", (
             f"{said}, beyond {max_skew_ms} ms: retention, vacuum and transaction timeouts "

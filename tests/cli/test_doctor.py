@@ -5,6 +5,7 @@ unsafe, 2 usage, 3 not a store), ``--output json``, ``--record`` and
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,6 +124,18 @@ def test_a_missing_directory_is_no_store_and_is_not_created(
     err = fails(capsys, 3, "doctor", str(tmp_path / "missing"))
     assert "no such directory" in err
     assert not (tmp_path / "missing").exists()
+    (tmp_path / "a-file").write_text("not a store")
+    err = fails(capsys, 3, "doctor", str(tmp_path / "a-file"))
+    assert "a file, not a directory" in err
+    assert (tmp_path / "a-file").read_text() == "not a store"
+
+
+def test_the_clock_check_says_times_as_dates(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = run(capsys, "doctor", str(tmp_path))
+    clock = next(line for line in out.splitlines() if line.startswith("clock"))
+    assert re.search(r"store write time \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", clock), clock
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
