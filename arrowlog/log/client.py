@@ -299,7 +299,10 @@ class ArrowLog:
         if known is None and not refresh and not follow:
             entry, followed = self._versions.read(name, 0), False
         else:
-            entry = self._versions.latest(name, None if known is None else known.entry)
+            if known is None:
+                entry = self._versions.first_look(name)
+            else:
+                entry = self._versions.latest(name, known.entry)
             followed = True
         return self._learnt(name, entry, followed=followed, began=began)
 

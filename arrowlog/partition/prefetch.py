@@ -109,6 +109,11 @@ class Prefetch:
             self._held -= size
         BUDGET.release(size)
 
+    def holds(self, key: str) -> bool:
+        """Whether a segment is kept for ``key``."""
+        with self._lock:
+            return key in self._kept
+
     def take(self, key: str, columns: Sequence[str] | None) -> Kept | None:
         """The segment kept for ``key``, handed over once; None if there is
         none, or if it was decoded for other columns (a read sharing this one

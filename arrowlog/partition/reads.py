@@ -243,7 +243,7 @@ class Reads:
         ahead = self._shared.config.read_ahead
         if ahead is None:
             ahead = 1 if self._shared.store.url.startswith(("file:", "memory:")) else 8
-        if ahead == 1:
+        if ahead == 1 or self._fetcher.all_kept(units):
             for unit in units:
                 for ref, item in self._fetcher.fetch_unit(unit, wanted):
                     yield cut(item, ref, start, end)

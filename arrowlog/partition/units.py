@@ -278,6 +278,14 @@ class Fetcher:
                 raise
             return [(unit, found)]
 
+    def all_kept(self, units: Sequence[Unit]) -> bool:
+        """Whether the read's listing fetched every one of ``units`` (nothing
+        left to fetch ahead: :mod:`arrowlog.partition.prefetch`)."""
+        prefetch = self._shared.prefetch
+        return prefetch is not None and all(
+            isinstance(unit, SegmentRef) and prefetch.holds(unit.key) for unit in units
+        )
+
     def _prefetched(self, ref: SegmentRef, columns: Sequence[str] | None) -> Kept | None:
         """The segment, if the read's listing fetched it whole
         (:mod:`arrowlog.partition.prefetch`)."""
