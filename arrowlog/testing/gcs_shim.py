@@ -22,6 +22,7 @@ only); :mod:`arrowlog.testing.fakegcs` starts it.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import sys
@@ -85,9 +86,44 @@ class Handler(BaseHTTPRequestHandler):
         host, port = self.upstream
         return f"{host}:{port}"
 
-    def _body(self) -> bytes:
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
+    def _body(self) -> bytes | None:
+        """The request's body, by its length or its chunks; None when the
+        client went away before sending all of it (or sent garbage): nothing
+        is then forwarded, as a server stores no object from a torn upload."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            return self._chunks()
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return None
+        data = self.rfile.read(n) if n > 0 else b""
+        return data if len(data) == max(n, 0) else None
+
+    def _chunks(self) -> bytes | None:
+        parts: list[bytes] = []
+        while True:
+            line = self.rfile.readline(1 << 16)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                return None
+            if size == 0:
+                while True:  # trailers, up to the empty line
+                    trailer = self.rfile.readline(1 << 16)
+                    if trailer in (b"\r\n", b"\n"):
+                        return b"".join(parts)
+                    if not trailer.endswith(b"\n"):
+                        return None
+            chunk = self.rfile.read(size)
+            if len(chunk) != size or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                return None
+            parts.append(chunk)
+
+    def _torn(self) -> None:
+        """A body that did not arrive whole: 400, and the connection closed."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.send_error(400, "the request's body did not arrive whole")
 
     def _send(self, status: int, headers: Sequence[tuple[str, str]], body: bytes) -> None:
         self.send_response(status)
@@ -104,6 +140,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         body = self._body()
+        if body is None:
+            self._torn()
+            return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         headers["Host"] = self._host()
         response, data = self._upstream(self.command, self.path, body, headers)
@@ -125,6 +164,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         bucket, name = parts[1], urllib.parse.unquote(parts[2])
         data = self._body()
+        if data is None:
+            self._torn()
+            return
         kind = self.headers.get("Content-Type") or "application/octet-stream"
         meta: dict[str, object] = {"name": name, "contentType": kind}
         user = {
