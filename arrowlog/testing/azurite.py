@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from arrowlog._cache import cache_dir
-from arrowlog.testing.loopback import free_port, wait_for
+from arrowlog.testing.loopback import dies_with_this_process, free_port, wait_for
 
 #: the Azurite release the suite is tested against
 VERSION = "3.37.0"
@@ -168,7 +168,11 @@ def start(workdir: Path | None = None, *, timeout: float = 60.0) -> AzuriteServe
         "--silent",
     ]
     proc = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=dies_with_this_process(),
     )
     server = AzuriteServer(f"http://127.0.0.1:{port}/{ACCOUNT}", process=proc, workdir=data)
     try:

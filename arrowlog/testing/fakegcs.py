@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arrowlog.testing.loopback import free_port, wait_for
+from arrowlog.testing.loopback import dies_with_this_process, free_port, wait_for
 
 BUCKET = "arrowlog"
 
@@ -139,6 +139,7 @@ def start(workdir: Path | None = None, *, timeout: float = 30.0) -> GcsServer:
         ],
         stdout=log,
         stderr=log,
+        preexec_fn=dies_with_this_process(),
     )
     server.processes.append(emulator)
     try:
@@ -147,6 +148,7 @@ def start(workdir: Path | None = None, *, timeout: float = 30.0) -> GcsServer:
             [sys.executable, "-m", "arrowlog.testing.gcs_shim", str(shim_port), str(gcs_port)],
             stdout=subprocess.DEVNULL,
             stderr=log,
+            preexec_fn=dies_with_this_process(),
         )
         server.processes.append(shim)
         wait_for(shim_port, shim, "the GCS shim", timeout)
