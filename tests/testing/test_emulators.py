@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from arrowlog.testing import azurite
+
 #: a process that starts both emulators, says their pids, then waits to be killed
 _STARTER = """
 import json, sys, time
@@ -65,3 +67,44 @@ def test_the_emulators_die_with_a_test_process_killed_by_sigkill(tmp_path: Path)
         for pid in pids:  # what this test started, if it outlived the starter
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _fake_npm(bin_dir: Path, script: str) -> None:
+    bin_dir.mkdir()
+    npm = bin_dir / "npm"
+    npm.write_text(f"#!/bin/sh\n{script}\n")
+    npm.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        pytest.param("exec sleep 30", "did not finish", id="registry-hangs"),
+        pytest.param("echo 'npm ERR! network' >&2; exit 1", "npm ERR! network", id="fails"),
+        pytest.param("exit 0", "installed no azurite-blob", id="installs-nothing"),
+    ],
+)
+def test_an_azurite_install_that_cannot_finish_says_so_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, said: str
+) -> None:
+    _fake_npm(tmp_path / "bin", script)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("ARROWLOG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(azurite, "INSTALL_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+
+    with pytest.raises(azurite.AzuriteMissingError, match=said) as missing:
+        azurite.azurite_binary()
+
+    assert f"azurite@{azurite.VERSION}" in str(missing.value)
+    assert time.monotonic() - started < 10
+    assert list((tmp_path / "cache").iterdir()) == []  # no partial install left
+
+
+def test_azurite_without_npm_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("ARROWLOG_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(azurite.AzuriteMissingError, match="needs npm"):
+        azurite.azurite_binary()
