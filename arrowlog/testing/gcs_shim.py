@@ -17,7 +17,8 @@ with a range, HEAD, DELETE, listing, signed GETs) goes through unchanged. Not
 translated: XML multipart uploads and copies, which fake-gcs-server lacks.
 
 Run: ``python -m arrowlog.testing.gcs_shim LISTEN_PORT UPSTREAM_PORT`` (loopback
-only); :mod:`arrowlog.testing.fakegcs` starts it.
+only; LISTEN_PORT 0 picks a free port, printed once bound);
+:mod:`arrowlog.testing.fakegcs` starts it.
 """
 
 from __future__ import annotations
@@ -212,9 +213,13 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def serve(port: int, upstream_port: int) -> None:
+    """Serve on 127.0.0.1:``port`` (0: a free port) and print the port once
+    bound: whoever started the shim waits for that line, not for a port that
+    anyone could be listening on."""
     Handler.upstream = ("127.0.0.1", upstream_port)
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
+    print(server.server_address[1], flush=True)
     server.serve_forever()
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import http.client
 import socket
 import uuid
+from pathlib import Path
 
 import pytest
 
-from arrowlog.testing import fakegcs
+from arrowlog.testing import fakegcs, loopback
 
 pytestmark = pytest.mark.gcs
 
@@ -89,3 +90,22 @@ def test_a_chunked_upload_cut_short_creates_no_object(gcs_server: fakegcs.GcsSer
     answer = _exchange(gcs_server, request)
     assert not answer.startswith(b"HTTP/1.1 200"), answer[:200]
     assert _get(gcs_server, key)[0] == 404
+
+
+def test_a_shim_port_taken_before_the_shim_binds_it_is_not_mistaken_for_the_shim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # another session's server took the port between free_port() and the shim's bind
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        occupied = taken.getsockname()[1]
+        ports = iter([loopback.free_port(), occupied, occupied])
+        monkeypatch.setattr(fakegcs, "free_port", lambda: next(ports))
+        try:
+            server = fakegcs.start(tmp_path)
+        except RuntimeError:
+            return  # refused to start: also right
+        try:
+            assert server.endpoint != f"http://127.0.0.1:{occupied}"
+            assert all(proc.poll() is None for proc in server.processes)
+        finally:
+            server.stop()
