@@ -207,14 +207,16 @@ def refuse_if_judged_unsafe(store: Store) -> None:
         safe = verdict["safe"]
         checks = [(c["check"], c["status"], c["reason"]) for c in verdict["checks"]]
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(int(verdict["checked_ms"]) / 1000))
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, OverflowError, OSError, RecursionError) as e:
+        # OverflowError, OSError: a time no clock reaches; RecursionError: JSON nested deeper
+        # than the parser goes
         raise UnsafeStoreError(
             f"{store.url}: the doctor's verdict ({VERDICT_KEY}) cannot be read ({e}); {how}",
             failed=(),
         ) from None
-    if safe is True:
-        return
     failed = [(name, reason) for name, status, reason in checks if status == "unsafe"]
+    if safe is True and not failed:  # "safe" beside an unsafe check is no safe verdict
+        return
     said = "; ".join(f"{name}: {reason}" for name, reason in failed)
     raise UnsafeStoreError(
         f"{store.url} was judged unsafe by arrowlog doctor ({when}): {said}. A log on it "

@@ -27,13 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from arrowlog._cache import cache_dir
-from arrowlog.testing.loopback import free_port, wait_for
+from arrowlog.testing.loopback import dies_with_this_process, free_port, wait_for
 
 #: the Azurite release the suite is tested against
 VERSION = "3.37.0"
 ACCOUNT = "devstoreaccount1"
 #: Azurite's development account key (public, documented by Microsoft)
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+#: how long ``npm install`` may take before Azurite counts as not installable
+INSTALL_TIMEOUT_S = 600.0
 #: Azure container names are 3 to 63 lowercase letters, digits and dashes
 CONTAINER = "arrowlog"
 
@@ -95,23 +97,33 @@ def azurite_binary() -> Path:
     home.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=".azurite-", dir=home.parent))
     try:
-        done = subprocess.run(
-            [
-                npm,
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                str(partial),
-                f"azurite@{VERSION}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        try:
+            done = subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--prefix",
+                    str(partial),
+                    f"azurite@{VERSION}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise AzuriteMissingError(
+                f"npm install azurite@{VERSION} did not finish in {INSTALL_TIMEOUT_S:g} s: "
+                "is the npm registry reachable (npm config get registry)?"
+            ) from None
         if done.returncode != 0:
             raise AzuriteMissingError(f"npm install azurite@{VERSION} failed: {done.stderr[-500:]}")
+        if not (partial / binary.relative_to(home)).exists():
+            raise AzuriteMissingError(
+                f"npm install azurite@{VERSION} succeeded but installed no {binary.name}"
+            )
         with contextlib.suppress(OSError):  # another process installed it first
             partial.rename(home)
     finally:
@@ -168,7 +180,11 @@ def start(workdir: Path | None = None, *, timeout: float = 60.0) -> AzuriteServe
         "--silent",
     ]
     proc = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=dies_with_this_process(),
     )
     server = AzuriteServer(f"http://127.0.0.1:{port}/{ACCOUNT}", process=proc, workdir=data)
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import select
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arrowlog.testing.loopback import free_port, wait_for
+from arrowlog.testing.loopback import dies_with_this_process, free_port, wait_for
 
 BUCKET = "arrowlog"
 
@@ -106,6 +107,21 @@ def service_account_key(base_url: str, workdir: Path) -> str:
     )
 
 
+def _said_port(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """The port ``proc`` printed once it listened.
+
+    Raises:
+        RuntimeError: it exited, or said nothing in ``timeout`` seconds.
+    """
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else b""
+    proc.stdout.close()
+    if not line.strip().isdigit():
+        raise RuntimeError("the GCS shim did not start on 127.0.0.1")
+    return int(line)
+
+
 def start(workdir: Path | None = None, *, timeout: float = 30.0) -> GcsServer:
     """The emulator and its shim on free loopback ports, the bucket created.
 
@@ -115,9 +131,8 @@ def start(workdir: Path | None = None, *, timeout: float = 30.0) -> GcsServer:
     """
     binary = emulator_binary()
     home = Path(tempfile.mkdtemp(prefix="fakegcs-", dir=workdir))
-    gcs_port, shim_port = free_port(), free_port()
-    endpoint = f"http://127.0.0.1:{shim_port}"
-    server = GcsServer(endpoint, service_account_key(endpoint, home), workdir=home)
+    gcs_port = free_port()
+    server = GcsServer("", "", workdir=home)
     log = (home / "server.log").open("wb")
     emulator = subprocess.Popen(
         [
@@ -139,17 +154,23 @@ def start(workdir: Path | None = None, *, timeout: float = 30.0) -> GcsServer:
         ],
         stdout=log,
         stderr=log,
+        preexec_fn=dies_with_this_process(),
     )
     server.processes.append(emulator)
     try:
         wait_for(gcs_port, emulator, "fake-gcs-server", timeout)
+        # the shim binds a free port itself and says which: a port picked here
+        # could be taken by another session before the shim binds it
         shim = subprocess.Popen(
-            [sys.executable, "-m", "arrowlog.testing.gcs_shim", str(shim_port), str(gcs_port)],
-            stdout=subprocess.DEVNULL,
+            [sys.executable, "-m", "arrowlog.testing.gcs_shim", "0", str(gcs_port)],
+            stdout=subprocess.PIPE,
             stderr=log,
+            preexec_fn=dies_with_this_process(),
         )
         server.processes.append(shim)
-        wait_for(shim_port, shim, "the GCS shim", timeout)
+        shim_port = _said_port(shim, timeout)
+        server.endpoint = f"http://127.0.0.1:{shim_port}"
+        server.service_account_key = service_account_key(server.endpoint, home)
         request = urllib.request.Request(
             f"http://127.0.0.1:{gcs_port}/storage/v1/b",
             method="POST",

@@ -17,11 +17,13 @@ with a range, HEAD, DELETE, listing, signed GETs) goes through unchanged. Not
 translated: XML multipart uploads and copies, which fake-gcs-server lacks.
 
 Run: ``python -m arrowlog.testing.gcs_shim LISTEN_PORT UPSTREAM_PORT`` (loopback
-only); :mod:`arrowlog.testing.fakegcs` starts it.
+only; LISTEN_PORT 0 picks a free port, printed once bound);
+:mod:`arrowlog.testing.fakegcs` starts it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import sys
@@ -85,9 +87,44 @@ class Handler(BaseHTTPRequestHandler):
         host, port = self.upstream
         return f"{host}:{port}"
 
-    def _body(self) -> bytes:
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
+    def _body(self) -> bytes | None:
+        """The request's body, by its length or its chunks; None when the
+        client went away before sending all of it (or sent garbage): nothing
+        is then forwarded, as a server stores no object from a torn upload."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            return self._chunks()
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return None
+        data = self.rfile.read(n) if n > 0 else b""
+        return data if len(data) == max(n, 0) else None
+
+    def _chunks(self) -> bytes | None:
+        parts: list[bytes] = []
+        while True:
+            line = self.rfile.readline(1 << 16)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                return None
+            if size == 0:
+                while True:  # trailers, up to the empty line
+                    trailer = self.rfile.readline(1 << 16)
+                    if trailer in (b"\r\n", b"\n"):
+                        return b"".join(parts)
+                    if not trailer.endswith(b"\n"):
+                        return None
+            chunk = self.rfile.read(size)
+            if len(chunk) != size or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                return None
+            parts.append(chunk)
+
+    def _torn(self) -> None:
+        """A body that did not arrive whole: 400, and the connection closed."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.send_error(400, "the request's body did not arrive whole")
 
     def _send(self, status: int, headers: Sequence[tuple[str, str]], body: bytes) -> None:
         self.send_response(status)
@@ -104,6 +141,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         body = self._body()
+        if body is None:
+            self._torn()
+            return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         headers["Host"] = self._host()
         response, data = self._upstream(self.command, self.path, body, headers)
@@ -125,6 +165,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         bucket, name = parts[1], urllib.parse.unquote(parts[2])
         data = self._body()
+        if data is None:
+            self._torn()
+            return
         kind = self.headers.get("Content-Type") or "application/octet-stream"
         meta: dict[str, object] = {"name": name, "contentType": kind}
         user = {
@@ -170,9 +213,13 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def serve(port: int, upstream_port: int) -> None:
+    """Serve on 127.0.0.1:``port`` (0: a free port) and print the port once
+    bound: whoever started the shim waits for that line, not for a port that
+    anyone could be listening on."""
     Handler.upstream = ("127.0.0.1", upstream_port)
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
+    print(server.server_address[1], flush=True)
     server.serve_forever()
 
 

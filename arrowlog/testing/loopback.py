@@ -1,11 +1,40 @@
-"""What the emulators the suite starts share: a free port on 127.0.0.1, and
-waiting until a server listens there."""
+"""What the emulators the suite starts share: a free port on 127.0.0.1,
+waiting until a server listens there, and servers that die with the process
+that started them."""
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
+
+#: prctl's option: the signal a process gets when its parent dies (Linux)
+_PR_SET_PDEATHSIG = 1
+
+
+def dies_with_this_process() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for :class:`subprocess.Popen`: the child is killed when
+    this process dies, also by SIGKILL (a test run killed must leave no
+    emulator behind). None where Linux's ``prctl`` is missing.
+
+    The signal comes when the thread that started the child ends: start
+    servers from a thread that outlives them (pytest's main thread does)."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:  # in the child, between fork and exec: nothing that locks
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 def free_port() -> int:

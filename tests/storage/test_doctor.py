@@ -322,3 +322,36 @@ def test_a_missing_bucket_is_no_store(s3_server: object) -> None:
         examine(store)
 
     assert isinstance(raised.value, StoreError)
+
+
+_UNSAFE_CHECK = {"check": "race", "status": "unsafe", "reason": "two winners"}
+
+
+@pytest.mark.parametrize(
+    "verdict",
+    [
+        pytest.param(
+            b'{"safe": false, "checks": [], "checked_ms": 100000000000000000000}', id="far-future"
+        ),
+        pytest.param(b'{"safe": false, "checks": [], "checked_ms": 1e400}', id="infinite-time"),
+        pytest.param(b"[" * 100_000, id="nested-too-deep"),
+        pytest.param(b"\xff\xfe not json", id="not-utf8"),
+        pytest.param(
+            b'{"safe": true, "checked_ms": 0, "checks": [{"check": "race", "status": "unsafe", '
+            b'"reason": "two winners"}]}',
+            id="safe-yet-a-check-unsafe",
+        ),
+    ],
+)
+def test_a_corrupt_or_contradictory_verdict_refuses_create_topic_with_unsafe_store_error(
+    verdict: bytes,
+) -> None:
+    store = MemoryStore()
+    store.put_if_absent(VERDICT_KEY, verdict)
+
+    with pytest.raises(UnsafeStoreError) as refused:
+        arrowlog.connect(store).create_topic("t", SCHEMA)
+
+    assert "allow_unsafe_store=True" in str(refused.value)
+    assert keys(store) == [VERDICT_KEY]  # nothing written
+    arrowlog.connect(store).create_topic("t", SCHEMA, allow_unsafe_store=True)
