@@ -68,6 +68,19 @@ class Handler(BaseHTTPRequestHandler):
     def _upstream(
         self, method: str, path: str, body: bytes, headers: dict[str, str]
     ) -> tuple[http.client.HTTPResponse, bytes]:
+        """The emulator's answer. A kept-alive connection the emulator closed
+        fails before it answers: an idempotent request is sent again on a new
+        one. An upload (POST) is sent once, on a connection of its own: sent
+        again after a lost answer, a conditional create that landed would be
+        answered "exists" and its writer told it lost."""
+        if method == "POST":
+            once = http.client.HTTPConnection(*self.upstream, timeout=60)
+            try:
+                once.request(method, path, body=body, headers=headers)
+                answer = once.getresponse()
+                return answer, answer.read()
+            finally:
+                once.close()
         for attempt in range(2):
             conn = getattr(self._local, "conn", None)
             if conn is None:

@@ -109,3 +109,47 @@ def test_a_shim_port_taken_before_the_shim_binds_it_is_not_mistaken_for_the_shim
             assert all(proc.poll() is None for proc in server.processes)
         finally:
             server.stop()
+
+
+def test_an_upload_whose_answer_is_lost_is_not_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An emulator that takes an upload and goes away before answering: the
+    shim must not send it again (a conditional create that landed would then
+    be answered "exists", and its writer told it lost)."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from arrowlog.testing import gcs_shim
+
+    received: list[bytes] = []
+    upstream = socket.create_server(("127.0.0.1", 0))
+
+    def swallow() -> None:  # reads each request line, answers nothing, hangs up
+        while True:
+            try:
+                conn, _ = upstream.accept()
+            except OSError:
+                return
+            with conn:
+                received.append(conn.recv(65536).split(b"\r\n", 1)[0])
+
+    threading.Thread(target=swallow, daemon=True).start()
+    monkeypatch.setattr(gcs_shim.Handler, "upstream", upstream.getsockname())
+    shim = ThreadingHTTPServer(("127.0.0.1", 0), gcs_shim.Handler)
+    threading.Thread(target=shim.serve_forever, daemon=True).start()
+    try:
+        request = (
+            b"PUT /bucket/key HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+            b"x-goog-if-generation-match: 0\r\n\r\nabc"
+        )
+        with socket.create_connection(("127.0.0.1", shim.server_port), timeout=10) as s:
+            s.sendall(request)
+            s.shutdown(socket.SHUT_WR)
+            answer = s.recv(65536)
+        assert not answer.startswith((b"HTTP/1.1 200", b"HTTP/1.1 412")), answer[:100]
+        assert [line.split(b" ")[0] for line in received] == [b"POST"]
+    finally:
+        shim.shutdown()
+        shim.server_close()
+        upstream.close()
