@@ -98,28 +98,18 @@ def azurite_binary() -> Path:
     partial = Path(tempfile.mkdtemp(prefix=".azurite-", dir=home.parent))
     try:
         try:
-            done = subprocess.run(
-                [
-                    npm,
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--prefix",
-                    str(partial),
-                    f"azurite@{VERSION}",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=INSTALL_TIMEOUT_S,
-                check=False,
-            )
+            returncode, stderr = _run_in_group(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(partial),
+                 f"azurite@{VERSION}"],
+                INSTALL_TIMEOUT_S,
+            )  # fmt: skip
         except subprocess.TimeoutExpired:
             raise AzuriteMissingError(
                 f"npm install azurite@{VERSION} did not finish in {INSTALL_TIMEOUT_S:g} s: "
                 "is the npm registry reachable (npm config get registry)?"
             ) from None
-        if done.returncode != 0:
-            raise AzuriteMissingError(f"npm install azurite@{VERSION} failed: {done.stderr[-500:]}")
+        if returncode != 0:
+            raise AzuriteMissingError(f"npm install azurite@{VERSION} failed: {stderr[-500:]}")
         if not (partial / binary.relative_to(home)).exists():
             raise AzuriteMissingError(
                 f"npm install azurite@{VERSION} succeeded but installed no {binary.name}"
@@ -203,3 +193,23 @@ def running(workdir: Path | None = None) -> Iterator[AzuriteServer]:
         yield server
     finally:
         server.stop()
+
+
+def _run_in_group(args: list[str], timeout: float) -> tuple[int, str]:
+    """Run ``args`` in a process group of its own; on timeout, the whole group
+    (npm and what it started) is killed before TimeoutExpired is raised."""
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return proc.returncode, stderr

@@ -108,3 +108,20 @@ def test_azurite_without_npm_says_what_to_install(
     monkeypatch.setenv("ARROWLOG_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(azurite.AzuriteMissingError, match="needs npm"):
         azurite.azurite_binary()
+
+
+def test_an_azurite_install_that_times_out_leaves_nothing_of_npm_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    child = tmp_path / "child.pid"
+    _fake_npm(tmp_path / "bin", f"sleep 30 &\necho $! > {child}\nwait")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("ARROWLOG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(azurite, "INSTALL_TIMEOUT_S", 1.0)
+    with pytest.raises(azurite.AzuriteMissingError, match="did not finish"):
+        azurite.azurite_binary()
+    pid = int(child.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "what npm started outlived the install's timeout"
