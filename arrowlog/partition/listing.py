@@ -252,7 +252,9 @@ class Listing:
             for i, (base, size) in enumerate(listed)
         ]
         if len(segments) == 1:
-            return self._chained(end, listed, iter([self._header_or_error(segments[0])]))
+            return self._alive(
+                self._chained(end, listed, iter([self._header_or_error(segments[0])]))
+            )
         with ThreadPoolExecutor(
             max_workers=min(len(segments), _HEADER_READS), thread_name_prefix="arrowlog-head"
         ) as pool:
@@ -269,24 +271,39 @@ class Listing:
                     yield header
 
             try:
-                return self._chained(end, listed, in_order())
+                return self._alive(self._chained(end, listed, in_order()))
             finally:
                 for future in pending:
                     future.cancel()
 
+    def _alive(self, chained: tuple[list[SegmentSummary], bool]) -> list[SegmentSummary]:
+        """The chain; if a key it listed was gone when its header was read,
+        first whether the topic was deleted meanwhile (raises
+        UnknownTopicOrPartitionError): a read whose listing fetched the
+        segments before it whole (:mod:`arrowlog.partition.prefetch`) asks the
+        store nothing more that would tell it, and must not return them as the
+        whole log of a topic half deleted."""
+        chain, gone = chained
+        if gone:
+            self.check_alive()
+        return chain
+
     @staticmethod
     def _chained(
         end: int, listed: list[tuple[int, int]], headers: Iterator[SegmentHeader | BaseException]
-    ) -> list[SegmentSummary]:
+    ) -> tuple[list[SegmentSummary], bool]:
+        """The chain, and whether it ended at a key gone since the listing."""
         chain: list[SegmentSummary] = []
         for (base, size), header in zip(listed, headers, strict=False):
-            if base != end or isinstance(header, FileNotFoundError):
-                return chain  # a gap, or a key gone since the listing
+            if base != end:
+                return chain, False  # a gap
+            if isinstance(header, FileNotFoundError):
+                return chain, True  # a key gone since the listing
             if isinstance(header, BaseException):
                 raise header  # a corrupt segment in the chain is never skipped
             chain.append(SegmentSummary.of(header, size))
             end = header.next_offset
-        return chain
+        return chain, False
 
     def _header_or_error(
         self, segment: tuple[int, int, int | None]
