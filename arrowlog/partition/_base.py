@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import TypeVar
 
 from arrowlog.config import LogConfig
 from arrowlog.format.checkpoint import Decision, OpenTxn
 from arrowlog.format.topic import Topic, segment_key
-from arrowlog.partition.prefetch import Prefetch
+from arrowlog.partition.prefetch import Reading
 from arrowlog.storage import Store
 
 T = TypeVar("T")
@@ -69,9 +69,9 @@ class Shared:
         self.topic = topic
         #: the topic's checkpoint interval, as of the incarnation opened
         self.interval = topic.config.checkpoint_interval
-        #: while a read that fetches segments whole is under way: what its
-        #: listing fetched whole for it (see :meth:`reading`)
-        self.prefetch: Prefetch | None = None
+        #: the reads into tables under way, and what their listings fetched
+        #: whole for them (:mod:`arrowlog.partition.prefetch`)
+        self.reading = Reading()
 
     def learn_version(self, latest: Topic) -> None:
         """A later version of the same topic (more partitions)."""
@@ -82,29 +82,6 @@ class Shared:
         topic.check_partition(self.partition)
         self.topic = topic
         self.interval = topic.config.checkpoint_interval
-
-    @contextlib.contextmanager
-    def reading(
-        self, start: int | None, end: int | None, columns: Sequence[str] | None
-    ) -> Iterator[None]:
-        """A read of ``[start, end)`` (of ``columns``) that fetches segments
-        whole is under way: a listing meanwhile reads those whole and keeps
-        them for it (:mod:`arrowlog.partition.prefetch`). A read that starts
-        while another is under way on this object shares its range."""
-        with self.lock:
-            if self.prefetch is None:
-                self.prefetch = Prefetch(start, end, columns)
-            prefetch = self.prefetch
-            prefetch.users += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                prefetch.users -= 1
-                if prefetch.users == 0:
-                    prefetch.close()
-                    if self.prefetch is prefetch:
-                        self.prefetch = None
 
     def retry(self, call: Callable[[], T]) -> T:
         """Run a read-only request, retrying transient failures until the deadline."""

@@ -251,10 +251,11 @@ class Listing:
             (base, size, listed[i + 1][0] if i + 1 < len(listed) else None)
             for i, (base, size) in enumerate(listed)
         ]
+        # the read under way in this thread, whose range is fetched whole
+        prefetch = self._shared.reading.mine()
         if len(segments) == 1:
-            return self._alive(
-                self._chained(end, listed, iter([self._header_or_error(segments[0])]))
-            )
+            header = self._header_or_error(segments[0], prefetch)
+            return self._alive(self._chained(end, listed, iter([header])))
         with ThreadPoolExecutor(
             max_workers=min(len(segments), _HEADER_READS), thread_name_prefix="arrowlog-head"
         ) as pool:
@@ -263,11 +264,11 @@ class Listing:
 
             def in_order() -> Iterator[SegmentHeader | BaseException]:
                 for segment in itertools.islice(ahead, 2 * _HEADER_READS):
-                    pending.append(pool.submit(self._header_or_error, segment))
+                    pending.append(pool.submit(self._header_or_error, segment, prefetch))
                 while pending:
                     header = pending.popleft().result()
                     for segment in itertools.islice(ahead, 1):
-                        pending.append(pool.submit(self._header_or_error, segment))
+                        pending.append(pool.submit(self._header_or_error, segment, prefetch))
                     yield header
 
             try:
@@ -306,13 +307,12 @@ class Listing:
         return chain, False
 
     def _header_or_error(
-        self, segment: tuple[int, int, int | None]
+        self, segment: tuple[int, int, int | None], prefetch: Prefetch | None
     ) -> SegmentHeader | BaseException:
         """The header of the listed segment ``(base, size, next listed base)``,
-        or the error reading it."""
+        or the error reading it; read whole for ``prefetch`` if in its range."""
         base, size, following = segment
         try:
-            prefetch = self._shared.prefetch
             if prefetch is not None and prefetch.wants(
                 base, following, size, self._known.log_start
             ):

@@ -14,8 +14,9 @@ id) as if it had fetched it itself.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -64,11 +65,11 @@ BUDGET = Budget(PREFETCH_BYTES)
 
 
 class Prefetch:
-    """The segments a read under way fetches whole: offsets ``[start, end)``
+    """What one read under way fetches whole: the segments of offsets ``[start, end)``
     (``start`` None: from the log start; ``end`` None: to the log's end), of
     ``columns`` (None: all; then of any size, else only those too small to
     be read by columns). Thread-safe: the listing's header threads keep, the
-    read-ahead threads take."""
+    read-ahead threads take; the read drops what is left when it ends."""
 
     def __init__(self, start: int | None, end: int | None, columns: Sequence[str] | None) -> None:
         self.start = start
@@ -79,8 +80,6 @@ class Prefetch:
         #: key -> what was kept, the bytes reserved for it
         self._kept: dict[str, tuple[Kept, int]] = {}
         self._lock = threading.Lock()
-        #: reads sharing this one (nested, or concurrent on one partition object)
-        self.users = 0
 
     def wants(self, base: int, end: int | None, size: int, log_start: int) -> bool:
         """Whether to fetch whole the listed segment ``[base, end)`` (``end``
@@ -101,7 +100,10 @@ class Prefetch:
         """The segment at ``key``, decoded (of :attr:`columns`) or not,
         reserved as ``size`` bytes by :meth:`wants`."""
         with self._lock:
+            before = self._kept.get(key)
             self._kept[key] = (data, size)
+        if before is not None:  # listed and kept again (a listing repeated)
+            self.give_back(before[1])
 
     def give_back(self, size: int) -> None:
         """A reserved segment that was not kept (its GET failed)."""
@@ -109,10 +111,16 @@ class Prefetch:
             self._held -= size
         BUDGET.release(size)
 
-    def holds(self, key: str) -> bool:
-        """Whether a segment is kept for ``key``."""
+    def holds(self, key: str, columns: Sequence[str] | None) -> bool:
+        """Whether :meth:`take` would hand over a segment for ``key``."""
         with self._lock:
-            return key in self._kept
+            kept = self._kept.get(key)
+        return kept is not None and self._fits(kept[0], columns)
+
+    def _fits(self, data: Kept, columns: Sequence[str] | None) -> bool:
+        """Bytes fit any read; a decoded segment, a read of its columns."""
+        wanted = None if columns is None else tuple(columns)
+        return not isinstance(data, tuple) or self.columns == wanted
 
     def take(self, key: str, columns: Sequence[str] | None) -> Kept | None:
         """The segment kept for ``key``, handed over once; None if there is
@@ -125,10 +133,7 @@ class Prefetch:
             data, size = kept
             self._held -= size
         BUDGET.release(size)
-        wanted = None if columns is None else tuple(columns)
-        if isinstance(data, tuple) and self.columns != wanted:
-            return None
-        return data
+        return data if self._fits(data, columns) else None
 
     def close(self) -> None:
         """The read is over: what it did not take is dropped."""
@@ -136,3 +141,59 @@ class Prefetch:
             held, self._held = self._held, 0
             self._kept.clear()
         BUDGET.release(held)
+
+
+class Reading:
+    """The reads under way on one partition object, each with its
+    :class:`Prefetch`. A listing fills the prefetch of the read of the thread
+    that lists (none for a thread that is not reading into a table); a fetch
+    takes from any of them (the bytes are the segment's, whichever read's
+    listing got them); each read drops what is left of its own when it ends,
+    whatever the others do."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: list[Prefetch] = []
+        self._thread = threading.local()
+
+    @contextlib.contextmanager
+    def read(
+        self, start: int | None, end: int | None, columns: Sequence[str] | None
+    ) -> Iterator[None]:
+        """A read of ``[start, end)`` (of ``columns``) into one table under
+        way in this thread; inside another of this thread, the outer one's."""
+        if getattr(self._thread, "prefetch", None) is not None:
+            yield
+            return
+        prefetch = Prefetch(start, end, columns)
+        with self._lock:
+            self._active.append(prefetch)
+        self._thread.prefetch = prefetch
+        try:
+            yield
+        finally:
+            self._thread.prefetch = None
+            with self._lock:
+                self._active.remove(prefetch)
+            prefetch.close()
+
+    def mine(self) -> Prefetch | None:
+        """The prefetch of the read under way in this thread, if any."""
+        prefetch: Prefetch | None = getattr(self._thread, "prefetch", None)
+        return prefetch
+
+    def take(self, key: str, columns: Sequence[str] | None) -> Kept | None:
+        """A segment some read's listing kept for ``key``, fit for a read of ``columns``."""
+        for prefetch in self._snapshot():
+            if prefetch.holds(key, columns):
+                kept = prefetch.take(key, columns)
+                if kept is not None:
+                    return kept
+        return None
+
+    def holds(self, key: str, columns: Sequence[str] | None) -> bool:
+        return any(p.holds(key, columns) for p in self._snapshot())
+
+    def _snapshot(self) -> list[Prefetch]:
+        with self._lock:
+            return list(self._active)

@@ -219,7 +219,7 @@ class Reads:
         way: segments it fetches whole that a listing meanwhile finds are read
         whole by the listing and kept for it (:mod:`arrowlog.partition.prefetch`).
         Not for a stream, whose memory stays flat however long its range."""
-        return self._shared.reading(start, end, columns)
+        return self._shared.reading.read(start, end, columns)
 
     def _iter_segments(
         self,
@@ -243,7 +243,7 @@ class Reads:
         ahead = self._shared.config.read_ahead
         if ahead is None:
             ahead = 1 if self._shared.store.url.startswith(("file:", "memory:")) else 8
-        if ahead == 1 or self._fetcher.all_kept(units):
+        if ahead == 1 or (units and self._fetcher.all_kept(units, wanted)):
             for unit in units:
                 for ref, item in self._fetcher.fetch_unit(unit, wanted):
                     yield cut(item, ref, start, end)

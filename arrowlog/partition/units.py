@@ -278,19 +278,16 @@ class Fetcher:
                 raise
             return [(unit, found)]
 
-    def all_kept(self, units: Sequence[Unit]) -> bool:
+    def all_kept(self, units: Sequence[Unit], columns: Sequence[str] | None) -> bool:
         """Whether the read's listing fetched every one of ``units`` (nothing
         left to fetch ahead: :mod:`arrowlog.partition.prefetch`)."""
-        prefetch = self._shared.prefetch
-        return prefetch is not None and all(
-            isinstance(unit, SegmentRef) and prefetch.holds(unit.key) for unit in units
-        )
+        reading = self._shared.reading
+        return all(isinstance(u, SegmentRef) and reading.holds(u.key, columns) for u in units)
 
     def _prefetched(self, ref: SegmentRef, columns: Sequence[str] | None) -> Kept | None:
-        """The segment, if the read's listing fetched it whole
+        """The segment, if a read's listing fetched it whole
         (:mod:`arrowlog.partition.prefetch`)."""
-        prefetch = self._shared.prefetch
-        return None if prefetch is None else prefetch.take(ref.key, columns)
+        return self._shared.reading.take(ref.key, columns)
 
     def decoded(
         self, fetched: Fetched, unit: Unit, columns: Sequence[str] | None

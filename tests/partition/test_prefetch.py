@@ -154,8 +154,8 @@ def test_a_read_stopped_early_or_failing_gives_the_budget_back(store: Store) -> 
 
 
 def test_a_read_inside_another_on_one_partition_gets_its_own_columns(store: Store) -> None:
-    """Reads under way at once on one partition object share its prefetch
-    (the first one's range and columns): a segment decoded for one read's
+    """A read inside another in one thread has its listing fill the outer
+    read's prefetch (its range and columns): a segment decoded for one read's
     columns is never handed to a read of others, which fetches it itself."""
     written(store, 8, text="t")
     full = pa.table({"x": [i for i in range(8) for _ in (0, 1)], "y": ["t"] * 16}, schema=SCHEMA)

@@ -361,23 +361,18 @@ def test_many_partitions_read_at_once_past_a_small_budget_are_right(
     assert budget.held == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect, not fixed: a shared prefetch gives back only when its last read ends",
-)
 def test_a_read_that_ends_while_another_on_the_same_object_goes_on_gives_its_bytes_back(
     store: Store,
 ) -> None:
-    """Reads under way at once on one partition object share one prefetch,
-    which gives back what no read took only when the last of them ends. A
-    read_committed read keeps the aborted segments of its range (its listing
-    fetched them whole) and never takes them. Here one thread reads every
-    partition (held while it lists partition 1, partition 0 planned) while
-    another reads partition 0 of the same client, three times: each finished
-    read leaves its aborted segments held. In a service whose threads read
-    one client's partitions, one read always under way, they stay held for
-    good, read after read, until the process-wide budget is spent and every
-    read of the process falls back to heads."""
+    """Each read under way on one partition object has its own prefetch, and
+    drops what it did not take when it ends, whatever the others do. A
+    read_committed read never takes the aborted segments of its range (its
+    listing fetched them whole). Here one thread reads every partition (held
+    while it lists partition 1, partition 0 planned) while another reads
+    partition 0 of the same client, three times: nothing a finished read
+    kept stays held (were it held until the last read ended, a service whose
+    threads always have one read under way would spend the process-wide
+    budget, and every read would fall back to heads)."""
     log = arrowlog.connect(store, config=FAST)
     log.create_topic("t", SCHEMA, 2, config=TopicConfig(checkpoint_interval=900))
     log.append("t", rows(0), partition=1)
