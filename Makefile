@@ -55,7 +55,7 @@ lint: setup
 # Two workers, each test file on one of them (module fixtures stay whole): the
 # main suite took 26 min on 2 cores alone and 16 with two workers.
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
 	$(MAKE) test-spark-min
 	$(MAKE) test-spark-cluster
 
