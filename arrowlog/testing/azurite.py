@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from arrowlog._cache import cache_dir
-from arrowlog.testing.loopback import dies_with_this_process, free_port, wait_for
+from arrowlog.testing.loopback import dies_with_this_process, free_port, stop_group, wait_for
 
 #: the Azurite release the suite is tested against
 VERSION = "3.37.0"
@@ -69,14 +69,7 @@ class AzuriteServer:
             return
         # Azurite waits for clients' keep-alive connections before it exits on
         # SIGTERM: give it a moment, then kill it
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_group(proc, grace_s=3)
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

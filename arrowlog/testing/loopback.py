@@ -1,9 +1,10 @@
-"""What the emulators the suite starts share: a free port on 127.0.0.1,
-waiting until a server listens there, and servers that die with the process
-that started them."""
+"""What the servers the suite starts share: a free port on 127.0.0.1,
+waiting until a server listens there, servers that die with the process
+that started them, and stopping one with what it started."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -60,3 +61,17 @@ def wait_for(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{what} did not start on 127.0.0.1:{port}") from None
             time.sleep(0.05)
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """Stop a server started in a process group of its own
+    (``start_new_session``), with whatever it started: SIGTERM to the group,
+    then SIGKILL if it has not exited within ``grace_s`` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from arrowlog.testing.loopback import stop_group
 
 ACCESS_KEY = "arrowlog"
 SECRET_KEY = "arrowlog-secret"
@@ -47,16 +48,8 @@ class S3Server:
 
     def stop(self) -> None:
         proc, self.process = self.process, None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        if proc is not None:
+            stop_group(proc, grace_s=10)
 
 
 class WeedMissingError(RuntimeError):
