@@ -156,9 +156,7 @@ class PartitionLog:
         ``end_offset``) before it fetches: segments the listing finds in the
         range are read whole once, not a head and then the whole (see
         :mod:`arrowlog.partition.prefetch`). Nothing for a filtered read."""
-        if where:
-            return contextlib.nullcontext()
-        return self._reads.reading(start, end, columns)
+        return self._reads.reading(start, end, columns, where)
 
     def iter_batches(
         self,

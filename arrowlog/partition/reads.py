@@ -213,12 +213,19 @@ class Reads:
         yield from self._iter_segments(start, end, skip, columns, checked, summaries)
 
     def reading(
-        self, start: int | None, end: int | None, columns: Sequence[str] | None
+        self,
+        start: int | None,
+        end: int | None,
+        columns: Sequence[str] | None,
+        where: Sequence[Predicate] | None,
     ) -> contextlib.AbstractContextManager[None]:
         """A read of ``[start, end)`` (of ``columns``) into one table under
         way: segments it fetches whole that a listing meanwhile finds are read
         whole by the listing and kept for it (:mod:`arrowlog.partition.prefetch`).
-        Not for a stream, whose memory stays flat however long its range."""
+        Nothing for a filtered read (statistics may spare segments), and not
+        for a stream, whose memory stays flat however long its range."""
+        if where:
+            return contextlib.nullcontext()
         return self._shared.reading.read(start, end, columns)
 
     def _iter_segments(
@@ -353,7 +360,7 @@ class Reads:
         since this object last listed."""
         try:
             # one table holds every segment: its listing may fetch them whole
-            with contextlib.nullcontext() if where else self.reading(start, end, columns):
+            with self.reading(start, end, columns, where):
                 batches = list(self.iter_batches(start, end, columns=columns, where=where))
         except OffsetOutOfRangeError:
             if start is not None:

@@ -262,8 +262,7 @@ class Fetcher:
         if isinstance(unit, _Compacted):
             return self.fetch_unit(unit, columns)
         compressed = self._shared.topic.config.compression is not Compression.NONE
-        ahead = unit.size * (COMPRESSED_RATIO if compressed else 1) >= DECODE_AHEAD_MIN_BYTES
-        if ahead:
+        if unit.size * (COMPRESSED_RATIO if compressed else 1) >= DECODE_AHEAD_MIN_BYTES:
             return self.fetch_unit(unit, columns)
         kept = self._prefetched(unit, columns)
         if kept is not None:
