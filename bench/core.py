@@ -11,9 +11,8 @@ bytes on the same store, measured in the same run.
   known) against obstore GETs of the same objects on 8 threads, decoded by
   pyarrow's IPC reader; also read up to wherever the log ends (one LIST more);
   by a new client (against a new obstore client's LIST, then the GETs and
-  decoding); and the first
-  read of what the appends wrote, by the client that wrote it (against the
-  first GETs of what obstore put);
+  decoding); and the first read of what the appends wrote, by the client
+  that wrote it (against the first GETs of what obstore put);
 - projection: ``log.read(columns=[one])`` of 8 MiB segments of 10 columns
   against ``log.read`` of all 10.
 """
@@ -96,6 +95,16 @@ def config(compression: Compression) -> arrowlog.TopicConfig:
     return arrowlog.TopicConfig(max_batch_bytes=2**30, compression=compression)
 
 
+def appended_topic(batch: pa.RecordBatch, compression: Compression, r: int) -> str:
+    """Round ``r`` of :func:`bench_append`'s topics (``-ours``, ``-stream``)."""
+    return f"append-{batch.nbytes}-{compression.value}-{r}"
+
+
+def raw_key(batch: pa.RecordBatch, compression: Compression, r: int, i: int) -> str:
+    """Where :func:`bench_append`'s baseline puts segment ``i`` of round ``r``."""
+    return f"raw/{batch.nbytes}/{compression.value}/{r}/{i:08d}"
+
+
 def bench_append(
     backend: Backend,
     batch: pa.RecordBatch,
@@ -111,7 +120,7 @@ def bench_append(
     log = arrowlog.connect(backend.url, backend.options)
     times: dict[str, list[float]] = {"ours": [], "stream": [], "raw": []}
     for r in range(repeat):
-        topic = f"append-{batch.nbytes}-{compression.value}-{r}"
+        topic = appended_topic(batch, compression, r)
         parts = {}
         for side in ("ours", "stream"):
             log.create_topic(f"{topic}-{side}", batch.schema, config=config(compression))
@@ -128,7 +137,7 @@ def bench_append(
 
         def put(r: int = r) -> None:
             for i, data in enumerate(segments):
-                key = f"raw/{batch.nbytes}/{compression.value}/{r}/{i:08d}"
+                key = raw_key(batch, compression, r, i)
                 obstore.put(backend.raw, key, data, mode="create")
 
         # rotate the order so no side always runs on a warmer server
@@ -166,13 +175,13 @@ def first_reads(
     pool = ThreadPoolExecutor(max_workers=8)
     times: dict[str, list[float]] = {"ours": [], "raw": []}
     for r in range(repeat):
-        topic = f"append-{batch.nbytes}-{compression.value}-{r}-ours"
+        topic = f"{appended_topic(batch, compression, r)}-ours"
 
         def ours(topic: str = topic) -> None:
             assert log.read(topic, 0, 0, rows).num_rows == rows
 
         def raw(r: int = r) -> None:
-            keys = [f"raw/{batch.nbytes}/{compression.value}/{r}/{i:08d}" for i in range(count)]
+            keys = [raw_key(batch, compression, r, i) for i in range(count)]
             assert sum(t.num_rows for t in pool.map(backend.fetch, keys)) == rows
 
         sides: list[tuple[str, Callable[[], None]]] = [("ours", ours), ("raw", raw)]
