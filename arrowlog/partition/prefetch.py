@@ -106,7 +106,8 @@ class Prefetch:
             self.give_back(before[1])
 
     def give_back(self, size: int) -> None:
-        """A reserved segment that was not kept (its GET failed)."""
+        """Reserved bytes no longer held: a segment whose GET failed, or one
+        kept before and replaced by :meth:`keep`."""
         with self._lock:
             self._held -= size
         BUDGET.release(size)
