@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
+from arrowlog._threads import Lane
 from arrowlog.config import RetryPolicy
 from arrowlog.errors import (
     InvalidConfigError,
@@ -114,12 +115,11 @@ class TopicVersions:
         """:meth:`latest` for a client that has read no version of ``name``
         yet: versions 0 and 1 read at once, so that its first look waits for
         one round trip, not two (a GET more for a name no topic has)."""
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="arrowlog-topic") as pool:
-            second = pool.submit(self.read, name, 1)
-            first = self.read(name, 0)
-            if first is None:
-                return None  # whatever version 1 said: no topic has the name
-            nxt = second.result()
+        second = Lane(1).submit(self.read, name, 1)
+        first = self.read(name, 0)
+        if first is None:
+            return None  # whatever version 1 said: no topic has the name
+        nxt = second.result()
         if nxt is None:
             return first
         return self.follow(self._newest_listed(nxt))

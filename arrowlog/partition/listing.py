@@ -10,14 +10,16 @@ listing rule" and "Lost segments".
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import functools
 import itertools
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Protocol
 
 from arrowlog import _clock
+from arrowlog._threads import Lane
 from arrowlog.errors import (
     ArrowLogError,
     CorruptSegmentError,
@@ -256,26 +258,26 @@ class Listing:
         if len(segments) == 1:
             header = self._header_or_error(segments[0], prefetch)
             return self._alive(self._chained(end, listed, iter([header])))
-        with ThreadPoolExecutor(
-            max_workers=min(len(segments), _HEADER_READS), thread_name_prefix="arrowlog-head"
-        ) as pool:
-            pending: collections.deque[Future[SegmentHeader | BaseException]] = collections.deque()
-            ahead = iter(segments)
+        lane = Lane(min(len(segments), _HEADER_READS))
+        pending: collections.deque[Future[SegmentHeader | BaseException]] = collections.deque()
+        ahead = iter(segments)
 
-            def in_order() -> Iterator[SegmentHeader | BaseException]:
-                for segment in itertools.islice(ahead, 2 * _HEADER_READS):
-                    pending.append(pool.submit(self._header_or_error, segment, prefetch))
-                while pending:
-                    header = pending.popleft().result()
-                    for segment in itertools.islice(ahead, 1):
-                        pending.append(pool.submit(self._header_or_error, segment, prefetch))
-                    yield header
+        def in_order() -> Iterator[SegmentHeader | BaseException]:
+            for segment in itertools.islice(ahead, 2 * _HEADER_READS):
+                pending.append(lane.submit(self._header_or_error, segment, prefetch))
+            while pending:
+                header = pending.popleft().result()
+                for segment in itertools.islice(ahead, 1):
+                    pending.append(lane.submit(self._header_or_error, segment, prefetch))
+                yield header
 
-            try:
-                return self._alive(self._chained(end, listed, in_order()))
-            finally:
-                for future in pending:
-                    future.cancel()
+        try:
+            return self._alive(self._chained(end, listed, in_order()))
+        finally:
+            for future in pending:
+                future.cancel()
+            # those under way keep or give back what the read reserved: before it ends
+            concurrent.futures.wait(pending)
 
     def _alive(self, chained: tuple[list[SegmentSummary], bool]) -> list[SegmentSummary]:
         """The chain; if a key it listed was gone when its header was read,

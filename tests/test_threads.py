@@ -1,0 +1,167 @@
+"""The process's fetch pool and the lanes reads run on it (arrowlog._threads)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import CancelledError, Future
+
+import pytest
+
+from arrowlog import _threads
+from arrowlog._threads import Lane
+
+WAIT = 10  # seconds: a generous bound on what takes milliseconds
+
+
+@pytest.fixture
+def small_pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A pool of its own, of two threads, for the test."""
+    monkeypatch.setattr(_threads, "POOL_THREADS", 2)
+    monkeypatch.setattr(_threads, "_pool", None)
+    yield
+    pool = _threads._pool
+    if pool is not None:
+        pool.executor.shutdown(wait=True)
+
+
+def test_a_lane_runs_no_more_tasks_at_once_than_its_width() -> None:
+    lane = Lane(3)
+    lock = threading.Lock()
+    running = 0
+    most = 0
+    release = threading.Event()
+
+    def task() -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        release.wait(WAIT)
+        with lock:
+            running -= 1
+
+    futures = [lane.submit(task) for _ in range(10)]
+    deadline = time.monotonic() + WAIT
+    while most < 3 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.05)  # time for a fourth to start, if the width let it
+    assert most == 3
+    release.set()
+    for f in futures:
+        f.result(WAIT)
+    assert most == 3
+
+
+def test_a_lane_of_width_one_runs_its_tasks_in_the_order_submitted() -> None:
+    lane = Lane(1)
+    order: list[int] = []
+    futures = [lane.submit(order.append, i) for i in range(50)]
+    for f in futures:
+        f.result(WAIT)
+    assert order == list(range(50))
+
+
+def test_a_task_cancelled_before_it_starts_never_runs() -> None:
+    lane = Lane(1)
+    started = threading.Event()
+    release = threading.Event()
+    ran: list[str] = []
+
+    def first() -> None:
+        started.set()
+        release.wait(WAIT)
+
+    blocker = lane.submit(first)
+    assert started.wait(WAIT)
+    later = lane.submit(ran.append, "later")
+    assert later.cancel()
+    release.set()
+    blocker.result(WAIT)
+    lane.submit(ran.append, "after").result(WAIT)
+    assert ran == ["after"]
+    with pytest.raises(CancelledError):
+        later.result()
+
+
+def test_an_error_in_a_task_reaches_its_future_and_the_lane_goes_on() -> None:
+    lane = Lane(2)
+
+    def fail() -> None:
+        raise KeyError("gone")
+
+    failed = lane.submit(fail)
+    with pytest.raises(KeyError, match="gone"):
+        failed.result(WAIT)
+    assert lane.submit(lambda: 7).result(WAIT) == 7
+
+
+def test_a_task_on_the_pool_that_waits_for_a_lane_runs_it_itself(small_pool: None) -> None:
+    """Both threads of the pool wait for tasks of another lane: queued behind
+    them, those would never start."""
+    inner = Lane(1)
+    both = threading.Barrier(2, timeout=WAIT)
+
+    def outer_task() -> str:
+        both.wait()  # both pool threads are taken by these
+        nested: Future[str] = inner.submit(lambda: threading.current_thread().name)
+        return nested.result(WAIT)
+
+    outer = Lane(2)
+    futures = [outer.submit(outer_task) for _ in range(2)]
+    names = [f.result(WAIT) for f in futures]
+    assert all(name.startswith("arrowlog-fetch") for name in names)
+
+
+def test_a_busy_lane_gives_its_thread_to_a_lane_that_waits(small_pool: None) -> None:
+    """Two threads, both taken by lane A, whose read keeps queueing: lane B's
+    task starts after A's next task, not after all of A's."""
+    a, b = Lane(2), Lane(1)
+    gates = [threading.Event() for _ in range(20)]
+    started: list[str] = []
+    lock = threading.Lock()
+
+    def a_task(i: int) -> None:
+        with lock:
+            started.append(f"a{i}")
+        gates[i].wait(WAIT)
+
+    a_futures = [a.submit(a_task, i) for i in range(20)]
+    deadline = time.monotonic() + WAIT
+    while len(started) < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    b_future = b.submit(lambda: started.append("b"))
+    for i in range(20):  # A's tasks end one by one
+        gates[i].set()
+        a_futures[i].result(WAIT)
+        if b_future.done():
+            break
+    b_future.result(WAIT)
+    assert started.index("b") <= 4, started
+    for gate in gates:
+        gate.set()
+    for f in a_futures:
+        f.result(WAIT)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_lanes_on_threads_of_its_own() -> None:
+    """The parent's pool has threads; the child's copy of it has none, and its
+    reads must not wait on them."""
+    Lane(2).submit(lambda: None).result(WAIT)  # the parent's pool has started
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if a lane's task ran
+        code = 1
+        try:
+            code = 0 if Lane(2).submit(lambda: 5).result(WAIT) == 5 else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_lane_is_at_least_one_wide() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Lane(0)
