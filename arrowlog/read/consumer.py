@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnstableOffsetCommitError
-from arrowlog.format.checkpoint import SegmentSummary
+from arrowlog.format.checkpoint import PartitionState, SegmentSummary
 from arrowlog.format.stats import Predicate, check_predicates
 from arrowlog.partition import PartitionLog, projected
 from arrowlog.read.visibility import (
@@ -225,7 +225,7 @@ class Consumer:
             yield from self._noting(part, start, batches)
             return
         _check_read(part.topic.schema, columns, where)  # bad input fails before any read
-        plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
+        plan = plan_committed(part, start, end, self._log.resolver.snapshot(), _view(part, end))
         if partition is None and self._log.topic(topic, refresh=True).partitions > 1:
             # partitions added while planning: read every one, as one snapshot
             tables = self._every_partition(topic, start, end, columns, where)
@@ -269,7 +269,7 @@ class Consumer:
                 decide = self._log.resolver.snapshot()
                 hidden |= plan_committed(part, start, mark, decide, part.state()).hidden
         else:
-            plan = plan_committed(part, start, end, self._log.resolver.snapshot(), part.state())
+            plan = plan_committed(part, start, end, self._log.resolver.snapshot(), _view(part, end))
             start, end, summaries, hidden = plan.start, plan.end, plan.segments, plan.hidden
         self._read_from(part, start)
         if max_records is not None:
@@ -465,3 +465,11 @@ def _check_read(
         projected(schema, columns)
     if where:
         check_predicates(schema, where)
+
+
+def _view(part: PartitionLog, end: int | None) -> tuple[int, PartitionState]:
+    """The partition's high watermark and state for a read to ``end``; no
+    listing when this client already knows the log past ``end``: every
+    transaction that can hold back an offset below it started below it."""
+    known = isinstance(end, int) and end <= part.end_offset(refresh=False)
+    return part.state(refresh=not known)
