@@ -9,8 +9,8 @@ bytes on the same store, measured in the same run.
   throughput, and put-if-absent conflicts per append;
 - read: ``log.read`` of a committed range (the whole partition, its end
   known) against obstore GETs of the same objects on 8 threads, decoded by
-  pyarrow's IPC reader; also read up to wherever the log ends (one LIST more);
-  by a new client (against a new obstore client's LIST, then the GETs and
+  pyarrow's IPC reader into one table; also read up to wherever the log
+  ends (one LIST more); by a new client (against a new obstore client's LIST, then the GETs and
   decoding); and the first read of what the appends wrote, by the client
   that wrote it (against the first GETs of what obstore put);
 - projection: ``log.read(columns=[one])`` of 8 MiB segments of 10 columns
@@ -56,6 +56,13 @@ class Backend:
         """The baseline's read of one object: an obstore GET, decoded by pyarrow."""
         data = obstore.get(self.raw if raw is None else raw, key).bytes()
         return pa.ipc.open_file(pa.py_buffer(memoryview(data))).read_all()
+
+    def table(self, keys: list[str], pool: ThreadPoolExecutor, raw: Any = None) -> pa.Table:
+        """The baseline's read of objects into one table, as ``log.read``
+        returns them: every object's memory held until the last arrives (a
+        count of rows that dropped each one as it came would reuse the same
+        memory over and over, which a read into a table cannot)."""
+        return pa.concat_tables(list(pool.map(lambda key: self.fetch(key, raw), keys)))
 
 
 def make_batch(target_bytes: int) -> pa.RecordBatch:
@@ -182,7 +189,7 @@ def first_reads(
 
         def raw(r: int = r) -> None:
             keys = [raw_key(batch, compression, r, i) for i in range(count)]
-            assert sum(t.num_rows for t in pool.map(backend.fetch, keys)) == rows
+            assert backend.table(keys, pool).num_rows == rows
 
         sides: list[tuple[str, Callable[[], None]]] = [("ours", ours), ("raw", raw)]
         for name, run in sides if r % 2 else sides[::-1]:
@@ -258,15 +265,14 @@ def bench_read(
         fresh.close()
 
     def plain() -> None:
-        assert sum(t.num_rows for t in pool.map(backend.fetch, keys)) == rows
+        assert backend.table(keys, pool).num_rows == rows
 
     def listed() -> None:  # what a new client must do at least: LIST, then GET
         raw = backend.new_raw()
         prefix = keys[0].rsplit("/", 1)[0] + "/"
         listing = obstore.list(raw, prefix)
         found = [o["path"] for page in listing for o in page if o["path"].endswith(".arrow")]
-        fetched = pool.map(lambda key: backend.fetch(key, raw), found)
-        assert sum(t.num_rows for t in fetched) == rows
+        assert backend.table(found, pool, raw).num_rows == rows
 
     runs = {"ours": ours, "plain": plain, "to_end": to_end, "cold": cold, "listed": listed}
     times: dict[str, list[float]] = {name: [] for name in runs}
