@@ -1,4 +1,4 @@
-"""``python -m tests.soak --store local|s3 --seconds N --seed S``: run one soak,
+"""``python -m tests.soak --store local|s3|azure|gcs --seconds N --seed S``: run one soak,
 print its counts and anomalies, exit 1 if any anomaly was found."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.soak.runner import run, store_for
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.soak", description=__doc__)
-    parser.add_argument("--store", choices=["local", "s3"], default="local")
+    parser.add_argument("--store", choices=["local", "s3", "azure", "gcs"], default="local")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, help="replays a run's plan (default: random)")
     parser.add_argument("--dir", type=Path, help="work directory (default: a new temp dir)")

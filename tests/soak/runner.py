@@ -29,7 +29,7 @@ from typing import Any
 import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.errors import ArrowLogError
-from arrowlog.testing import seaweedfs
+from arrowlog.testing import azurite, fakegcs, seaweedfs
 from tests.soak import exports, spark_checker, spark_writer
 from tests.soak.chaos import KillPoint
 from tests.soak.checker import Report, check
@@ -516,9 +516,19 @@ def _segments(log: arrowlog.ArrowLog, topic: str, partition: int) -> list[dict[s
 @contextlib.contextmanager
 def store_for(kind: str, workdir: Path) -> Iterator[StoreSpec]:
     """A fresh store of ``kind``: a directory under ``workdir``, or a prefix on
-    SeaweedFS (started here, or the server named by ARROWLOG_TEST_S3_ENDPOINT)."""
+    SeaweedFS (started here, or the server named by ARROWLOG_TEST_S3_ENDPOINT),
+    Azurite or fake-gcs-server (started here)."""
     if kind == "local":
         yield StoreSpec("local", str(workdir / "store"), {"fsync": False})
+        return
+    prefix = f"soak-{uuid.uuid4().hex[:12]}"
+    if kind == "azure":
+        with azurite.running(workdir) as emulator:
+            yield StoreSpec(kind, emulator.url(prefix), emulator.storage_options)
+        return
+    if kind == "gcs":
+        with fakegcs.running(workdir) as gcs:
+            yield StoreSpec(kind, gcs.url(prefix), gcs.storage_options)
         return
     endpoint = os.environ.get("ARROWLOG_TEST_S3_ENDPOINT")
     if endpoint:
@@ -531,7 +541,7 @@ def store_for(kind: str, workdir: Path) -> Iterator[StoreSpec]:
     else:
         server = seaweedfs.start(workdir / "seaweedfs")
     try:
-        yield StoreSpec("s3", server.url(f"soak-{uuid.uuid4().hex[:12]}"), server.storage_options)
+        yield StoreSpec("s3", server.url(prefix), server.storage_options)
     finally:
         server.stop()
 

@@ -25,13 +25,18 @@ from tests.support.stores import (
 )
 
 SECONDS = float(os.environ.get("ARROWLOG_SOAK_SECONDS", "20"))
+#: on the local directory and the emulators, whose requests take microseconds
+#: to a millisecond, 12 s reach every count asserted several times over (on
+#: Azurite: 7 transactions committed, 45 kills, 7 exports)
+SHORT_SECONDS = float(os.environ.get("ARROWLOG_SOAK_SECONDS", "12"))
 
 
 @pytest.mark.slow
 def test_a_soak_finds_no_anomaly(shared_store_spec: StoreSpec, tmp_path: Path) -> None:
     seed = int(os.environ.get("ARROWLOG_SOAK_SEED") or random.SystemRandom().randrange(10**6))
     lines: list[str] = []
-    report = run(shared_store_spec, seconds=SECONDS, seed=seed, workdir=tmp_path, say=lines.append)
+    seconds = SECONDS if shared_store_spec.kind == "s3" else SHORT_SECONDS
+    report = run(shared_store_spec, seconds=seconds, seed=seed, workdir=tmp_path, say=lines.append)
     text = "\n".join(lines)
     counts = report.counts
     assert counts.get("txn_committed", 0) > 0, text

@@ -216,10 +216,19 @@ def bare_venv(venv: Path) -> Path:
     return venv
 
 
+@pytest.fixture(scope="module")
+def setup_wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`wheel_venv` of the package as ``make setup`` left it, built once
+    for the tests that only run it."""
+    return wheel_venv(tmp_path_factory.mktemp("setup-wheel"))
+
+
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_wheel_built_after_setup_carries_the_jvm_reader(tmp_path: Path) -> None:
-    venv = wheel_venv(tmp_path)
+def test_a_wheel_built_after_setup_carries_the_jvm_reader(
+    tmp_path: Path, setup_wheel_venv: Path
+) -> None:
+    venv = setup_wheel_venv
     work = tmp_path / "work"
     work.mkdir()
     cache = tmp_path / "cache"
@@ -301,14 +310,14 @@ def test_a_default_editable_install_is_found_from_outside_the_checkout(tmp_path:
 @pytest.mark.spark
 @pytest.mark.slow
 def test_register_runs_a_local_sessions_workers_on_an_interpreter_that_has_arrowlog(
-    tmp_path: Path,
+    tmp_path: Path, setup_wheel_venv: Path
 ) -> None:
     """The workers' interpreter (``PYSPARK_PYTHON``, here one with pyspark
     but not arrowlog, as ``python3`` on the PATH often is) cannot import
     arrowlog: ``register`` points the local session's workers at the
     driver's interpreter, and says so. They failed with ``No module named
     'arrowlog'`` before."""
-    venv = wheel_venv(tmp_path)
+    venv = setup_wheel_venv
     other = bare_venv(tmp_path / "other") / "bin" / "python"
     work = tmp_path / "work"
     work.mkdir()
