@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -165,3 +167,81 @@ def test_a_forked_child_runs_lanes_on_threads_of_its_own() -> None:
 def test_a_lane_is_at_least_one_wide() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Lane(0)
+
+
+def test_a_thread_waiting_for_its_task_is_not_held_up_by_a_full_pool_waiting_for_it(
+    small_pool: None,
+) -> None:
+    """A reader holds a lock (a partition's, while it lists) and waits for a
+    task of its lane; every thread of the pool runs a task of another lane
+    that waits for that lock (a fetch that found its segment gone learns the
+    log start under it). Queued behind them, the reader's task would never
+    start: the reader runs it itself."""
+    held = threading.Lock()
+    both = threading.Barrier(3, timeout=WAIT)
+
+    def blocked() -> None:
+        both.wait()
+        with held:  # taken by the reader until its task is done
+            pass
+
+    with held:
+        others = [Lane(2).submit(blocked) for _ in range(2)]
+        both.wait()  # both threads of the pool are taken
+        mine = Lane(1).submit(lambda: "mine")
+        assert mine.result(WAIT) == "mine"
+    for f in others:
+        f.result(WAIT)
+
+
+_EXIT_WITH_A_READER = """
+import concurrent.futures.thread as cft
+import threading
+import time
+
+from arrowlog import _threads
+from arrowlog._threads import Lane
+
+_threads.POOL_THREADS = 2
+first, other = threading.Event(), threading.Event()
+a = Lane(1)
+
+
+def reader():  # a thread the interpreter waits for, reading as it exits
+    a.submit(first.wait, 20)
+    print(a.submit(lambda: "second").result(), flush=True)
+
+
+threading.Thread(target=reader).start()
+Lane(1).submit(other.wait, 20)  # the pool's other thread
+while _threads._pool.queued:
+    time.sleep(0.001)
+Lane(1).submit(lambda: None)  # a lane waits for a thread: a's thread will give its place
+
+
+def at_exit():
+    while not cft._shutdown:  # the pool takes no more work
+        time.sleep(0.001)
+    first.set()  # a's thread ends its task, and would queue behind the waiting lane
+    while a._threads and not a._queued:
+        time.sleep(0.001)
+    other.set()
+
+
+threading.Thread(target=at_exit, daemon=True).start()
+"""
+
+
+def test_an_interpreter_exiting_while_a_thread_reads_does_not_hang() -> None:
+    """The interpreter stops the pool before it waits for the threads still
+    running; a lane's thread that gives its place to a waiting lane then
+    cannot queue again: the reader must not wait forever for its next task."""
+    run = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITH_A_READER],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "second"

@@ -1,0 +1,79 @@
+"""Reads sharing the process's fetch pool (arrowlog/_threads.py): schedules
+where the pool is full, reads nested and many at once, interrupts, forks and
+interpreter exits, each bounded in time."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import arrowlog
+from arrowlog import TopicConfig, _threads
+from arrowlog.format.topic import segment_key
+from arrowlog.storage import Store
+from arrowlog.testing.scripted import ScriptedStore
+from tests.support.schedules import FAST, SCHEMA, Background, rows
+
+WAIT = 10.0
+
+
+@pytest.fixture
+def small_pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A pool of its own, of two threads, for the test: as full as 64 are
+    with eight reads of eight segments ahead."""
+    monkeypatch.setattr(_threads, "POOL_THREADS", 2)
+    monkeypatch.setattr(_threads, "_pool", None)
+    yield
+    pool = _threads._pool
+    if pool is not None:
+        pool.executor.shutdown(wait=False)  # a deadlocked test leaves its threads
+
+
+def _wait_for(condition: object, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.001)
+
+
+def test_a_listing_under_the_lock_is_not_held_up_by_fetches_waiting_for_that_lock(
+    store: Store, small_pool: None
+) -> None:
+    """A stream (two segments ahead: the whole pool) is held at the GETs of
+    segments 0 and 1; vacuum removes them (records deleted below 2); another
+    thread of the same client lists the partition, under its lock, and waits
+    for the heads of two new segments, queued behind the stream's fetches.
+    Released, the fetches find their segments gone and learn the log start:
+    under the partition's lock, held by the listing that waits for them."""
+    config = TopicConfig(checkpoint_interval=2, delete_delay_ms=100)
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, config=config)
+    for v in range(4):
+        log.append("t", rows(v))
+    scripted = ScriptedStore(store)
+    reader = arrowlog.connect(scripted, config=dataclasses.replace(FAST, read_ahead=2))
+    part = reader.partition("t", 0)
+    assert part.end_offset() == 4
+    gates = [scripted.hold("get", segment_key("t", 0, b)) for b in (0, 1)]
+    stream = Background(lambda: [b["v"].to_pylist() for b in part.iter_batches(0, 4)])
+    for gate in gates:
+        gate.wait_reached()  # both threads of the pool are the stream's
+    try:
+        log.delete_records("t", 0, 2)
+        time.sleep(2.2)  # the delay, and its margin for clock skew
+        removed = {r.key for r in log.maintenance.vacuum()}
+        assert segment_key("t", 0, 0) in removed
+        log.append("t", rows(4))
+        log.append("t", rows(5))
+        listing = Background(lambda: part.end_offset())
+        _wait_for(lambda: _threads._pool is not None and _threads._pool.queued > 0, "queued")
+    finally:
+        for gate in gates:
+            gate.release()
+    assert listing.result(WAIT) == 6
+    with pytest.raises(arrowlog.OffsetOutOfRangeError):
+        stream.result(WAIT)
