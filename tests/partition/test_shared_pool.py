@@ -5,6 +5,9 @@ interpreter exits, each bounded in time."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -77,3 +80,81 @@ def test_a_listing_under_the_lock_is_not_held_up_by_fetches_waiting_for_that_loc
     assert listing.result(WAIT) == 6
     with pytest.raises(arrowlog.OffsetOutOfRangeError):
         stream.result(WAIT)
+
+
+_INTERRUPTED_LISTING = """
+import os
+import signal
+import sys
+import threading
+import time
+
+import arrowlog
+from arrowlog import TopicConfig
+from arrowlog.format.topic import segment_key
+from arrowlog.partition import prefetch
+from arrowlog.storage.memory import MemoryStore
+from arrowlog.testing.scripted import ScriptedStore
+from tests.support.schedules import FAST, SCHEMA, rows
+
+store = MemoryStore()
+log = arrowlog.connect(store, config=FAST)
+log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=900))
+for v in range(6):
+    log.append("t", rows(v))
+held = segment_key("t", 0, 0)
+reached, release = threading.Event(), threading.Event()
+
+
+class Holding(ScriptedStore):
+    def get(self, key):
+        if key == held and not reached.is_set():
+            reached.set()
+            release.wait(20)
+            raise FileNotFoundError(key)  # removed meanwhile
+        return super().get(key)
+
+
+main = threading.get_ident()
+ended = threading.Event()
+
+
+def interrupt():
+    reached.wait(20)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # until the reader waits for segment 0's head
+        frame = sys._current_frames()[main]
+        if frame.f_code.co_name == "wait" and frame.f_back.f_code.co_name == "result":
+            break
+        time.sleep(0.001)
+    os.kill(os.getpid(), signal.SIGINT)
+    ended.wait(2)  # the read ends, or waits for what it started
+    release.set()
+
+
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    arrowlog.connect(Holding(store), config=FAST).read("t", 0)
+except KeyboardInterrupt:
+    print("interrupted")
+ended.set()
+release.wait(20)
+time.sleep(0.5)  # the held GET's thread ends
+print(prefetch.BUDGET.held)
+"""
+
+
+def test_an_interrupt_while_the_listing_waits_for_a_head_gives_the_budget_back() -> None:
+    """A new client's read lists six segments; its listing fetches them whole
+    (the budget reserved for each) and waits for segment 0, held at its GET;
+    a KeyboardInterrupt reaches the reader there. The read must end holding
+    nothing, whatever the held GET does afterwards (here: finds it gone)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_LISTING],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["interrupted", "0"]
