@@ -8,6 +8,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -16,7 +17,9 @@ import pytest
 import arrowlog
 from arrowlog import TopicConfig, _threads
 from arrowlog.format.topic import segment_key
+from arrowlog.partition import prefetch
 from arrowlog.storage import Store
+from arrowlog.storage.memory import MemoryStore
 from arrowlog.testing.scripted import ScriptedStore
 from tests.support.schedules import FAST, SCHEMA, Background, rows
 
@@ -87,11 +90,13 @@ import os
 import signal
 import sys
 import threading
+import threading
 import time
 
 import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.format.topic import segment_key
+from arrowlog.partition import prefetch
 from arrowlog.partition import prefetch
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.testing.scripted import ScriptedStore
@@ -158,3 +163,64 @@ def test_an_interrupt_while_the_listing_waits_for_a_head_gives_the_budget_back()
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["interrupted", "0"]
+
+
+class NestingStore(ScriptedStore):
+    """Whole GETs of segment 3 of partition 0 run a read of partition 1 (a read
+    started inside a fetch task, on a thread of the pool or the reader's)."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.nested: arrowlog.ArrowLog | None = None
+        self.seen: list[list[int]] = []
+
+    def get(self, key: str) -> object:  # type: ignore[override]
+        if key == segment_key("t", 0, 3) and self.nested is not None:
+            self.seen.append(self.nested.read("t", 1)["v"].to_pylist())
+        return super().get(key)
+
+
+def test_reads_wanting_more_threads_than_the_pool_has_nested_and_streams_are_each_right() -> None:
+    """80 threads at once, each 8 segments ahead (640 threads wanted of 64):
+    table reads of new clients and of one shared client, streams that read
+    another partition inside their loop, and fetches that read another
+    partition inside their task. Every read returns its partition whole, in
+    order; the budget comes back; the pool never grows past its threads."""
+    memory_store = MemoryStore()
+    log = arrowlog.connect(memory_store, config=FAST)
+    log.create_topic("t", SCHEMA, 2, config=TopicConfig(checkpoint_interval=900))
+    for v in range(12):
+        log.append("t", rows(v), partition=0)
+        log.append("t", rows(100 + v), partition=1)
+    every = {0: list(range(12)), 1: [100 + v for v in range(12)]}
+    ahead = dataclasses.replace(FAST, read_ahead=8)
+    nesting = NestingStore(memory_store)
+    nesting.nested = arrowlog.connect(memory_store, config=ahead)
+    shared = arrowlog.connect(nesting, config=ahead)
+    barrier = threading.Barrier(80, timeout=WAIT)
+
+    def run(i: int) -> object:
+        barrier.wait()
+        kind, p = i % 4, i // 4 % 2
+        if kind == 0:  # a new client's table read: its listing fetches whole
+            return arrowlog.connect(memory_store, config=ahead).read("t", p)["v"].to_pylist()
+        if kind == 1:  # one client shared: partition 0's fetches nest reads
+            return shared.read("t", p)["v"].to_pylist()
+        consumer = arrowlog.connect(memory_store, config=ahead).consumer(
+            isolation_level="read_uncommitted" if kind == 2 else "read_committed"
+        )
+        got: list[int] = []
+        for batch in consumer.iter_batches("t", 0):
+            got += batch["v"].to_pylist()
+            if len(got) == 6:  # a read inside the stream's loop
+                assert consumer.read("t", 1)["v"].to_pylist() == every[1]
+        return got
+
+    runs = [Background(lambda i=i: run(i)) for i in range(80)]
+    for i, r in enumerate(runs):
+        expected = every[i // 4 % 2] if i % 4 < 2 else every[0]
+        assert r.result(60) == expected, i
+    assert nesting.seen and all(s == every[1] for s in nesting.seen)
+    assert prefetch.BUDGET.held == 0
+    fetchers = [t for t in threading.enumerate() if t.name.startswith("arrowlog-fetch")]
+    assert len(fetchers) <= _threads.POOL_THREADS
