@@ -224,3 +224,38 @@ def test_reads_wanting_more_threads_than_the_pool_has_nested_and_streams_are_eac
     assert prefetch.BUDGET.held == 0
     fetchers = [t for t in threading.enumerate() if t.name.startswith("arrowlog-fetch")]
     assert len(fetchers) <= _threads.POOL_THREADS
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_read_is_under_way_has_the_whole_budget_and_reads_right() -> None:
+    """A thread's read is held at a whole GET of its listing (segments kept,
+    bytes reserved) when the process forks. In the child that thread is not
+    there to give them back: the child's reads must not go without them."""
+    store = MemoryStore()
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=900))
+    for v in range(6):
+        log.append("t", rows(v))
+    scripted = ScriptedStore(store)
+    gate = scripted.hold("get", segment_key("t", 0, 3))
+    run = Background(lambda: arrowlog.connect(scripted, config=FAST).read("t", 0))
+    try:
+        gate.wait_reached()
+        _wait_for(lambda: prefetch.BUDGET.held >= 5 * 1000, "the other segments kept")
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if it holds nothing and reads right
+            code = 1
+            try:
+                before = prefetch.BUDGET.held
+                ahead = dataclasses.replace(FAST, read_ahead=4)
+                got = arrowlog.connect(store, config=ahead).read("t", 0)["v"].to_pylist()
+                after = prefetch.BUDGET.held
+                code = 0 if (before, got, after) == (0, list(range(6)), 0) else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        gate.release()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert isinstance(run.result(), object)
+    assert prefetch.BUDGET.held == 0
