@@ -5,12 +5,14 @@ interpreter exits, each bounded in time."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,7 @@ import arrowlog
 from arrowlog import TopicConfig, _threads
 from arrowlog.format.topic import segment_key
 from arrowlog.partition import prefetch
-from arrowlog.storage import Store
+from arrowlog.storage import Blob, Store
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.testing.scripted import ScriptedStore
 from tests.support.schedules import FAST, SCHEMA, Background, rows
@@ -172,9 +174,9 @@ class NestingStore(ScriptedStore):
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
         self.nested: arrowlog.ArrowLog | None = None
-        self.seen: list[list[int]] = []
+        self.seen: list[list[Any]] = []
 
-    def get(self, key: str) -> object:  # type: ignore[override]
+    def get(self, key: str) -> Blob:
         if key == segment_key("t", 0, 3) and self.nested is not None:
             self.seen.append(self.nested.read("t", 1)["v"].to_pylist())
         return super().get(key)
@@ -209,14 +211,14 @@ def test_reads_wanting_more_threads_than_the_pool_has_nested_and_streams_are_eac
         consumer = arrowlog.connect(memory_store, config=ahead).consumer(
             isolation_level="read_uncommitted" if kind == 2 else "read_committed"
         )
-        got: list[int] = []
+        got: list[Any] = []
         for batch in consumer.iter_batches("t", 0):
             got += batch["v"].to_pylist()
             if len(got) == 6:  # a read inside the stream's loop
                 assert consumer.read("t", 1)["v"].to_pylist() == every[1]
         return got
 
-    runs = [Background(lambda i=i: run(i)) for i in range(80)]
+    runs = [Background(functools.partial(run, i)) for i in range(80)]
     for i, r in enumerate(runs):
         expected = every[i // 4 % 2] if i % 4 < 2 else every[0]
         assert r.result(60) == expected, i
