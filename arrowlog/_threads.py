@@ -61,6 +61,20 @@ def _forget() -> None:
 
 os.register_at_fork(after_in_child=_forget)
 
+_exiting = False  # the interpreter is exiting: the pool's threads take no more tasks
+
+
+def _at_exit() -> None:
+    """Before the interpreter waits for the pool's threads: a lane's thread
+    would otherwise go on with the tasks a daemon thread's read keeps
+    submitting (a stream), and the exit wait for the whole read; the read's
+    own thread runs them now (see :meth:`_Task.result`)."""
+    global _exiting
+    _exiting = True
+
+
+threading._register_atexit(_at_exit)  # type: ignore[attr-defined]  # as concurrent.futures
+
 
 def _queue(work: Callable[[], None]) -> None:
     """``work`` to start on a thread of the pool.
@@ -170,7 +184,7 @@ class Lane:
         while True:
             with self._lock:
                 call = None
-                while self._waiting and call is None:
+                while self._waiting and call is None and not _exiting:
                     future = self._waiting.popleft()
                     call, future.call = future.call, None  # None: run by its waiter
                 if call is None:

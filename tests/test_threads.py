@@ -245,3 +245,66 @@ def test_an_interpreter_exiting_while_a_thread_reads_does_not_hang() -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "second"
+
+
+_EXIT_WITH_A_DAEMON_STREAM = """
+import atexit
+import dataclasses
+import sys
+import threading
+import time
+
+import arrowlog
+from arrowlog import TopicConfig
+from arrowlog.storage.memory import MemoryStore
+from arrowlog.testing.scripted import ScriptedStore
+from tests.support.schedules import FAST, SCHEMA, rows
+
+store = MemoryStore()
+log = arrowlog.connect(store, config=FAST)
+log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=900))
+for v in range(300):
+    log.append("t", rows(v))
+
+
+class Slow(ScriptedStore):
+    def get(self, key):
+        time.sleep(0.02)
+        return super().get(key)
+
+
+ahead = dataclasses.replace(FAST, read_ahead=2)
+part = arrowlog.connect(Slow(store), config=ahead).partition("t", 0)
+part.end_offset()
+read = [0]
+begun = threading.Event()
+
+
+def stream():
+    for _ in part.iter_batches(0, 300):
+        read[0] += 1
+        begun.set()
+
+
+threading.Thread(target=stream, daemon=True).start()
+begun.wait(20)
+at = [0]
+atexit.register(lambda: print(read[0] - at[0]))  # after the interpreter waited for threads
+at[0] = read[0]
+"""
+
+
+def test_an_interpreter_exiting_does_not_wait_for_a_daemon_threads_stream() -> None:
+    """A daemon thread streams 300 segments (20 ms each, two at once) when the
+    main thread returns: the exit waits for the fetches under way, not for
+    the rest of the stream (before the shared pool: the stream's next fetch
+    raised; with it, a lane's thread went on with the stream's tasks)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITH_A_DAEMON_STREAM],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout.split()[-1]) < 50, "batches read while the interpreter exited"
