@@ -9,7 +9,10 @@ at once than it asks for, however many reads share the pool.
 
 A task that runs on the pool and waits for a task of a lane would deadlock
 once every thread of the pool did so; :meth:`Lane.submit` runs the task in
-the calling thread instead when that thread is one of the pool's.
+the calling thread instead when that thread is one of the pool's. A thread
+that is not the pool's and waits for a task not started yet (its result)
+runs it itself: the pool may be full of tasks that wait for it (for a lock
+it holds, a partition's while it lists), or gone (the interpreter exiting).
 """
 
 from __future__ import annotations
@@ -58,22 +61,63 @@ def _forget() -> None:
 
 os.register_at_fork(after_in_child=_forget)
 
+_exiting = False  # the interpreter is exiting: the pool's threads take no more tasks
+
+
+def _at_exit() -> None:
+    """Before the interpreter waits for the pool's threads: a lane's thread
+    would otherwise go on with the tasks a daemon thread's read keeps
+    submitting (a stream), and the exit wait for the whole read; the read's
+    own thread runs them now (see :meth:`_Task.result`)."""
+    global _exiting
+    _exiting = True
+
+
+threading._register_atexit(_at_exit)  # type: ignore[attr-defined]  # as concurrent.futures
+
 
 def _queue(work: Callable[[], None]) -> None:
-    """``work`` to start on a thread of the pool."""
+    """``work`` to start on a thread of the pool.
+
+    Raises:
+        RuntimeError: the interpreter is exiting (the pool takes no more work).
+    """
     global _pool
     with _lock:
         if _pool is None:
             _pool = _Pool()
         _pool.queued += 1
-        executor = _pool.executor
-    executor.submit(work)
+        pool = _pool
+    try:
+        pool.executor.submit(work)
+    except BaseException:
+        with _lock:
+            pool.queued -= 1
+        raise
 
 
 def _started() -> None:
     with _lock:
         if _pool is not None:
             _pool.queued -= 1
+
+
+class _Task(Future[_T]):
+    """A lane's future: waiting for its result runs the task in the waiting
+    thread if no thread of the pool has started it (see the module's docstring)."""
+
+    def __init__(self, lane: Lane, call: Callable[[], _T]) -> None:
+        super().__init__()
+        self._lane = lane
+        self.call: Callable[[], _T] | None = call  # None once a thread took it
+
+    def result(self, timeout: float | None = None) -> _T:
+        self._lane._run_here(self)
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._lane._run_here(self)
+        return super().exception(timeout)
 
 
 class Lane:
@@ -86,31 +130,49 @@ class Lane:
             raise ValueError(f"a lane is at least 1 wide, not {width}")
         self._width = width
         self._lock = threading.Lock()
-        self._waiting: collections.deque[tuple[Future[object], Callable[[], object]]] = (
-            collections.deque()
-        )
+        self._waiting: collections.deque[_Task[object]] = collections.deque()
         self._threads = 0  # of the pool, working through ``_waiting`` or about to
         self._queued = 0  # of those, not yet started
 
     def submit(self, fn: Callable[..., _T], *args: object) -> Future[_T]:
-        future: Future[_T] = Future()
-        call = functools.partial(fn, *args)
+        future: _Task[_T] = _Task(self, functools.partial(fn, *args))
         if getattr(_local, "in_pool", False):
-            _run(future, call)  # see the module's docstring
+            self._run_here(future)  # see the module's docstring
             return future
         with self._lock:
-            self._waiting.append((future, call))  # type: ignore[arg-type]
+            self._waiting.append(future)  # type: ignore[arg-type]
             start = self._threads < self._width
             if start:
                 self._threads += 1
         if start:
-            self._start()
+            try:
+                self._start()
+            except RuntimeError:
+                with self._lock:
+                    self._threads -= 1
+                # no thread will start (the interpreter exits): the waiter runs it
         return future
+
+    def _take(self, future: _Task[_T]) -> Callable[[], _T] | None:
+        with self._lock:
+            call, future.call = future.call, None
+        return call
+
+    def _run_here(self, future: _Task[_T]) -> None:
+        """``future``'s task, in this thread, unless a thread has taken it."""
+        call = self._take(future)
+        if call is not None:
+            _run(future, call)
 
     def _start(self) -> None:
         with self._lock:
             self._queued += 1
-        _queue(self._work)
+        try:
+            _queue(self._work)
+        except BaseException:
+            with self._lock:
+                self._queued -= 1
+            raise
 
     def _work(self) -> None:
         """One of the lane's threads: its tasks in order, until none waits;
@@ -121,13 +183,19 @@ class Lane:
             self._queued -= 1
         while True:
             with self._lock:
-                if not self._waiting:
+                call = None
+                while self._waiting and call is None and not _exiting:
+                    future = self._waiting.popleft()
+                    call, future.call = future.call, None  # None: run by its waiter
+                if call is None:
                     self._threads -= 1
                     return
-                future, call = self._waiting.popleft()
             _run(future, call)
             if self._others_wait():
-                self._start()
+                try:
+                    self._start()
+                except RuntimeError:
+                    continue  # the pool takes no more work: this thread goes on
                 return
 
     def _others_wait(self) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -165,3 +167,144 @@ def test_a_forked_child_runs_lanes_on_threads_of_its_own() -> None:
 def test_a_lane_is_at_least_one_wide() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Lane(0)
+
+
+def test_a_thread_waiting_for_its_task_is_not_held_up_by_a_full_pool_waiting_for_it(
+    small_pool: None,
+) -> None:
+    """A reader holds a lock (a partition's, while it lists) and waits for a
+    task of its lane; every thread of the pool runs a task of another lane
+    that waits for that lock (a fetch that found its segment gone learns the
+    log start under it). Queued behind them, the reader's task would never
+    start: the reader runs it itself."""
+    held = threading.Lock()
+    both = threading.Barrier(3, timeout=WAIT)
+
+    def blocked() -> None:
+        both.wait()
+        with held:  # taken by the reader until its task is done
+            pass
+
+    with held:
+        others = [Lane(2).submit(blocked) for _ in range(2)]
+        both.wait()  # both threads of the pool are taken
+        mine = Lane(1).submit(lambda: "mine")
+        assert mine.result(WAIT) == "mine"
+    for f in others:
+        f.result(WAIT)
+
+
+_EXIT_WITH_A_READER = """
+import concurrent.futures.thread as cft
+import threading
+import time
+
+from arrowlog import _threads
+from arrowlog._threads import Lane
+
+_threads.POOL_THREADS = 2
+first, other = threading.Event(), threading.Event()
+a = Lane(1)
+
+
+def reader():  # a thread the interpreter waits for, reading as it exits
+    a.submit(first.wait, 20)
+    print(a.submit(lambda: "second").result(), flush=True)
+
+
+threading.Thread(target=reader).start()
+Lane(1).submit(other.wait, 20)  # the pool's other thread
+while _threads._pool.queued:
+    time.sleep(0.001)
+Lane(1).submit(lambda: None)  # a lane waits for a thread: a's thread will give its place
+
+
+def at_exit():
+    while not cft._shutdown:  # the pool takes no more work
+        time.sleep(0.001)
+    first.set()  # a's thread ends its task, and would queue behind the waiting lane
+    while a._threads and not a._queued:
+        time.sleep(0.001)
+    other.set()
+
+
+threading.Thread(target=at_exit, daemon=True).start()
+"""
+
+
+def test_an_interpreter_exiting_while_a_thread_reads_does_not_hang() -> None:
+    """The interpreter stops the pool before it waits for the threads still
+    running; a lane's thread that gives its place to a waiting lane then
+    cannot queue again: the reader must not wait forever for its next task."""
+    run = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITH_A_READER],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "second"
+
+
+_EXIT_WITH_A_DAEMON_STREAM = """
+import atexit
+import dataclasses
+import sys
+import threading
+import time
+
+import arrowlog
+from arrowlog import TopicConfig
+from arrowlog.storage.memory import MemoryStore
+from arrowlog.testing.scripted import ScriptedStore
+from tests.support.schedules import FAST, SCHEMA, rows
+
+store = MemoryStore()
+log = arrowlog.connect(store, config=FAST)
+log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=900))
+for v in range(300):
+    log.append("t", rows(v))
+
+
+class Slow(ScriptedStore):
+    def get(self, key):
+        time.sleep(0.02)
+        return super().get(key)
+
+
+ahead = dataclasses.replace(FAST, read_ahead=2)
+part = arrowlog.connect(Slow(store), config=ahead).partition("t", 0)
+part.end_offset()
+read = [0]
+begun = threading.Event()
+
+
+def stream():
+    for _ in part.iter_batches(0, 300):
+        read[0] += 1
+        begun.set()
+
+
+threading.Thread(target=stream, daemon=True).start()
+begun.wait(20)
+at = [0]
+atexit.register(lambda: print(read[0] - at[0]))  # after the interpreter waited for threads
+at[0] = read[0]
+"""
+
+
+def test_an_interpreter_exiting_does_not_wait_for_a_daemon_threads_stream() -> None:
+    """A daemon thread streams 300 segments (20 ms each, two at once) when the
+    main thread returns: the exit waits for the fetches under way, not for
+    the rest of the stream (before the shared pool: the stream's next fetch
+    raised; with it, a lane's thread went on with the stream's tasks)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITH_A_DAEMON_STREAM],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout.split()[-1]) < 50, "batches read while the interpreter exited"

@@ -266,7 +266,10 @@ class Listing:
             for segment in itertools.islice(ahead, 2 * _HEADER_READS):
                 pending.append(lane.submit(self._header_or_error, segment, prefetch))
             while pending:
-                header = pending.popleft().result()
+                # left in ``pending`` until done: an interrupt while waiting
+                # leaves it for the ``finally`` below to wait for
+                header = pending[0].result()
+                pending.popleft()
                 for segment in itertools.islice(ahead, 1):
                     pending.append(lane.submit(self._header_or_error, segment, prefetch))
                 yield header

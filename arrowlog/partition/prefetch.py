@@ -15,6 +15,7 @@ id) as if it had fetched it itself.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -41,6 +42,15 @@ class Budget:
         self.limit = limit
         self._left = limit
         self._lock = threading.Lock()
+        #: bumped in a forked child: what reads under way in the parent's
+        #: threads reserved is the parent's (those threads are not there to
+        #: give it back), and never comes back here
+        self.epoch = 0
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._left = self.limit
+        self.epoch += 1
 
     @property
     def held(self) -> int:
@@ -48,20 +58,22 @@ class Budget:
         with self._lock:
             return self.limit - self._left
 
-    def reserve(self, size: int) -> bool:
+    def reserve(self, size: int, epoch: int = 0) -> bool:
         with self._lock:
-            if size > self._left:
+            if size > self._left or epoch != self.epoch:
                 return False
             self._left -= size
             return True
 
-    def release(self, size: int) -> None:
+    def release(self, size: int, epoch: int = 0) -> None:
         with self._lock:
-            self._left += size
+            if epoch == self.epoch:
+                self._left += size
 
 
 #: the process's budget
 BUDGET = Budget(PREFETCH_BYTES)
+os.register_at_fork(after_in_child=BUDGET._after_fork)
 
 
 class Prefetch:
@@ -77,6 +89,7 @@ class Prefetch:
         self.columns = None if columns is None else tuple(columns)
         self._largest = None if columns is None else COLUMN_READ_MIN_BYTES
         self._held = 0  # bytes reserved and not yet handed over or given back
+        self._epoch = BUDGET.epoch  # of the process that started the read
         #: key -> what was kept, the bytes reserved for it
         self._kept: dict[str, tuple[Kept, int]] = {}
         self._lock = threading.Lock()
@@ -90,7 +103,7 @@ class Prefetch:
             return False
         if self._largest is not None and size >= self._largest:
             return False
-        if not BUDGET.reserve(size):
+        if not BUDGET.reserve(size, self._epoch):
             return False
         with self._lock:
             self._held += size
@@ -110,7 +123,7 @@ class Prefetch:
         kept before and replaced by :meth:`keep`."""
         with self._lock:
             self._held -= size
-        BUDGET.release(size)
+        BUDGET.release(size, self._epoch)
 
     def holds(self, key: str, columns: Sequence[str] | None) -> bool:
         """Whether :meth:`take` would hand over a segment for ``key``."""
@@ -133,7 +146,7 @@ class Prefetch:
                 return None
             data, size = kept
             self._held -= size
-        BUDGET.release(size)
+        BUDGET.release(size, self._epoch)
         return data if self._fits(data, columns) else None
 
     def close(self) -> None:
@@ -141,7 +154,7 @@ class Prefetch:
         with self._lock:
             held, self._held = self._held, 0
             self._kept.clear()
-        BUDGET.release(held)
+        BUDGET.release(held, self._epoch)
 
 
 class Reading:
