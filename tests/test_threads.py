@@ -9,11 +9,14 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future
+from pathlib import Path
 
 import pytest
 
 from arrowlog import _threads
 from arrowlog._threads import Lane
+
+ROOT = Path(__file__).resolve().parents[1]
 
 WAIT = 10  # seconds: a generous bound on what takes milliseconds
 
@@ -236,13 +239,7 @@ def test_an_interpreter_exiting_while_a_thread_reads_does_not_hang() -> None:
     """The interpreter stops the pool before it waits for the threads still
     running; a lane's thread that gives its place to a waiting lane then
     cannot queue again: the reader must not wait forever for its next task."""
-    run = subprocess.run(
-        [sys.executable, "-c", _EXIT_WITH_A_READER],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
+    run = _python(_EXIT_WITH_A_READER, timeout=30)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "second"
 
@@ -299,12 +296,17 @@ def test_an_interpreter_exiting_does_not_wait_for_a_daemon_threads_stream() -> N
     main thread returns: the exit waits for the fetches under way, not for
     the rest of the stream (before the shared pool: the stream's next fetch
     raised; with it, a lane's thread went on with the stream's tasks)."""
-    run = subprocess.run(
-        [sys.executable, "-c", _EXIT_WITH_A_DAEMON_STREAM],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
-    )
+    run = _python(_EXIT_WITH_A_DAEMON_STREAM, timeout=60)
     assert run.returncode == 0, run.stderr
     assert int(run.stdout.split()[-1]) < 50, "batches read while the interpreter exited"
+
+
+def _python(script: str, *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a new interpreter that imports this checkout."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )

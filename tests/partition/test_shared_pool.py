@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,13 +93,11 @@ import os
 import signal
 import sys
 import threading
-import threading
 import time
 
 import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.format.topic import segment_key
-from arrowlog.partition import prefetch
 from arrowlog.partition import prefetch
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.testing.scripted import ScriptedStore
@@ -161,7 +160,7 @@ def test_an_interrupt_while_the_listing_waits_for_a_head_gives_the_budget_back()
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["interrupted", "0"]
