@@ -707,7 +707,9 @@ def test_transactions_split_across_a_window_rebuilt_from_the_index(
         tx.send("t", rows(v), partition=0)
         tx.flush()
     a.commit_transaction()
+    a.flush()  # the COMMIT marker at 4 (markers follow in the background)
     b.abort_transaction()
+    b.flush()  # the ABORT marker at 5
     for v in range(6, 22):
         log.append("t", rows(v))
     assert vals(log.consumer().read("t", 0)) == [0, 1, 200, *range(6, 22)]
@@ -812,6 +814,7 @@ def test_a_fenced_zombie_in_a_window_rebuilt_from_the_index(
     z2.begin_transaction()
     z2.send("t", rows(700), partition=0)
     z2.commit_transaction()
+    z2.flush()  # its marker lands before the plain records (and the views recorded)
     while connect(clock).partition("t", 0).end_offset() < 22:
         log.append("t", rows(connect(clock).partition("t", 0).end_offset()))
     connect(clock).maintenance.compact(target_bytes=MIN_TARGET_BYTES)

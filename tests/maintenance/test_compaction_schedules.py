@@ -984,6 +984,7 @@ def test_a_transactional_producer_idle_across_compaction_and_removal(
     p.begin_transaction()
     p.send("t", rows(500))
     p.commit_transaction()
+    p.flush()  # the marker at 1 (it follows in the background), before the others write
     other = connect(clock)
     for v in range(2, 22):
         other.append("t", rows(v))

@@ -80,6 +80,7 @@ def mixed_log(store: Any, partitions: int = 1) -> arrowlog.ArrowLog:
             tx.abort_transaction()
         else:
             tx.commit_transaction()
+    tx.flush()  # the last markers (they follow in the background) land before the plain records
     for p in range(partitions):
         for v in range(20, 34):
             log.append("t", rows(v), partition=p)

@@ -1,7 +1,7 @@
 """What scheduled tests share: a one-column topic, short deadlines (a schedule
 decides every outcome, never the clock), a call run in a background thread, what
-a partition holds read committed or not, and a process SIGKILLed after its n-th
-write."""
+a partition holds read committed or not, a wait for a write made in the
+background, and a process SIGKILLed after its n-th write."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import dataclasses
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +67,19 @@ def everything(log: arrowlog.ArrowLog, topic: str = "t", partition: int = 0) -> 
     """Every data record in the partition (read_uncommitted)."""
     column = log.partition(topic, partition).read().column("v")
     return [v for v in column.to_pylist() if isinstance(v, int)]
+
+
+def landed(store: Store, key: str, timeout: float = 10.0) -> None:
+    """Wait until ``key`` exists: a write a producer makes in the background
+    (a transaction's markers follow its commit point) has landed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            store.head(key)
+            return
+        except FileNotFoundError:
+            assert time.monotonic() < deadline, f"{key} never landed"
+            time.sleep(0.002)
 
 
 def die_after_writes(store: Store, writes: int) -> None:

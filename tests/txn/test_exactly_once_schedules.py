@@ -232,6 +232,7 @@ def test_records_sent_after_the_commit_point_never_join_the_transaction(
     b.resume_transaction(a.epoch)
     if late == "after-marker":
         b.commit_transaction()
+        b.flush()  # the marker follows in the background: it lands now
         a.send("t", rows(2), partition=0)
     else:
         gate = scripted.hold("put_if_absent", "t/0/segments/*")
@@ -240,6 +241,7 @@ def test_records_sent_after_the_commit_point_never_join_the_transaction(
         a.send("t", rows(2), partition=0)
         gate.release()
         commit.result()
+        b.flush()  # the marker, released, lands before the LSO and the end are compared
     fresh = arrowlog.connect(store)
     assert values(fresh.consumer(), "t") == [1]
     assert fresh.consumer().read_many({("t", 0): (0, None)})[("t", 0)].num_rows == 1

@@ -31,7 +31,16 @@ from arrowlog.storage.local import LocalStore
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.testing.scripted import ScriptedStore
 from arrowlog.txn.coordinator import CoordinatorLog, TxnState, entry_key
-from tests.support.schedules import FAST, FOREVER, SCHEMA, Background, everything, rows, visible
+from tests.support.schedules import (
+    FAST,
+    FOREVER,
+    SCHEMA,
+    Background,
+    everything,
+    landed,
+    rows,
+    visible,
+)
 
 
 @pytest.fixture(params=["memory", "local"])
@@ -540,6 +549,7 @@ def test_a_held_marker_in_one_partition_while_the_next_transaction_sends_in_anot
     marker = scripted.hold("put_if_absent", segment_key("t", 1, 1))
     p.commit_transaction()
     marker.wait_reached()
+    landed(store, segment_key("t", 0, 1))  # markers follow the commit point in the background
     p.begin_transaction()
     p.send("t", rows(2), partition=0)
     reader = arrowlog.connect(store)
