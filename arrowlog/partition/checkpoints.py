@@ -7,12 +7,14 @@ See docs/protocol.md, "A corrupt checkpoint after compaction".
 
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
 import warnings
 from collections.abc import Iterator, Sequence
 
 from arrowlog._clock import CLOCK_GRAIN_MS
+from arrowlog._threads import Lane
 from arrowlog.errors import (
     ArrowLogError,
     CorruptCheckpointError,
@@ -53,6 +55,10 @@ _STALE_OPENS = 5
 
 #: checkpoints a partition keeps parsed (about 100 segment summaries each)
 CHECKPOINT_CACHE = 64
+
+#: checkpoints a read of old offsets fetches at once: it waits for one round
+#: trip per this many windows, not per window
+WINDOW_READS = 8
 
 
 class Checkpoints:
@@ -213,9 +219,7 @@ class Checkpoints:
             return cached
         raw = self._shared.retry(lambda: self._shared.store.get(key))
         cp = Checkpoint.from_json(raw, key=key, start=start)
-        self.cache[key] = cp
-        if len(self.cache) > CHECKPOINT_CACHE:
-            self.cache.popitem(last=False)
+        self._keep(key, cp)
         return cp
 
     def load_window(self, start: int, reading_from: int) -> Checkpoint:
@@ -313,38 +317,109 @@ class Checkpoints:
                 break
         return window
 
-    def checkpoints_from(self, start: int) -> Iterator[Checkpoint]:
-        """The checkpoint windows from the one holding ``start`` to the newest."""
+    def checkpoints_from(self, start: int, until: int | None = None) -> Iterator[Checkpoint]:
+        """The checkpoint windows from the one holding ``start`` to the newest.
+
+        One LIST shows the windows from there to the one holding ``until - 1``
+        (a read's end; the newest without it), and those not read before are
+        fetched :data:`WINDOW_READS` at a time, in parallel, as the walk
+        reaches them. A window the listing missed (a listing is not a
+        snapshot), or one that fails to read, is then read by key on its own:
+        windows are contiguous, each starting where the one before ends."""
         if start >= self._known.window_start:
             return
         last = self._known.last_checkpoint
-        cp = (
-            last
-            if last is not None and last.start <= start < last.end
-            else self._checkpoint_covering(start)
-        )
+        listed: list[int] = []
+        if last is not None and last.start <= start < last.end:
+            cp = last
+        else:
+            listed = self._listed_windows(start, until)
+            cp = self._checkpoint_covering(start, listed)
         while True:
             yield cp
             if cp.end >= self._known.window_start:
                 return
+            self._fetch_ahead(cp.end, listed)
             cp = self.load_window(cp.end, start)
 
-    def _checkpoint_covering(self, offset: int) -> Checkpoint:
-        # Checkpoint keys are inverted: the first key at or after checkpoint_key(offset)
-        # is the window with the greatest start <= offset.
-        prefix = checkpoint_prefix(self._shared.topic.prefix, self._shared.partition)
-        after = checkpoint_key(self._shared.topic.prefix, self._shared.partition, offset + 1)
-        found = self._shared.retry(
-            lambda: list(self._shared.store.list(prefix, start_after=after, limit=1))
-        )
-        start = parse_checkpoint_key(found[0].key) if found else None
-        # A listing is not a snapshot: it may have missed the window wanted (and
-        # shown an older one, or none). Windows are contiguous from the log start:
-        # follow them by key from what it showed.
-        cp = self.load_window(self._known.log_start if start is None else start, offset)
+    def _listed_windows(self, offset: int, until: int | None) -> list[int]:
+        """The starts of the windows from the one holding ``offset`` (the
+        greatest start at or below it) to the one holding ``until - 1`` (or
+        the newest), in offset order, as one LIST shows them. Checkpoint keys
+        are inverted: the listing goes from the newest window down, and stops
+        at the first one starting at or below ``offset``."""
+        shared = self._shared
+        prefix = checkpoint_prefix(shared.topic.prefix, shared.partition)
+        top = self._known.window_start if until is None else min(until, self._known.window_start)
+        after = checkpoint_key(shared.topic.prefix, shared.partition, max(top, offset + 1))
+
+        def listed() -> list[int]:
+            starts = []
+            for info in shared.store.list(prefix, start_after=after):
+                window = parse_checkpoint_key(info.key)
+                if window is None:
+                    continue
+                starts.append(window)
+                if window <= offset:
+                    break
+            return starts
+
+        return sorted(shared.retry(listed))
+
+    def _fetch_ahead(self, start: int, listed: list[int]) -> None:
+        """Fetch at once the checkpoints of the window at ``start`` and of the
+        listed windows after it, up to :data:`WINDOW_READS` not read before,
+        into the cache, unless the one at ``start`` is cached or was not
+        listed. Best effort: :meth:`load_window` reads (or rebuilds) any that
+        fails here, and raises what it must."""
+        shared = self._shared
+        if checkpoint_key(shared.topic.prefix, shared.partition, start) in self.cache:
+            return
+        at = bisect.bisect_left(listed, start)
+        if at == len(listed) or listed[at] != start:
+            return
+        wanted = [
+            (window, key)
+            for window in listed[at:]
+            if (key := checkpoint_key(shared.topic.prefix, shared.partition, window))
+            not in self.cache
+        ][:WINDOW_READS]
+        if len(wanted) < 2:
+            return  # one window: load_window reads it
+
+        def fetch(window: int, key: str) -> Checkpoint | None:
+            try:
+                return Checkpoint.from_json(shared.retry(lambda: shared.store.get(key)), key=key,
+                                            start=window)  # fmt: skip
+            except (ArrowLogError, FileNotFoundError):
+                return None
+
+        lane = Lane(len(wanted))
+        futures = [(key, lane.submit(fetch, window, key)) for window, key in wanted]
+        for key, future in futures:
+            cp = future.result()
+            if cp is not None:
+                self._keep(key, cp)
+
+    def _keep(self, key: str, cp: Checkpoint) -> None:
+        self.cache[key] = cp
+        if len(self.cache) > CHECKPOINT_CACHE:
+            self.cache.popitem(last=False)
+
+    def _checkpoint_covering(self, offset: int, listed: list[int]) -> Checkpoint:
+        """The window holding ``offset``: the listed one starting at or below
+        it. A listing is not a snapshot: it may have missed the window wanted
+        (and shown an older one, or none). Windows are contiguous from the log
+        start: follow them by key from what it showed."""
+        covering = listed[0] if listed and listed[0] <= offset else None
+        first = self._known.log_start if covering is None else covering
+        self._fetch_ahead(first, listed)
+        cp = self.load_window(first, offset)
         while cp.end <= offset:
+            self._fetch_ahead(cp.end, listed)
             cp = self.load_window(cp.end, offset)
         if not cp.start <= offset:
+            prefix = checkpoint_prefix(self._shared.topic.prefix, self._shared.partition)
             raise CorruptCheckpointError(f"checkpoint does not cover offset {offset}", key=prefix)
         return cp
 

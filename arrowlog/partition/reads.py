@@ -135,24 +135,25 @@ class Reads:
             start, end = self._resolve_range(start, end)
             out: list[SegmentSummary] = []
             if start < end:
-                for s in self.objects_from(start):
+                for s in self.objects_from(start, end):
                     if s.base >= end:
                         break
                     out.append(s)
             return start, end, out
 
-    def objects_from(self, start: int) -> Iterator[SegmentSummary]:
+    def objects_from(self, start: int, until: int | None = None) -> Iterator[SegmentSummary]:
         """The objects at segment keys, in offset order, from the one holding
         ``start`` to the known end, through the checkpoint windows (rebuilt
         where one is corrupt) and the tail; below the log start too, as long
-        as the windows' checkpoints are there. Runs with the partition's lock
-        held by the caller.
+        as the windows' checkpoints are there. Given ``until``, the caller
+        stops before it: no window past it is fetched ahead. Runs with the
+        partition's lock held by the caller.
 
         Raises:
             OffsetOutOfRangeError: a window below the log start is gone.
             SegmentNotFoundError: a corrupt window cannot be rebuilt.
         """
-        for cp in self._checkpoints.checkpoints_from(start):
+        for cp in self._checkpoints.checkpoints_from(start, until):
             yield from (s for s in cp.segments if s.end > start)
         yield from (s for s in self._known.tail_summaries() if s.end > start)
 
@@ -161,16 +162,17 @@ class Reads:
             start, end = self._resolve_range(start, end)
             refs: list[SegmentRef] = []
             if start < end:
-                for ref in self._refs_from(start):
+                for ref in self._refs_from(start, end):
                     if ref.base >= end:
                         break
                     refs.append(ref)
             return start, end, refs
 
-    def _refs_from(self, start: int) -> Iterator[SegmentRef]:
-        """Segments in order, from the one holding ``start`` to the known end."""
+    def _refs_from(self, start: int, until: int) -> Iterator[SegmentRef]:
+        """Segments in order, from the one holding ``start`` to the known end
+        (the caller stops before ``until``)."""
         offset = start
-        for cp in self._checkpoints.checkpoints_from(start):
+        for cp in self._checkpoints.checkpoints_from(start, until):
             yield from _window_refs(
                 self._shared.topic.prefix, self._shared.partition, cp.segments, offset
             )

@@ -1,0 +1,171 @@
+"""A read of old offsets reads the checkpoint windows between them and the
+newest checkpoint: one LIST shows them, and a new client fetches them
+WINDOW_READS at a time, in parallel. What the listing misses, or what fails to
+read, is read by key (or rebuilt) on its own, as before."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+import arrowlog
+from arrowlog import TopicConfig
+from arrowlog.format.topic import checkpoint_key
+from arrowlog.partition.checkpoints import WINDOW_READS
+from arrowlog.storage import Store
+from arrowlog.storage.memory import MemoryStore
+from arrowlog.storage.wrappers import CountingStore
+from arrowlog.testing.scripted import ScriptedStore
+from tests.support.schedules import Background
+
+SCHEMA = pa.schema([("x", pa.int64())])
+INTERVAL = 5  # segments per checkpoint window
+SEGMENTS = 43  # 8 windows of 10 offsets (two records a segment), then 3 in the tail
+WINDOWS = range(0, 80, 10)
+
+
+def one(i: int) -> pa.RecordBatch:
+    return pa.record_batch({"x": [i, i]}, schema=SCHEMA)
+
+
+def _history(segments: int = SEGMENTS) -> tuple[Store, str]:
+    store = MemoryStore()
+    log = arrowlog.connect(store)
+    topic = log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=INTERVAL))
+    part = log.partition("t", 0)
+    for i in range(segments):
+        part.append(one(i))
+    return store, topic.prefix
+
+
+def _window_key(prefix: str, start: int) -> str:
+    return checkpoint_key(prefix, 0, start)
+
+
+def _everything(segments: int = SEGMENTS) -> list[int]:
+    return [i for i in range(segments) for _ in range(2)]
+
+
+def _until(condition: object, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def test_a_new_clients_read_from_the_start_fetches_the_old_windows_at_once() -> None:
+    """Schedule: a new client reads from offset 0; the GET of the first
+    window's checkpoint is held. The GETs of the windows after it are sent
+    meanwhile (read one after another, they would wait for it), and the read
+    returns every record once released."""
+    store, prefix = _history()
+    scripted = ScriptedStore(store)
+    held = scripted.hold("get", _window_key(prefix, 0))
+    reader = arrowlog.connect(scripted)
+    read = Background(lambda: reader.read("t", 0))
+    held.wait_reached()
+    older = {_window_key(prefix, w) for w in WINDOWS[1:-1]}  # the newest was read on opening
+
+    def sent() -> set[str]:
+        return {key for op, key in list(scripted.history) if op == "get"} & older
+
+    assert _until(lambda: sent() == older), f"sent while the first was held: {sorted(sent())}"
+    held.release()
+    table = read.result()
+    assert isinstance(table, pa.Table)
+    assert table["x"].to_pylist() == _everything()
+
+
+def test_a_read_from_the_start_costs_one_listing_and_one_get_per_window() -> None:
+    store, prefix = _history()
+    counting = CountingStore(store)
+    reader = arrowlog.connect(counting)
+    assert reader.read("t", 0)["x"].to_pylist() == _everything()
+    windows = {k: n for k, n in counting.keys_read.items() if "/checkpoints/" in k}
+    assert windows == {_window_key(prefix, w): 1 for w in WINDOWS}
+    counting.reset()
+    assert reader.read("t", 0).num_rows == 2 * SEGMENTS
+    assert not any("/checkpoints/" in k for k in counting.keys_read)  # read once
+
+
+def test_a_long_chain_is_fetched_window_reads_at_a_time() -> None:
+    """Far more windows than WINDOW_READS: the first GET held, only the next
+    WINDOW_READS - 1 are sent meanwhile, not the whole chain at once (a read
+    that stops early fetches at most that many windows it does not need)."""
+    segments = INTERVAL * (3 * WINDOW_READS) + 1
+    store, prefix = _history(segments)
+    scripted = ScriptedStore(store)
+    held = scripted.hold("get", _window_key(prefix, 0))
+    reader = arrowlog.connect(scripted)
+    read = Background(lambda: reader.read("t", 0))
+    held.wait_reached()
+    first = {_window_key(prefix, 10 * w) for w in range(WINDOW_READS)}
+
+    def sent() -> set[str]:
+        return {key for op, key in list(scripted.history) if op == "get" and "/checkpoints/" in key}
+
+    assert _until(lambda: first <= sent())
+    time.sleep(0.05)  # nothing more is sent while the first is held
+    newest = _window_key(prefix, 10 * (segments // INTERVAL - 1))
+    assert sent() == first | {newest}
+    held.release()
+    table = read.result()
+    assert isinstance(table, pa.Table)
+    assert table["x"].to_pylist() == _everything(segments)
+
+
+def test_a_short_read_of_old_offsets_fetches_only_its_window() -> None:
+    store, prefix = _history()
+    counting = CountingStore(store)
+    part = arrowlog.connect(counting).partition("t", 0)
+    part.end_offset()
+    counting.reset()
+    assert part.read(22, 26)["x"].to_pylist() == [11, 11, 12, 12]
+    windows = {k for k in counting.keys_read if "/checkpoints/" in k}
+    assert windows == {_window_key(prefix, 20)}
+    assert counting.counts["list"] == 1
+
+
+def test_a_window_the_listing_missed_is_read_by_its_key() -> None:
+    store, prefix = _history()
+    scripted = ScriptedStore(store)
+    missed = _window_key(prefix, 30)
+    scripted.hide(missed)
+    reader = arrowlog.connect(scripted)
+    assert reader.read("t", 0)["x"].to_pylist() == _everything()
+    assert ("get", missed) in scripted.history
+
+
+def test_a_corrupt_window_among_those_fetched_at_once_is_rebuilt_from_its_segments() -> None:
+    store, prefix = _history()
+    corrupt = _window_key(prefix, 20)
+    store.delete(corrupt)
+    store.put_if_absent(corrupt, b"{not a checkpoint")
+    reader = arrowlog.connect(store)
+    with pytest.warns(RuntimeWarning, match="rebuilding its window"):
+        assert reader.read("t", 0)["x"].to_pylist() == _everything()
+
+
+def test_a_window_removed_while_the_windows_are_fetched_is_rebuilt_as_before() -> None:
+    """Schedule: a new client's read lists every window and fetches them at
+    once; the GET of one is held while its checkpoint is removed (as vacuum
+    removes windows below the log start, here with the segments still
+    there). The read does what a read one window at a time did: it rebuilds
+    that window from its segments, with a warning, and returns everything."""
+    store, prefix = _history()
+    scripted = ScriptedStore(store)
+    gone = _window_key(prefix, 40)
+    held = scripted.hold("get", gone)
+    reader = arrowlog.connect(scripted)
+    with pytest.warns(RuntimeWarning, match="rebuilding its window"):
+        read = Background(lambda: reader.read("t", 0))
+        held.wait_reached()
+        store.delete(gone)
+        held.release()
+        table = read.result()
+    assert isinstance(table, pa.Table)
+    assert table["x"].to_pylist() == _everything()
