@@ -354,7 +354,9 @@ def main() -> None:
         "\nMiB/s of the batches' own (uncompressed) bytes; ratio = arrowlog / obstore for the"
         " same stored bytes;\nappend: one by one (append in a loop), stream: append_batches;"
         "\nread: a warm client; new: a new client, against a LIST then the GETs; first: the"
-        "\nwriter's first read of what it appended, against obstore's first GETs of its puts"
+        "\nwriter's first read of what it appended, against obstore's first GETs of its puts;"
+        "\na read's ratio is the median of its rounds' (each round runs both sides, one"
+        "\nafter the other)"
         "\n(goal: append >= 0.9 at 1 MiB, >= 0.8 at 64 KiB; every read >= 0.9)"
     )
     everything = {"core": results, "bytes": sizes, "columns": columns, "commit": commits,

@@ -76,6 +76,15 @@ def make_batch(target_bytes: int) -> pa.RecordBatch:
     )
 
 
+def paired_ratio(baseline: list[float], ours: list[float]) -> float:
+    """The median of each round's baseline time over ours. Run next to each
+    other, both sides of a round share the machine's and the server's state,
+    which drift from round to round on a shared 2-core machine (the same GETs
+    took 170 to 290 ms within one run); a ratio of the two sides' medians
+    compares rounds run under different conditions."""
+    return statistics.median(b / o for b, o in zip(baseline, ours, strict=True))
+
+
 def timed(run: Callable[[], None]) -> float:
     started = time.perf_counter()
     run()
@@ -177,7 +186,7 @@ def first_reads(
     that appended it, against obstore GETs plus decoding of the very bytes
     its baseline put (read for the first time too: a store serves the first
     GET of a new object slower, whoever sends it), alternating which goes
-    first; the ratio of the medians."""
+    first; the median of the rounds' ratios (see :func:`paired_ratio`)."""
     rows = count * batch.num_rows
     pool = ThreadPoolExecutor(max_workers=8)
     times: dict[str, list[float]] = {"ours": [], "raw": []}
@@ -195,7 +204,7 @@ def first_reads(
         for name, run in sides if r % 2 else sides[::-1]:
             times[name].append(timed(run))
     pool.shutdown()
-    return statistics.median(times["raw"]) / statistics.median(times["ours"])
+    return paired_ratio(times["raw"], times["ours"])
 
 
 def bench_contention(
@@ -276,15 +285,19 @@ def bench_read(
 
     runs = {"ours": ours, "plain": plain, "to_end": to_end, "cold": cold, "listed": listed}
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for r in range(3 * repeat):  # a read is quick, and noisy: more of them
+    # each side next to its baseline in every round (ours, plain; cold, listed)
+    for r in range(5 * repeat):  # a read is quick, and noisy: more of them
         for name in reversed(runs) if r % 2 else runs:
             times[name].append(timed(runs[name]))
     pool.shutdown()
     mib = count * pa.ipc.get_record_batch_size(batch) / 2**20  # the batches' own bytes
     t = {k: statistics.median(v) for k, v in times.items()}
     return {"arrowlog_mib_s": mib / t["ours"], "obstore_mib_s": mib / t["plain"],
-            "ratio": t["plain"] / t["ours"], "to_end_ratio": t["plain"] / t["to_end"],
-            "cold_ratio": t["listed"] / t["cold"]}  # fmt: skip
+            "ratio": paired_ratio(times["plain"], times["ours"]),
+            "to_end_ratio": paired_ratio(times["plain"], times["to_end"]),
+            "cold_ratio": paired_ratio(times["listed"], times["cold"]),
+            "ratio_of_medians": t["plain"] / t["ours"],
+            "cold_ratio_of_medians": t["listed"] / t["cold"]}  # fmt: skip
 
 
 def bench_projection(backend: Backend, segments: int = 12, repeat: int = 3) -> dict[str, float]:
