@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 import arrowlog
 from arrowlog.config import Compression
 from arrowlog.format.segment import SegmentHeader, encode_segment
+from arrowlog.format.segment.codec import SMALL_DECODE_MAX_BYTES
 
 
 @dataclass
@@ -53,9 +54,12 @@ class Backend:
     new_raw: Callable[[], Any]
 
     def fetch(self, key: str, raw: Any = None) -> pa.Table:
-        """The baseline's read of one object: an obstore GET, decoded by pyarrow."""
+        """The baseline's read of one object: an obstore GET, decoded by
+        pyarrow, without Arrow's threads for a small object, as arrowlog
+        decodes one (see SMALL_DECODE_MAX_BYTES): the fastest way to decode it."""
         data = obstore.get(self.raw if raw is None else raw, key).bytes()
-        return pa.ipc.open_file(pa.py_buffer(memoryview(data))).read_all()
+        options = pa.ipc.IpcReadOptions(use_threads=len(data) >= SMALL_DECODE_MAX_BYTES)
+        return pa.ipc.open_file(pa.py_buffer(memoryview(data)), options=options).read_all()
 
     def table(self, keys: list[str], pool: ThreadPoolExecutor, raw: Any = None) -> pa.Table:
         """The baseline's read of objects into one table, as ``log.read``
