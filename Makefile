@@ -72,9 +72,14 @@ test-fast: $(STAMP)
 
 # The read tests (both readers, parity, S3) and the JVM writer's again with executors
 # in JVMs and Python workers of their own: nothing read or written may depend on the
-# driver's process, files or credentials.
+# driver's process, files or credentials. Left out: the option errors (raised while
+# planning, on the driver) and the local-directory variants but the first read of
+# each reader (the S3 ones carry the same reads, and the credentials too).
+CLUSTER_TESTS := not option_errors and not unknown_options \
+	and (not local] or consumer_reads) and not local-
 test-spark-cluster: setup
 	ARROWLOG_SPARK_MASTER='local-cluster[2,1,1024]' $(BIN)/python -m pytest -p no:cacheprovider \
+		-k '$(CLUSTER_TESTS)' \
 		tests/spark/test_spark_read.py tests/spark/test_jvm_reader.py tests/spark/test_jvm_writer.py
 
 # The lower bound of the spark extra, read from pyproject.toml (its one source):
