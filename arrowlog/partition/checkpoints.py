@@ -222,13 +222,19 @@ class Checkpoints:
         self._keep(key, cp)
         return cp
 
-    def load_window(self, start: int, reading_from: int) -> Checkpoint:
+    def load_window(
+        self, start: int, reading_from: int, failed: BaseException | None = None
+    ) -> Checkpoint:
         """The checkpoint of the window starting at ``start``, for a read from
         offset ``reading_from``. If it is gone, the log start is listed again:
         vacuum removes the windows below it, and a read from below it raises
         OffsetOutOfRangeError. Otherwise, if it is corrupt (or gone), the window
-        is rebuilt (see :meth:`_rebuilt_window`), with a warning."""
+        is rebuilt (see :meth:`_rebuilt_window`), with a warning. ``failed``:
+        how a GET of it just failed (retried to the deadline, or corrupt), not
+        sent again."""
         try:
+            if failed is not None:
+                raise failed
             return self.load_checkpoint(start)
         except (CorruptCheckpointError, FileNotFoundError) as e:
             if isinstance(e, FileNotFoundError):
@@ -330,17 +336,24 @@ class Checkpoints:
             return
         last = self._known.last_checkpoint
         listed: list[int] = []
+        failed: dict[int, BaseException] = {}
         if last is not None and last.start <= start < last.end:
             cp = last
         else:
             listed = self._listed_windows(start, until)
-            cp = self._checkpoint_covering(start, listed)
+            cp = self._checkpoint_covering(start, listed, failed)
         while True:
             yield cp
             if cp.end >= self._known.window_start:
                 return
-            self._fetch_ahead(cp.end, listed)
-            cp = self.load_window(cp.end, start)
+            cp = self._next_window(cp.end, start, listed, failed)
+
+    def _next_window(
+        self, at: int, reading_from: int, listed: list[int], failed: dict[int, BaseException]
+    ) -> Checkpoint:
+        """The window at ``at``, fetched ahead with the listed ones after it."""
+        self._fetch_ahead(at, listed, failed)
+        return self.load_window(at, reading_from, failed.pop(at, None))
 
     def _listed_windows(self, offset: int, until: int | None) -> list[int]:
         """The starts of the windows from the one holding ``offset`` (the
@@ -353,9 +366,14 @@ class Checkpoints:
         top = self._known.window_start if until is None else min(until, self._known.window_start)
         after = checkpoint_key(shared.topic.prefix, shared.partition, max(top, offset + 1))
 
+        # each window holds an offset of its own: at most this many start in
+        # [offset, top), the one holding ``offset`` included (a page of S3's
+        # 1,000 keys for a short read of old offsets, without a bound)
+        limit = max(top, offset + 1) - offset + 1
+
         def listed() -> list[int]:
             starts = []
-            for info in shared.store.list(prefix, start_after=after):
+            for info in shared.store.list(prefix, start_after=after, limit=limit):
                 window = parse_checkpoint_key(info.key)
                 if window is None:
                     continue
@@ -366,13 +384,18 @@ class Checkpoints:
 
         return sorted(shared.retry(listed))
 
-    def _fetch_ahead(self, start: int, listed: list[int]) -> None:
+    def _fetch_ahead(self, start: int, listed: list[int], failed: dict[int, BaseException]) -> None:
         """Fetch at once the checkpoints of the window at ``start`` and of the
         listed windows after it, up to :data:`WINDOW_READS` not read before,
         into the cache, unless the one at ``start`` is cached or was not
         listed. Best effort: :meth:`load_window` reads (or rebuilds) any that
-        fails here, and raises what it must."""
+        fails here, and raises what it must. A GET that failed is not sent
+        again: its error goes into ``failed`` (for :meth:`load_window`) if
+        retried to the deadline or corrupt, and any other window is read by
+        its key on its own (gone: the log start is listed again)."""
         shared = self._shared
+        if start in failed:
+            return
         if checkpoint_key(shared.topic.prefix, shared.partition, start) in self.cache:
             return
         at = bisect.bisect_left(listed, start)
@@ -381,43 +404,46 @@ class Checkpoints:
         wanted = [
             (window, key)
             for window in listed[at:]
-            if (key := checkpoint_key(shared.topic.prefix, shared.partition, window))
+            if window not in failed
+            and (key := checkpoint_key(shared.topic.prefix, shared.partition, window))
             not in self.cache
         ][:WINDOW_READS]
         if len(wanted) < 2:
             return  # one window: load_window reads it
 
-        def fetch(window: int, key: str) -> Checkpoint | None:
+        def fetch(window: int, key: str) -> Checkpoint | BaseException:
             try:
                 return Checkpoint.from_json(shared.retry(lambda: shared.store.get(key)), key=key,
                                             start=window)  # fmt: skip
-            except (ArrowLogError, FileNotFoundError):
-                return None
+            except (ArrowLogError, FileNotFoundError) as e:
+                return e
 
         lane = Lane(len(wanted))
-        futures = [(key, lane.submit(fetch, window, key)) for window, key in wanted]
-        for key, future in futures:
-            cp = future.result()
-            if cp is not None:
-                self._keep(key, cp)
+        futures = [(window, key, lane.submit(fetch, window, key)) for window, key in wanted]
+        for window, key, future in futures:
+            got = future.result()
+            if isinstance(got, Checkpoint):
+                self._keep(key, got)
+            elif isinstance(got, TransientStoreError | CorruptCheckpointError):
+                failed[window] = got
 
     def _keep(self, key: str, cp: Checkpoint) -> None:
         self.cache[key] = cp
         if len(self.cache) > CHECKPOINT_CACHE:
             self.cache.popitem(last=False)
 
-    def _checkpoint_covering(self, offset: int, listed: list[int]) -> Checkpoint:
+    def _checkpoint_covering(
+        self, offset: int, listed: list[int], failed: dict[int, BaseException]
+    ) -> Checkpoint:
         """The window holding ``offset``: the listed one starting at or below
         it. A listing is not a snapshot: it may have missed the window wanted
         (and shown an older one, or none). Windows are contiguous from the log
         start: follow them by key from what it showed."""
         covering = listed[0] if listed and listed[0] <= offset else None
         first = self._known.log_start if covering is None else covering
-        self._fetch_ahead(first, listed)
-        cp = self.load_window(first, offset)
+        cp = self._next_window(first, offset, listed, failed)
         while cp.end <= offset:
-            self._fetch_ahead(cp.end, listed)
-            cp = self.load_window(cp.end, offset)
+            cp = self._next_window(cp.end, offset, listed, failed)
         if not cp.start <= offset:
             prefix = checkpoint_prefix(self._shared.topic.prefix, self._shared.partition)
             raise CorruptCheckpointError(f"checkpoint does not cover offset {offset}", key=prefix)

@@ -6,15 +6,18 @@ read, is read by key (or rebuilt) on its own, as before."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
 import arrowlog
-from arrowlog import TopicConfig
+from arrowlog import LogConfig, RetryPolicy, TopicConfig
+from arrowlog.errors import TransientStoreError
 from arrowlog.format.topic import checkpoint_key
+from arrowlog.partition import checkpoints
 from arrowlog.partition.checkpoints import WINDOW_READS
-from arrowlog.storage import Store
+from arrowlog.storage import ObjectInfo, Store
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.storage.wrappers import CountingStore
 from arrowlog.testing.scripted import ScriptedStore
@@ -169,3 +172,78 @@ def test_a_window_removed_while_the_windows_are_fetched_is_rebuilt_as_before() -
         table = read.result()
     assert isinstance(table, pa.Table)
     assert table["x"].to_pylist() == _everything()
+
+
+def test_a_read_whose_window_gets_keep_failing_gives_up_after_one_retry_deadline() -> None:
+    """Schedule: every GET of a checkpoint gets 503 SlowDown. The windows
+    fetched at once are each retried until the deadline; the read then raises,
+    as a read one window at a time did, without retrying the window it needs
+    for a second deadline (it took twice the deadline to fail)."""
+    store, _ = _history()
+    scripted = ScriptedStore(store)
+    deadline = 1.0
+    retry = RetryPolicy(initial_backoff=0.01, max_backoff=0.02, deadline=deadline)
+    reader = arrowlog.connect(scripted, config=LogConfig(retry=retry))
+    reader.partition("t", 0).end_offset()
+    scripted.throttle("get", "*/checkpoints/*", times=10**9)
+    began = time.monotonic()
+    with pytest.raises(TransientStoreError):
+        reader.read("t", 0)
+    assert time.monotonic() - began < 1.7 * deadline
+
+
+def test_a_corrupt_window_fetched_ahead_is_not_fetched_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A corrupt checkpoint among the windows fetched at once is rebuilt from
+    what that GET read: it is read as often as by a read one window at a
+    time, not once more per batch that lists it and again by its key."""
+    segments = INTERVAL * 3 * WINDOW_READS + 1
+    store, prefix = _history(segments)
+    corrupt = _window_key(prefix, 10)
+    store.delete(corrupt)
+    store.put_if_absent(corrupt, b"{not a checkpoint")
+
+    def gets_of_corrupt() -> int:
+        counting = CountingStore(store)
+        reader = arrowlog.connect(counting)
+        reader.partition("t", 0).end_offset()
+        counting.reset()
+        with pytest.warns(RuntimeWarning, match="rebuilding its window"):
+            assert reader.read("t", 0).num_rows == 2 * segments
+        return counting.keys_read[corrupt]
+
+    fetched_ahead = gets_of_corrupt()
+    monkeypatch.setattr(checkpoints, "WINDOW_READS", 1)
+    assert fetched_ahead == gets_of_corrupt()
+
+
+class _Limits(MemoryStore):
+    """A memory store that notes the limit of each listing of checkpoints."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limits: list[int | None] = []
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int | None = None
+    ) -> Iterator[ObjectInfo]:
+        if prefix.endswith("/checkpoints/"):
+            self.limits.append(limit)
+        return super().list(prefix, start_after=start_after, limit=limit)
+
+
+def test_a_short_read_of_old_offsets_lists_only_the_windows_it_can_need() -> None:
+    """A short read of old offsets on a long log asks for the few windows its
+    range can span, not a page of every older one (S3 sends 1,000 keys)."""
+    store = _Limits()
+    log = arrowlog.connect(store)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=1))
+    part = log.partition("t", 0)
+    for i in range(40):
+        part.append(one(i))
+    reader = arrowlog.connect(store).partition("t", 0)
+    reader.end_offset()
+    store.limits.clear()
+    assert reader.read(22, 26)["x"].to_pylist() == [11, 11, 12, 12]
+    assert store.limits and all(n is not None and n <= 5 for n in store.limits), store.limits
