@@ -217,10 +217,14 @@ class Checkpoints:
         if cached is not None:
             self.cache.move_to_end(key)
             return cached
-        raw = self._shared.retry(lambda: self._shared.store.get(key))
-        cp = Checkpoint.from_json(raw, key=key, start=start)
+        cp = self._fetched(start, key)
         self._keep(key, cp)
         return cp
+
+    def _fetched(self, start: int, key: str) -> Checkpoint:
+        """The checkpoint of the window at ``start``, from the store (any thread)."""
+        raw = self._shared.retry(lambda: self._shared.store.get(key))
+        return Checkpoint.from_json(raw, key=key, start=start)
 
     def load_window(
         self, start: int, reading_from: int, failed: BaseException | None = None
@@ -364,12 +368,12 @@ class Checkpoints:
         shared = self._shared
         prefix = checkpoint_prefix(shared.topic.prefix, shared.partition)
         top = self._known.window_start if until is None else min(until, self._known.window_start)
-        after = checkpoint_key(shared.topic.prefix, shared.partition, max(top, offset + 1))
-
+        top = max(top, offset + 1)
+        after = checkpoint_key(shared.topic.prefix, shared.partition, top)
         # each window holds an offset of its own: at most this many start in
         # [offset, top), the one holding ``offset`` included (a page of S3's
         # 1,000 keys for a short read of old offsets, without a bound)
-        limit = max(top, offset + 1) - offset + 1
+        limit = top - offset + 1
 
         def listed() -> list[int]:
             starts = []
@@ -413,8 +417,7 @@ class Checkpoints:
 
         def fetch(window: int, key: str) -> Checkpoint | BaseException:
             try:
-                return Checkpoint.from_json(shared.retry(lambda: shared.store.get(key)), key=key,
-                                            start=window)  # fmt: skip
+                return self._fetched(window, key)
             except (ArrowLogError, FileNotFoundError) as e:
                 return e
 

@@ -29,7 +29,6 @@ Origin: the attack on the exports (was tests/attack/test_export_schedules.py).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -57,6 +56,7 @@ from tests.support.export_schedules import (
     local_log,
 )
 from tests.support.exports import Place, Run
+from tests.support.schedules import wait_until
 
 KINDS: list[Kind] = ["delta", "iceberg"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,16 +68,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> Kind:
     return request.param  # type: ignore[no-any-return]
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    """Wait for a state another thread reaches (a background write landed)."""
-    done = threading.Event()
-    for _ in range(6000):
-        if condition():
-            return
-        done.wait(0.01)
-    raise AssertionError("the awaited state never came")
 
 
 OPS = ("get", "get_range", "head", "list")
@@ -100,7 +90,7 @@ class Step:
         self.gates = [store.hold(op, matcher) for op in OPS]
 
     def wait_reached(self) -> str:
-        wait_until(lambda: any(g.reached.is_set() for g in self.gates))
+        wait_until(lambda: any(g.reached.is_set() for g in self.gates), timeout=60)
         return next(g.keys[-1] for g in self.gates if g.reached.is_set())
 
     def release(self) -> None:
@@ -211,7 +201,7 @@ def test_a_transaction_whose_markers_are_half_written_is_exported_whole_or_not_a
     marker = producing.hold("put_if_absent", "t/1/segments/*")
     ending = Run("end", txn.commit if outcome == "commit" else txn.abort)
     marker.wait_reached()
-    wait_until(lambda: len(list((root / "t" / "0" / "segments").glob("*.arrow"))) == 3)
+    wait_until(lambda: len(list((root / "t" / "0" / "segments").glob("*.arrow"))) == 3, timeout=60)
     table = Table(kind, tmp_path)
     first = table.export(arrowlog.connect(local_log(root)))
     rows = table.rows()

@@ -21,7 +21,7 @@ from arrowlog.storage import ObjectInfo, Store
 from arrowlog.storage.memory import MemoryStore
 from arrowlog.storage.wrappers import CountingStore
 from arrowlog.testing.scripted import ScriptedStore
-from tests.support.schedules import Background
+from tests.support.schedules import Background, wait_until
 
 SCHEMA = pa.schema([("x", pa.int64())])
 INTERVAL = 5  # segments per checkpoint window
@@ -51,15 +51,6 @@ def _everything(segments: int = SEGMENTS) -> list[int]:
     return [i for i in range(segments) for _ in range(2)]
 
 
-def _until(condition: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.002)
-    return False
-
-
 def test_a_new_clients_read_from_the_start_fetches_the_old_windows_at_once() -> None:
     """Schedule: a new client reads from offset 0; the GET of the first
     window's checkpoint is held. The GETs of the windows after it are sent
@@ -76,7 +67,7 @@ def test_a_new_clients_read_from_the_start_fetches_the_old_windows_at_once() -> 
     def sent() -> set[str]:
         return {key for op, key in list(scripted.history) if op == "get"} & older
 
-    assert _until(lambda: sent() == older), f"sent while the first was held: {sorted(sent())}"
+    wait_until(lambda: sent() == older, "the later windows' GETs while the first was held")
     held.release()
     table = read.result()
     assert isinstance(table, pa.Table)
@@ -111,7 +102,7 @@ def test_a_long_chain_is_fetched_window_reads_at_a_time() -> None:
     def sent() -> set[str]:
         return {key for op, key in list(scripted.history) if op == "get" and "/checkpoints/" in key}
 
-    assert _until(lambda: first <= sent())
+    wait_until(lambda: first <= sent(), "the next windows' GETs while the first was held")
     time.sleep(0.05)  # nothing more is sent while the first is held
     newest = _window_key(prefix, 10 * (segments // INTERVAL - 1))
     assert sent() == first | {newest}

@@ -69,17 +69,27 @@ def everything(log: arrowlog.ArrowLog, topic: str = "t", partition: int = 0) -> 
     return [v for v in column.to_pylist() if isinstance(v, int)]
 
 
+def wait_until(condition: Callable[[], bool], what: str = "the awaited state",
+               timeout: float = 10.0) -> None:  # fmt: skip
+    """Wait for a state another thread reaches (a background write landed)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} never came"
+        time.sleep(0.002)
+
+
 def landed(store: Store, key: str, timeout: float = 10.0) -> None:
     """Wait until ``key`` exists: a write a producer makes in the background
     (a transaction's markers follow its commit point) has landed."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def exists() -> bool:
         try:
             store.head(key)
-            return
         except FileNotFoundError:
-            assert time.monotonic() < deadline, f"{key} never landed"
-            time.sleep(0.002)
+            return False
+        return True
+
+    wait_until(exists, f"{key} landing", timeout)
 
 
 def die_after_writes(store: Store, writes: int) -> None:
