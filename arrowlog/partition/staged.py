@@ -216,7 +216,7 @@ class Staged:
         identity to two batches."""
         if self._plain_id is None or self._plain_pid != os.getpid():
             shared = self._shared
-            self._plain_id = shared.config.retry.call(lambda: claim_producer_id(shared.store, None))
+            self._plain_id = claim_producer_id(shared.store, None, shared.config.retry)
             self._plain_pid = os.getpid()
             self._plain_sequence = 0
         who = WriterIdentity(

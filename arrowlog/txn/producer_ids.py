@@ -11,4 +11,4 @@ __all__ = ["MAX_PRODUCER_ID", "allocate_producer_id"]
 def allocate_producer_id(log: LogView, transactional_id: str | None) -> int:
     """A producer id no other producer has, anywhere (see
     :func:`~arrowlog.partition.producer_ids.claim_producer_id`)."""
-    return claim_producer_id(log.store, transactional_id)
+    return claim_producer_id(log.store, transactional_id, log.config.retry)
