@@ -445,7 +445,9 @@ def test_local_a_stray_in_the_same_second_on_a_reused_inode_is_refused(
         if local_store._generation(f.fileno()) is None:
             pytest.skip("this filesystem gives files no inode generation")
     _second_granular_os(monkeypatch)
-    for attempt in range(3):
+    # Another process may start the second over or take the freed inode
+    # (the suite runs on several workers): try again until both hold.
+    for attempt in range(10):
         root = tmp_path / f"r{attempt}"
         inner = LocalStore(root, fsync=False)
         HEADS.clear()
@@ -460,11 +462,10 @@ def test_local_a_stray_in_the_same_second_on_a_reused_inode_is_refused(
         stray = stray_of(inner, ref.key)
         inner.delete(ref.key)
         inner.put_if_absent(ref.key, stray)
-        if int(time.time()) == begun:
-            break
+        if int(time.time()) == begun and path.stat().st_ino == inode:
+            break  # ext4: the freed inode, at once
     else:
-        pytest.fail("never within one second")
-    assert path.stat().st_ino == inode  # ext4: the freed inode, at once
+        pytest.fail("never a stray on the freed inode within one second")
     with pytest.raises(REFUSED):
         log.read("t", columns=COLUMNS)
 
