@@ -339,10 +339,12 @@ class Checkpoints:
         if start >= self._known.window_start:
             return
         last = self._known.last_checkpoint
-        listed: list[int] = []
+        listed: list[int] | None = None  # not listed yet
         failed: dict[int, BaseException] = {}
         if last is not None and last.start <= start < last.end:
             cp = last
+        elif (cached := self._cached_covering(start)) is not None:
+            cp = cached
         else:
             listed = self._listed_windows(start, until)
             cp = self._checkpoint_covering(start, listed, failed)
@@ -350,7 +352,24 @@ class Checkpoints:
             yield cp
             if cp.end >= self._known.window_start:
                 return
-            cp = self._next_window(cp.end, start, listed, failed)
+            if listed is None and self._key(cp.end) not in self.cache:
+                # the cache held the windows so far, not this one: list from here
+                listed = self._listed_windows(cp.end, until)
+            cp = self._next_window(cp.end, start, listed or [], failed)
+
+    def _key(self, start: int) -> str:
+        return checkpoint_key(self._shared.topic.prefix, self._shared.partition, start)
+
+    def _cached_covering(self, offset: int) -> Checkpoint | None:
+        """The cached window holding ``offset``, if any. Windows never change
+        once written (nor while vacuum removes them: a segment gone is read
+        as gone), so the walk from it needs no LIST: the client that wrote
+        the windows, or read them before, reads them again without one."""
+        for key, cp in self.cache.items():
+            if cp.start <= offset < cp.end and key == self._key(cp.start):
+                self.cache.move_to_end(key)
+                return cp
+        return None
 
     def _next_window(
         self, at: int, reading_from: int, listed: list[int], failed: dict[int, BaseException]
@@ -472,12 +491,17 @@ class Checkpoints:
                 state=state,
             )
             key = checkpoint_key(self._shared.topic.prefix, self._shared.partition, cp.start)
+            body = cp.to_json()
             try:
-                self._shared.store.put_if_absent(key, cp.to_json())
+                self._shared.store.put_if_absent(key, body)
             except FileExistsError:
                 pass  # another writer wrote the same window
             except TransientStoreError:
                 return
+            else:
+                # what a GET of it would return, for a read of the window
+                # later: the client that writes a log reads it back often
+                self._keep(key, Checkpoint.from_json(body, key=key, start=cp.start))
             self._known.pass_window(self._shared.interval, cp, state)
 
     def _date_producers(self, state: PartitionState, last: int) -> None:

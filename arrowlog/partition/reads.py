@@ -155,6 +155,8 @@ class Reads:
         """
         for cp in self._checkpoints.checkpoints_from(start, until):
             yield from (s for s in cp.segments if s.end > start)
+            if until is not None and cp.end >= until:
+                return  # the next window holds nothing the caller wants
         yield from (s for s in self._known.tail_summaries() if s.end > start)
 
     def _plan(self, start: int | None, end: int | None) -> tuple[int, int, list[SegmentRef]]:
@@ -177,6 +179,8 @@ class Reads:
                 self._shared.topic.prefix, self._shared.partition, cp.segments, offset
             )
             offset = cp.end
+            if offset >= until:
+                return  # the next window holds nothing the caller wants
         if self._known.tail and offset < self._known.end:
             tail = self._known.tail_summaries()
             yield from _window_refs(self._shared.topic.prefix, self._shared.partition, tail, offset)
@@ -269,8 +273,10 @@ class Reads:
         summaries: Sequence[SegmentSummary] | None,
     ) -> tuple[int, int, list[SegmentRef]]:
         """The range and its segments, without those whose statistics prove
-        no row matches the predicates ``checked``."""
-        if not checked:
+        no row matches the predicates ``checked``. Given ``summaries`` (a
+        plan's, for this range), the segments are theirs: the checkpoint
+        windows are not walked again."""
+        if not checked and summaries is None:
             return self._plan(start, end)
         # the summaries give the statistics and the segments at once
         with self._shared.lock:
@@ -282,7 +288,7 @@ class Reads:
             for s in summaries
             if s.end > start
             and s.base < end
-            and (s.control or may_match(s.stats, schema, checked, s.record_count))
+            and (s.control or not checked or may_match(s.stats, schema, checked, s.record_count))
         ]
         return start, end, refs
 

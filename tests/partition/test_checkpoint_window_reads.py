@@ -126,6 +126,16 @@ def test_a_short_read_of_old_offsets_fetches_only_its_window() -> None:
     assert counting.counts["list"] == 1
 
 
+def test_a_read_to_a_windows_end_fetches_no_window_after_it() -> None:
+    store, prefix = _history()
+    counting = CountingStore(store)
+    part = arrowlog.connect(counting).partition("t", 0)
+    part.end_offset()
+    counting.reset()
+    assert part.read(20, 30)["x"].to_pylist() == [v for v in range(10, 15) for _ in range(2)]
+    assert {k for k in counting.keys_read if "/checkpoints/" in k} == {_window_key(prefix, 20)}
+
+
 def test_a_window_the_listing_missed_is_read_by_its_key() -> None:
     store, prefix = _history()
     scripted = ScriptedStore(store)
@@ -258,3 +268,83 @@ def test_a_short_read_of_old_offsets_lists_only_the_windows_it_can_need() -> Non
     store.limits.clear()
     assert reader.read(22, 26)["x"].to_pylist() == [11, 11, 12, 12]
     assert store.limits and all(n is not None and n <= 5 for n in store.limits), store.limits
+
+
+def _counted(store: Store) -> tuple[CountingStore, ScriptedStore]:
+    """``store`` seen through a request count and a request history."""
+    scripted = ScriptedStore(store)
+    return CountingStore(scripted), scripted
+
+
+def _checkpoint_requests(
+    counting: CountingStore, scripted: ScriptedStore
+) -> tuple[dict[str, int], int]:
+    """The checkpoint GETs made (by key), and the checkpoint LISTs."""
+    gets = {k: n for k, n in counting.keys_read.items() if "/checkpoints/" in k}
+    lists = sum(1 for op, key in scripted.history if op == "list" and "/checkpoints/" in key)
+    return gets, lists
+
+
+def test_the_client_that_wrote_the_windows_reads_them_back_without_a_checkpoint_request() -> None:
+    """The writer keeps each checkpoint it writes, as a GET of it would
+    return it: its read of the whole log, read_committed or not, is the
+    segment GETs alone (and, for a read to the end, a LIST of the tail)."""
+    counting, scripted = _counted(MemoryStore())
+    log = arrowlog.connect(counting)
+    log.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=INTERVAL))
+    part = log.partition("t", 0)
+    for i in range(SEGMENTS):
+        part.append(one(i))
+    reads: list[Callable[[], pa.Table]] = [
+        lambda: log.read("t", 0),
+        lambda: part.read(0, 2 * SEGMENTS),
+        lambda: log.consumer(isolation_level="read_uncommitted").read("t", 0),
+    ]
+    for read in reads:
+        counting.reset()
+        scripted.history.clear()
+        assert read()["x"].to_pylist() == _everything()
+        assert counting.counts["get"] == SEGMENTS
+        assert {op for op, _ in scripted.history} <= {"get", "list"}
+        assert _checkpoint_requests(counting, scripted) == ({}, 0)
+
+
+def test_a_new_clients_committed_read_walks_the_windows_once() -> None:
+    """A read_committed read plans its range (the batches' summaries, through
+    the windows) and fetches the segments of that plan: one LIST of the
+    windows and one GET of each, not a second walk for the fetch."""
+    store, prefix = _history()
+    counting, scripted = _counted(store)
+    reader = arrowlog.connect(counting)
+    reader.partition("t", 0).end_offset()  # opened: the newest window read
+    counting.reset()
+    scripted.history.clear()
+    assert reader.read("t", 0)["x"].to_pylist() == _everything()
+    windows = {_window_key(prefix, w): 1 for w in WINDOWS[:-1]}
+    assert _checkpoint_requests(counting, scripted) == (windows, 1)
+
+
+def test_a_read_past_the_cached_windows_lists_from_the_first_it_lacks() -> None:
+    """A client that read the first windows reads the whole log: the windows
+    it holds cost nothing, one LIST starts at the first it lacks, and the
+    later ones are fetched at once (a held GET of that first one does not
+    hold them back)."""
+    store, prefix = _history()
+    counting, scripted = _counted(store)
+    part = arrowlog.connect(counting).partition("t", 0)
+    assert part.read(0, 30).num_rows == 30  # windows 0, 10 and 20, and the newest (70)
+    assert _checkpoint_requests(counting, scripted)[0] == {
+        _window_key(prefix, w): 1 for w in (0, 10, 20, 70)
+    }
+    counting.reset()
+    scripted.history.clear()
+    held = scripted.hold("get", _window_key(prefix, 30))
+    reading = Background(lambda: part.read(0, 2 * SEGMENTS))
+    held.wait_reached()
+    later = {_window_key(prefix, w) for w in (40, 50, 60)}
+    wait_until(lambda: later <= set(counting.keys_read), "the later windows fetched")
+    held.release()
+    table = reading.result()
+    assert isinstance(table, pa.Table) and table["x"].to_pylist() == _everything()
+    windows = {_window_key(prefix, w): 1 for w in (30, 40, 50, 60)}
+    assert _checkpoint_requests(counting, scripted) == (windows, 1)
