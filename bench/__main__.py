@@ -337,7 +337,8 @@ def main() -> None:
         return
     print(f"{'case':<25} {'append MiB/s':>12} {'stream':>8} {'obstore':>8} {'ratio':>6} "
           f"{'stream':>6}   {'read MiB/s':>10} {'obstore':>8} {'ratio':>6} {'new':>5} "
-          f"{'first':>5}   {'8 writers MiB/s':>15} {'conflicts/append':>16}")  # fmt: skip
+          f"{'first':>5} {'+crc':>5} {'new':>5}   {'8 writers MiB/s':>15} "
+          f"{'conflicts/append':>16}")  # fmt: skip
     for label, r in results.items():
         a, rd = r["append"], r["read"]
         crowd = r.get("contention")
@@ -346,6 +347,7 @@ def main() -> None:
             f" {a['obstore_mib_s']:>8.1f} {a['ratio']:>6.2f} {a['stream_ratio']:>6.2f}"
             f"   {rd['arrowlog_mib_s']:>10.1f} {rd['obstore_mib_s']:>8.1f} {rd['ratio']:>6.2f}"
             f" {rd['cold_ratio']:>5.2f} {a['first_read_ratio']:>5.2f}"
+            f" {rd['crc_ratio']:>5.2f} {rd['cold_crc_ratio']:>5.2f}"
         )
         if crowd is not None:
             line += f"   {crowd['mib_s']:>15.1f} {crowd['conflicts_per_append']:>16.2f}"
@@ -355,6 +357,8 @@ def main() -> None:
         " same stored bytes;\nappend: one by one (append in a loop), stream: append_batches;"
         "\nread: a warm client; new: a new client, against a LIST then the GETs; first: the"
         "\nwriter's first read of what it appended, against obstore's first GETs of its puts;"
+        "\n+crc: warm and new again, against obstore GETs that also compute each object's"
+        "\nCRC32C (arrowlog checks every object it reads; the plain baseline checks nothing);"
         "\na read's ratio is the median of its rounds' (each round runs both sides, one"
         "\nafter the other)"
         "\n(goal: append >= 0.9 at 1 MiB, >= 0.8 at 64 KiB; every read >= 0.9)"

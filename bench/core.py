@@ -19,6 +19,7 @@ bytes on the same store, measured in the same run.
 
 from __future__ import annotations
 
+import functools
 import io
 import statistics
 import tempfile
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import obstore
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,20 +55,26 @@ class Backend:
     #: a new obstore store like ``raw`` (a new client: no connection made yet)
     new_raw: Callable[[], Any]
 
-    def fetch(self, key: str, raw: Any = None) -> pa.Table:
+    def fetch(self, key: str, raw: Any = None, crc: bool = False) -> pa.Table:
         """The baseline's read of one object: an obstore GET, decoded by
         pyarrow, without Arrow's threads for a small object, as arrowlog
-        decodes one (see SMALL_DECODE_MAX_BYTES): the fastest way to decode it."""
+        decodes one (see SMALL_DECODE_MAX_BYTES): the fastest way to decode it.
+        With ``crc``, the object's CRC32C is computed too (the check arrowlog
+        keeps: what a user who checks what they read pays)."""
         data = obstore.get(self.raw if raw is None else raw, key).bytes()
+        if crc:
+            crc32c.crc32c(data)
         options = pa.ipc.IpcReadOptions(use_threads=len(data) >= SMALL_DECODE_MAX_BYTES)
         return pa.ipc.open_file(pa.py_buffer(memoryview(data)), options=options).read_all()
 
-    def table(self, keys: list[str], pool: ThreadPoolExecutor, raw: Any = None) -> pa.Table:
+    def table(
+        self, keys: list[str], pool: ThreadPoolExecutor, raw: Any = None, crc: bool = False
+    ) -> pa.Table:
         """The baseline's read of objects into one table, as ``log.read``
         returns them: every object's memory held until the last arrives (a
         count of rows that dropped each one as it came would reuse the same
         memory over and over, which a read into a table cannot)."""
-        return pa.concat_tables(list(pool.map(lambda key: self.fetch(key, raw), keys)))
+        return pa.concat_tables(list(pool.map(lambda key: self.fetch(key, raw, crc), keys)))
 
 
 def make_batch(target_bytes: int) -> pa.RecordBatch:
@@ -277,19 +285,22 @@ def bench_read(
         assert fresh.read(topic, 0).num_rows == rows
         fresh.close()
 
-    def plain() -> None:
-        assert backend.table(keys, pool).num_rows == rows
+    def plain(crc: bool = False) -> None:
+        assert backend.table(keys, pool, crc=crc).num_rows == rows
 
-    def listed() -> None:  # what a new client must do at least: LIST, then GET
+    def listed(crc: bool = False) -> None:  # what a new client must do at least: LIST, then GET
         raw = backend.new_raw()
         prefix = keys[0].rsplit("/", 1)[0] + "/"
         listing = obstore.list(raw, prefix)
         found = [o["path"] for page in listing for o in page if o["path"].endswith(".arrow")]
-        assert backend.table(found, pool, raw).num_rows == rows
+        assert backend.table(found, pool, raw, crc).num_rows == rows
 
-    runs = {"ours": ours, "plain": plain, "to_end": to_end, "cold": cold, "listed": listed}
+    runs: dict[str, Callable[[], None]] = {"plain_crc": functools.partial(plain, True),
+            "ours": ours, "plain": plain,
+            "to_end": to_end, "cold": cold, "listed": listed,
+            "listed_crc": functools.partial(listed, True)}  # fmt: skip
     times: dict[str, list[float]] = {name: [] for name in runs}
-    # each side next to its baseline in every round (ours, plain; cold, listed)
+    # each side next to its baselines in every round (ours, plain; cold, listed)
     for r in range(5 * repeat):  # a read is quick, and noisy: more of them
         for name in reversed(runs) if r % 2 else runs:
             times[name].append(timed(runs[name]))
@@ -300,6 +311,8 @@ def bench_read(
             "ratio": paired_ratio(times["plain"], times["ours"]),
             "to_end_ratio": paired_ratio(times["plain"], times["to_end"]),
             "cold_ratio": paired_ratio(times["listed"], times["cold"]),
+            "crc_ratio": paired_ratio(times["plain_crc"], times["ours"]),
+            "cold_crc_ratio": paired_ratio(times["listed_crc"], times["cold"]),
             "ratio_of_medians": t["plain"] / t["ours"],
             "cold_ratio_of_medians": t["listed"] / t["cold"]}  # fmt: skip
 
