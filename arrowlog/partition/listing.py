@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
 import functools
 import itertools
 from collections.abc import Iterable, Iterator
@@ -333,15 +332,19 @@ class Listing:
         key = shared.key(base)
         try:
             data = shared.retry(lambda: shared.store.get(key))
-            header = self._header_in(base, data, None, None)
+            # decoded here, while other segments are still on their way, as a
+            # read's own fetches are, and its header (statistics too) parsed
+            # once for both; the read reports what fails, as it would
+            kept: Kept = data
+            try:
+                kept = decode_segment(data, key=key, columns=prefetch.columns, stats=True)
+            except ArrowLogError:
+                header = self._header_in(base, data, None, None)  # checked by its own CRC
+            else:
+                header = self._checked_header(base, kept[0])
         except BaseException:
             prefetch.give_back(size)
             raise
-        # decoded here, while other segments are still on their way, as a
-        # read's own fetches are; the read reports what fails, as it would
-        kept: Kept = data
-        with contextlib.suppress(ArrowLogError):
-            kept = decode_segment(data, key=key, columns=prefetch.columns)
         prefetch.keep(key, kept, size)
         return header
 
@@ -367,10 +370,21 @@ class Listing:
             header = read_header(head, key=key)
             if isinstance(header, int):
                 raise CorruptSegmentError("segment truncated inside its schema", key=key)
-        if header.base_offset != base or header.staged:
-            raise CorruptSegmentError(f"segment says it starts at {header.base_offset}", key=key)
+        self._checked_header(base, header)
         if size is not None and size >= COLUMN_READ_MIN_BYTES:
             HEADS.offer(key, header.append_id, head, tag)  # a column read needs no head read
+        return header
+
+    def _checked_header(self, base: int, header: SegmentHeader) -> SegmentHeader:
+        """``header``, read from the segment key at ``base``, if it belongs there.
+
+        Raises:
+            CorruptSegmentError: it says it starts elsewhere, or is staged.
+        """
+        if header.base_offset != base or header.staged:
+            raise CorruptSegmentError(
+                f"segment says it starts at {header.base_offset}", key=self._shared.key(base)
+            )
         return header
 
     def probe_tail(self) -> None:

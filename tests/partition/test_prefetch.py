@@ -8,6 +8,7 @@ heads are read as before; and however the read ends, the budget comes back."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -15,6 +16,7 @@ import pytest
 import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.config import Compression
+from arrowlog.format.segment import codec, header
 from arrowlog.partition import prefetch
 from arrowlog.storage import Blob, Store
 from arrowlog.storage.wrappers import CountingStore
@@ -67,6 +69,28 @@ def test_a_new_clients_read_costs_a_list_and_one_get_per_segment(store: Store) -
     assert counting.counts["get_range"] == 0, "a head read before the segment itself"
     segments = {k: n for k, n in counting.keys_read.items() if "/segments/" in k}
     assert len(segments) == 30 and set(segments.values()) == {1}
+
+
+@pytest.mark.parametrize("columns", [None, ["y"]], ids=["every-column", "some-columns"])
+def test_a_new_clients_read_parses_each_segments_header_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch, columns: list[str] | None
+) -> None:
+    """The listing takes a segment's header, statistics too, from the decoding
+    it does anyway: a header parse is CPU the other fetches wait for."""
+    written(store, 30, text="abc")
+    parsed: list[str] = []
+    real = header.header_from_metadata
+
+    def counted(metadata: dict[bytes, bytes] | None, key: str, *, stats: bool = True) -> Any:
+        parsed.append(key)
+        return real(metadata, key, stats=stats)
+
+    monkeypatch.setattr(header, "header_from_metadata", counted)
+    monkeypatch.setattr(codec, "header_from_metadata", counted)
+    table = arrowlog.connect(store).read("t", 0, columns=columns)
+    assert table["y"].to_pylist() == ["abc"] * 60
+    segments = [k for k in parsed if "/segments/" in k]
+    assert len(segments) == len(set(segments)) == 30
 
 
 def test_a_read_of_part_of_the_log_fetches_whole_only_the_segments_it_returns(

@@ -32,6 +32,7 @@ from arrowlog.format.segment.header import (
     SegmentHeader,
     WriterIdentity,
     compaction_metadata,
+    head_schema,
     header_from_metadata,
     hex8,
     refs_metadata,
@@ -243,10 +244,15 @@ def check_schema(schema: pa.Schema) -> None:
 
 
 def decode_segment(
-    data: bytes | memoryview, *, key: str, columns: Sequence[str] | None = None
+    data: bytes | memoryview,
+    *,
+    key: str,
+    columns: Sequence[str] | None = None,
+    stats: bool = False,
 ) -> tuple[SegmentHeader, pa.RecordBatch]:
     """Verify and parse a whole segment; with ``columns``, only those columns
-    of a data segment are decoded (a control record's are all kept).
+    of a data segment are decoded (a control record's are all kept); with
+    ``stats``, the header keeps its column statistics.
 
     Raises:
         CorruptSegmentError: the checksum does not match, the object is truncated
@@ -261,10 +267,15 @@ def decode_segment(
         if columns is None:
             simple = _read_simple(data, key)
             if simple is not None:
-                header = header_from_metadata(simple.schema.metadata, key, stats=False)
+                header = header_from_metadata(simple.schema.metadata, key, stats=stats)
                 return checked(header, project(simple, key, None), key)
         reader = pa.ipc.open_file(pa.py_buffer(data))
-        header = header_from_metadata(reader.schema.metadata, key, stats=False)
+        # the header of the schema message at the head, as the simple read
+        # and every listing take it, not of the footer's copy
+        head = head_schema(data, key)
+        if isinstance(head, int):
+            raise CorruptSegmentError("segment truncated inside its schema", key=key)
+        header = header_from_metadata(head.metadata, key, stats=stats)
         wanted = None
         if columns is not None and not header.identity.control:
             wanted = column_indices(reader.schema, columns)
