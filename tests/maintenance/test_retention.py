@@ -534,3 +534,33 @@ def test_an_altered_retention_is_seen_by_every_client(store: Store) -> None:
     log.alter_topic_config("t", retention_ms=None)  # back to forever
     assert arrowlog.connect(store).topic("t").config.retention_ms is None
     assert values(other) == list(range(10))  # the records are untouched
+
+
+def test_clients_holding_the_removed_windows_refuse_a_read_below_the_new_log_start(
+    store: Store,
+) -> None:
+    """The writer holds the checkpoints it wrote, a reader those it read: a
+    walk from a window a client holds lists no window. After another client
+    deleted records and vacuum removed their windows and segments, a read
+    from below the new log start is refused, and one from it returns what
+    is left."""
+    writer = arrowlog.connect(store, config=FAST)
+    writer.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(30):
+        writer.append("t", rows(v))
+    reader = arrowlog.connect(store, config=FAST)
+    assert values(reader) == list(range(30))
+    parts = [writer.partition("t", 0), reader.partition("t", 0)]
+    other = arrowlog.connect(store, config=FAST)
+    other.delete_records("t", 0, 20)
+    wait_out_the_delay()
+    assert other.maintenance.vacuum()
+    for part in parts:
+        for start, end in ((0, 10), (10, 25)):
+            with pytest.raises(OffsetOutOfRangeError):
+                part.read(start, end)
+        assert part.read(20, 25).column("v").to_pylist() == list(range(20, 25))
+    for log in (writer, reader):
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read("t", 0, start=10)
+        assert values(log) == list(range(20, 30))
