@@ -182,7 +182,8 @@ class Checkpoints:
         self._listing.sync_tail()
 
     def newest_checkpoint(self) -> Checkpoint | None:
-        """The newest checkpoint that reads back intact; None if there is none.
+        """The newest checkpoint that reads back intact from the store (never
+        a copy held here: see :meth:`stored_checkpoint`); None if there is none.
 
         A corrupt one is skipped with a warning, for the next older one (and
         then the log start): a checkpoint only saves work. The segments it
@@ -201,7 +202,7 @@ class Checkpoints:
             try:
                 if start is None:
                     raise CorruptCheckpointError("not a checkpoint name", key=after)
-                return self.load_checkpoint(start)
+                return self.stored_checkpoint(start)
             except (CorruptCheckpointError, FileNotFoundError) as e:
                 if isinstance(e, FileNotFoundError):
                     self._listing.check_alive()  # listed, then gone: deleted with its topic?
@@ -217,6 +218,24 @@ class Checkpoints:
         if cached is not None:
             self.cache.move_to_end(key)
             return cached
+        cp = self._fetched(start, key)
+        self._keep(key, cp)
+        return cp
+
+    def stored_checkpoint(self, start: int) -> Checkpoint:
+        """The checkpoint of the window at ``start`` as the store holds it now,
+        kept for later reads. What every other client reads, not this one's
+        copy (the writer keeps each checkpoint it writes): where the answer
+        decides what the store must keep (the newest that reads back, whose
+        chain vacuum leaves whole; whether a window can be rebuilt without
+        its segments), a copy held here would hide a checkpoint found
+        corrupt since.
+
+        Raises:
+            CorruptCheckpointError: it does not read back.
+            FileNotFoundError: it is gone.
+        """
+        key = checkpoint_key(self._shared.topic.prefix, self._shared.partition, start)
         cp = self._fetched(start, key)
         self._keep(key, cp)
         return cp

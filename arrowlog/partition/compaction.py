@@ -247,7 +247,7 @@ class Compactions:
         while start <= hi:
             try:
                 with self._shared.lock:
-                    start = self._checkpoints.load_checkpoint(start).end
+                    start = self._checkpoints.stored_checkpoint(start).end
             except (CorruptCheckpointError, FileNotFoundError) as e:
                 _warn_kept(obj, start, "gone" if isinstance(e, FileNotFoundError) else str(e))
                 return start

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -586,3 +587,35 @@ def test_describe_counts_compacted_objects_and_the_bytes_a_read_fetches() -> Non
     compacted = log.partition("t", 0).compacted_objects(0, done.end)
     tail = log.partition("t", 0).segments(done.end, 20)
     assert after.bytes == compacted[0].size + sum(s.size for s in tail) < before.bytes
+
+
+def test_vacuum_by_the_writer_keeps_the_segments_of_a_window_whose_stored_checkpoint_is_corrupt(
+    store: Store,
+) -> None:
+    """The writer keeps each checkpoint it writes. The checkpoint of [4, 8)
+    is then found corrupt in the store; the writer compacts [0, 16), and
+    the object is replaced by the same one without an index (as written
+    before objects had one). When the writer vacuums, the window cannot be
+    rebuilt but from its segments, whatever copy of its checkpoint the
+    writer holds: they stay (with a warning), and every record reads."""
+    log = arrowlog.connect(store, config=FAST)
+    log.create_topic("t", SCHEMA, config=CONFIG)
+    for v in range(20):
+        log.append("t", rows(v))
+    ck = checkpoint_key("t", 0, 4)
+    store.delete(ck)
+    store.put_if_absent(ck, b"{not json")
+    with warnings.catch_warnings():  # the writer plans from its copy; another client warns
+        warnings.simplefilter("ignore", RuntimeWarning)
+        (done,) = log.maintenance.compact(target_bytes=MIN_TARGET_BYTES)
+    assert done.key is not None and (done.start, done.end) == (0, 16)
+    header, batch = fetch_compacted(store, done.key, 0, 16)
+    old, _ = encode(batch, header, log.topic("t").config.compression, stats=True)
+    store.delete(done.key)
+    store.put_if_absent(done.key, old)
+    wait_out_the_delay()
+    with pytest.warns(RuntimeWarning, match="has no index to rebuild it from"):
+        log.maintenance.vacuum()
+    assert segment_key("t", 0, 4) in segments(store)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert read_values(arrowlog.connect(store, config=FAST), 0) == list(range(20))

@@ -564,3 +564,26 @@ def test_clients_holding_the_removed_windows_refuse_a_read_below_the_new_log_sta
         with pytest.raises(OffsetOutOfRangeError):
             log.read("t", 0, start=10)
         assert values(log) == list(range(20, 30))
+
+
+def test_the_writer_vacuums_by_the_newest_checkpoint_the_store_holds_not_the_one_it_wrote(
+    store: Store,
+) -> None:
+    """The writer keeps each checkpoint it writes. The newest, [8, 10), is
+    then found corrupt in the store, and the writer deletes the records
+    before 9 and vacuums: every other client opens from [6, 8), the newest
+    that reads back, so the chain from 8 must stay (as it does when any
+    other client vacuums). The writer's own copy of [8, 10) is no evidence
+    that the store's reads back: else vacuum removes 7 and 8, and no
+    client can open the partition."""
+    log = ten_records(store)
+    newest = checkpoint_key("t", 0, 8)
+    store.delete(newest)
+    store.put_if_absent(newest, b"{not json")
+    log.delete_records("t", 0, 9)
+    wait_out_the_delay()
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        log.maintenance.vacuum()
+    assert segment_key("t", 0, 8) in objects(store)
+    with pytest.warns(RuntimeWarning, match="unusable checkpoint"):
+        assert values(arrowlog.connect(store, config=FAST)) == [9]
