@@ -213,7 +213,7 @@ class Checkpoints:
         """A checkpoint, from the store or as read before: one is written once
         (put-if-absent) and never changes, so each long read does not fetch
         every window again (a topic created anew has keys of its own)."""
-        key = checkpoint_key(self._shared.topic.prefix, self._shared.partition, start)
+        key = self._key(start)
         cached = self.cache.get(key)
         if cached is not None:
             self.cache.move_to_end(key)
@@ -235,7 +235,7 @@ class Checkpoints:
             CorruptCheckpointError: it does not read back.
             FileNotFoundError: it is gone.
         """
-        key = checkpoint_key(self._shared.topic.prefix, self._shared.partition, start)
+        key = self._key(start)
         cp = self._fetched(start, key)
         self._keep(key, cp)
         return cp
@@ -269,7 +269,7 @@ class Checkpoints:
                         f"{self._known.log_start} (its records were deleted): read from the log "
                         "start"
                     ) from None
-            key = checkpoint_key(self._shared.topic.prefix, self._shared.partition, start)
+            key = self._key(start)
             _warn_skipped(key, e, "rebuilding its window without it")
         return self._rebuilt_window(start)
 
@@ -341,7 +341,7 @@ class Checkpoints:
         for summary in chain:
             window.append(summary)
             if summary.end >= self._known.window_start or self._listing.exists(
-                checkpoint_key(self._shared.topic.prefix, self._shared.partition, summary.end)
+                self._key(summary.end)
             ):
                 break
         return window
@@ -407,7 +407,7 @@ class Checkpoints:
         prefix = checkpoint_prefix(shared.topic.prefix, shared.partition)
         top = self._known.window_start if until is None else min(until, self._known.window_start)
         top = max(top, offset + 1)
-        after = checkpoint_key(shared.topic.prefix, shared.partition, top)
+        after = self._key(top)
         # each window holds an offset of its own: at most this many start in
         # [offset, top), the one holding ``offset`` included (a page of S3's
         # 1,000 keys for a short read of old offsets, without a bound)
@@ -435,10 +435,9 @@ class Checkpoints:
         again: its error goes into ``failed`` (for :meth:`load_window`) if
         retried to the deadline or corrupt, and any other window is read by
         its key on its own (gone: the log start is listed again)."""
-        shared = self._shared
         if start in failed:
             return
-        if checkpoint_key(shared.topic.prefix, shared.partition, start) in self.cache:
+        if self._key(start) in self.cache:
             return
         at = bisect.bisect_left(listed, start)
         if at == len(listed) or listed[at] != start:
@@ -446,9 +445,7 @@ class Checkpoints:
         wanted = [
             (window, key)
             for window in listed[at:]
-            if window not in failed
-            and (key := checkpoint_key(shared.topic.prefix, shared.partition, window))
-            not in self.cache
+            if window not in failed and (key := self._key(window)) not in self.cache
         ][:WINDOW_READS]
         if len(wanted) < 2:
             return  # one window: load_window reads it
@@ -509,7 +506,7 @@ class Checkpoints:
                 segments=tuple(window),
                 state=state,
             )
-            key = checkpoint_key(self._shared.topic.prefix, self._shared.partition, cp.start)
+            key = self._key(cp.start)
             body = cp.to_json()
             try:
                 self._shared.store.put_if_absent(key, body)
