@@ -218,9 +218,7 @@ class Checkpoints:
         if cached is not None:
             self.cache.move_to_end(key)
             return cached
-        cp = self._fetched(start, key)
-        self._keep(key, cp)
-        return cp
+        return self.stored_checkpoint(start)
 
     def stored_checkpoint(self, start: int) -> Checkpoint:
         """The checkpoint of the window at ``start`` as the store holds it now,
@@ -381,9 +379,9 @@ class Checkpoints:
 
     def _cached_covering(self, offset: int) -> Checkpoint | None:
         """The cached window holding ``offset``, if any. Windows never change
-        once written (nor while vacuum removes them: a segment gone is read
-        as gone), so the walk from it needs no LIST: the client that wrote
-        the windows, or read them before, reads them again without one."""
+        once written, so the walk from it needs no LIST: the client that wrote
+        the windows, or read them before, reads them again without one (a
+        read from below a log start that moved since is refused as before)."""
         for key, cp in self.cache.items():
             if cp.start <= offset < cp.end and key == self._key(cp.start):
                 self.cache.move_to_end(key)
