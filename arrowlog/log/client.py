@@ -31,11 +31,13 @@ from arrowlog.format.topic import (
     TopicEntry,
     TopicTombstone,
     check_topic_name,
+    checkpoint_prefix,
     parse_topic_listing,
 )
 from arrowlog.log.topics import TopicDeletion, TopicVersions
 from arrowlog.maintenance import Maintenance
 from arrowlog.partition import AppendResult, PartitionLog
+from arrowlog.partition.ahead import CheckpointLookAhead
 from arrowlog.producer import Producer
 from arrowlog.read.consumer import Consumer
 from arrowlog.read.filters import Filter
@@ -140,6 +142,8 @@ class ArrowLog:
         self._partitions: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
         self.resolver = TxnResolver(store, config.retry)
+        #: a store at memory speed: no request is worth starting early
+        self._local = store.url.startswith(("file:", "memory:"))
 
     @property
     def store(self) -> Store:
@@ -480,23 +484,44 @@ class ArrowLog:
         Raises:
             UnknownTopicOrPartitionError: no such topic or partition.
         """
-        t = self._partition_topic(topic)
-        if isinstance(partition, int) and partition >= t.partitions:
-            t = self.topic(topic, refresh=True)  # added since we looked?
-        t.check_partition(partition)
+        ahead = self._look_ahead(topic, partition)
+        try:
+            # with a look-ahead under way, the whole chain of versions too (a
+            # read asks for it next): at once, as the first look at a topic does
+            t = self._lookup(topic, refresh=False, follow=ahead is not None)
+            if isinstance(partition, int) and partition >= t.partitions:
+                t = self.topic(topic, refresh=True)  # added since we looked?
+            t.check_partition(partition)
+            with self._lock:
+                log = self._partitions.get((topic, partition))
+                if log is None or log.topic.incarnation != t.incarnation:
+                    log = PartitionLog(
+                        self._store,
+                        t,
+                        partition,
+                        self._config,
+                        decide=self.resolver.decide,
+                        refresh_topic=functools.partial(self._topic_at_least, topic),
+                        ahead=ahead,
+                    )
+                    self._partitions[(topic, partition)] = log
+                    ahead = None
+                return log
+        finally:
+            if ahead is not None:
+                ahead.discard()
+
+    def _look_ahead(self, topic: str, partition: int) -> CheckpointLookAhead | None:
+        """The LIST of the partition's newest checkpoint, started now, when
+        this client has yet to read the topic and the store is remote: it runs
+        while the topic is read (see :mod:`arrowlog.partition.ahead`)."""
+        if self._local or not isinstance(partition, int) or partition < 0:
+            return None
+        check_topic_name(topic)  # no request for a name no topic can have
         with self._lock:
-            log = self._partitions.get((topic, partition))
-            if log is None or log.topic.incarnation != t.incarnation:
-                log = PartitionLog(
-                    self._store,
-                    t,
-                    partition,
-                    self._config,
-                    decide=self.resolver.decide,
-                    refresh_topic=functools.partial(self._topic_at_least, topic),
-                )
-                self._partitions[(topic, partition)] = log
-            return log
+            if topic in self._topics or (topic, partition) in self._partitions:
+                return None
+        return CheckpointLookAhead(self._store, checkpoint_prefix(topic, partition))
 
     def iter_partitions(self, topic: str) -> Iterator[PartitionLog]:
         """Every partition of ``topic``, in order, including those added since

@@ -11,6 +11,7 @@ from typing import TypeVar
 from arrowlog.config import LogConfig
 from arrowlog.format.checkpoint import Decision, OpenTxn
 from arrowlog.format.topic import Topic, segment_key
+from arrowlog.partition.ahead import CheckpointLookAhead
 from arrowlog.partition.prefetch import Reading
 from arrowlog.storage import Store
 
@@ -56,6 +57,7 @@ class Shared:
         *,
         decide: Callable[[OpenTxn], Decision] | None = None,
         refresh_topic: RefreshTopic | None = None,
+        ahead: CheckpointLookAhead | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -72,6 +74,14 @@ class Shared:
         #: the reads into tables under way, and what their listings fetched
         #: whole for them (:mod:`arrowlog.partition.prefetch`)
         self.reading = Reading()
+        #: the newest checkpoint's LIST, started with the topic's lookup
+        #: (:mod:`arrowlog.partition.ahead`); the first opening takes it
+        self._ahead = ahead
+
+    def take_ahead(self) -> CheckpointLookAhead | None:
+        """The look-ahead of the first opening, once."""
+        ahead, self._ahead = self._ahead, None
+        return ahead
 
     def learn_version(self, latest: Topic) -> None:
         """A later version of the same topic (more partitions)."""

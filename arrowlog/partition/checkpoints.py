@@ -38,6 +38,7 @@ from arrowlog.format.topic import (
     segment_prefix,
 )
 from arrowlog.partition._base import Shared, _Reincarnated, _Stale
+from arrowlog.partition.ahead import CheckpointLookAhead
 from arrowlog.partition.indexes import CompactedIndexes
 from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
@@ -175,15 +176,17 @@ class Checkpoints:
     def _open_once(self) -> None:
         self.opened = False
         self._known.forget()
-        cp = self.newest_checkpoint()
+        cp = self.newest_checkpoint(self._shared.take_ahead())
         if cp is not None:
             self._known.open_from(cp)
         self.opened = True
         self._listing.sync_tail()
 
-    def newest_checkpoint(self) -> Checkpoint | None:
+    def newest_checkpoint(self, ahead: CheckpointLookAhead | None = None) -> Checkpoint | None:
         """The newest checkpoint that reads back intact from the store (never
         a copy held here: see :meth:`stored_checkpoint`); None if there is none.
+        The first LIST is ``ahead``'s, if it listed this partition's
+        checkpoints (:mod:`arrowlog.partition.ahead`).
 
         A corrupt one is skipped with a warning, for the next older one (and
         then the log start): a checkpoint only saves work. The segments it
@@ -195,8 +198,10 @@ class Checkpoints:
         def first_after(key: str | None) -> list[ObjectInfo]:
             return list(self._shared.store.list(prefix, start_after=key, limit=1))
 
-        after: str | None = None
-        while found := self._shared.retry(functools.partial(first_after, after)):
+        found = None if ahead is None else ahead.listed(prefix)
+        if found is None:
+            found = self._shared.retry(functools.partial(first_after, None))
+        while found:
             after = found[0].key
             start = parse_checkpoint_key(after)
             try:
@@ -207,6 +212,7 @@ class Checkpoints:
                 if isinstance(e, FileNotFoundError):
                     self._listing.check_alive()  # listed, then gone: deleted with its topic?
                 _warn_skipped(after, e, "opening from an older one or the log start")
+            found = self._shared.retry(functools.partial(first_after, after))
         return None
 
     def load_checkpoint(self, start: int) -> Checkpoint:

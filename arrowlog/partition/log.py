@@ -16,6 +16,7 @@ from arrowlog.format.segment import PLAIN_APPEND, Ref, SegmentHeader, WriterIden
 from arrowlog.format.stats import Predicate
 from arrowlog.format.topic import Topic
 from arrowlog.partition._base import RefreshTopic, Shared
+from arrowlog.partition.ahead import CheckpointLookAhead
 from arrowlog.partition.append import Appends
 from arrowlog.partition.append_result import AppendResult
 from arrowlog.partition.batches import BatchAppends
@@ -50,9 +51,10 @@ class PartitionLog:
         *,
         decide: Callable[[OpenTxn], Decision] | None = None,
         refresh_topic: RefreshTopic | None = None,
+        ahead: CheckpointLookAhead | None = None,
     ) -> None:
         shared = Shared(store, topic, partition, config, decide=decide,
-                        refresh_topic=refresh_topic)  # fmt: skip
+                        refresh_topic=refresh_topic, ahead=ahead)  # fmt: skip
         known = KnownLog()
         listing = Listing(shared, known)
         indexes = CompactedIndexes(shared)

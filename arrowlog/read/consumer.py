@@ -312,6 +312,10 @@ class Consumer:
             InvalidConfigError: ``start`` or ``end`` without a partition, in a
                 topic of several.
         """
+        if partition is not None:
+            # the partition first: a new client then reads the topic while the
+            # opening's first LIST runs (arrowlog.partition.ahead)
+            self._log.partition(topic, partition)
         schema = projected(self._log.topic(topic).schema, columns)
         if partition is None and self._log.topic(topic).partitions > 1:
             tables = self._every_partition(topic, start, end, columns, where)
