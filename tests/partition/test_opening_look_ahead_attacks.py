@@ -14,12 +14,16 @@ import pyarrow as pa
 import pytest
 
 import arrowlog
-from arrowlog.errors import UnknownTopicOrPartitionError
+from arrowlog.errors import UnknownColumnError, UnknownTopicOrPartitionError
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
 from arrowlog.testing.scripted import ScriptedStore
 
 SCHEMA = pa.schema([("x", pa.int64())])
+
+
+def batch(i: int) -> pa.RecordBatch:
+    return pa.record_batch([pa.array([i, i + 1], pa.int64())], schema=SCHEMA)
 
 
 @pytest.fixture
@@ -48,3 +52,21 @@ def test_a_partition_no_topic_can_have_is_refused_without_listing_a_checkpoint_p
     with pytest.raises(UnknownTopicOrPartitionError, match=message):
         arrowlog.connect(scripted).partition("t", partition)
     assert [key for op, key in scripted.history if op == "list"] == []
+
+
+def test_a_consumer_read_of_a_partition_the_topic_lacks_names_a_bad_column_first_as_before(
+    store: Store,
+) -> None:
+    """Consumer.read checks the columns against the topic before the
+    partition (what it did before it took the partition first, for the
+    look-ahead): bad input gets the same answer on every store."""
+    log = arrowlog.connect(store)
+    log.create_topic("t", SCHEMA)
+    log.append("t", batch(0))
+    for reader in (arrowlog.connect(store), log):
+        with pytest.raises(UnknownColumnError, match="nope"):
+            reader.consumer().read("t", 7, columns=["nope"])
+        with pytest.raises(UnknownColumnError, match="nope"):
+            reader.read("t", 7, columns=["nope"])
+    with pytest.raises(UnknownTopicOrPartitionError, match="not 7"):
+        arrowlog.connect(store).consumer().read("t", 7, columns=["x"])
