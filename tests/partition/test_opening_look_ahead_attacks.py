@@ -337,3 +337,56 @@ def test_threads_of_a_new_client_open_every_partition_at_once(s3_store: Store) -
     for n, run in enumerate(runs):
         p = n % 4
         assert run.result() == rows_of(100 * p + 10 * i for i in range(6))
+
+
+@pytest.mark.s3
+def test_a_refused_partition_does_not_wait_for_its_hung_look_ahead(s3_store: Store) -> None:
+    """Partition 7 of a topic of one: the look-ahead's LIST hangs, and the
+    refusal comes at once; the hung LIST is dropped unread when it ends."""
+    arrowlog.connect(s3_store).create_topic("t", SCHEMA)
+    scripted = ScriptedStore(s3_store)
+    gate = scripted.hold("list", "t/7/checkpoints/")
+    client = arrowlog.connect(scripted)
+    run = Background(lambda: client.partition("t", 7))
+    try:
+        gate.wait_reached()
+        wait_for(run.done, "the refusal, while the look-ahead hangs")
+        with pytest.raises(UnknownTopicOrPartitionError, match="not 7"):
+            run.result()
+    finally:
+        gate.release()
+    assert client.partition("t", 0).read().num_rows == 0
+
+
+@pytest.mark.s3
+def test_a_look_ahead_that_found_no_checkpoint_then_retention_moved_the_log_start(
+    s3_store: Store, answered: list[threading.Event]
+) -> None:
+    """The look-ahead finds no checkpoint (two appends only); while the
+    topic's GET is held the log grows past four windows and vacuum removes
+    the segments below 30. The opening, from no checkpoint, finds its chain
+    removed and starts over from the newest: offsets 30..39, nothing else."""
+    writer = arrowlog.connect(s3_store)
+    writer.create_topic(
+        "t", SCHEMA, config=TopicConfig(checkpoint_interval=INTERVAL, delete_delay_ms=100)
+    )
+    write(writer, (10 * i for i in range(2)))
+    scripted = ScriptedStore(s3_store)
+    gate = scripted.hold("get", V0)
+    reader = arrowlog.connect(scripted)
+    run = Background(lambda: reader.read("t", 0))
+    try:
+        gate.wait_reached()
+        wait_for(lambda: bool(answered) and answered[0].is_set(), "the look-ahead's answer")
+        write(writer, (10 * i for i in range(2, 20)))
+        assert writer.delete_records("t", 0, 30) == 30
+        time.sleep(0.1 + 2.1)  # the delay, on the store's clock (whole seconds)
+        removed = {r.key for r in writer.maintenance.vacuum(["t"])}
+        assert segment_key("t", 0, 0) in removed and segment_key("t", 0, 28) in removed
+    finally:
+        gate.release()
+    assert run.result().column("x").to_pylist() == rows_of(10 * i for i in range(15, 20))
+    lists = [k for op, k in scripted.history if op == "list"]
+    # the look-ahead's answer taken (no LIST of its own before the tail's),
+    # then the opening again from the newest
+    assert lists[:3] == ["t/0/checkpoints/", "t/0/segments/", "t/0/checkpoints/"]
