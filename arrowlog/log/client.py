@@ -26,6 +26,7 @@ from arrowlog.errors import (
 )
 from arrowlog.format.stats import Predicate
 from arrowlog.format.topic import (
+    MAX_PARTITIONS,
     TOPICS_PREFIX,
     Topic,
     TopicEntry,
@@ -515,8 +516,10 @@ class ArrowLog:
         """The LIST of the partition's newest checkpoint, started now, when
         this client has yet to read the topic and the store is remote: it runs
         while the topic is read (see :mod:`arrowlog.partition.ahead`)."""
-        if self._local or not isinstance(partition, int) or partition < 0:
-            return None
+        if self._local or isinstance(partition, bool) or not isinstance(partition, int):
+            return None  # (a bool is no partition: check_partition refuses it)
+        if not 0 <= partition < MAX_PARTITIONS:
+            return None  # no topic has it: nothing to list
         check_topic_name(topic)  # no request for a name no topic can have
         with self._lock:
             if topic in self._topics or (topic, partition) in self._partitions:

@@ -16,7 +16,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from arrowlog.errors import InvalidConfigError, OffsetOutOfRangeError, UnstableOffsetCommitError
+from arrowlog.errors import (
+    InvalidConfigError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
+)
 from arrowlog.format.checkpoint import PartitionState, SegmentSummary
 from arrowlog.format.stats import Predicate, check_predicates
 from arrowlog.partition import PartitionLog, projected
@@ -315,7 +320,12 @@ class Consumer:
         if partition is not None:
             # the partition first: a new client then reads the topic while the
             # opening's first LIST runs (arrowlog.partition.ahead)
-            self._log.partition(topic, partition)
+            try:
+                self._log.partition(topic, partition)
+            except UnknownTopicOrPartitionError:
+                if columns is not None:  # bad columns are said first, as ever
+                    projected(self._log.topic(topic).schema, columns)
+                raise
         schema = projected(self._log.topic(topic).schema, columns)
         if partition is None and self._log.topic(topic).partitions > 1:
             tables = self._every_partition(topic, start, end, columns, where)
