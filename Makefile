@@ -79,7 +79,8 @@ test-fast: $(STAMP)
 # compressed buffers, compacted segments, errors raised in tasks, streams, writes).
 # Left out, as repeats of a kept run:
 # - what is decided while planning, on the driver in either mode: option errors,
-#   offsets by timestamp, each query's own snapshot, the memory store refused;
+#   offsets by timestamp, reads below the log start (failOnDataLoss), each query's
+#   own snapshot, the memory store refused;
 # - python-pushdown where the test pushes no filter (the flag changes nothing
 #   then: the python run is the same run), and the python run of a filter test
 #   (Spark filters the rows the python reader read, as in consumer_reads);
@@ -92,7 +93,7 @@ test-fast: $(STAMP)
 #   executors' part), and the keyed write but for its string keys (routing is
 #   computed the same in any process).
 CLUSTER_TESTS := not option_errors and not unknown_options and not offsets_by_timestamp \
-	and not each_query_of_a_read and not memory_store_is_refused \
+	and not below_the_log_start and not each_query_of_a_read and not memory_store_is_refused \
 	and not (python-pushdown and not (filter or consumer_reads)) \
 	and not (filter and (python] or python-s3])) \
 	and (not local] or consumer_reads) and not python-pushdown-local] and not local- \
