@@ -1,7 +1,7 @@
 """The soak, short: client processes killed, skewed and fed scheduled faults on
-the local store, on SeaweedFS and on the Azure and GCS emulators, exporters
-racing to Delta and Iceberg while the exported topic is re-created, then the
-history checker. Zero anomalies is the bar; the counts prove the run did
+the local store, on SeaweedFS (beside the Spark writer) and on the Azure and GCS
+emulators, exporters racing to Delta and Iceberg while the exported topic is
+re-created, then the history checker. Zero anomalies is the bar; the counts prove the run did
 something worth checking.
 
 A failure prints the seed; replay it with ``python -m tests.soak --store KIND
@@ -17,12 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.soak.checker import Report
 from tests.soak.runner import run
-from tests.support.stores import (
-    StoreSpec,
-    shared_store_spec_on_clouds_too,  # noqa: F401  (the soak on Azure and GCS too)
-    spec_for,
-)
+from tests.support.stores import CLOUD_KINDS, SHARED_STORE_KINDS, spec_for
 
 SECONDS = float(os.environ.get("ARROWLOG_SOAK_SECONDS", "20"))
 #: on the local directory and the emulators, whose requests take microseconds
@@ -31,13 +28,13 @@ SECONDS = float(os.environ.get("ARROWLOG_SOAK_SECONDS", "20"))
 SHORT_SECONDS = float(os.environ.get("ARROWLOG_SOAK_SECONDS", "12"))
 
 
-@pytest.mark.slow
-def test_a_soak_finds_no_anomaly(shared_store_spec: StoreSpec, tmp_path: Path) -> None:
-    seed = int(os.environ.get("ARROWLOG_SOAK_SEED") or random.SystemRandom().randrange(10**6))
-    lines: list[str] = []
-    seconds = SECONDS if shared_store_spec.kind == "s3" else SHORT_SECONDS
-    report = run(shared_store_spec, seconds=seconds, seed=seed, workdir=tmp_path, say=lines.append)
-    text = "\n".join(lines)
+#: the plain soak's stores: on SeaweedFS it runs inside the soak with the Spark
+#: writer (the same clients for the same SECONDS, and its counts asserted there)
+PLAIN_KINDS = [k for k in [*SHARED_STORE_KINDS, *CLOUD_KINDS] if k.values[0] != "s3"]
+
+
+def assert_the_clients_did_their_work(report: Report, text: str) -> None:
+    """The counts that prove the run did something worth checking, and no anomaly."""
     counts = report.counts
     assert counts.get("txn_committed", 0) > 0, text
     assert counts.get("kills", 0) > 0, text
@@ -47,6 +44,16 @@ def test_a_soak_finds_no_anomaly(shared_store_spec: StoreSpec, tmp_path: Path) -
     assert counts.get("exp_recreated", 0) == 1, text
     assert counts.get("staged_batches", 0) > 0, text
     assert report.ok, text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", PLAIN_KINDS)
+def test_a_soak_finds_no_anomaly(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    seed = int(os.environ.get("ARROWLOG_SOAK_SEED") or random.SystemRandom().randrange(10**6))
+    lines: list[str] = []
+    spec = spec_for(kind, tmp_path, request)
+    report = run(spec, seconds=SHORT_SECONDS, seed=seed, workdir=tmp_path, say=lines.append)
+    assert_the_clients_did_their_work(report, "\n".join(lines))
 
 
 @pytest.mark.slow
@@ -62,7 +69,9 @@ def test_a_soak_with_a_spark_writer_finds_no_anomaly(
     all on a busy 2-core machine); every version it ran is committed exactly
     once or not at all. On SeaweedFS only, where executors upload through
     URLs the driver signs (the suite's time: ``make soak`` runs it on the
-    local directory too)."""
+    local directory too). The plain soak's clients run beside it for SECONDS,
+    as test_a_soak_finds_no_anomaly runs them elsewhere: their counts are
+    asserted here, the plain soak's one run on SeaweedFS."""
     seed = int(os.environ.get("ARROWLOG_SOAK_SEED") or random.SystemRandom().randrange(10**6))
     lines: list[str] = []
     report = run(
@@ -70,6 +79,7 @@ def test_a_soak_with_a_spark_writer_finds_no_anomaly(
         say=lines.append,
     )  # fmt: skip
     text = "\n".join(lines)
+    assert_the_clients_did_their_work(report, text)  # the plain soak on SeaweedFS
     counts = report.counts
     assert counts.get("spark_kills", 0) >= 2, text
     assert sum(v for k, v in counts.items() if k.startswith("spark_kills_at_")) > 0, text
@@ -77,4 +87,3 @@ def test_a_soak_with_a_spark_writer_finds_no_anomaly(
     assert counts.get("spark_reruns", 0) > 0, text
     assert counts.get("spark_rows_staged", 0) > 0, text  # the JVM writer wrote them
     assert counts.get("spark_rows_plain", 0) == 0, text
-    assert report.ok, text

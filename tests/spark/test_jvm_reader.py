@@ -375,8 +375,8 @@ def test_a_column_table_that_misplaces_a_column_fails_both_readers(
         options = {"columns": "a"} if reader == "python" else {}
         with pytest.raises(Exception, match=wanted):
             read(spark, spec, reader, topic="t", **options).select("a").collect()
-    whole = read(spark, spec, "jvm", topic="t").orderBy("offset").collect()  # every column
-    assert [r["a"] for r in whole] == batch.column("a").to_pylist()
+    whole = read(spark, spec, "jvm", topic="t").toArrow().sort_by("offset")  # every column
+    assert whole.column("a").combine_chunks().equals(batch.column("a"))
 
 
 @pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
@@ -425,14 +425,26 @@ def test_a_few_columns_of_a_large_segment_are_read_by_range_and_each_checked(
     a_lo, a_hi, _ = column_table(first.key).columns[0]
     _flip(spec, first.key, (a_lo + a_hi) // 2)  # inside column a only
 
-    def rows(reader: str, *columns: str) -> list[tuple[Any, ...]]:
+    def rows(reader: str, *columns: str) -> pa.Table:
+        """The columns read, by offset (through Arrow: 320,000 Rows cost seconds)."""
         options = {"columns": ",".join(columns)} if reader == "python" else {}
         df = read(spark, spec, reader, topic="big", **options).select(*columns, "offset")
-        return sorted(tuple(r) for r in df.collect())
+        table: pa.Table = df.toArrow()
+        return table.sort_by("offset")
 
     # b and c: right, through both readers, however damaged a is
-    expected = [(i, f"s{i % n % 5}", i) for i in range(2 * n)]
-    assert rows("jvm", "b", "c") == expected == rows("python", "b", "c")
+    expected = pa.table(
+        {
+            "b": pa.array(range(2 * n), pa.int64()),
+            "c": [f"s{i % n % 5}" for i in range(2 * n)],
+            "offset": pa.array(range(2 * n), pa.int64()),
+        }
+    )
+    for reader in ("jvm", "python"):
+        got = rows(reader, "b", "c")
+        assert got.column_names == expected.column_names, reader
+        for name in expected.column_names:
+            assert got.column(name).equals(expected.column(name)), (reader, name)
     name = Path(first.key).name
     for reader in ("jvm", "python"):
         with pytest.raises(Exception, match=rf"{name}: checksum mismatch in column 'a'"):
