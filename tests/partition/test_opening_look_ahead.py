@@ -67,6 +67,27 @@ def checkpoint_lists_in(history: list[tuple[str, str]]) -> int:
     return sum(1 for op, key in history if op == "list" and key == "t/0/checkpoints/")
 
 
+def while_the_topic_is_held(
+    scripted: ScriptedStore, work: Callable[[arrowlog.ArrowLog], Any]
+) -> tuple[int, Any]:
+    """``work`` by a new client whose GET of the topic is held until its
+    checkpoint LIST comes (10 s at most): the LISTs made while it was held,
+    and what ``work`` returned."""
+    gate = scripted.hold("get", "_arrowlog/topics/t.json")
+    log = arrowlog.connect(scripted)
+    thread, out = in_thread(lambda: work(log))
+    try:
+        gate.wait_reached()
+        deadline = time.monotonic() + 10
+        while checkpoint_lists(scripted) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        listed_while_held = checkpoint_lists(scripted)
+    finally:
+        gate.release()
+        thread.join()
+    return listed_while_held, out[0]
+
+
 def in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     out: list[Any] = []
     thread = threading.Thread(target=lambda: out.append(work()))
@@ -82,20 +103,9 @@ def test_a_new_clients_read_lists_the_newest_checkpoint_while_the_topic_is_read(
     than a client that had read the topic before makes."""
     rows = written(s3_store)
     scripted = ScriptedStore(s3_store)
-    gate = scripted.hold("get", "_arrowlog/topics/t.json")
-    reader = arrowlog.connect(scripted)
-    thread, out = in_thread(lambda: reader.read("t", 0))
-    try:
-        gate.wait_reached()
-        deadline = time.monotonic() + 10
-        while checkpoint_lists(scripted) == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        listed_while_held = checkpoint_lists(scripted)
-    finally:
-        gate.release()
-        thread.join()
+    listed_while_held, table = while_the_topic_is_held(scripted, lambda log: log.read("t", 0))
     assert listed_while_held == 1
-    assert out[0].column("x").to_pylist() == rows
+    assert table.column("x").to_pylist() == rows
     assert checkpoint_lists(scripted) == lists_knowing_the_topic(
         s3_store, lambda log: log.read("t", 0)
     )
@@ -107,20 +117,11 @@ def test_a_new_clients_append_lists_the_newest_checkpoint_while_the_topic_is_rea
     """An append opens the partition the same way, and lands at the end."""
     rows = written(s3_store)
     scripted = ScriptedStore(s3_store)
-    gate = scripted.hold("get", "_arrowlog/topics/t.json")
-    writer = arrowlog.connect(scripted)
-    thread, out = in_thread(lambda: writer.append("t", batch(1000)))
-    try:
-        gate.wait_reached()
-        deadline = time.monotonic() + 10
-        while checkpoint_lists(scripted) == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        listed_while_held = checkpoint_lists(scripted)
-    finally:
-        gate.release()
-        thread.join()
+    listed_while_held, result = while_the_topic_is_held(
+        scripted, lambda log: log.append("t", batch(1000))
+    )
     assert listed_while_held == 1
-    assert out[0].base_offset == len(rows)
+    assert result.base_offset == len(rows)
     assert checkpoint_lists(scripted) == lists_knowing_the_topic(
         s3_store, lambda log: log.append("t", batch(2000))
     )
