@@ -44,7 +44,7 @@ from arrowlog.read.consumer import Consumer
 from arrowlog.read.filters import Filter
 from arrowlog.read.topic_scan import Offsets, Time, TopicScan
 from arrowlog.read.visibility import IsolationLevel, last_stable_offset
-from arrowlog.storage import Store
+from arrowlog.storage import Store, at_memory_speed
 from arrowlog.storage.doctor import refuse_if_judged_unsafe
 from arrowlog.storage.url import open_store
 from arrowlog.txn.resolver import TxnResolver
@@ -143,8 +143,6 @@ class ArrowLog:
         self._partitions: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
         self.resolver = TxnResolver(store, config.retry)
-        #: a store at memory speed: no request is worth starting early
-        self._local = store.url.startswith(("file:", "memory:"))
 
     @property
     def store(self) -> Store:
@@ -516,7 +514,9 @@ class ArrowLog:
         """The LIST of the partition's newest checkpoint, started now, when
         this client has yet to read the topic and the store is remote: it runs
         while the topic is read (see :mod:`arrowlog.partition.ahead`)."""
-        if self._local or isinstance(partition, bool) or not isinstance(partition, int):
+        if at_memory_speed(self._store):
+            return None
+        if isinstance(partition, bool) or not isinstance(partition, int):
             return None  # (a bool is no partition: check_partition refuses it)
         if not 0 <= partition < MAX_PARTITIONS:
             return None  # no topic has it: nothing to list

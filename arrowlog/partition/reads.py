@@ -27,6 +27,7 @@ from arrowlog.partition.fetch import projected
 from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
 from arrowlog.partition.units import CompactedRef, Fetched, Fetcher, Item, SegmentRef, Unit
+from arrowlog.storage import at_memory_speed
 
 #: how a segment read is cut to the range (and filtered): see :func:`_cut`
 _Cut = Callable[[Item, SegmentRef, int, int], Item]
@@ -256,7 +257,7 @@ class Reads:
         units = self._fetcher.units(refs)
         ahead = self._shared.config.read_ahead
         if ahead is None:
-            ahead = 1 if self._shared.store.url.startswith(("file:", "memory:")) else 8
+            ahead = 1 if at_memory_speed(self._shared.store) else 8
         if ahead == 1 or (units and self._fetcher.all_kept(units, wanted)):
             for unit in units:
                 for ref, item in self._fetcher.fetch_unit(unit, wanted):

@@ -29,7 +29,15 @@ from typing import Protocol, runtime_checkable
 
 from arrowlog.errors import InvalidNameError
 
-__all__ = ["Blob", "ObjectInfo", "Store", "check_key", "epoch_ms", "get_range_tagged"]
+__all__ = [
+    "Blob",
+    "ObjectInfo",
+    "Store",
+    "at_memory_speed",
+    "check_key",
+    "epoch_ms",
+    "get_range_tagged",
+]
 
 #: What ``get`` returns: bytes, or a read-only view of memory the backend owns.
 #: The local store reads into Arrow's memory pool: allocating fresh Python bytes
@@ -121,6 +129,12 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections and threads."""
         ...
+
+
+def at_memory_speed(store: Store) -> bool:
+    """Whether ``store`` answers at memory speed (a local directory, memory):
+    there, requests in parallel or started early only add threads' overhead."""
+    return store.url.startswith(("file:", "memory:"))
 
 
 def get_range_tagged(store: Store, key: str, start: int, end: int) -> tuple[bytes, str | None]:
