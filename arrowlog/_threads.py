@@ -89,17 +89,19 @@ def _queue(work: Callable[[], None]) -> None:
         _pool.queued += 1
         pool = _pool
     try:
-        pool.executor.submit(work)
+        pool.executor.submit(_started, pool, work)
     except BaseException:
         with _lock:
             pool.queued -= 1
         raise
 
 
-def _started() -> None:
+def _started(pool: _Pool, work: Callable[[], None]) -> None:
+    # counted off the pool it was queued on: after a fork, or a test's own
+    # pool, the process's pool may be another by the time a thread takes it
     with _lock:
-        if _pool is not None:
-            _pool.queued -= 1
+        pool.queued -= 1
+    work()
 
 
 class _Task(Future[_T]):
@@ -178,7 +180,6 @@ class Lane:
         """One of the lane's threads: its tasks in order, until none waits;
         after each, if another lane waits for a thread, it queues behind it (a
         lane whose read keeps it busy never keeps the others waiting)."""
-        _started()
         with self._lock:
             self._queued -= 1
         while True:

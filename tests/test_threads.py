@@ -151,6 +151,42 @@ def test_a_busy_lane_gives_its_thread_to_a_lane_that_waits(small_pool: None) -> 
         f.result(WAIT)
 
 
+def test_a_thread_queued_on_a_pool_since_replaced_counts_off_its_own_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lane's thread queued on a full pool starts after the process has a
+    new pool (a forked child's, a test's own): the new pool's count of
+    waiting threads is not its to lower (a count below zero tells lanes
+    nobody waits, and a busy lane keeps its thread)."""
+    monkeypatch.setattr(_threads, "POOL_THREADS", 1)
+    monkeypatch.setattr(_threads, "_pool", None)
+    release = threading.Event()
+    held = Lane(1).submit(release.wait, WAIT)  # the one thread
+    queued = Lane(1).submit(lambda: None)  # its thread waits to start
+    old = _threads._pool
+    assert old is not None and old.queued == 1
+    monkeypatch.setattr(_threads, "_pool", None)
+    started_new, release_new = threading.Event(), threading.Event()
+
+    def new_task() -> None:
+        started_new.set()
+        release_new.wait(WAIT)
+
+    new_held = Lane(1).submit(new_task)
+    new = _threads._pool
+    assert new is not None and new is not old
+    assert started_new.wait(WAIT)  # the new pool's thread took it: none waits there
+    release.set()
+    held.result(WAIT)
+    queued.result(WAIT)
+    assert old.queued == 0
+    assert new.queued == 0
+    release_new.set()
+    new_held.result(WAIT)
+    old.executor.shutdown(wait=True)
+    new.executor.shutdown(wait=True)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_runs_lanes_on_threads_of_its_own() -> None:
     """The parent's pool has threads; the child's copy of it has none, and its

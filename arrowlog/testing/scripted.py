@@ -69,6 +69,7 @@ class Gate:
         self.reached = threading.Event()
         self._open = threading.Event()
         self.keys: list[str] = []
+        self.threads: list[str] = []  # the name of the thread each request came in
 
     def release(self) -> None:
         self._open.set()
@@ -81,6 +82,7 @@ class Gate:
 
     def _hold(self, key: str) -> None:
         self.keys.append(key)
+        self.threads.append(threading.current_thread().name)
         self.reached.set()
         if not self._open.wait(MAX_HOLD_SECONDS):
             raise TimeoutError(f"{key}: held request never released")

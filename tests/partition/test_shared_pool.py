@@ -67,10 +67,14 @@ def test_a_listing_under_the_lock_is_not_held_up_by_fetches_waiting_for_that_loc
     reader = arrowlog.connect(scripted, config=dataclasses.replace(FAST, read_ahead=2))
     part = reader.partition("t", 0)
     assert part.end_offset() == 4
-    gates = [scripted.hold("get", segment_key("t", 0, b)) for b in (0, 1)]
+    # three held: the stream's own thread fetches segment 0 itself when no
+    # thread of the pool has taken it by the time it waits for it
+    gates = [scripted.hold("get", segment_key("t", 0, b)) for b in (0, 1, 2)]
     stream = Background(lambda: [b["v"].to_pylist() for b in part.iter_batches(0, 4)])
-    for gate in gates:
-        gate.wait_reached()  # both threads of the pool are the stream's
+    _wait_for(  # both threads of the pool are the stream's
+        lambda: sum(n.startswith("arrowlog-fetch") for g in gates for n in g.threads) == 2,
+        "the pool held",
+    )
     try:
         log.delete_records("t", 0, 2)
         time.sleep(2.2)  # the delay, and its margin for clock skew
