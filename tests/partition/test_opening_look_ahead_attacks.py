@@ -155,6 +155,33 @@ def write(log: arrowlog.ArrowLog, values: Iterable[int]) -> None:
         log.append("t", batch(v))
 
 
+def read_held_while(
+    store: Store, answered: list[threading.Event], meanwhile: Callable[[], None]
+) -> tuple[pa.Table, ScriptedStore]:
+    """A new client's read of partition 0 whose GET of the topic is held
+    until the look-ahead has its answer and ``meanwhile`` has run: what it
+    read, and the store that saw its requests."""
+    scripted = ScriptedStore(store)
+    gate = scripted.hold("get", V0)
+    reader = arrowlog.connect(scripted)
+    run = Background(lambda: reader.read("t", 0))
+    try:
+        gate.wait_reached()
+        wait_for(lambda: bool(answered) and answered[0].is_set(), "the look-ahead's answer")
+        meanwhile()
+    finally:
+        gate.release()
+    return run.result(), scripted
+
+
+def delete_below_30_and_vacuum(writer: arrowlog.ArrowLog) -> set[str]:
+    """Records below 30 deleted and, once the delete delay has passed,
+    vacuumed: the keys vacuum removed."""
+    assert writer.delete_records("t", 0, 30) == 30
+    time.sleep(0.1 + 2.1)  # the delay, on the store's clock (whole seconds)
+    return {r.key for r in writer.maintenance.vacuum(["t"])}
+
+
 @pytest.mark.s3
 def test_a_look_ahead_whose_checkpoint_vacuum_removed_before_the_opening_reads_from_the_log_start(
     s3_store: Store, answered: list[threading.Event]
@@ -172,23 +199,16 @@ def test_a_look_ahead_whose_checkpoint_vacuum_removed_before_the_opening_reads_f
     write(writer, (10 * i for i in range(10)))
     listed = checkpoint_key("t", 0, 8)
     assert [o.key for o in s3_store.list("t/0/checkpoints/", limit=1)] == [listed]
-    scripted = ScriptedStore(s3_store)
-    gate = scripted.hold("get", V0)
-    reader = arrowlog.connect(scripted)
-    run = Background(lambda: reader.read("t", 0))
-    try:
-        gate.wait_reached()
-        wait_for(lambda: bool(answered) and answered[0].is_set(), "the look-ahead's answer")
+
+    def meanwhile() -> None:
         write(writer, (10 * i for i in range(10, 20)))
-        assert writer.delete_records("t", 0, 30) == 30
-        time.sleep(0.1 + 2.1)  # the delay, on the store's clock (whole seconds)
-        removed = {r.key for r in writer.maintenance.vacuum(["t"])}
+        removed = delete_below_30_and_vacuum(writer)
         assert segment_key("t", 0, 8) in removed and segment_key("t", 0, 28) in removed
         for window in (0, 8, 16):  # as vacuum does once the log start is retain_ms old
             s3_store.delete(checkpoint_key("t", 0, window))
-    finally:
-        gate.release()
-    assert run.result().column("x").to_pylist() == rows_of(10 * i for i in range(15, 20))
+
+    read, scripted = read_held_while(s3_store, answered, meanwhile)
+    assert read.column("x").to_pylist() == rows_of(10 * i for i in range(15, 20))
     assert ("get", listed) in scripted.history  # the opening took the look-ahead's answer
 
 
@@ -214,21 +234,16 @@ def test_a_look_ahead_of_a_topic_deleted_and_created_anew_while_its_first_look_w
                 read_v1.set()
 
     monkeypatch.setattr(TopicVersions, "read", read)
-    scripted = ScriptedStore(s3_store)
-    gate = scripted.hold("get", V0)
-    reader = arrowlog.connect(scripted)
-    run = Background(lambda: reader.read("t", 0))
-    try:
-        gate.wait_reached()
-        wait_for(lambda: bool(answered) and answered[0].is_set(), "the look-ahead's answer")
+
+    def meanwhile() -> None:
         assert read_v1.wait(WAIT)
         admin = arrowlog.connect(s3_store, config=LogConfig(metadata_max_age_ms=50))
         admin.delete_topic("t")
         admin.create_topic("t", SCHEMA, config=TopicConfig(checkpoint_interval=INTERVAL))
         write(admin, (100 * i for i in range(6)))
-    finally:
-        gate.release()
-    assert run.result().column("x").to_pylist() == rows_of(100 * i for i in range(6))
+
+    found, scripted = read_held_while(s3_store, answered, meanwhile)
+    assert found.column("x").to_pylist() == rows_of(100 * i for i in range(6))
     assert ("get", checkpoint_key("t", 0, 8)) in scripted.history  # the old answer, taken
 
 
@@ -371,21 +386,14 @@ def test_a_look_ahead_that_found_no_checkpoint_then_retention_moved_the_log_star
         "t", SCHEMA, config=TopicConfig(checkpoint_interval=INTERVAL, delete_delay_ms=100)
     )
     write(writer, (10 * i for i in range(2)))
-    scripted = ScriptedStore(s3_store)
-    gate = scripted.hold("get", V0)
-    reader = arrowlog.connect(scripted)
-    run = Background(lambda: reader.read("t", 0))
-    try:
-        gate.wait_reached()
-        wait_for(lambda: bool(answered) and answered[0].is_set(), "the look-ahead's answer")
+
+    def meanwhile() -> None:
         write(writer, (10 * i for i in range(2, 20)))
-        assert writer.delete_records("t", 0, 30) == 30
-        time.sleep(0.1 + 2.1)  # the delay, on the store's clock (whole seconds)
-        removed = {r.key for r in writer.maintenance.vacuum(["t"])}
+        removed = delete_below_30_and_vacuum(writer)
         assert segment_key("t", 0, 0) in removed and segment_key("t", 0, 28) in removed
-    finally:
-        gate.release()
-    assert run.result().column("x").to_pylist() == rows_of(10 * i for i in range(15, 20))
+
+    read, scripted = read_held_while(s3_store, answered, meanwhile)
+    assert read.column("x").to_pylist() == rows_of(10 * i for i in range(15, 20))
     lists = [k for op, k in scripted.history if op == "list"]
     # the look-ahead's answer taken (no LIST of its own before the tail's),
     # then the opening again from the newest
