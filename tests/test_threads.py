@@ -178,12 +178,12 @@ def test_a_thread_queued_on_a_pool_since_replaced_counts_off_its_own_pool(
     assert started_new.wait(WAIT)  # the new pool's thread took it: none waits there
     release.set()
     held.result(WAIT)
-    queued.result(WAIT)
+    queued.result(WAIT)  # run by this thread, if the old pool's had not taken it yet
+    old.executor.shutdown(wait=True)  # the queued thread has started by then
     assert old.queued == 0
     assert new.queued == 0
     release_new.set()
     new_held.result(WAIT)
-    old.executor.shutdown(wait=True)
     new.executor.shutdown(wait=True)
 
 
