@@ -20,7 +20,19 @@ import arrowlog
 from arrowlog import _clock
 from arrowlog.storage import Store
 from arrowlog.testing import azurite, fakegcs, seaweedfs
+from tests.support import suite_order
 from tests.support.stores import SHARED_STORE_KINDS, STORE_KINDS, StoreSpec, spec_for
+
+# every JVM a test starts reads this Spark configuration (see the file)
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "support" / "spark-conf"))
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which test-spark-min lacks
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (``make test``) as :mod:`tests.support.suite_order` says."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    return suite_order.make_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

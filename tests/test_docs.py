@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from tests.support.suite_order import LONG_FILES
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 SOURCES = sorted((ROOT / "arrowlog").rglob("*.py"))
@@ -118,3 +120,9 @@ def test_every_path_the_code_cites_exists() -> None:
         if not (ROOT / cited).exists()
     ]
     assert missing == []
+
+
+def test_every_file_the_suite_schedules_first_exists() -> None:
+    """tests/support/suite_order.py names test files: a renamed one would lose
+    its place without a word."""
+    assert [name for name in LONG_FILES if not (ROOT / name).is_file()] == []
