@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import itertools
 from collections.abc import Iterable, Iterator
@@ -37,7 +38,7 @@ from arrowlog.format.topic import (
     segment_prefix,
 )
 from arrowlog.partition._base import Shared, _Reincarnated
-from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES
+from arrowlog.partition.fetch import COLUMN_READ_MIN_BYTES, decoded_where_fetched
 from arrowlog.partition.heads import HEADS
 from arrowlog.partition.known import KnownLog
 from arrowlog.partition.prefetch import Kept, Prefetch
@@ -332,16 +333,20 @@ class Listing:
         key = shared.key(base)
         try:
             data = shared.retry(lambda: shared.store.get(key))
-            # decoded here, while other segments are still on their way, as a
-            # read's own fetches are, and its header (statistics too) parsed
-            # once for both; the read reports what fails, as it would
+            # a large segment decoded here, while other segments are still on
+            # their way, as a read's own fetches are, and its header
+            # (statistics too) parsed once for both; a small one only kept, for
+            # the read's thread to check and decode as it does what its own
+            # fetches bring (decoded_where_fetched); the read reports what
+            # fails, as it would
             kept: Kept = data
-            try:
-                kept = decode_segment(data, key=key, columns=prefetch.columns, stats=True)
-            except ArrowLogError:
-                header = self._header_in(base, data, None, None)  # checked by its own CRC
-            else:
+            if decoded_where_fetched(size, shared.topic.config.compression):
+                with contextlib.suppress(ArrowLogError):
+                    kept = decode_segment(data, key=key, columns=prefetch.columns, stats=True)
+            if isinstance(kept, tuple):
                 header = self._checked_header(base, kept[0])
+            else:
+                header = self._header_in(base, data, None, None)  # checked by its own CRC
         except BaseException:
             prefetch.give_back(size)
             raise

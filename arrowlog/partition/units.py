@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from arrowlog.config import Compression
 from arrowlog.errors import CorruptSegmentError, OffsetOutOfRangeError, SegmentNotFoundError
 from arrowlog.format.segment import SegmentHeader, decode_segment
 from arrowlog.format.topic import compacted_after, compacted_prefix, parse_compacted_key
 from arrowlog.partition._base import Shared
 from arrowlog.partition.fetch import (
     check_segment,
+    decoded_where_fetched,
     fetch_compacted,
     fetch_segment,
     get_segment,
@@ -28,18 +28,6 @@ from arrowlog.partition.known import KnownLog
 from arrowlog.partition.listing import Listing
 from arrowlog.partition.prefetch import Kept
 from arrowlog.storage import Blob
-
-#: Segments that decode to less than this are decoded by the thread that reads
-#: them, not by the read-ahead threads that fetch them: a small segment's check
-#: and decode are mostly Python, and eight threads taking turns at the GIL for
-#: them cost more than one thread doing them all (measured: 64 KiB segments on
-#: SeaweedFS, 20% less CPU and 8% faster). Larger ones are decoded where they
-#: are fetched, in parallel: their CRC and decompression release the GIL.
-DECODE_AHEAD_MIN_BYTES = 256 * 1024
-#: what a compressed segment is assumed to decode to, per stored byte (ZSTD
-#: shrinks the demo's events 16x, random floats hardly at all)
-COMPRESSED_RATIO = 8
-
 
 #: a segment's header and records (or some of them)
 Item = tuple[SegmentHeader, pa.RecordBatch]
@@ -256,13 +244,12 @@ class Fetcher:
 
     def fetch_ahead(self, unit: Unit, columns: Sequence[str] | None) -> Fetched:
         """In a read-ahead thread: every segment of the unit checked and
-        decoded, or only the bytes of a segment decoding to less than
-        :data:`DECODE_AHEAD_MIN_BYTES`, which the reading thread checks and
-        decodes (see :meth:`decoded`)."""
+        decoded, or only the bytes of a small segment, which the reading
+        thread checks and decodes (see :meth:`decoded` and
+        :func:`~arrowlog.partition.fetch.decoded_where_fetched`)."""
         if isinstance(unit, _Compacted):
             return self.fetch_unit(unit, columns)
-        compressed = self._shared.topic.config.compression is not Compression.NONE
-        if unit.size * (COMPRESSED_RATIO if compressed else 1) >= DECODE_AHEAD_MIN_BYTES:
+        if decoded_where_fetched(unit.size, self._shared.topic.config.compression):
             return self.fetch_unit(unit, columns)
         kept = self._prefetched(unit, columns)
         if kept is not None:

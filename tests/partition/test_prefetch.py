@@ -7,6 +7,7 @@ heads are read as before; and however the read ends, the budget comes back."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,8 +17,9 @@ import pytest
 import arrowlog
 from arrowlog import TopicConfig
 from arrowlog.config import Compression
-from arrowlog.format.segment import codec, header
-from arrowlog.partition import prefetch
+from arrowlog.format.segment import codec, decode_segment, header
+from arrowlog.partition import listing, prefetch, units
+from arrowlog.partition.fetch import DECODE_AHEAD_MIN_BYTES
 from arrowlog.storage import Blob, Store
 from arrowlog.storage.wrappers import CountingStore
 
@@ -72,12 +74,13 @@ def test_a_new_clients_read_costs_a_list_and_one_get_per_segment(store: Store) -
 
 
 @pytest.mark.parametrize("columns", [None, ["y"]], ids=["every-column", "some-columns"])
-def test_a_new_clients_read_parses_each_segments_header_once(
+def test_a_new_clients_read_parses_a_large_segments_header_once(
     store: Store, monkeypatch: pytest.MonkeyPatch, columns: list[str] | None
 ) -> None:
-    """The listing takes a segment's header, statistics too, from the decoding
-    it does anyway: a header parse is CPU the other fetches wait for."""
-    written(store, 30, text="abc")
+    """The listing takes a large segment's header, statistics too, from the
+    decoding its threads do anyway: a header parse is CPU the other fetches
+    wait for."""
+    written(store, 30, text="a" * (DECODE_AHEAD_MIN_BYTES // 2))
     parsed: list[str] = []
     real = header.header_from_metadata
 
@@ -88,9 +91,35 @@ def test_a_new_clients_read_parses_each_segments_header_once(
     monkeypatch.setattr(header, "header_from_metadata", counted)
     monkeypatch.setattr(codec, "header_from_metadata", counted)
     table = arrowlog.connect(store).read("t", 0, columns=columns)
-    assert table["y"].to_pylist() == ["abc"] * 60
+    assert table["y"].to_pylist() == ["a" * (DECODE_AHEAD_MIN_BYTES // 2)] * 60
     segments = [k for k in parsed if "/segments/" in k]
     assert len(segments) == len(set(segments)) == 30
+
+
+@pytest.mark.parametrize("columns", [None, ["y"]], ids=["every-column", "some-columns"])
+def test_a_new_clients_read_decodes_small_segments_in_its_own_thread_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch, columns: list[str] | None
+) -> None:
+    """A small segment's check and decode are mostly Python: the listing's
+    threads take only its header (checked by its own CRC) and keep its bytes;
+    the read's thread checks and decodes each, once, as it does those its own
+    fetches bring (measured: a new client's read of 400 x 64 KiB segments on
+    SeaweedFS 3-4% faster than with the listing's threads decoding them)."""
+    written(store, 30, text="abc")
+    decoded: list[tuple[str, str]] = []
+    real = decode_segment
+
+    def counted(data: Blob, *, key: str, **kwargs: Any) -> Any:
+        decoded.append((key, threading.current_thread().name))
+        return real(data, key=key, **kwargs)
+
+    monkeypatch.setattr(listing, "decode_segment", counted)
+    monkeypatch.setattr(units, "decode_segment", counted)
+    table = arrowlog.connect(store).read("t", 0, columns=columns)
+    assert table["y"].to_pylist() == ["abc"] * 60
+    keys = [key for key, _ in decoded if "/segments/" in key]
+    assert len(keys) == len(set(keys)) == 30
+    assert {thread for _, thread in decoded} == {threading.current_thread().name}
 
 
 def test_a_read_of_part_of_the_log_fetches_whole_only_the_segments_it_returns(
@@ -177,19 +206,26 @@ def test_a_read_stopped_early_or_failing_gives_the_budget_back(store: Store) -> 
         arrowlog.connect(store).read("t", 0)
 
 
-def test_a_read_inside_another_on_one_partition_gets_its_own_columns(store: Store) -> None:
+@pytest.mark.parametrize("large", [True, False], ids=["large", "small"])
+def test_a_read_inside_another_on_one_partition_gets_its_own_columns(
+    store: Store, large: bool
+) -> None:
     """A read inside another in one thread has its listing fill the outer
     read's prefetch (its range and columns): a segment decoded for one read's
-    columns is never handed to a read of others, which fetches it itself."""
-    written(store, 8, text="t")
-    full = pa.table({"x": [i for i in range(8) for _ in (0, 1)], "y": ["t"] * 16}, schema=SCHEMA)
+    columns is never handed to a read of others, which fetches it itself. A
+    small segment is kept as its bytes (the reading thread decodes it), which
+    fit any read: the inner read takes them."""
+    text = "t" * (DECODE_AHEAD_MIN_BYTES // 2 if large else 1)
+    written(store, 8, text=text)
+    full = pa.table({"x": [i for i in range(8) for _ in (0, 1)], "y": [text] * 16}, schema=SCHEMA)
     for outer, inner in ((["x"], ["y"]), (["x"], None), (None, ["y", "x"]), (["y"], ["y"])):
         counting = Counting(store)
         part = arrowlog.connect(counting).partition("t", 0)
         with part.reading(columns=outer):  # another read, planned, not yet listed
             table = part.read(columns=inner)
         assert table.equals(full if inner is None else full.select(inner)), (outer, inner)
-        twice = 2 if outer != inner else 1  # kept for the outer's columns: fetched again
+        # kept for the outer's columns: fetched again
+        twice = 2 if large and outer != inner else 1
         assert len(counting.whole) == 8 * twice, (outer, inner)
 
 
