@@ -29,13 +29,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from obstore.store import LocalStore, S3Store
-
 from arrowlog.config import Compression
 from arrowlog.testing import seaweedfs
+from bench.backend import Backend
 from bench.compaction import bench_compaction, print_compaction
 from bench.core import (
-    Backend,
     bench_append,
     bench_bytes,
     bench_contention,
@@ -61,10 +59,8 @@ def backends(names: list[str]) -> Iterator[list[Backend]]:
             root = Path(tmp) / "local"
             root.mkdir()
             # obstore's local put does not fsync: neither does arrowlog here
-            local = LocalStore(root, mkdir=True)
-            found.append(
-                Backend("local", str(root), {"fsync": False}, local, lambda: LocalStore(root))
-            )
+            spec = {"kind": "local", "root": str(root)}
+            found.append(Backend("local", str(root), {"fsync": False}, spec))
         if "s3" in names or "s3fs" in names:
             server = seaweedfs.start(Path(tmp) / "seaweedfs")
             # the client s3:// had before obstore (s3fs), for comparison
@@ -83,20 +79,10 @@ def on_server(
     server: seaweedfs.S3Server, name: str, extra: dict[str, Any] | None = None
 ) -> Backend:
     """A backend under ``name`` on ``server``, with obstore's own store there."""
-
-    def raw() -> S3Store:
-        return S3Store(
-            server.bucket,
-            prefix=name,
-            endpoint=server.endpoint,
-            access_key_id=server.access_key,
-            secret_access_key=server.secret_key,
-            region="us-east-1",
-            client_options={"allow_http": True},
-        )
-
+    spec = {"kind": "s3", "bucket": server.bucket, "prefix": name, "endpoint": server.endpoint,
+            "access_key": server.access_key, "secret_key": server.secret_key}  # fmt: skip
     options = {**server.storage_options, **(extra or {})}
-    return Backend(name, server.url(name), options, raw(), raw)
+    return Backend(name, server.url(name), options, spec)
 
 
 def projection_on_small_chunks(repeat: int) -> dict[str, float]:

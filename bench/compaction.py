@@ -16,7 +16,8 @@ import time
 from typing import Any
 
 import arrowlog
-from bench.core import Backend, make_batch, timed
+from bench.backend import Backend
+from bench.core import make_batch, timed
 
 #: a short delay, so that vacuum can run within the benchmark
 DELAY_MS = 100

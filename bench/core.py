@@ -19,7 +19,6 @@ bytes on the same store, measured in the same run.
 
 from __future__ import annotations
 
-import functools
 import io
 import statistics
 import tempfile
@@ -28,11 +27,9 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import crc32c
 import obstore
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,41 +37,8 @@ import pyarrow.parquet as pq
 import arrowlog
 from arrowlog.config import Compression
 from arrowlog.format.segment import SegmentHeader, encode_segment
-from arrowlog.format.segment.codec import SMALL_DECODE_MAX_BYTES
-
-
-@dataclass
-class Backend:
-    """One store for the benchmarks: arrowlog's URL and options, and a raw
-    obstore store on the same place for the baselines."""
-
-    name: str
-    url: str
-    options: dict[str, Any]
-    raw: Any  # an obstore store rooted where arrowlog's root is
-    #: a new obstore store like ``raw`` (a new client: no connection made yet)
-    new_raw: Callable[[], Any]
-
-    def fetch(self, key: str, raw: Any = None, crc: bool = False) -> pa.Table:
-        """The baseline's read of one object: an obstore GET, decoded by
-        pyarrow, without Arrow's threads for a small object, as arrowlog
-        decodes one (see SMALL_DECODE_MAX_BYTES): the fastest way to decode it.
-        With ``crc``, the object's CRC32C is computed too (the check arrowlog
-        keeps: what a user who checks what they read pays)."""
-        data = obstore.get(self.raw if raw is None else raw, key).bytes()
-        if crc:
-            crc32c.crc32c(data)
-        options = pa.ipc.IpcReadOptions(use_threads=len(data) >= SMALL_DECODE_MAX_BYTES)
-        return pa.ipc.open_file(pa.py_buffer(memoryview(data)), options=options).read_all()
-
-    def table(
-        self, keys: list[str], pool: ThreadPoolExecutor, raw: Any = None, crc: bool = False
-    ) -> pa.Table:
-        """The baseline's read of objects into one table, as ``log.read``
-        returns them: every object's memory held until the last arrives (a
-        count of rows that dropped each one as it came would reuse the same
-        memory over and over, which a read into a table cannot)."""
-        return pa.concat_tables(list(pool.map(lambda key: self.fetch(key, raw, crc), keys)))
+from bench.backend import Backend
+from bench.sides import OURS, Side
 
 
 def make_batch(target_bytes: int) -> pa.RecordBatch:
@@ -277,49 +241,28 @@ def bench_read(
     repeat: int,
     compression: Compression = Compression.NONE,
 ) -> dict[str, float]:
-    """The baseline fetches and decodes the very objects the log reads."""
+    """The baseline fetches and decodes the very objects the log reads; each
+    side reads in a process of its own (:mod:`bench.sides`)."""
     log = arrowlog.connect(backend.url, backend.options)
     topic = f"read-{batch.nbytes}-{compression.value}"
     log.create_topic(topic, batch.schema, config=config(compression))
     part = log.partition(topic, 0)
     for _ in range(count):
         part.append(batch)
-    refs = part.segments()
-    keys = [ref.key for ref in refs]
+    keys = [ref.key for ref in part.segments()]
     rows = count * batch.num_rows
-    pool = ThreadPoolExecutor(max_workers=8)
-
-    def ours() -> None:  # a committed range: its end known, as a planned read has it
-        assert log.read(topic, 0, 0, rows).num_rows == rows
-
-    def to_end() -> None:  # up to wherever the log ends now: a LIST first
-        assert log.read(topic, 0).num_rows == rows
-
-    def cold() -> None:  # a new client: it knows nothing of the partition
-        fresh = arrowlog.connect(backend.url, backend.options)
-        assert fresh.read(topic, 0).num_rows == rows
-        fresh.close()
-
-    def plain(crc: bool = False) -> None:
-        assert backend.table(keys, pool, crc=crc).num_rows == rows
-
-    def listed(crc: bool = False) -> None:  # what a new client must do at least: LIST, then GET
-        raw = backend.new_raw()
-        prefix = keys[0].rsplit("/", 1)[0] + "/"
-        listing = obstore.list(raw, prefix)
-        found = [o["path"] for page in listing for o in page if o["path"].endswith(".arrow")]
-        assert backend.table(found, pool, raw, crc).num_rows == rows
-
-    runs: dict[str, Callable[[], None]] = {"plain_crc": functools.partial(plain, True),
-            "ours": ours, "plain": plain,
-            "to_end": to_end, "cold": cold, "listed": listed,
-            "listed_crc": functools.partial(listed, True)}  # fmt: skip
-    times: dict[str, list[float]] = {name: [] for name in runs}
+    spec = {"name": backend.name, "url": backend.url, "options": backend.options,
+            "raw_spec": backend.raw_spec, "topic": topic, "keys": keys, "rows": rows}  # fmt: skip
     # each side next to its baselines in every round (ours, plain; cold, listed)
-    for r in range(5 * repeat):  # a read is quick, and noisy: more of them
-        for name in reversed(runs) if r % 2 else runs:
-            times[name].append(timed(runs[name]))
-    pool.shutdown()
+    runs = ("plain_crc", "ours", "plain", "to_end", "cold", "listed", "listed_crc")
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    with Side(spec) as ours, Side(spec) as baseline:
+        side = {name: ours if name in OURS else baseline for name in runs}
+        for name in runs:  # each side's first reads (connections, pages) untimed
+            side[name].time(name)
+        for r in range(5 * repeat):  # a read is quick, and noisy: more of them
+            for name in reversed(runs) if r % 2 else runs:
+                times[name].append(side[name].time(name))
     mib = count * pa.ipc.get_record_batch_size(batch) / 2**20  # the batches' own bytes
     t = {k: statistics.median(v) for k, v in times.items()}
     return {"arrowlog_mib_s": mib / t["ours"], "obstore_mib_s": mib / t["plain"],

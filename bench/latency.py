@@ -29,7 +29,8 @@ from collections.abc import Callable
 import obstore
 
 import arrowlog
-from bench.core import Backend, make_batch, segments_of
+from bench.backend import Backend
+from bench.core import make_batch, segments_of
 from bench.figures import latency_ms
 
 RECORD_BYTES = 1 << 10

@@ -42,7 +42,8 @@ from arrowlog.config import Compression
 from arrowlog.storage import Store
 from arrowlog.storage.url import open_store
 from arrowlog.testing.faulty import Faults, FaultyStore
-from bench.core import Backend, config, make_batch
+from bench.backend import Backend
+from bench.core import config, make_batch
 from bench.figures import WriterRun, summarize_row
 
 Kind = Literal["append", "producer"]
