@@ -11,8 +11,9 @@ bytes on the same store, measured in the same run.
   known) against obstore GETs of the same objects on 8 threads, decoded by
   pyarrow's IPC reader into one table; also read up to wherever the log
   ends (one LIST more); by a new client (against a new obstore client's LIST, then the GETs and
-  decoding); and the first read of what the appends wrote, by the client
-  that wrote it (against the first GETs of what obstore put);
+  decoding); each side in a process of its own (bench/sides.py); and the
+  first read of what the appends wrote, by the client that wrote it (against
+  the first GETs of what obstore put);
 - projection: ``log.read(columns=[one])`` of 8 MiB segments of 10 columns
   against ``log.read`` of all 10.
 """
