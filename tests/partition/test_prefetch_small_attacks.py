@@ -410,6 +410,20 @@ def held_after_kept(
     return gate, run
 
 
+def a_whole_read_held_at_its_last_get(
+    store: Store, columns: list[str] | None
+) -> tuple[Gate, Background]:
+    """A new client's read of the whole partition, held at the listing's GET of
+    the last segment once it has kept every other one: (gate, run)."""
+    last = segment_key("t", 0, 2 * (SEGMENTS - 1))
+    kept = [segment_key("t", 0, 2 * i) for i in range(SEGMENTS - 1)]
+
+    def read(reader: arrowlog.ArrowLog) -> object:
+        return reader.read("t", 0, columns=columns)
+
+    return held_after_kept(store, read, last, kept)
+
+
 @pytest.mark.parametrize("columns", [None, ["x"]], ids=["all", "x"])
 def test_a_small_segment_corrupted_after_the_listing_kept_it_reads_as_kept(
     store: Store, columns: list[str] | None
@@ -417,13 +431,7 @@ def test_a_small_segment_corrupted_after_the_listing_kept_it_reads_as_kept(
     written(store)
     expected = streamed(store, columns)
     key = segment_key("t", 0, 2 * BAD)
-    last = segment_key("t", 0, 2 * (SEGMENTS - 1))
-    kept = [segment_key("t", 0, 2 * i) for i in range(SEGMENTS - 1)]
-
-    def read(reader: arrowlog.ArrowLog) -> object:
-        return reader.read("t", 0, columns=columns)
-
-    gate, run = held_after_kept(store, read, last, kept)
+    gate, run = a_whole_read_held_at_its_last_get(store, columns)
     try:
         replaced(store, key, flipped("batch"))
     finally:
@@ -444,13 +452,7 @@ def test_a_small_segment_repaired_after_the_listing_kept_it_corrupt_fails_naming
     key = segment_key("t", 0, 2 * BAD)
     good = bytes(store.get(key))
     replaced(store, key, flipped("batch"))
-    last = segment_key("t", 0, 2 * (SEGMENTS - 1))
-    kept = [segment_key("t", 0, 2 * i) for i in range(SEGMENTS - 1)]
-
-    def read(reader: arrowlog.ArrowLog) -> object:
-        return reader.read("t", 0, columns=columns)
-
-    gate, run = held_after_kept(store, read, last, kept)
+    gate, run = a_whole_read_held_at_its_last_get(store, columns)
     try:
         replaced(store, key, lambda _: good)
     finally:
