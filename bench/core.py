@@ -162,8 +162,14 @@ def bench_append(
 
 #: first reads measured: each needs objects never read before, so a round
 #: costs a partition's appends (and its baseline's puts); with 3 rounds, the
-#: median of the ratios moved by 0.2 between runs of the same code
-FIRST_READ_ROUNDS = 7
+#: median of the ratios moved by 0.2 between runs of the same code, with 7 by
+#: up to 0.15
+FIRST_READ_ROUNDS = 11
+
+#: rounds of a read of the same partition, per ``--repeat`` (30 by default): a
+#: read is quick, and noisy; with 15 rounds, the medians of the same cells moved
+#: by up to 0.09 between runs of the same code
+READ_ROUNDS_PER_REPEAT = 10
 
 
 def first_reads(
@@ -261,7 +267,7 @@ def bench_read(
         side = {name: ours if name in OURS else baseline for name in runs}
         for name in runs:  # each side's first reads (connections, pages) untimed
             side[name].time(name)
-        for r in range(5 * repeat):  # a read is quick, and noisy: more of them
+        for r in range(READ_ROUNDS_PER_REPEAT * repeat):
             for name in reversed(runs) if r % 2 else runs:
                 times[name].append(side[name].time(name))
     mib = count * pa.ipc.get_record_batch_size(batch) / 2**20  # the batches' own bytes
