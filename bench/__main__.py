@@ -5,6 +5,7 @@
     python -m bench --suite columns      # one column of ten (8 MiB segments) against all
     python -m bench --suite writers      # writers per partition, latency, Spark's write
                                          # (about 5 minutes; not part of --suite all)
+    python -m bench.ceiling              # a new client against the least a checking client does
 
 For every backend (a local directory, SeaweedFS over HTTP on 127.0.0.1, and with
 ``s3fs`` the same server through the s3fs client, for comparison), the

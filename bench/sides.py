@@ -28,12 +28,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 import obstore
+import pyarrow as pa
 
 import arrowlog
+from arrowlog.config import RetryPolicy
+from arrowlog.format.segment import decode_segment
+from arrowlog.format.topic import parse_segment_key, segment_prefix
+from arrowlog.log.topics import TopicVersions
+from arrowlog.partition.fetch import check_segment
+from arrowlog.storage.url import open_store
 from bench.backend import Backend
 
 #: arrowlog's reads, by name; the others (plain, plain_crc, listed, listed_crc)
-#: are the baseline's
+#: are the baseline's, and ``checked`` is :mod:`bench.ceiling`'s
 OURS = ("ours", "to_end", "cold")
 
 
@@ -113,9 +120,23 @@ def _reads(spec: dict[str, Any]) -> dict[str, Any]:
         found = [o["path"] for page in listing for o in page if o["path"].endswith(".arrow")]
         assert backend.table(found, pool, raw, crc).num_rows == rows
 
+    def checked() -> None:  # a new client that keeps arrowlog's checks and does nothing else
+        store = open_store(backend.url, backend.options)
+        entry = TopicVersions(store, RetryPolicy()).latest_topic(topic)
+        listed = store.list(segment_prefix(entry.prefix, 0))
+        found = [info.key for info in listed if parse_segment_key(info.key) is not None]
+        # each segment's file CRC, header and columns; the offsets chained from 0
+        items = pool.map(lambda key: decode_segment(store.get(key), key=key), found)
+        end, batches = 0, []
+        for key, item in zip(found, items, strict=True):
+            header, batch = check_segment(item, key, end, item[0].next_offset, entry.schema, None)
+            end = header.next_offset
+            batches.append(batch)
+        assert pa.Table.from_batches(batches, schema=entry.schema).num_rows == rows
+
     return {"ours": ours, "to_end": to_end, "cold": cold, "plain": plain,
             "plain_crc": lambda: plain(True), "listed": listed,
-            "listed_crc": lambda: listed(True)}  # fmt: skip
+            "listed_crc": lambda: listed(True), "checked": checked}  # fmt: skip
 
 
 def serve(requests: IO[str], replies: IO[str]) -> None:
