@@ -26,11 +26,10 @@ import statistics
 import tempfile
 from pathlib import Path
 
-import arrowlog
 from arrowlog.config import Compression
 from arrowlog.testing import seaweedfs
 from bench.__main__ import on_server
-from bench.core import config, make_batch, paired_ratio
+from bench.core import make_batch, paired_ratio, read_spec
 from bench.sides import Side
 
 READS = ("listed", "checked", "cold")
@@ -43,17 +42,8 @@ def measure(kib: int, count: int, rounds: int, compression: Compression) -> dict
         server = seaweedfs.start(Path(tmp) / "seaweedfs")
         try:
             backend = on_server(server, "seaweedfs")
-            batch = make_batch(kib * 1024)
-            log = arrowlog.connect(backend.url, backend.options)
             topic = f"ceiling-{kib}-{compression.value}"
-            log.create_topic(topic, batch.schema, config=config(compression))
-            part = log.partition(topic, 0)
-            for _ in range(count):
-                part.append(batch)
-            spec = {"name": backend.name, "url": backend.url, "options": backend.options,
-                    "raw_spec": backend.raw_spec, "topic": topic,
-                    "keys": [ref.key for ref in part.segments()],
-                    "rows": count * batch.num_rows}  # fmt: skip
+            spec = read_spec(backend, topic, make_batch(kib * 1024), count, compression)
             times: dict[str, list[float]] = {name: [] for name in READS}
             sides = {name: Side(spec) for name in READS}
             try:

@@ -241,6 +241,22 @@ def bench_contention(
             "conflicts_per_append": conflicts / appends}  # fmt: skip
 
 
+def read_spec(
+    backend: Backend, topic: str, batch: pa.RecordBatch, count: int, compression: Compression
+) -> dict[str, Any]:
+    """A partition of ``count`` appends of ``batch`` in a new ``topic``, as
+    a read side's spec (:class:`bench.sides.Side`)."""
+    log = arrowlog.connect(backend.url, backend.options)
+    log.create_topic(topic, batch.schema, config=config(compression))
+    part = log.partition(topic, 0)
+    for _ in range(count):
+        part.append(batch)
+    keys = [ref.key for ref in part.segments()]
+    return {"name": backend.name, "url": backend.url, "options": backend.options,
+            "raw_spec": backend.raw_spec, "topic": topic, "keys": keys,
+            "rows": count * batch.num_rows}  # fmt: skip
+
+
 def bench_read(
     backend: Backend,
     batch: pa.RecordBatch,
@@ -250,16 +266,8 @@ def bench_read(
 ) -> dict[str, float]:
     """The baseline fetches and decodes the very objects the log reads; each
     side reads in a process of its own (:mod:`bench.sides`)."""
-    log = arrowlog.connect(backend.url, backend.options)
     topic = f"read-{batch.nbytes}-{compression.value}"
-    log.create_topic(topic, batch.schema, config=config(compression))
-    part = log.partition(topic, 0)
-    for _ in range(count):
-        part.append(batch)
-    keys = [ref.key for ref in part.segments()]
-    rows = count * batch.num_rows
-    spec = {"name": backend.name, "url": backend.url, "options": backend.options,
-            "raw_spec": backend.raw_spec, "topic": topic, "keys": keys, "rows": rows}  # fmt: skip
+    spec = read_spec(backend, topic, batch, count, compression)
     # each side next to its baselines in every round (ours, plain; cold, listed)
     runs = ("plain_crc", "ours", "plain", "to_end", "cold", "listed", "listed_crc")
     times: dict[str, list[float]] = {name: [] for name in runs}
