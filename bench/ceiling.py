@@ -79,8 +79,10 @@ def main(argv: list[str] | None = None) -> None:
         f"  cold / checked:   {paired_ratio(times['checked'], times['cold']):.3f}"
         "   (what arrowlog's client leaves of the least a checking client does)"
     )
-    print(f"  cold / listed:    {paired_ratio(times['listed'], times['cold']):.3f}"
-          "   (the read bench's new-client figure)")  # fmt: skip
+    print(
+        f"  cold / listed:    {paired_ratio(times['listed'], times['cold']):.3f}"
+        "   (the read bench's new-client figure)"
+    )
 
 
 if __name__ == "__main__":

@@ -5,28 +5,21 @@ it stands for would be a read that checks less."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-import arrowlog
 from arrowlog.config import Compression
 from arrowlog.errors import CorruptSegmentError
-from bench.core import config, make_batch
+from bench.backend import Backend
+from bench.core import make_batch, read_spec
 from bench.sides import _reads
 
 
-def _partition(root: Path, segments: int = 3) -> tuple[dict[str, object], list[Path]]:
-    batch = make_batch(4096)
-    log = arrowlog.connect(str(root), {"fsync": False})
-    log.create_topic("t", batch.schema, config=config(Compression.NONE))
-    part = log.partition("t", 0)
-    for _ in range(segments):
-        part.append(batch)
-    keys = [ref.key for ref in part.segments()]
-    spec = {"name": "local", "url": str(root), "options": {"fsync": False},
-            "raw_spec": {"kind": "local", "root": str(root)}, "topic": "t", "keys": keys,
-            "rows": segments * batch.num_rows}  # fmt: skip
-    return spec, [root / key for key in keys]
+def _partition(root: Path, segments: int = 3) -> tuple[dict[str, Any], list[Path]]:
+    backend = Backend("local", str(root), {"fsync": False}, {"kind": "local", "root": str(root)})
+    spec = read_spec(backend, "t", make_batch(4096), segments, Compression.NONE)
+    return spec, [root / key for key in spec["keys"]]
 
 
 def test_the_checked_read_reads_every_record(tmp_path: Path) -> None:
