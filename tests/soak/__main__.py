@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.soak.runner import run, store_for
+from tests.soak.runner import OVERTIME, run, store_for
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,6 +17,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", choices=["local", "s3", "azure", "gcs"], default="local")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, help="replays a run's plan (default: random)")
+    parser.add_argument(
+        "--overtime",
+        type=float,
+        default=OVERTIME,
+        help="at most this many seconds past --seconds until a transaction committed, a read, "
+        "an export and a kill happened (default: %(default)g)",
+    )
     parser.add_argument("--dir", type=Path, help="work directory (default: a new temp dir)")
     parser.add_argument(
         "--spark",
@@ -28,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.dir or Path(tempfile.mkdtemp(prefix=f"arrowlog-soak-{seed}-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with store_for(args.store, workdir) as spec:
-        report = run(spec, seconds=args.seconds, seed=seed, workdir=workdir, spark=args.spark)
+        report = run(
+            spec, seconds=args.seconds, seed=seed, workdir=workdir, spark=args.spark,
+            overtime=args.overtime,
+        )  # fmt: skip
     return 0 if report.ok else 1
 
 

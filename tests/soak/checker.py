@@ -212,6 +212,27 @@ def check(events: Iterable[Mapping[str, Any]], final: Mapping[str, Any]) -> Repo
     return _Checker([dict(e) for e in events], final).run()
 
 
+#: The work that makes a run worth checking, as (what, the operation's ``f``)
+#: that clients must have seen succeed at least once; see :func:`work_missing`.
+WORK = (
+    ("a committed transaction", "commit"),
+    ("a read", "observe"),
+    ("an export", "export"),
+)
+
+
+def work_missing(events: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What the run has not done yet of :data:`WORK`, nor a client killed by
+    its plan: the runner goes on past its seconds until this is empty (a slow
+    machine may kill every transaction of a short run before its commit)."""
+    ops, plain = pair(dict(e) for e in events)
+    done = {op.f for op in ops if op.ok and op.inst != "parent"}
+    missing = [what for what, f in WORK if f not in done]
+    if not any(e["f"] == "exit" and e.get("killed") in ("timer", "point") for e in plain):
+        missing.append("a client killed")
+    return missing
+
+
 class _Checker:
     def __init__(self, events: list[dict[str, Any]], final: Mapping[str, Any]) -> None:
         self.ops, self.events = pair(events)

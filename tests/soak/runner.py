@@ -32,7 +32,7 @@ from arrowlog.errors import ArrowLogError
 from arrowlog.testing import azurite, fakegcs, seaweedfs
 from tests.soak import exports, spark_checker, spark_writer
 from tests.soak.chaos import KillPoint
-from tests.soak.checker import Report, check
+from tests.soak.checker import Report, check, work_missing
 from tests.soak.clients import CLIENT_CONFIG, KILL_PATTERNS
 from tests.soak.history import History, now, read_dir
 from tests.soak.model import (
@@ -68,6 +68,11 @@ DOWN_PAST_TIMEOUT = TXN_TIMEOUT_MS / 1000 + 2.5
 SPARK_KILLS = 2
 #: ... but no longer than this after the soak
 SPARK_OVERTIME = 300.0
+#: how long the soak may go on past its seconds until its clients have done
+#: the work that makes it worth checking (tests.soak.checker.work_missing)
+OVERTIME = 60.0
+#: ... and in it, the clients' lives (``pace``) double now and after every so many seconds
+SLOWER_EVERY = 15.0
 #: how long a Spark client killed alone may leave its JVM and planner running
 #: before they are killed
 ORPHAN_WAIT = 5.0
@@ -178,11 +183,22 @@ class Plan:
 
 class Soak:
     def __init__(
-        self, spec: StoreSpec, *, seconds: float, seed: int, workdir: Path, spark: bool = False
+        self,
+        spec: StoreSpec,
+        *,
+        seconds: float,
+        seed: int,
+        workdir: Path,
+        spark: bool = False,
+        overtime: float = OVERTIME,
     ) -> None:
         self.spec = spec
         self.spark = spark
         self.seconds = seconds
+        self.overtime = overtime
+        #: how long the run went on past ``seconds``, and what it still lacked then
+        self.went_on = 0.0
+        self.lacking: list[str] = []
         self.seed = seed
         self.workdir = workdir
         self.histories = workdir / "history"
@@ -397,6 +413,7 @@ class Soak:
             if self.spark:
                 spark.start()
             self.stopping.wait(self.seconds)
+            self._until_worth_checking()
         finally:
             self.stop_file.touch()
             self.stopping.set()
@@ -434,6 +451,25 @@ class Soak:
             (self.workdir / "final-spark.json").write_text(json.dumps(final_sp))
             spark_checker.check_spark(events, final_sp, report)
         return report
+
+    def _until_worth_checking(self) -> None:
+        """Go on past ``seconds`` until the clients' histories show the work
+        that makes the run worth checking, for at most ``overtime`` seconds,
+        giving the clients it starts meanwhile longer lives."""
+        started = slowed = time.monotonic()
+        self.lacking = work_missing(read_dir(self.histories))
+        if self.lacking:
+            self.pace *= 2
+        while self.lacking and time.monotonic() - started < self.overtime:
+            time.sleep(1.0)
+            self.lacking = work_missing(read_dir(self.histories))
+            if time.monotonic() - slowed >= SLOWER_EVERY:
+                # Clients killed before they finish anything (an export on a
+                # machine this busy): the next ones live longer.
+                slowed = time.monotonic()
+                self.pace *= 2
+        self.went_on = time.monotonic() - started
+        self.history.event("overtime", seconds=round(self.went_on, 1), lacking=self.lacking)
 
     def recover(self) -> None:
         """Finish whatever the killed clients left open, as an operator would."""
@@ -553,16 +589,25 @@ def run(
     seed: int,
     workdir: Path,
     spark: bool = False,
+    overtime: float = OVERTIME,
     say: Callable[[str], None] = print,
 ) -> Report:
     """Run one soak and return the checker's report (also printed with ``say``).
-    ``spark``: with the Spark writer (:mod:`tests.soak.spark_writer`)."""
+    ``spark``: with the Spark writer (:mod:`tests.soak.spark_writer`).
+    ``overtime``: at most this long past ``seconds`` until the clients have
+    done the work that makes the run worth checking (a committed transaction,
+    a read, an export, a kill: :func:`tests.soak.checker.work_missing`)."""
     say(f"arrowlog soak: store={spec.kind} seconds={seconds:g} seed={seed} spark={spark} "
         f"workdir={workdir}")  # fmt: skip
     started = time.monotonic()
-    report = Soak(spec, seconds=seconds, seed=seed, workdir=workdir, spark=spark).run()
+    soak = Soak(spec, seconds=seconds, seed=seed, workdir=workdir, spark=spark, overtime=overtime)
+    report = soak.run()
     say(report.format())
     took = time.monotonic() - started
+    if soak.went_on >= 1.0:
+        still = f"; it still lacked {', '.join(soak.lacking)}" if soak.lacking else ""
+        say(f"went on {soak.went_on:.0f} s past {seconds:g} s until its clients had done "
+            f"the work worth checking{still}")  # fmt: skip
     replay = f"python -m tests.soak --store {spec.kind} --seconds {seconds:g} --seed {seed}"
     replay += " --spark" if spark else ""
     say(f"took {took:.0f} s; replay: {replay}")

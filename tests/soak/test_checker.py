@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.soak.checker import ANOMALIES, Report, check
+from tests.soak.checker import ANOMALIES, Report, check, work_missing
 from tests.soak.exports import FEED_TID, check_exports, exp_rid, plain_rid
 from tests.soak.history import History, pair, read_dir
 from tests.soak.model import declared_rids, out_rid, parse_out_rid, txn_tag
@@ -493,3 +493,22 @@ def test_histories_pair_invocations_with_outcomes(tmp_path: Path) -> None:
     assert ops[0].result == {"producer_id": 1, "epoch": 0} and ops[1].error == "ValueError"
     assert [e["f"] for e in events] == ["faults"]
     assert json.loads(json.dumps(events))[0]["counts"] == {"slowdown": 2}
+
+
+def test_a_run_lacks_work_until_a_client_saw_each_kind_succeed(tmp_path: Path) -> None:
+    """The runner goes on past its seconds while work_missing names something:
+    an operation that failed, or whose outcome is unknown, or the parent's own
+    final export, does not count; a client that exited by itself is no kill."""
+    copier = History(tmp_path / "copier.jsonl", slot="copy.0", role="copier")
+    parent = History(tmp_path / "parent.jsonl", slot="parent", role="parent")
+    copier.invoke("commit", inst="a", tag="x").fail(ValueError("refused"))
+    copier.invoke("commit", inst="a", tag="y")  # killed: no outcome
+    copier.invoke("observe", inst="a", start=0).ok()
+    parent.invoke("export", inst="parent", kind="delta", final=True).ok(rows=3)
+    parent.event("exit", proc=1, client="copy.0", returncode=0, killed=None)
+    lacking = ["a committed transaction", "an export", "a client killed"]
+    assert work_missing(read_dir(tmp_path)) == lacking
+    copier.invoke("commit", inst="b", tag="z").ok()
+    copier.invoke("export", inst="b", kind="delta").ok(rows=0)
+    parent.event("exit", proc=2, client="copy.0", returncode=-9, killed="timer")
+    assert work_missing(read_dir(tmp_path)) == []
