@@ -212,13 +212,15 @@ def check(events: Iterable[Mapping[str, Any]], final: Mapping[str, Any]) -> Repo
     return _Checker([dict(e) for e in events], final).run()
 
 
-#: The work that makes a run worth checking, as (what, the operation's ``f``)
-#: that clients must have seen succeed at least once; see :func:`work_missing`.
+#: The work that makes a run worth checking, as (what, the operation's ``f``
+#: that a client must have seen succeed at least once, the roles that do it);
+#: and a client killed by its plan (any role). See :func:`work_missing`.
 WORK = (
-    ("a committed transaction", "commit"),
-    ("a read", "observe"),
-    ("an export", "export"),
+    ("a committed transaction", "commit", ("copier", "job")),
+    ("a read", "observe", ("reader",)),
+    ("an export", "export", ("exporter",)),
 )
+KILLED = "a client killed"
 
 
 def work_missing(events: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -227,9 +229,9 @@ def work_missing(events: Iterable[Mapping[str, Any]]) -> list[str]:
     machine may kill every transaction of a short run before its commit)."""
     ops, plain = pair(dict(e) for e in events)
     done = {op.f for op in ops if op.ok and op.inst != "parent"}
-    missing = [what for what, f in WORK if f not in done]
+    missing = [what for what, f, _ in WORK if f not in done]
     if not any(e["f"] == "exit" and e.get("killed") in ("timer", "point") for e in plain):
-        missing.append("a client killed")
+        missing.append(KILLED)
     return missing
 
 

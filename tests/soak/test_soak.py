@@ -3,8 +3,9 @@ the local store, on SeaweedFS (beside the Spark writer) and on the Azure and GCS
 emulators, exporters racing to Delta and Iceberg while the exported topic is
 re-created, then the history checker. Zero anomalies is the bar; the counts prove the run did
 something worth checking. A run goes on past its seconds (at most runner.OVERTIME) until
-its clients have committed a transaction, read, exported and been killed: on a slow machine
-every transaction of 12 s may be killed before its commit.
+its clients have committed a transaction, read, exported and been killed, with only the roles
+doing what is lacking running: on a slow machine every transaction of 12 s may be killed
+before its commit.
 
 A failure prints the seed; replay it with ``python -m tests.soak --store KIND
 --seconds N --seed S`` (ARROWLOG_SOAK_SEED and ARROWLOG_SOAK_SECONDS set them
@@ -63,7 +64,8 @@ def test_a_soak_of_no_seconds_goes_on_until_its_clients_did_their_work(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Seconds too short for any commit (a slow machine's 12 s, here 0): the run
-    goes on past them, its clients living longer, until every count is there."""
+    goes on past them, its clients living longer and the roles whose work is
+    done resting, until every count is there."""
     seed = int(os.environ.get("ARROWLOG_SOAK_SEED") or random.SystemRandom().randrange(10**6))
     lines: list[str] = []
     report = run(spec_for("local", tmp_path, request), seconds=0, seed=seed, workdir=tmp_path,
