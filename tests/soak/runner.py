@@ -63,6 +63,9 @@ READY_TIMEOUT = 30.0
 #: how long a client stays down when it waits out its transaction's timeout (plus the
 #: second of rounding of S3 object times, and the expirer's own pace)
 DOWN_PAST_TIMEOUT = TXN_TIMEOUT_MS / 1000 + 2.5
+#: what the histories cannot show: a crowd producer's batch staged in the log
+#: (read from the store; a crowd producer stages one when it loses the race for the end)
+STAGED = "a staged batch"
 #: the Spark writer goes on after the soak until killed this often (a Spark
 #: session takes 10-30 s to start: a short soak would kill it once or not at all)
 SPARK_KILLS = 2
@@ -199,6 +202,7 @@ class Soak:
         #: how long the run went on past ``seconds``, and what it still lacked then
         self.went_on = 0.0
         self.lacking: list[str] = []
+        self.staged_seen = False
         #: in overtime, the roles whose work is done: they are not restarted,
         #: and running ones are killed, so the machine serves the others
         self.resting: frozenset[str] = frozenset()
@@ -473,21 +477,31 @@ class Soak:
         work is lacking run (on a busy machine the crowd's sixteen producers
         can starve a transaction for a minute)."""
         started = slowed = time.monotonic()
-        self.lacking = work_missing(read_dir(self.histories))
+        self.lacking = self._work_missing()
         if self.lacking:
             self.pace *= 2
         while self.lacking and time.monotonic() - started < self.overtime:
             self._rest()
             time.sleep(1.0)
-            self.lacking = work_missing(read_dir(self.histories))
+            self.lacking = self._work_missing()
             if time.monotonic() - slowed >= SLOWER_EVERY:
                 # Clients killed before they finish anything (an export on a
                 # machine this busy): the next ones live longer.
                 slowed = time.monotonic()
                 self.pace *= 2
-        self.resting = frozenset()
         self.went_on = time.monotonic() - started
         self.history.event("overtime", seconds=round(self.went_on, 1), lacking=self.lacking)
+
+    def _work_missing(self) -> list[str]:
+        lacking = work_missing(read_dir(self.histories))
+        if not self.staged_seen:
+            try:
+                with self.spec.connect() as log:
+                    summaries = log.partition(IN, 0).summaries()
+            except ArrowLogError:
+                summaries = []
+            self.staged_seen = any(s.at is not None for s in summaries)
+        return lacking if self.staged_seen else [*lacking, STAGED]
 
     def _rest(self) -> None:
         """Rest every role but those doing the work still lacking (all work
@@ -496,6 +510,7 @@ class Soak:
             self.resting = frozenset()
             return
         needed = {role for what, _, roles in WORK if what in self.lacking for role in roles}
+        needed |= {"crowd"} if STAGED in self.lacking else set()
         if self.resting != self.roles - needed:
             self.resting = self.roles - needed
             self.history.event("rest", roles=sorted(self.resting), lacking=self.lacking)

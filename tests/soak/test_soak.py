@@ -3,9 +3,9 @@ the local store, on SeaweedFS (beside the Spark writer) and on the Azure and GCS
 emulators, exporters racing to Delta and Iceberg while the exported topic is
 re-created, then the history checker. Zero anomalies is the bar; the counts prove the run did
 something worth checking. A run goes on past its seconds (at most runner.OVERTIME) until
-its clients have committed a transaction, read, exported and been killed, with only the roles
-doing what is lacking running: on a slow machine every transaction of 12 s may be killed
-before its commit.
+its clients have committed a transaction, read, exported, staged a batch and been killed,
+with only the roles doing what is lacking running: on a slow machine every transaction of
+12 s may be killed before its commit.
 
 A failure prints the seed; replay it with ``python -m tests.soak --store KIND
 --seconds N --seed S`` (ARROWLOG_SOAK_SEED and ARROWLOG_SOAK_SECONDS set them
