@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=OVERTIME,
         help="at most this many seconds past --seconds until a transaction committed, a read, "
-        "an export and a kill happened (default: %(default)g)",
+        "an export, a staged batch and a kill happened (default: %(default)g)",
     )
     parser.add_argument("--dir", type=Path, help="work directory (default: a new temp dir)")
     parser.add_argument(

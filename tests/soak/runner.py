@@ -640,7 +640,8 @@ def run(
     ``spark``: with the Spark writer (:mod:`tests.soak.spark_writer`).
     ``overtime``: at most this long past ``seconds`` until the clients have
     done the work that makes the run worth checking (a committed transaction,
-    a read, an export, a kill: :func:`tests.soak.checker.work_missing`)."""
+    a read, an export, a kill: :func:`tests.soak.checker.work_missing`; and a
+    staged batch: STAGED)."""
     say(f"arrowlog soak: store={spec.kind} seconds={seconds:g} seed={seed} spark={spark} "
         f"workdir={workdir}")  # fmt: skip
     started = time.monotonic()
